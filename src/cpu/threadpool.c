@@ -1,0 +1,321 @@
+/*
+ * threadpool.c — persistent workers, a generation barrier and the graph
+ * executor loop.
+ *
+ * Thread 0 is the caller; workers 1..n-1 wait for a new job generation.
+ * Waiting spins briefly, then yields, then sleeps on a condition variable:
+ * with more threads than free cores (a busy machine, or a browser that
+ * reports hardwareConcurrency loosely) a pure spin-wait can livelock, so
+ * every wait here ends up sleeping and is woken explicitly.
+ *
+ * Every thread walks every node; a node is followed by a barrier. Anything
+ * that makes the threads stop early (an abort, a kernel error) is decided
+ * before that barrier and read after it, so all threads agree on where the
+ * walk ends.
+ */
+#include "../core/graph_internal.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#if defined(__EMSCRIPTEN__) && !defined(__EMSCRIPTEN_PTHREADS__)
+#define KILN_NO_THREADS 1
+#endif
+
+#ifndef KILN_NO_THREADS
+#include <pthread.h>
+#include <sched.h>
+#endif
+
+#define CACHE_LINE 64
+#define KILN_DEFAULT_POLL 20000 /* spin iterations before yielding */
+#define KILN_YIELDS 64          /* sched_yield()s before sleeping */
+
+struct kiln_threadpool {
+    /* each hot atomic on its own cache line: workers hammer them */
+    _Alignas(CACHE_LINE) atomic_int n_barrier;
+    _Alignas(CACHE_LINE) atomic_int n_barrier_passed;
+    _Alignas(CACHE_LINE) atomic_int current_chunk;
+    _Alignas(CACHE_LINE) atomic_int gen;         /* job generation */
+    _Alignas(CACHE_LINE) atomic_int n_sleepers;  /* threads blocked on cond */
+    _Alignas(CACHE_LINE) atomic_int halt;        /* stop after the current node */
+    atomic_int stop;                             /* pool shutting down */
+    atomic_int n_done;                           /* workers finished this job */
+
+    int n_threads; /* pool size, including the caller */
+    int n_active;  /* threads taking part in the current job */
+    int poll;
+
+    /* current job */
+    struct kiln_cgraph * graph;
+    struct kiln_cplan *  cplan;
+    enum kiln_status     status;
+    char                 error[512];
+
+#ifndef KILN_NO_THREADS
+    pthread_mutex_t mu;
+    pthread_cond_t  cv;
+    pthread_t *     workers;
+    struct worker_arg { struct kiln_threadpool * tp; int ith; } * args;
+#endif
+};
+
+/* ------------------------------------------------------------ waiting */
+
+#ifndef KILN_NO_THREADS
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+/* Wait until *v != old: spin, yield, then sleep until woken. */
+static void wait_change(struct kiln_threadpool * tp, atomic_int * v, int old) {
+    for (int i = 0; i < tp->poll; i++) {
+        if (atomic_load_explicit(v, memory_order_acquire) != old) return;
+        cpu_relax();
+    }
+    for (int i = 0; i < KILN_YIELDS; i++) {
+        if (atomic_load_explicit(v, memory_order_acquire) != old) return;
+        sched_yield();
+    }
+    pthread_mutex_lock(&tp->mu);
+    atomic_fetch_add(&tp->n_sleepers, 1);
+    while (atomic_load(v) == old) pthread_cond_wait(&tp->cv, &tp->mu);
+    atomic_fetch_sub(&tp->n_sleepers, 1);
+    pthread_mutex_unlock(&tp->mu);
+}
+
+/* Called after changing a value others may wait on (seq_cst store first). */
+static void wake_all(struct kiln_threadpool * tp) {
+    if (atomic_load(&tp->n_sleepers) > 0) {
+        pthread_mutex_lock(&tp->mu);
+        pthread_cond_broadcast(&tp->cv);
+        pthread_mutex_unlock(&tp->mu);
+    }
+}
+#endif
+
+void kiln_barrier(const struct kiln_compute_params * params) {
+    struct kiln_threadpool * tp = params->tp;
+    if (!tp || params->nth <= 1) return;
+#ifndef KILN_NO_THREADS
+    const int n = params->nth;
+    const int passed = atomic_load(&tp->n_barrier_passed);
+    if (atomic_fetch_add(&tp->n_barrier, 1) == n - 1) {
+        atomic_store(&tp->n_barrier, 0);
+        atomic_fetch_add(&tp->n_barrier_passed, 1);
+        wake_all(tp);
+        return;
+    }
+    wait_change(tp, &tp->n_barrier_passed, passed);
+#endif
+}
+
+
+/* Kernels called without a pool (tests calling a kernel directly) count on
+ * a per-thread counter instead. */
+static _Thread_local int tl_chunk;
+
+int kiln_chunk_next(const struct kiln_compute_params * params) {
+    if (!params->tp) return tl_chunk++;
+    return atomic_fetch_add(&params->tp->current_chunk, 1);
+}
+
+void kiln_chunk_reset(const struct kiln_compute_params * params, int value) {
+    if (params->tp) atomic_store(&params->tp->current_chunk, value);
+    else tl_chunk = value;
+}
+
+/* ------------------------------------------------------------ executor */
+
+typedef enum kiln_status (*fwd_fn)(const struct kiln_compute_params *, struct kiln_tensor *);
+
+#define FWD_ENTRY_(UPPER, lower, sym, n_src, tasks, work, grad) [KILN_OP_##UPPER] = kiln_cpu_fwd_##lower,
+static const fwd_fn fwd_table[KILN_OP_COUNT] = { KILN_OP_LIST(FWD_ENTRY_) };
+#undef FWD_ENTRY_
+
+static bool job_should_abort(struct kiln_cplan * cplan) {
+    if (cplan->abort_flag && *cplan->abort_flag) return true;
+    if (cplan->abort_callback && cplan->abort_callback(cplan->abort_callback_data)) return true;
+    return false;
+}
+
+static void record_failure(struct kiln_threadpool * tp, enum kiln_status st, const struct kiln_tensor * node) {
+#ifndef KILN_NO_THREADS
+    pthread_mutex_lock(&tp->mu);
+#endif
+    if (tp->status == KILN_STATUS_SUCCESS) {
+        tp->status = st;
+        snprintf(tp->error, sizeof(tp->error), "node '%s' (%s): %s", node->name, kiln_op_name(node->op), kiln_last_error());
+    }
+#ifndef KILN_NO_THREADS
+    pthread_mutex_unlock(&tp->mu);
+#endif
+    atomic_store(&tp->halt, 1);
+}
+
+/* The walk every thread of a job does. */
+static void graph_compute_thread(struct kiln_threadpool * tp, int ith) {
+    struct kiln_cgraph * g = tp->graph;
+    struct kiln_cplan * cplan = tp->cplan;
+    const struct kiln_compute_params params = {
+        .ith = ith, .nth = tp->n_active,
+        .wsize = cplan->work_size, .wdata = cplan->work_data, .tp = tp,
+    };
+    for (int i = 0; i < g->n_nodes; i++) {
+        struct kiln_tensor * node = g->nodes[i];
+        const enum kiln_task_class tc = kiln_op_tasks(node->op);
+        if (tc == KILN_TASKS_NONE || kiln_is_empty(node)) continue;
+        if (tc == KILN_TASKS_ALL || ith == 0) {
+            if (!node->data) {
+                if (ith == 0) {
+                    kiln_set_error("tensor has no data (allocate the graph with kiln_gallocr_alloc_graph or use a context with no_alloc = false)");
+                    record_failure(tp, KILN_STATUS_FAILED, node);
+                }
+            } else {
+                const struct kiln_compute_params p = tc == KILN_TASKS_ONE
+                    ? (struct kiln_compute_params){ .ith = 0, .nth = 1, .wsize = params.wsize, .wdata = params.wdata, .tp = tp }
+                    : params;
+                const enum kiln_status st = fwd_table[node->op](&p, node);
+                if (st != KILN_STATUS_SUCCESS) record_failure(tp, st, node);
+            }
+        }
+        if (ith == 0 && job_should_abort(cplan)) {
+            if (tp->status == KILN_STATUS_SUCCESS) {
+                tp->status = KILN_STATUS_ABORTED;
+                snprintf(tp->error, sizeof(tp->error), "compute aborted after node %d of %d", i + 1, g->n_nodes);
+            }
+            atomic_store(&tp->halt, 1);
+        }
+        kiln_barrier(&params);
+        if (atomic_load(&tp->halt)) break;
+    }
+}
+
+#ifndef KILN_NO_THREADS
+static void * worker_main(void * arg) {
+    struct worker_arg * wa = (struct worker_arg *) arg;
+    struct kiln_threadpool * tp = wa->tp;
+    int last_gen = 0;
+    for (;;) {
+        wait_change(tp, &tp->gen, last_gen);
+        last_gen = atomic_load(&tp->gen);
+        if (atomic_load(&tp->stop)) break;
+        if (wa->ith < tp->n_active) graph_compute_thread(tp, wa->ith);
+        atomic_fetch_add(&tp->n_done, 1);
+        wake_all(tp);
+    }
+    return NULL;
+}
+#endif
+
+struct kiln_threadpool_params kiln_threadpool_params_default(int n_threads) {
+    struct kiln_threadpool_params p = { .n_threads = n_threads, .poll = 0 };
+    return p;
+}
+
+struct kiln_threadpool * kiln_threadpool_new(struct kiln_threadpool_params params) {
+    int n = params.n_threads;
+    if (n < 1 || n > KILN_MAX_N_THREADS) {
+        kiln_set_error("threadpool_new: n_threads %d outside 1..%d", n, KILN_MAX_N_THREADS);
+        return NULL;
+    }
+#ifdef KILN_NO_THREADS
+    if (n > 1) {
+        KILN_LOG_WARN("kiln: this build has no threads; using 1 thread instead of %d\n", n);
+        n = 1;
+    }
+#endif
+    void * mem = NULL;
+    if (posix_memalign(&mem, CACHE_LINE, sizeof(struct kiln_threadpool)) != 0 || !mem) {
+        kiln_set_error("threadpool_new: out of memory");
+        return NULL;
+    }
+    struct kiln_threadpool * tp = (struct kiln_threadpool *) mem;
+    memset(tp, 0, sizeof(*tp));
+    tp->n_threads = n;
+    tp->n_active = n;
+    tp->poll = params.poll > 0 ? params.poll : KILN_DEFAULT_POLL;
+#ifndef KILN_NO_THREADS
+    pthread_mutex_init(&tp->mu, NULL);
+    pthread_cond_init(&tp->cv, NULL);
+    if (n > 1) {
+        tp->workers = (pthread_t *) calloc((size_t) n, sizeof(pthread_t));
+        tp->args = (struct worker_arg *) calloc((size_t) n, sizeof(struct worker_arg));
+        if (!tp->workers || !tp->args) {
+            free(tp->workers); free(tp->args); free(tp);
+            kiln_set_error("threadpool_new: out of memory");
+            return NULL;
+        }
+        for (int i = 1; i < n; i++) {
+            tp->args[i].tp = tp;
+            tp->args[i].ith = i;
+            if (pthread_create(&tp->workers[i], NULL, worker_main, &tp->args[i]) != 0) {
+                /* run with the threads we got */
+                KILN_LOG_WARN("kiln: could only start %d of %d threads\n", i, n);
+                tp->n_threads = i;
+                tp->n_active = i;
+                break;
+            }
+        }
+    }
+#endif
+    return tp;
+}
+
+void kiln_threadpool_free(struct kiln_threadpool * tp) {
+    if (!tp) return;
+#ifndef KILN_NO_THREADS
+    if (tp->n_threads > 1) {
+        atomic_store(&tp->stop, 1);
+        atomic_fetch_add(&tp->gen, 1);
+        pthread_mutex_lock(&tp->mu);
+        pthread_cond_broadcast(&tp->cv);
+        pthread_mutex_unlock(&tp->mu);
+        for (int i = 1; i < tp->n_threads; i++) pthread_join(tp->workers[i], NULL);
+    }
+    free(tp->workers);
+    free(tp->args);
+    pthread_mutex_destroy(&tp->mu);
+    pthread_cond_destroy(&tp->cv);
+#endif
+    free(tp);
+}
+
+int kiln_threadpool_get_n_threads(struct kiln_threadpool * tp) { return tp ? tp->n_threads : 0; }
+
+/* Runs one job on the pool with n_active threads; the caller is thread 0. */
+enum kiln_status kiln_threadpool_run(struct kiln_threadpool * tp, struct kiln_cgraph * g, struct kiln_cplan * cplan, int n_active) {
+    tp->graph = g;
+    tp->cplan = cplan;
+    tp->status = KILN_STATUS_SUCCESS;
+    tp->error[0] = 0;
+    tp->n_active = KILN_MAX(1, KILN_MIN(n_active, tp->n_threads));
+    atomic_store(&tp->halt, 0);
+    atomic_store(&tp->n_barrier, 0);
+    atomic_store(&tp->current_chunk, 0);
+#ifndef KILN_NO_THREADS
+    if (tp->n_threads > 1) {
+        atomic_store(&tp->n_done, 0);
+        atomic_fetch_add(&tp->gen, 1);
+        wake_all(tp);
+        graph_compute_thread(tp, 0);
+        /* wait for every worker (including inactive ones) to acknowledge the
+         * generation, so the next job cannot overtake a slow starter */
+        const int expected = tp->n_threads - 1;
+        for (;;) {
+            const int done = atomic_load(&tp->n_done);
+            if (done >= expected) break;
+            wait_change(tp, &tp->n_done, done);
+        }
+    } else
+#endif
+    {
+        graph_compute_thread(tp, 0);
+    }
+    if (tp->status != KILN_STATUS_SUCCESS) kiln_set_error("%s", tp->error);
+    return tp->status;
+}
