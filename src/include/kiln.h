@@ -73,6 +73,13 @@ KILN_API const char * kiln_status_to_string(enum kiln_status status);
  * that return NULL, and computes that return a non-success status, set it. */
 KILN_API const char * kiln_last_error(void);
 KILN_API void         kiln_clear_error(void);
+/* For libraries built on Kiln (model runners, tools): record a message as
+ * this thread's last error, the way the engine's own functions do. */
+KILN_API void         kiln_set_last_error(const char * fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 1, 2)))
+#endif
+    ;
 
 /* ----------------------------------------------------------------- types */
 
