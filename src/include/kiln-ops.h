@@ -57,7 +57,7 @@
     KILN_OP(GROUP_NORM,              group_norm,              "group_norm(x)", 1, ALL, 0, 0) \
     KILN_OP(MUL_MAT,                 mul_mat,                 "X*Y",       2, ALL,  1, 0) \
     KILN_OP(MUL_MAT_ID,              mul_mat_id,              "X[i]*Y",    3, ALL,  1, 0) \
-    KILN_OP(OUT_PROD,                out_prod,                "X×Y",       2, ALL,  0, 0) \
+    KILN_OP(OUT_PROD,                out_prod,                "X×Y",       2, ALL,  1, 0) \
     KILN_OP(SCALE,                   scale,                   "x*v",       1, ALL,  0, 0) \
     KILN_OP(SET,                     set,                     "y->view(x)", 2, ALL, 0, 0) \
     KILN_OP(CPY,                     cpy,                     "x->y",    2, ALL,  0, 0) \
