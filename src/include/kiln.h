@@ -163,6 +163,17 @@ KILN_API size_t       kiln_type_size(enum kiln_type type);  /* bytes per block *
 KILN_API size_t       kiln_row_size(enum kiln_type type, int64_t ne); /* bytes per row of ne elements */
 KILN_API bool         kiln_is_quantized(enum kiln_type type);
 
+/* ------------------------------------------------------------ quantize */
+
+/* Quantize rows [start/n_per_row, +nrows) of src (n_per_row floats each) into
+ * the same rows of dst, as ggml_quantize_chunk: the reference quantizers, or
+ * the importance-weighted ones when imatrix (n_per_row weights) is given.
+ * Returns the bytes written; 0 with kiln_last_error() on bad input (invalid
+ * type, n_per_row not a multiple of the block, no quantizer for the type). */
+KILN_API size_t kiln_quantize_chunk(enum kiln_type type, const float * src, void * dst, int64_t start,
+                                    int64_t nrows, int64_t n_per_row, const float * imatrix);
+KILN_API bool   kiln_quantize_requires_imatrix(enum kiln_type type);
+
 /* ------------------------------------------------------------------- ops */
 
 #define KILN_OP_ENUM_(UPPER, lower, sym, n_src, tasks, work, grad) KILN_OP_##UPPER,
