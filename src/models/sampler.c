@@ -5,7 +5,6 @@
  * with a seeded RNG. Temperature <= 0 is greedy (argmax, lowest id on ties).
  */
 #include "kiln-llama.h"
-#include "internal.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -52,7 +51,7 @@ static double rng_uniform(uint64_t * s) {
 struct kiln_sampler * kiln_sampler_new(struct kiln_sampler_params params) {
     struct kiln_sampler * s = calloc(1, sizeof(*s));
     if (!s) {
-        kiln_set_error("sampler: out of memory");
+        kiln_set_last_error("sampler: out of memory");
         return NULL;
     }
     s->p = params;
@@ -104,7 +103,7 @@ static int cmp_cand(const void * a, const void * b) {
 
 kiln_token kiln_sampler_sample(struct kiln_sampler * s, const float * logits, int32_t n_vocab) {
     if (!s || !logits || n_vocab <= 0) {
-        kiln_set_error("sampler: invalid arguments");
+        kiln_set_last_error("sampler: invalid arguments");
         return KILN_TOKEN_NULL;
     }
     if (s->cap_cand < n_vocab) {
@@ -113,7 +112,7 @@ kiln_token kiln_sampler_sample(struct kiln_sampler * s, const float * logits, in
         if (c) s->cand = c;
         if (cnt) s->count = cnt;
         if (!c || !cnt) {
-            kiln_set_error("sampler: out of memory");
+            kiln_set_last_error("sampler: out of memory");
             return KILN_TOKEN_NULL;
         }
         s->cap_cand = s->cap_count = n_vocab;

@@ -8,7 +8,6 @@
 #include "vocab.h"
 #include "tokenizer_impl.h"
 #include "unicode.h"
-#include "internal.h"
 
 #include <ctype.h>
 #include <stdlib.h>
@@ -44,7 +43,7 @@ static const struct { const char * name; enum pretok_type type; bool no_clean; b
 };
 
 static bool vocab_fail(struct kiln_vocab * v, const char * fmt, const char * a) {
-    kiln_set_error(fmt, a);
+    kiln_set_last_error(fmt, a);
     kiln_vocab_free(v);
     return false;
 }
@@ -159,18 +158,18 @@ static bool build_piece(struct kiln_vocab * v, int32_t id) {
     return true;
 }
 
-struct kiln_vocab * vocab_from_gguf(const struct gf_file * f) {
+struct kiln_vocab * vocab_from_gguf(const struct kiln_gguf_context * f) {
     char model[64] = "", pre[64] = "", name[256] = "";
-    if (!gf_get_str(f, "tokenizer.ggml.model", model, sizeof model)) {
-        kiln_set_error("vocab: tokenizer.ggml.model missing");
+    if (!meta_str(f, "tokenizer.ggml.model", model, sizeof model)) {
+        kiln_set_last_error("vocab: tokenizer.ggml.model missing");
         return NULL;
     }
-    gf_get_str(f, "tokenizer.ggml.pre", pre, sizeof pre);
-    gf_get_str(f, "general.name", name, sizeof name);
+    meta_str(f, "tokenizer.ggml.pre", pre, sizeof pre);
+    meta_str(f, "general.name", name, sizeof name);
 
     struct kiln_vocab * v = calloc(1, sizeof(*v));
     if (!v) {
-        kiln_set_error("vocab: out of memory");
+        kiln_set_last_error("vocab: out of memory");
         return NULL;
     }
     v->eot = v->eom = v->pad = KILN_TOKEN_NULL;
@@ -202,20 +201,23 @@ struct kiln_vocab * vocab_from_gguf(const struct gf_file * f) {
         vocab_fail(v, "vocab: unsupported tokenizer.ggml.model '%s' (supported: llama, gpt2)", model);
         return NULL;
     }
-    gf_get_bool(f, "tokenizer.ggml.add_space_prefix", &v->add_space_prefix);
+    meta_bool(f, "tokenizer.ggml.add_space_prefix", &v->add_space_prefix);
 
-    const struct gf_kv * toks = gf_get_arr(f, "tokenizer.ggml.tokens", GF_STRING);
-    if (!toks || toks->arr_n == 0 || toks->arr_n > (1u << 24)) {
+    int64_t toks = meta_arr(f, "tokenizer.ggml.tokens", KILN_GGUF_TYPE_STRING);
+    size_t n_toks = toks >= 0 ? kiln_gguf_get_arr_n(f, toks) : 0;
+    if (n_toks == 0 || n_toks > (1u << 24)) {
         vocab_fail(v, "vocab: tokenizer.ggml.tokens missing or empty%s", "");
         return NULL;
     }
-    const struct gf_kv * scores = gf_get_arr(f, "tokenizer.ggml.scores", GF_F32);
-    const struct gf_kv * types = gf_get_arr(f, "tokenizer.ggml.token_type", GF_I32);
-    if ((scores && scores->arr_n != toks->arr_n) || (types && types->arr_n != toks->arr_n)) {
+    int64_t scores_id = meta_arr(f, "tokenizer.ggml.scores", KILN_GGUF_TYPE_FLOAT32);
+    int64_t types_id = meta_arr(f, "tokenizer.ggml.token_type", KILN_GGUF_TYPE_INT32);
+    const uint8_t * scores = scores_id >= 0 ? kiln_gguf_get_arr_data(f, scores_id) : NULL;
+    const uint8_t * types = types_id >= 0 ? kiln_gguf_get_arr_data(f, types_id) : NULL;
+    if ((scores && kiln_gguf_get_arr_n(f, scores_id) != n_toks) || (types && kiln_gguf_get_arr_n(f, types_id) != n_toks)) {
         vocab_fail(v, "vocab: scores/token_type length differs from tokens%s", "");
         return NULL;
     }
-    int32_t n = (int32_t) toks->arr_n;
+    int32_t n = (int32_t) n_toks;
     v->n_tokens = n;
     v->text = calloc(n, sizeof(char *));
     v->text_len = calloc(n, sizeof(uint32_t));
@@ -230,10 +232,9 @@ struct kiln_vocab * vocab_from_gguf(const struct gf_file * f) {
         return NULL;
     }
     for (int32_t i = 0; i < n; i++) {
-        const struct gf_str * s = &toks->strs[i];
         char buf[32];
-        const char * src = s->s;
-        size_t len = (size_t) s->n;
+        const char * src = kiln_gguf_get_arr_str(f, toks, (size_t) i);
+        size_t len = kiln_gguf_get_arr_str_len(f, toks, (size_t) i);
         if (len == 0) { /* as llama.cpp: never an empty text */
             snprintf(buf, sizeof buf, "[EMPTY_%d]", i);
             src = buf;
@@ -248,12 +249,12 @@ struct kiln_vocab * vocab_from_gguf(const struct gf_file * f) {
         v->text[i][len] = 0;
         v->text_len[i] = (uint32_t) len;
         if (scores) {
-            memcpy(&v->score[i], scores->data + 4 * (size_t) i, 4);
+            memcpy(&v->score[i], scores + 4 * (size_t) i, 4);
         }
         v->attr[i] = KILN_TOKEN_ATTR_NORMAL;
         if (types) {
             int32_t tt;
-            memcpy(&tt, types->data + 4 * (size_t) i, 4);
+            memcpy(&tt, types + 4 * (size_t) i, 4);
             switch (tt) {
                 case TT_UNKNOWN:      v->attr[i] = KILN_TOKEN_ATTR_UNKNOWN; break;
                 case TT_UNUSED:       v->attr[i] = KILN_TOKEN_ATTR_UNUSED; break;
@@ -271,23 +272,24 @@ struct kiln_vocab * vocab_from_gguf(const struct gf_file * f) {
     }
 
     if (v->type == KILN_VOCAB_TYPE_BPE) {
-        const struct gf_kv * merges = gf_get_arr(f, "tokenizer.ggml.merges", GF_STRING);
-        if (!merges) {
+        int64_t merges = meta_arr(f, "tokenizer.ggml.merges", KILN_GGUF_TYPE_STRING);
+        if (merges < 0) {
             vocab_fail(v, "vocab: tokenizer.ggml.merges missing for a gpt2 tokenizer%s", "");
             return NULL;
         }
-        if (!strmap_init(&v->bpe_ranks, (size_t) merges->arr_n)) {
+        size_t n_merges = kiln_gguf_get_arr_n(f, merges);
+        if (!strmap_init(&v->bpe_ranks, n_merges)) {
             vocab_fail(v, "vocab: out of memory%s", "");
             return NULL;
         }
-        for (uint64_t i = 0; i < merges->arr_n; i++) {
-            const struct gf_str * s = &merges->strs[i];
+        for (size_t i = 0; i < n_merges; i++) {
+            const char * ms = kiln_gguf_get_arr_str(f, merges, i);
+            size_t ml = kiln_gguf_get_arr_str_len(f, merges, i);
             /* split at the first space after position 0 */
-            const char * sp = s->n > 1 ? memchr(s->s + 1, ' ', (size_t) s->n - 1) : NULL;
-            if (!sp) {
+            if (!ms || ml < 2 || !memchr(ms + 1, ' ', ml - 1)) {
                 continue;
             }
-            if (!strmap_put(&v->bpe_ranks, s->s, (size_t) s->n, (int32_t) i, false)) {
+            if (!strmap_put(&v->bpe_ranks, ms, ml, (int32_t) i, false)) {
                 vocab_fail(v, "vocab: out of memory%s", "");
                 return NULL;
             }
@@ -302,12 +304,12 @@ struct kiln_vocab * vocab_from_gguf(const struct gf_file * f) {
     kiln_token * id_dst[] = { &v->bos, &v->eos, &v->eot, &v->eom, &v->unk, &v->pad };
     for (size_t k = 0; k < sizeof id_keys / sizeof id_keys[0]; k++) {
         uint32_t id;
-        if (gf_get_u32(f, id_keys[k], &id) && id < (uint32_t) n) {
+        if (meta_u32(f, id_keys[k], &id) && id < (uint32_t) n) {
             *id_dst[k] = (kiln_token) id;
         }
     }
-    gf_get_bool(f, "tokenizer.ggml.add_bos_token", &v->add_bos);
-    gf_get_bool(f, "tokenizer.ggml.add_eos_token", &v->add_eos);
+    meta_bool(f, "tokenizer.ggml.add_bos_token", &v->add_bos);
+    meta_bool(f, "tokenizer.ggml.add_eos_token", &v->add_eos);
 
     /* tokens llama.cpp recognizes by their text */
     if (v->eot == KILN_TOKEN_NULL) {
@@ -399,34 +401,31 @@ void kiln_vocab_free(struct kiln_vocab * v) {
     free(v);
 }
 
-static struct kiln_vocab * load_common(struct gf_file * f, const char * err) {
-    if (!f) {
-        kiln_set_error("vocab: %s", err);
-        return NULL;
+static struct kiln_vocab * load_common(struct kiln_gguf_context * g) {
+    if (!g) {
+        return NULL; /* the reader set the error */
     }
-    struct kiln_vocab * v = vocab_from_gguf(f);
-    gf_close(f);
+    struct kiln_vocab * v = vocab_from_gguf(g);
+    kiln_gguf_free(g);
     return v;
 }
 
 struct kiln_vocab * kiln_vocab_load(const char * path) {
-    char err[256] = "";
     if (!path) {
-        kiln_set_error("vocab: NULL path");
+        kiln_set_last_error("vocab: NULL path");
         return NULL;
     }
-    struct gf_file * f = gf_open_file(path, err, sizeof err);
-    return load_common(f, err);
+    struct kiln_gguf_init_params p = { .no_alloc = true, .ctx = NULL };
+    return load_common(kiln_gguf_init_from_file(path, p));
 }
 
 struct kiln_vocab * kiln_vocab_load_from_buffer(const void * data, size_t size) {
-    char err[256] = "";
     if (!data) {
-        kiln_set_error("vocab: NULL buffer");
+        kiln_set_last_error("vocab: NULL buffer");
         return NULL;
     }
-    struct gf_file * f = gf_open_buffer(data, size, err, sizeof err);
-    return load_common(f, err);
+    struct kiln_gguf_init_params p = { .no_alloc = true, .ctx = NULL };
+    return load_common(kiln_gguf_init_from_buffer(data, size, p));
 }
 
 enum kiln_vocab_type kiln_vocab_type(const struct kiln_vocab * v) { return v->type; }
@@ -555,12 +554,12 @@ oom:
 int32_t kiln_tokenize(const struct kiln_vocab * v, const char * text, int32_t text_len, kiln_token * tokens,
                       int32_t n_tokens_max, bool add_special, bool parse_special) {
     if (!v || (!text && text_len > 0) || text_len < 0 || n_tokens_max < 0 || (!tokens && n_tokens_max > 0)) {
-        kiln_set_error("kiln_tokenize: invalid arguments");
+        kiln_set_last_error("kiln_tokenize: invalid arguments");
         return INT32_MIN;
     }
     struct frag_list frags = { 0 };
     if (!partition(v, text, (size_t) text_len, parse_special, &frags)) {
-        kiln_set_error("kiln_tokenize: out of memory");
+        kiln_set_last_error("kiln_tokenize: out of memory");
         return INT32_MIN;
     }
     struct tok_out out = { 0 };
@@ -600,12 +599,12 @@ int32_t kiln_tokenize(const struct kiln_vocab * v, const char * text, int32_t te
     free(frags.v);
     if (!ok) {
         free(out.v);
-        kiln_set_error("kiln_tokenize: out of memory");
+        kiln_set_last_error("kiln_tokenize: out of memory");
         return INT32_MIN;
     }
     if (out.n > (size_t) INT32_MAX) {
         free(out.v);
-        kiln_set_error("kiln_tokenize: too many tokens");
+        kiln_set_last_error("kiln_tokenize: too many tokens");
         return INT32_MIN;
     }
     int32_t n = (int32_t) out.n;
@@ -624,7 +623,7 @@ int32_t kiln_tokenize(const struct kiln_vocab * v, const char * text, int32_t te
 
 int32_t kiln_token_to_piece(const struct kiln_vocab * v, kiln_token token, char * buf, int32_t length, int32_t lstrip, bool special) {
     if (!v || token < 0 || token >= v->n_tokens || length < 0 || (!buf && length > 0)) {
-        kiln_set_error("kiln_token_to_piece: invalid token %d", (int) token);
+        kiln_set_last_error("kiln_token_to_piece: invalid token %d", (int) token);
         return INT32_MIN;
     }
     uint32_t a = v->attr[token];
@@ -647,12 +646,12 @@ int32_t kiln_token_to_piece(const struct kiln_vocab * v, kiln_token token, char 
 int32_t kiln_detokenize(const struct kiln_vocab * v, const kiln_token * tokens, int32_t n_tokens, char * text,
                         int32_t text_len_max, bool remove_special, bool unparse_special) {
     if (!v || n_tokens < 0 || (!tokens && n_tokens > 0) || text_len_max < 0 || (!text && text_len_max > 0)) {
-        kiln_set_error("kiln_detokenize: invalid arguments");
+        kiln_set_last_error("kiln_detokenize: invalid arguments");
         return INT32_MIN;
     }
     for (int32_t i = 0; i < n_tokens; i++) {
         if (tokens[i] < 0 || tokens[i] >= v->n_tokens) {
-            kiln_set_error("kiln_detokenize: token %d out of range (vocab %d)", (int) tokens[i], (int) v->n_tokens);
+            kiln_set_last_error("kiln_detokenize: token %d out of range (vocab %d)", (int) tokens[i], (int) v->n_tokens);
             return INT32_MIN;
         }
     }
@@ -672,7 +671,7 @@ int32_t kiln_detokenize(const struct kiln_vocab * v, const kiln_token * tokens, 
     }
     char * s = malloc(total + 1);
     if (!s) {
-        kiln_set_error("kiln_detokenize: out of memory");
+        kiln_set_last_error("kiln_detokenize: out of memory");
         return INT32_MIN;
     }
     size_t m = 0;
@@ -726,7 +725,7 @@ int32_t kiln_detokenize(const struct kiln_vocab * v, const kiln_token * tokens, 
     }
     if (m > (size_t) INT32_MAX) {
         free(s);
-        kiln_set_error("kiln_detokenize: text too long");
+        kiln_set_last_error("kiln_detokenize: text too long");
         return INT32_MIN;
     }
     if ((int32_t) m > text_len_max) {

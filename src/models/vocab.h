@@ -3,7 +3,7 @@
 #define KILN_MODELS_VOCAB_H
 
 #include "kiln-llama.h"
-#include "gguf_file.h"
+#include "meta.h"
 #include "pretok.h"
 #include "strmap.h"
 
@@ -31,6 +31,6 @@ struct kiln_vocab {
 };
 
 /* build from a parsed GGUF file; NULL + kiln_last_error() on failure */
-struct kiln_vocab * vocab_from_gguf(const struct gf_file * f);
+struct kiln_vocab * vocab_from_gguf(const struct kiln_gguf_context * g);
 
 #endif

@@ -30,7 +30,7 @@ static char * read_all(const char * path, size_t * n) {
 }
 
 static void vocab_file(const char * name) {
-    char path[512], inp_path[512], out_path[512];
+    char path[512], inp_path[600], out_path[600];
     snprintf(path, sizeof path, "tests/data/vocab/%s", name);
     snprintf(inp_path, sizeof inp_path, "%s.inp", path);
     snprintf(out_path, sizeof out_path, "%s.out", path);
