@@ -46,6 +46,18 @@ bool kiln_mnist_model_save(const struct kiln_mnist_model * model, const char * p
 bool kiln_mnist_model_build(struct kiln_mnist_model * model, int nbatch, bool trainable);
 void kiln_mnist_model_free(struct kiln_mnist_model * model);
 
+/* Validates an IDX file of unsigned bytes held in memory (buf, size) with
+ * want_dims dimensions; dims receives the sizes, *data the first byte of the
+ * payload. false with a message when malformed or truncated. */
+bool kiln_mnist_parse_idx(const uint8_t * buf, size_t size, int want_dims, int64_t dims[3], const uint8_t ** data);
+struct kiln_opt_dataset;
+/* A dataset from n images (n*784 bytes, scaled to [0, 1]) and n labels
+ * (one-hot over 10 classes); NULL with a message on a label out of range. */
+struct kiln_opt_dataset * kiln_mnist_dataset(const uint8_t * images, const uint8_t * labels, int64_t n);
+/* Reads <dir>/<prefix>-images-idx3-ubyte and -labels-idx1-ubyte
+ * (uncompressed) into a dataset of at most limit images (limit <= 0: all). */
+struct kiln_opt_dataset * kiln_mnist_dataset_load(const char * dir, const char * prefix, int64_t limit);
+
 #ifdef __cplusplus
 }
 #endif

@@ -3,6 +3,7 @@
  */
 #include "kiln-mnist.h"
 #include "kiln-gguf.h"
+#include "kiln-opt.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -183,4 +184,88 @@ void kiln_mnist_model_free(struct kiln_mnist_model * m) {
     kiln_free(m->ctx_compute);
     kiln_free(m->ctx_weights);
     free(m);
+}
+
+bool kiln_mnist_parse_idx(const uint8_t * buf, size_t size, int want_dims, int64_t dims[3], const uint8_t ** data) {
+    if (!buf || size < 4 || buf[0] != 0 || buf[1] != 0 || buf[2] != 0x08 || buf[3] != want_dims || want_dims < 1 || want_dims > 3) {
+        kiln_set_last_error("mnist: not an IDX file of %d dimensions of unsigned bytes", want_dims);
+        return false;
+    }
+    if (size < 4 + 4 * (size_t) want_dims) { kiln_set_last_error("mnist: IDX header truncated"); return false; }
+    uint64_t total = 1;
+    for (int i = 0; i < want_dims; i++) {
+        const uint8_t * b = buf + 4 + 4 * i;
+        dims[i] = ((int64_t) b[0] << 24) | ((int64_t) b[1] << 16) | ((int64_t) b[2] << 8) | b[3];
+        if (dims[i] <= 0 || dims[i] > 100000000) { kiln_set_last_error("mnist: IDX dimension %d is %lld", i, (long long) dims[i]); return false; }
+        total *= (uint64_t) dims[i];
+        if (total > ((uint64_t) 1 << 34)) { kiln_set_last_error("mnist: IDX file too large"); return false; }
+    }
+    const size_t off = 4 + 4 * (size_t) want_dims;
+    if (total > size - off) {
+        kiln_set_last_error("mnist: IDX payload truncated: %llu bytes expected, %zu present", (unsigned long long) total, size - off);
+        return false;
+    }
+    *data = buf + off;
+    return true;
+}
+
+struct kiln_opt_dataset * kiln_mnist_dataset(const uint8_t * images, const uint8_t * labels, int64_t n) {
+    struct kiln_opt_dataset * ds = kiln_opt_dataset_init(KILN_TYPE_F32, KILN_TYPE_F32, KILN_MNIST_NPIXELS, KILN_MNIST_NCLASSES, n, 1);
+    if (!ds) return NULL;
+    float * x = (float *) kiln_opt_dataset_data(ds)->data;
+    float * y = (float *) kiln_opt_dataset_labels(ds)->data;
+    for (int64_t i = 0; i < n * KILN_MNIST_NPIXELS; i++) x[i] = images[i] / 255.0f;
+    memset(y, 0, sizeof(float) * (size_t)(n * KILN_MNIST_NCLASSES));
+    for (int64_t i = 0; i < n; i++) {
+        if (labels[i] >= KILN_MNIST_NCLASSES) {
+            kiln_set_last_error("mnist: label %d of image %lld out of range", labels[i], (long long) i);
+            kiln_opt_dataset_free(ds);
+            return NULL;
+        }
+        y[i * KILN_MNIST_NCLASSES + labels[i]] = 1.0f;
+    }
+    return ds;
+}
+
+static uint8_t * read_file(const char * path, size_t * size) {
+    FILE * f = fopen(path, "rb");
+    if (!f) { kiln_set_last_error("mnist: cannot open %s", path); return NULL; }
+    uint8_t * buf = NULL;
+    size_t cap = 0, n = 0;
+    for (;;) {
+        if (n == cap) {
+            cap = cap ? cap * 2 : (1 << 20);
+            uint8_t * nb = (uint8_t *) realloc(buf, cap);
+            if (!nb) { free(buf); fclose(f); kiln_set_last_error("mnist: out of memory reading %s", path); return NULL; }
+            buf = nb;
+        }
+        const size_t r = fread(buf + n, 1, cap - n, f);
+        n += r;
+        if (r == 0) break;
+    }
+    fclose(f);
+    *size = n;
+    return buf;
+}
+
+struct kiln_opt_dataset * kiln_mnist_dataset_load(const char * dir, const char * prefix, int64_t limit) {
+    char path[4096];
+    size_t ni = 0, nl = 0;
+    snprintf(path, sizeof path, "%s/%s-images-idx3-ubyte", dir, prefix);
+    uint8_t * bi = read_file(path, &ni);
+    snprintf(path, sizeof path, "%s/%s-labels-idx1-ubyte", dir, prefix);
+    uint8_t * bl = bi ? read_file(path, &nl) : NULL;
+    struct kiln_opt_dataset * ds = NULL;
+    int64_t di[3], dl[3];
+    const uint8_t * img, * lab;
+    if (bi && bl && kiln_mnist_parse_idx(bi, ni, 3, di, &img) && kiln_mnist_parse_idx(bl, nl, 1, dl, &lab)) {
+        if (di[0] != dl[0] || di[1] != KILN_MNIST_NX || di[2] != KILN_MNIST_NX) {
+            kiln_set_last_error("mnist: %s images and labels do not match", prefix);
+        } else {
+            ds = kiln_mnist_dataset(img, lab, limit > 0 && limit < di[0] ? limit : di[0]);
+        }
+    }
+    free(bi);
+    free(bl);
+    return ds;
 }

@@ -18,9 +18,9 @@
 #include <string.h>
 #include <zlib.h>
 
-/* reads an IDX file (gz or plain: gzread handles both) into a malloc'd byte
- * array; dims receives the sizes; returns NULL with a message on error */
-static uint8_t * read_idx(const char * dir, const char * name, int want_dims, int64_t dims[3]) {
+/* reads a whole file through zlib (gzip-compressed or plain: gzread
+ * handles both) into a malloc'd buffer */
+static uint8_t * read_gz(const char * dir, const char * name, size_t * size) {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s.gz", dir, name);
     gzFile f = gzopen(path, "rb");
@@ -29,61 +29,47 @@ static uint8_t * read_idx(const char * dir, const char * name, int want_dims, in
         f = gzopen(path, "rb");
     }
     if (!f) { fprintf(stderr, "kiln-mnist: cannot open %s/%s(.gz)\n", dir, name); return NULL; }
-    uint8_t hdr[4];
-    if (gzread(f, hdr, 4) != 4 || hdr[0] != 0 || hdr[1] != 0 || hdr[2] != 0x08 || hdr[3] != want_dims) {
-        fprintf(stderr, "kiln-mnist: %s is not an IDX file of %d dimensions of bytes\n", path, want_dims);
-        gzclose(f);
-        return NULL;
-    }
-    int64_t total = 1;
-    for (int i = 0; i < want_dims; i++) {
-        uint8_t b[4];
-        if (gzread(f, b, 4) != 4) { fprintf(stderr, "kiln-mnist: %s: truncated header\n", path); gzclose(f); return NULL; }
-        dims[i] = ((int64_t) b[0] << 24) | ((int64_t) b[1] << 16) | ((int64_t) b[2] << 8) | b[3];
-        if (dims[i] <= 0 || dims[i] > 10000000) { fprintf(stderr, "kiln-mnist: %s: bad dimension\n", path); gzclose(f); return NULL; }
-        total *= dims[i];
-    }
-    if (total > ((int64_t) 1 << 31)) { fprintf(stderr, "kiln-mnist: %s: too large\n", path); gzclose(f); return NULL; }
-    uint8_t * data = (uint8_t *) malloc((size_t) total);
-    if (!data || gzread(f, data, (unsigned) total) != (int) total) {
-        fprintf(stderr, "kiln-mnist: %s: truncated data\n", path);
-        free(data);
-        gzclose(f);
-        return NULL;
+    uint8_t * buf = NULL;
+    size_t cap = 0, n = 0;
+    for (;;) {
+        if (n == cap) {
+            cap = cap ? cap * 2 : (1 << 22);
+            uint8_t * nb = (uint8_t *) realloc(buf, cap);
+            if (!nb) { free(buf); gzclose(f); return NULL; }
+            buf = nb;
+        }
+        const int r = gzread(f, buf + n, (unsigned)(cap - n));
+        if (r <= 0) break;
+        n += (size_t) r;
     }
     gzclose(f);
-    return data;
+    *size = n;
+    return buf;
 }
 
 /* images scaled to [0, 1]; labels one-hot */
 static struct kiln_opt_dataset * load_split(const char * dir, const char * prefix, int64_t limit) {
     char name[64];
-    int64_t di[3], dl[3];
+    size_t ni = 0, nl = 0;
     snprintf(name, sizeof name, "%s-images-idx3-ubyte", prefix);
-    uint8_t * img = read_idx(dir, name, 3, di);
-    if (!img) return NULL;
+    uint8_t * bi = read_gz(dir, name, &ni);
     snprintf(name, sizeof name, "%s-labels-idx1-ubyte", prefix);
-    uint8_t * lab = read_idx(dir, name, 1, dl);
-    if (!lab) { free(img); return NULL; }
-    if (di[0] != dl[0] || di[1] != KILN_MNIST_NX || di[2] != KILN_MNIST_NX) {
-        fprintf(stderr, "kiln-mnist: %s: images and labels do not match\n", prefix);
-        free(img); free(lab);
-        return NULL;
+    uint8_t * bl = bi ? read_gz(dir, name, &nl) : NULL;
+    struct kiln_opt_dataset * ds = NULL;
+    int64_t di[3], dl[3];
+    const uint8_t * img, * lab;
+    if (bi && bl) {
+        if (!kiln_mnist_parse_idx(bi, ni, 3, di, &img) || !kiln_mnist_parse_idx(bl, nl, 1, dl, &lab)) {
+            fprintf(stderr, "kiln-mnist: %s: %s\n", prefix, kiln_last_error());
+        } else if (di[0] != dl[0] || di[1] != KILN_MNIST_NX || di[2] != KILN_MNIST_NX) {
+            fprintf(stderr, "kiln-mnist: %s: images and labels do not match\n", prefix);
+        } else {
+            ds = kiln_mnist_dataset(img, lab, limit > 0 && limit < di[0] ? limit : di[0]);
+            if (!ds) fprintf(stderr, "kiln-mnist: %s\n", kiln_last_error());
+        }
     }
-    int64_t n = di[0];
-    if (limit > 0 && limit < n) n = limit;
-    struct kiln_opt_dataset * ds = kiln_opt_dataset_init(KILN_TYPE_F32, KILN_TYPE_F32, KILN_MNIST_NPIXELS, KILN_MNIST_NCLASSES, n, 1);
-    if (!ds) { free(img); free(lab); return NULL; }
-    float * x = (float *) kiln_opt_dataset_data(ds)->data;
-    float * y = (float *) kiln_opt_dataset_labels(ds)->data;
-    for (int64_t i = 0; i < n * KILN_MNIST_NPIXELS; i++) x[i] = img[i] / 255.0f;
-    memset(y, 0, sizeof(float) * (size_t)(n * KILN_MNIST_NCLASSES));
-    for (int64_t i = 0; i < n; i++) {
-        if (lab[i] >= KILN_MNIST_NCLASSES) { fprintf(stderr, "kiln-mnist: label %d out of range\n", lab[i]); kiln_opt_dataset_free(ds); ds = NULL; break; }
-        y[i * KILN_MNIST_NCLASSES + lab[i]] = 1.0f;
-    }
-    free(img);
-    free(lab);
+    free(bi);
+    free(bl);
     return ds;
 }
 
