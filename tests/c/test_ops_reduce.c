@@ -25,6 +25,7 @@ static void run_case(const char * op, case_fn fn, const struct rarg * arg, doubl
              kiln_type_name(arg->type), (long long) arg->ne[0], (long long) arg->ne[1], (long long) arg->ne[2], (long long) arg->ne[3],
              ec_layout_names[arg->layout], arg->p[0], arg->p[1], arg->p[2], arg->p[3]);
     tu_case = case_name;
+    ec_cases++;
     struct ec_bits bits = { 0 };
     for (int t = 0; t < 3; t++) {
         struct kiln_context * ctx = tu_ctx((size_t) ec_nel(arg->ne) * 96 + (4 << 20));
@@ -560,5 +561,6 @@ int main(void) {
     test_bad_index();
     test_get_rows_quant();
     test_bad_input();
+    printf("%d op cases\n", ec_cases);
     return tu_finish();
 }
