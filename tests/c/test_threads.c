@@ -13,7 +13,7 @@
 #include <sys/prctl.h>
 #endif
 
-enum { N_LAYERS = 28, NE0 = 129, NE1 = 17 };
+enum { N_LAYERS = 24, NE0 = 129, NE1 = 17 };
 
 /* 5 ops per layer, each layer mixing broadcasting binaries and unaries */
 static struct kiln_tensor * build(struct kiln_context * ctx, struct kiln_tensor ** outs, int * n_outs) {
@@ -37,7 +37,7 @@ static struct kiln_tensor * build(struct kiln_context * ctx, struct kiln_tensor 
         y = kiln_tanh(ctx, kiln_sub(ctx, y, kiln_sqr(ctx, x)));
         x = kiln_div(ctx, y, kiln_add1(ctx, kiln_new_tensor_1d(ctx, KILN_TYPE_F32, 1), kiln_sum(ctx, kiln_sqr(ctx, col))));
         kiln_set_f32(x->src[1]->src[0], 1.0f);
-        if (l % 7 == 6) outs[(*n_outs)++] = x;
+        if (l % 6 == 5) outs[(*n_outs)++] = x;
     }
     return x;
 }
@@ -60,14 +60,14 @@ static float * run(int n_threads, int * n_nodes, int * ok) {
     return res;
 }
 
-static const size_t N_RES = (size_t) NE0 * NE1 * (N_LAYERS / 7 + 1);
+static const size_t N_RES = (size_t) NE0 * NE1 * (N_LAYERS / 6 + 1);
 
 static void test_bit_identical(void) {
     tu_case = "1/2/4/8 threads";
     int n_nodes = 0, ok = 0;
     float * ref = run(1, &n_nodes, &ok);
     CHECK(ok, "compute with 1 thread: %s", kiln_last_error());
-    CHECK(n_nodes >= 300, "graph has %d nodes", n_nodes);
+    CHECK(n_nodes >= 250, "graph has %d nodes", n_nodes);
     int finite = 1;
     for (size_t i = 0; i < N_RES; i++) finite &= isfinite(ref[i]) && fabsf(ref[i]) <= 1.0f;
     CHECK(finite, "values stay finite and bounded");
