@@ -45,11 +45,12 @@ static struct kiln_tensor * make_image(struct kiln_context * ctx, enum kiln_type
 static void test_im2col_2d(void) {
     tu_case = "im2col_2d";
     const enum kiln_type dtypes[2] = { KILN_TYPE_F32, KILN_TYPE_F16 };
-    const enum kiln_type btypes[2] = { KILN_TYPE_F32, KILN_TYPE_F16 };
+    /* data: f32 contiguous, f16 permuted (a non-contiguous view), bf16 contiguous */
+    const enum kiln_type btypes[3] = { KILN_TYPE_F32, KILN_TYPE_F16, KILN_TYPE_BF16 };
     for (size_t ci = 0; ci < sizeof(cases2d) / sizeof(cases2d[0]); ci++) {
         const struct conv2d_case c = cases2d[ci];
         for (int ti = 0; ti < 2; ti++) {
-            for (int perm = 0; perm < 2; perm++) {
+            for (int perm = 0; perm < 3; perm++) {
                 struct kiln_context * ctx = tu_ctx(16 << 20);
                 struct kiln_tensor * a = kiln_new_tensor_4d(ctx, KILN_TYPE_F16, c.KW, c.KH, c.IC, 3);
                 struct kiln_tensor * b = make_image(ctx, btypes[perm], c.IW, c.IH, c.IC, c.N, perm == 1);
@@ -74,7 +75,7 @@ static void test_im2col_2d(void) {
                 }
                 char what[128];
                 snprintf(what, sizeof what, "im2col 2D case %zu dst %s data %s%s", ci, kiln_type_name(dtypes[ti]),
-                         kiln_type_name(btypes[perm]), perm ? " permuted" : "");
+                         kiln_type_name(btypes[perm]), perm == 1 ? " permuted" : "");
                 cc_check_threads(ctx, out, ref, dtypes[ti] == KILN_TYPE_F32 && btypes[perm] == KILN_TYPE_F32 ? 0.0 : 1e-6, what);
                 free(bv);
                 free(ref);
