@@ -277,6 +277,15 @@ static void test_bad_inputs(void) {
     CHECK_FAILS(kiln_im2col(ctx, k1, sig, 1, 0, 0, 0, 1, 0, false, KILN_TYPE_F32), "input channels");
     CHECK_FAILS(kiln_im2col(ctx, k1, img, 1, 0, 0, 0, 1, 0, false, KILN_TYPE_F32), "input channels");
 
+    {   /* sizes from outside can overflow int64: an error, not UB */
+        struct kiln_init_params ip = { 1 << 16, NULL, true };
+        struct kiln_context * nctx = kiln_init(ip);
+        struct kiln_tensor * huge = kiln_new_tensor_4d(nctx, KILN_TYPE_F32, (int64_t) 1 << 40, 1, 1, 1);
+        struct kiln_tensor * data = kiln_new_tensor_4d(nctx, KILN_TYPE_F32, 8, 8, 1, 1);
+        CHECK_FAILS(kiln_im2col(nctx, huge, data, 1, 1, 0, 0, 0x7fffffff, 1, true, KILN_TYPE_F32), "overflows");
+        kiln_free(nctx);
+    }
+
     int64_t ne[4] = { 8, 8, 2, 1 };
     struct kiln_tensor * g = kiln_new_tensor_4d(ctx, KILN_TYPE_F32, 18, 6, 6, 1);
     CHECK(kiln_im2col_back(ctx, g, k2, ne, 1, 1, 0, 0, 1, 1, true) != NULL, "im2col_back good shape: %s", kiln_last_error());
