@@ -202,6 +202,84 @@ static void test_conv_depthwise_2d(void) {
     }
 }
 
+/* ref of pool_2d (no padding) over [W, H, C, N] doubles */
+static void ref_pool2(const double * x, int64_t W, int64_t H, int64_t CN, int k, bool avg, double * out) {
+    const int64_t OW = (W - k) / k + 1, OH = (H - k) / k + 1;
+    for (int64_t q = 0; q < CN; q++)
+    for (int64_t oy = 0; oy < OH; oy++)
+    for (int64_t ox = 0; ox < OW; ox++) {
+        double acc = avg ? 0.0 : -1e300;
+        for (int ky = 0; ky < k; ky++)
+        for (int kx = 0; kx < k; kx++) {
+            const double v = x[(q * H + oy * k + ky) * W + ox * k + kx];
+            if (avg) acc += v;
+            else if (v > acc) acc = v;
+        }
+        out[(q * OH + oy) * OW + ox] = avg ? acc / (k * k) : acc;
+    }
+}
+
+/* The MNIST CNN's shape of graph: conv -> max pool -> conv -> avg pool, in
+ * one graph; computed once in a context and once with the graph allocator
+ * (buffers reused between nodes, work buffer shared). */
+static void test_cnn_chain(void) {
+    tu_case = "cnn chain";
+    const int64_t W = 12, H = 12, IC = 2, N = 3, C1 = 4, C2 = 5;
+    for (int galloc = 0; galloc < 2; galloc++) {
+        struct kiln_init_params ip = { 32 << 20, NULL, galloc == 1 };
+        struct kiln_context * ctx = kiln_init(ip);
+        struct kiln_tensor * x  = kiln_new_tensor_4d(ctx, KILN_TYPE_F32, W, H, IC, N);
+        struct kiln_tensor * k1 = kiln_new_tensor_4d(ctx, KILN_TYPE_F32, 3, 3, IC, C1);
+        struct kiln_tensor * k2 = kiln_new_tensor_4d(ctx, KILN_TYPE_F32, 3, 3, C1, C2);
+        kiln_set_input(x); kiln_set_input(k1); kiln_set_input(k2);
+        struct kiln_tensor * c1 = kiln_conv_2d(ctx, k1, x, 1, 1, 1, 1, 1, 1);          /* [12, 12, 4, 3] */
+        struct kiln_tensor * p1 = kiln_pool_2d(ctx, c1, KILN_OP_POOL_MAX, 2, 2, 2, 2, 0, 0); /* [6, 6, 4, 3] */
+        struct kiln_tensor * c2 = kiln_conv_2d(ctx, k2, p1, 1, 1, 0, 0, 1, 1);         /* [4, 4, 5, 3] */
+        struct kiln_tensor * out = kiln_pool_2d(ctx, c2, KILN_OP_POOL_AVG, 2, 2, 2, 2, 0, 0); /* [2, 2, 5, 3] */
+        if (!CHECK(out != NULL, "build: %s", kiln_last_error())) { kiln_free(ctx); continue; }
+        CHECK(out->ne[0] == 2 && out->ne[1] == 2 && out->ne[2] == C2 && out->ne[3] == N, "chain shape");
+        struct kiln_gallocr * ga = NULL;
+        struct kiln_cgraph * g = NULL;
+        if (galloc) {
+            g = kiln_new_graph(ctx);
+            kiln_build_forward_expand(g, out);
+            ga = kiln_gallocr_new();
+            if (!CHECK(kiln_gallocr_alloc_graph(ga, g), "gallocr: %s", kiln_last_error())) { kiln_gallocr_free(ga); kiln_free(ctx); continue; }
+        }
+        tu_fill_uniform(x, -1.0f, 1.0f);
+        tu_fill_uniform(k1, -1.0f, 1.0f);
+        tu_fill_uniform(k2, -1.0f, 1.0f);
+        double * xv = tu_to_f64(x), * k1v = tu_to_f64(k1), * k2v = tu_to_f64(k2);
+        double * r1 = (double *) malloc(sizeof(double) * (size_t)(W * H * C1 * N));
+        double * r2 = (double *) malloc(sizeof(double) * (size_t)(6 * 6 * C1 * N));
+        double * r3 = (double *) malloc(sizeof(double) * (size_t)(4 * 4 * C2 * N));
+        double * ref = (double *) malloc(sizeof(double) * (size_t)(2 * 2 * C2 * N));
+        for (int64_t n = 0; n < N; n++) for (int64_t oc = 0; oc < C1; oc++)
+        for (int64_t y = 0; y < H; y++) for (int64_t xx = 0; xx < W; xx++)
+            r1[((n * C1 + oc) * H + y) * W + xx] = conv2d_at(k1v, xv, 3, 3, IC, W, H, n, oc, xx, y, 1, 1, 1, 1, 1, 1);
+        ref_pool2(r1, W, H, C1 * N, 2, false, r2);
+        for (int64_t n = 0; n < N; n++) for (int64_t oc = 0; oc < C2; oc++)
+        for (int64_t y = 0; y < 4; y++) for (int64_t xx = 0; xx < 4; xx++)
+            r3[((n * C2 + oc) * 4 + y) * 4 + xx] = conv2d_at(k2v, r2, 3, 3, C1, 6, 6, n, oc, xx, y, 1, 1, 0, 0, 1, 1);
+        ref_pool2(r3, 4, 4, C2 * N, 2, true, ref);
+        if (galloc) {
+            for (int nt = 1; nt <= 4; nt *= 2) {
+                const enum kiln_status st = kiln_graph_compute_with_ctx(ctx, g, nt);
+                if (!CHECK(st == KILN_STATUS_SUCCESS, "compute: %s", kiln_last_error())) break;
+                double * got = tu_to_f64(out);
+                const double e = tu_nmse(got, ref, kiln_nelements(out));
+                CHECK(e < 1e-10, "gallocr chain, %d threads: nmse %.3g", nt, e);
+                free(got);
+            }
+            kiln_gallocr_free(ga);
+        } else {
+            cc_check_threads(ctx, out, ref, 1e-10, "cnn chain");
+        }
+        free(xv); free(k1v); free(k2v); free(r1); free(r2); free(r3); free(ref);
+        kiln_free(ctx);
+    }
+}
+
 static void test_bad_inputs(void) {
     tu_case = "bad inputs";
     struct kiln_context * ctx = tu_ctx(1 << 20);
@@ -234,6 +312,7 @@ int main(void) {
     test_conv_1d();
     test_conv_1d_dw();
     test_conv_depthwise_2d();
+    test_cnn_chain();
     test_bad_inputs();
     return tu_finish();
 }
