@@ -22,6 +22,13 @@
 
 #define MB (1024.0 * 1024.0)
 
+/* a wasm build without pthreads runs everything on one thread */
+#if defined(__EMSCRIPTEN__) && !defined(__EMSCRIPTEN_PTHREADS__)
+#define MAX_THREADS 1
+#else
+#define MAX_THREADS 2
+#endif
+
 static int cmp_double(const void * a, const void * b) {
     const double x = *(const double *) a, y = *(const double *) b;
     return x < y ? -1 : x > y;
@@ -152,7 +159,7 @@ int main(int argc, char ** argv) {
         for (int64_t j = 0; j < nbw; j++) bufs[i][j] = (float) (j & 1023);
     }
     double bw[3] = { 0, 0, 0 };
-    for (int nth = 1; nth <= 2; nth++) bw[nth] = bench_bandwidth(bufs, nbufs, nbw, nth, reps * 2);
+    for (int nth = 1; nth <= MAX_THREADS; nth++) bw[nth] = bench_bandwidth(bufs, nbufs, nbw, nth, reps * 2);
     for (int i = 0; i < nbufs; i++) free(bufs[i]);
 
     /* f32 mat-vec 4096x4096, 3 weight matrices of 64 MB in rotation */
@@ -162,7 +169,7 @@ int main(int argc, char ** argv) {
         for (int ii = 0; ii < 2; ii++) {
             if (ii == 1 && strcmp(best, "scalar") == 0) break;
             kiln_cpu_force_isa(isas[ii]);
-            for (int nth = 1; nth <= 2; nth++) {
+            for (int nth = 1; nth <= MAX_THREADS; nth++) {
                 if (ii == 1 && nth == 2) break;
                 const struct stats st = mm_run(&b, nth, reps * 2);
                 const double bytes = 4096.0 * 4096.0 * sizeof(float);
@@ -185,7 +192,7 @@ int main(int argc, char ** argv) {
         for (int ii = 0; ii < 2; ii++) {
             if (ii == 1 && strcmp(best, "scalar") == 0) break;
             kiln_cpu_force_isa(isas[ii]);
-            for (int nth = 1; nth <= 2; nth++) {
+            for (int nth = 1; nth <= MAX_THREADS; nth++) {
                 if (ii == 1 && nth == 2) break;
                 const struct stats st = mm_run(&b, nth, ii == 1 ? 3 : reps);
                 printf("{\"what\":\"mul_mat\",\"shape\":\"1024x1024x1024\",\"type\":\"f32\",\"isa\":\"%s\",\"threads\":%d,"
