@@ -12,7 +12,7 @@
 #include "kiln.h"
 
 /* which ISA files exist yet (their tables fall back to scalar otherwise) */
-#define KILN_QDOT_HAVE_AVX2 0
+#define KILN_QDOT_HAVE_AVX2 1
 #define KILN_QDOT_HAVE_NEON 0
 #define KILN_QDOT_HAVE_WASM 0
 
