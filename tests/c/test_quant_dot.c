@@ -113,13 +113,15 @@ static void test_isa_vs_scalar(void) {
             double worst = 0;
             int bad_len = -1;
             for (int li = 0; li < 6; li++) {
-                for (int mis = 0; mis < 4; mis += 3) {
+                for (int mis = 0; mis < 2; mis++) {
                     const int64_t n = bs * nblocks[li];
                     const size_t xs = kiln_row_size(t, n), ys = kiln_row_size(vt, n);
                     uint8_t * xb = malloc(xs + 8);
                     uint8_t * yb = malloc(ys + 8);
-                    uint8_t * x = xb + mis;           /* misaligned by 0 or 3 bytes */
-                    uint8_t * y = yb + (mis ? 1 : 0);
+                    /* blocks keep their natural C alignment (2 bytes, q8_K 4:
+                     * fp16/float members, as in ggml) but no SIMD alignment */
+                    uint8_t * x = xb + 2 * mis;
+                    uint8_t * y = yb + 4 * mis;
                     float * act = malloc(sizeof(float) * n);
                     make_weights(t, n, x);
                     for (int64_t i = 0; i < n; i++) act[i] = tu_rand_uniform(-1, 1);

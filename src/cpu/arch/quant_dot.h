@@ -3,7 +3,8 @@
  * ISA, named what-then-how (q4_0_q8_0_vec_dot__avx2). Signature of every dot:
  * s = dot(x, y) over n values, x a row of the weight type, y a row of its
  * activation type (q8_0 / q8_1 / q8_K, as ggml pairs them), n a multiple of
- * the block size, any alignment. src/quant/quant_kernels.c puts them into
+ * the block size. Pointers need only the blocks' natural C alignment (2
+ * bytes; 4 for q8_K), never SIMD alignment. src/quant/quant_kernels.c puts them into
  * the kernel table.
  */
 #ifndef KILN_QUANT_DOT_H
