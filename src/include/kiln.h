@@ -73,6 +73,13 @@ KILN_API const char * kiln_status_to_string(enum kiln_status status);
  * that return NULL, and computes that return a non-success status, set it. */
 KILN_API const char * kiln_last_error(void);
 KILN_API void         kiln_clear_error(void);
+/* For libraries built on Kiln (model runners, tools): record a message as
+ * this thread's last error, the way the engine's own functions do. */
+KILN_API void         kiln_set_last_error(const char * fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 1, 2)))
+#endif
+    ;
 
 /* ----------------------------------------------------------------- types */
 
@@ -644,6 +651,22 @@ KILN_API struct kiln_tensor * kiln_graph_leaf   (struct kiln_cgraph * cgraph, in
 KILN_API struct kiln_tensor ** kiln_graph_nodes (struct kiln_cgraph * cgraph);
 KILN_API struct kiln_tensor * kiln_graph_get_tensor(struct kiln_cgraph * cgraph, const char * name);
 KILN_API void                 kiln_graph_print(const struct kiln_cgraph * cgraph);
+
+/* ------------------------------------------------------------- autodiff
+ * ggml's semantics: mark trainable tensors with kiln_set_param and the loss
+ * with kiln_set_loss, build the forward graph (with grads = true), then
+ * kiln_build_backward_expand appends the gradient computation. grad_accs,
+ * if not NULL, has one entry per forward node (n_nodes at the time of the
+ * call): a non-NULL entry for a PARAM node is a tensor its gradient is
+ * accumulated into (micro-batching). Sources that cannot carry gradients
+ * (positions, indices, piecewise-constant ops) are skipped; an op without a
+ * backward rule on a path that needs a gradient is an error naming it. */
+KILN_API enum kiln_status     kiln_build_backward_expand(struct kiln_context * ctx, struct kiln_cgraph * cgraph, struct kiln_tensor ** grad_accs);
+KILN_API struct kiln_tensor * kiln_graph_get_grad    (const struct kiln_cgraph * cgraph, const struct kiln_tensor * node);
+KILN_API struct kiln_tensor * kiln_graph_get_grad_acc(const struct kiln_cgraph * cgraph, const struct kiln_tensor * node);
+/* loss gradients to 1, all other gradients and accumulators to 0, and the
+ * AdamW moments of every opt_step_adamw node to 0 */
+KILN_API void                 kiln_graph_reset(struct kiln_cgraph * cgraph);
 
 /* ---------------------------------------------------- CPU: plan + compute */
 
