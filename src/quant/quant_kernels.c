@@ -42,7 +42,10 @@ void kiln_quant_register_kernels(struct kiln_kernels * k) {
         case KILN_ISA_AVX2: SET_SIMD(k, avx2); break;
 #endif
 #if defined(__aarch64__) && !defined(__EMSCRIPTEN__) && KILN_QDOT_HAVE_NEON
-        case KILN_ISA_NEON: SET_SIMD(k, neon); break;
+        case KILN_ISA_NEON:
+            if (kiln_cpu_has_dotprod()) SET_SIMD(k, neon_dotprod);
+            else SET_SIMD(k, neon);
+            break;
 #endif
 #if defined(__wasm_simd128__) && KILN_QDOT_HAVE_WASM
         case KILN_ISA_WASM_SIMD128: SET_SIMD(k, wasm_simd128); break;

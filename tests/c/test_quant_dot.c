@@ -8,6 +8,7 @@
 #include "blocks.h"
 #include "quants.h"
 #include "cpu/kernels.h"
+#include "cpu/arch/quant_dot.h"
 
 static const enum kiln_type qtypes[] = {
     KILN_TYPE_Q4_0, KILN_TYPE_Q4_1, KILN_TYPE_Q5_0, KILN_TYPE_Q5_1, KILN_TYPE_Q8_0,
@@ -142,7 +143,46 @@ static void test_isa_vs_scalar(void) {
     printf("  ISA tables tested against scalar: %d\n", n_isa);
 }
 
+/* Variants the table does not hold on this CPU (e.g. plain NEON where the
+ * CPU has dotprod): called directly against the scalar ones. */
+struct variant { const char * name; kiln_vec_dot_t fn; enum kiln_type t; };
+#define VARIANT(name, S) { #name "__" #S, name##_vec_dot__##S, 0 },
+static void test_direct_variants(void) {
+#if defined(__aarch64__) && !defined(__EMSCRIPTEN__)
+    struct variant vs[] = { KILN_QDOT_SIMD_LIST(VARIANT, neon) KILN_QDOT_SIMD_LIST(VARIANT, neon_dotprod) };
+    const int nv = (int) (sizeof(vs) / sizeof(vs[0]));
+    const int with_dotprod = kiln_cpu_has_dotprod();
+    static const enum kiln_type order[12] = {
+        KILN_TYPE_Q4_0, KILN_TYPE_Q4_1, KILN_TYPE_Q5_0, KILN_TYPE_Q5_1, KILN_TYPE_Q8_0, KILN_TYPE_Q2_K,
+        KILN_TYPE_Q3_K, KILN_TYPE_Q4_K, KILN_TYPE_Q5_K, KILN_TYPE_Q6_K, KILN_TYPE_IQ4_NL, KILN_TYPE_IQ4_XS };
+    const struct kiln_kernels * ks = kiln_kernels_for_isa(KILN_ISA_SCALAR);
+    tu_case = "direct neon variants";
+    tu_seed(77);
+    for (int v = 0; v < nv; v++) {
+        if (v >= 12 && !with_dotprod) break;
+        const enum kiln_type t = order[v % 12];
+        const enum kiln_type vt = ks->vec_dot_type[t];
+        const int64_t n = 256 * 3;
+        uint8_t * x = malloc(kiln_row_size(t, n) + 2);
+        uint8_t * y = malloc(kiln_row_size(vt, n) + 4);
+        float * act = malloc(sizeof(float) * n);
+        make_weights(t, n, x + 2);
+        for (int64_t i = 0; i < n; i++) act[i] = tu_rand_uniform(-1, 1);
+        ks->from_float[vt](act, y + 4, n);
+        float s0 = 0, s1 = 0;
+        ks->vec_dot[t](n, &s0, x + 2, y + 4);
+        vs[v].fn(n, &s1, x + 2, y + 4);
+        double sa;
+        ref_dot(t, vt, n, x + 2, y + 4, &sa);
+        CHECK(fabs((double) s1 - s0) / (sa + 1e-30) < 1e-5, "%s vs scalar", vs[v].name);
+        free(x); free(y); free(act);
+    }
+    printf("  direct NEON variants checked (dotprod %s)\n", with_dotprod ? "yes" : "no");
+#endif
+}
+
 int main(void) {
+    test_direct_variants();
     test_scalar_vs_reference();
     test_isa_vs_scalar();
     return tu_finish();

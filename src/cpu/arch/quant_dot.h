@@ -39,6 +39,7 @@ KILN_QDOT_SIMD_LIST(KILN_QDOT, avx2)
 #endif
 #if defined(__aarch64__) && !defined(__EMSCRIPTEN__)
 KILN_QDOT_SIMD_LIST(KILN_QDOT, neon)
+KILN_QDOT_SIMD_LIST(KILN_QDOT, neon_dotprod)
 #endif
 #if defined(__wasm_simd128__)
 KILN_QDOT_SIMD_LIST(KILN_QDOT, wasm_simd128)

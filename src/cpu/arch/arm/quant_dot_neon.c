@@ -3,6 +3,10 @@
  * no dotprod: i8 x i8 products widen to i16 with vmull_s8 and pairwise-add
  * into i32 with vpadalq_s16). Quants are first turned into signed bytes;
  * each (sub-)block's integer sum then meets its scale once.
+ *
+ * quant_dot_dotprod.c compiles this same file again with KILN_NEON_DOTPROD
+ * (ARMv8.2 SDOT: 16 i8 products into 4 i32 lanes in one instruction) under
+ * the suffix neon_dotprod; the kernel table picks it when the CPU has it.
  */
 #include <arm_neon.h>
 #include <string.h>
@@ -11,10 +15,14 @@
 #include "blocks.h"
 #include "quants_impl.h"
 
-/* acc += pairwise sums of a[i] * b[i] over 16 signed bytes */
+/* acc += sums of a[i] * b[i] over 16 signed bytes (spread over the lanes) */
 static inline int32x4_t dot16(int32x4_t acc, int8x16_t a, int8x16_t b) {
+#ifdef KILN_NEON_DOTPROD
+    return vdotq_s32(acc, a, b);
+#else
     acc = vpadalq_s16(acc, vmull_s8(vget_low_s8(a), vget_low_s8(b)));
     return vpadalq_s16(acc, vmull_s8(vget_high_s8(a), vget_high_s8(b)));
+#endif
 }
 
 static inline int dot16_sum(int8x16_t a, int8x16_t b) {
