@@ -183,12 +183,26 @@ declare const AbortController: any;
     arange: (p) => M._kw_op_arange(p[0], p[1], p[2]),
   };
 
+  // which parameters of each op are C ints
+  const INT_PARAMS: Record<string, number[]> = {
+    groupNorm: [0], rope: [0, 1, 2], permute: [0, 1, 2, 3], cast: [0], concat: [0], diagMaskInf: [0], diagMaskZero: [0],
+    argsort: [0], topK: [0], pad: [0, 1, 2, 3], conv2d: [0, 1, 2, 3, 4, 5], pool2d: [0, 1, 2, 3, 4],
+  };
+
   function buildOp(a: any): number {
     // optional inputs are sent as 0
     const hs: number[] = (a.inputs as number[]).map((id) => (id === 0 ? 0 : handleOf(id)));
     const params: number[] = a.params ?? [];
     for (const v of params) {
       if (typeof v !== 'number' || Number.isNaN(v)) throw new WErr('INVALID_ARGUMENT', `${a.op}: parameter ${String(v)} is not a number`);
+    }
+    // parameters that C takes as int must be int32: JS would wrap them
+    const ints = INT_PARAMS[a.op];
+    if (ints) for (const i of ints) {
+      const v = params[i];
+      if (v !== undefined && !(Number.isInteger(v) && v >= -2147483648 && v <= 2147483647)) {
+        throw new WErr('INVALID_ARGUMENT', `${a.op}: parameter ${i} = ${v} is not a 32-bit integer`);
+      }
     }
     if (a.op in unaryIdx) return check(M._kw_op_unary(unaryIdx[a.op], hs[0]));
     if (a.op in binaryIdx) return check(M._kw_op_binary(binaryIdx[a.op], hs[0], hs[1]));

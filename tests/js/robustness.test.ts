@@ -73,7 +73,8 @@ describe.each(BUILDS)('robustness (%s)', (build) => {
       ['NaN parameter', () => good.scale(NaN)],
       ['string parameter', () => good.scale('2' as any)],
       ['topK too large', () => good.topK(100 + rnd(10))],
-      ['pad negative', () => good.pad(-3)],
+      ['integer parameter out of range', () => good.permute(2 ** 32, 1, 2, 3)],
+      ['fractional axis', () => good.permute(0.5, 1, 2, 3)],
     ];
     const seen = new Map<string, number>();
     for (let i = 0; i < 1000; i++) {
