@@ -4,6 +4,7 @@
  * string), stop on EOS / stop strings / max tokens / a full context.
  */
 #include "kiln-llama.h"
+#include "textstream.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -19,86 +20,14 @@ struct kiln_generate_params kiln_generate_params_default(void) {
     return p;
 }
 
-struct pending {
-    char * buf;
-    size_t n, cap;
-};
-
-static bool pending_add(struct pending * p, const char * s, size_t n) {
-    if (p->n + n > p->cap) {
-        size_t cap = (p->n + n) * 2 + 64;
-        char * b = realloc(p->buf, cap);
-        if (!b) {
-            return false;
-        }
-        p->buf = b;
-        p->cap = cap;
-    }
-    memcpy(p->buf + p->n, s, n);
-    p->n += n;
-    return true;
-}
-
-/* bytes at the end that start a UTF-8 character not yet complete */
-static size_t incomplete_tail(const char * s, size_t n) {
-    for (size_t back = 1; back <= 4 && back <= n; back++) {
-        unsigned char c = (unsigned char) s[n - back];
-        if ((c & 0xC0) == 0x80) {
-            continue; /* continuation: look further back */
-        }
-        size_t need = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 1;
-        return need > back ? back : 0;
-    }
-    return 0;
-}
-
-/* emit what is safe; returns true when a stop string was found (text up to
- * it emitted) */
-static bool flush(struct pending * p, const struct kiln_generate_params * gp, bool final, kiln_token tok,
-                  kiln_piece_callback cb, void * ud) {
-    size_t stop_at = p->n;
+/* show what is ready; true when a stop string ended the text */
+static bool flush(struct textstream * ts, bool final, kiln_token tok, kiln_piece_callback cb, void * ud) {
     bool hit = false;
-    for (int32_t i = 0; i < gp->n_stop; i++) {
-        const char * s = gp->stop[i];
-        size_t sl = s ? strlen(s) : 0;
-        if (sl == 0 || sl > p->n) {
-            continue;
-        }
-        for (size_t k = 0; k + sl <= p->n; k++) {
-            if (memcmp(p->buf + k, s, sl) == 0) {
-                if (k < stop_at) {
-                    stop_at = k;
-                }
-                hit = true;
-                break;
-            }
-        }
+    size_t n = textstream_ready(ts, final, &hit);
+    if (cb && (n > 0 || tok >= 0)) {
+        cb(ts->buf ? ts->buf : "", (int32_t) n, tok, ud);
     }
-    size_t emit = stop_at;
-    if (!hit && !final) {
-        /* hold back the longest suffix that is a prefix of a stop string */
-        size_t hold = 0;
-        for (int32_t i = 0; i < gp->n_stop; i++) {
-            const char * s = gp->stop[i];
-            size_t sl = s ? strlen(s) : 0;
-            for (size_t l = sl > 0 ? sl - 1 : 0; l > hold; l--) {
-                if (l <= p->n && memcmp(p->buf + p->n - l, s, l) == 0) {
-                    hold = l;
-                    break;
-                }
-            }
-        }
-        emit = p->n - hold;
-        emit -= incomplete_tail(p->buf, emit);
-    }
-    if (cb && (emit > 0 || tok >= 0)) {
-        cb(p->buf, (int32_t) emit, tok, ud);
-    }
-    memmove(p->buf, p->buf + emit, p->n - emit);
-    p->n -= emit;
-    if (hit) {
-        p->n = 0;
-    }
+    textstream_consume(ts, hit ? ts->n : n);
     return hit;
 }
 
@@ -149,7 +78,7 @@ enum kiln_status kiln_generate(struct kiln_model * model, struct kiln_sampler * 
     }
     free(toks);
 
-    struct pending pend = { 0 };
+    struct textstream ts = { NULL, 0, 0, gp.stop, gp.n_stop };
     char piece[256];
     int32_t n_evals = 0;
     int64_t tg0 = kiln_time_us();
@@ -169,12 +98,20 @@ enum kiln_status kiln_generate(struct kiln_model * model, struct kiln_sampler * 
         }
         st.generated_tokens++;
         int32_t n = kiln_token_to_piece(vocab, tok, piece, sizeof piece, 0, false);
-        if (n > 0 && !pending_add(&pend, piece, (size_t) n)) {
+        bool added = true;
+        if (n < 0 && n != INT32_MIN) { /* a long piece */
+            char * big = malloc((size_t) -n);
+            added = big && kiln_token_to_piece(vocab, tok, big, -n, 0, false) == -n && textstream_add(&ts, big, (size_t) -n);
+            free(big);
+        } else if (n > 0) {
+            added = textstream_add(&ts, piece, (size_t) n);
+        }
+        if (!added) {
             kiln_set_last_error("kiln_generate: out of memory");
             s = KILN_STATUS_ALLOC_FAILED;
             break;
         }
-        if (flush(&pend, &gp, false, tok, cb, ud)) {
+        if (flush(&ts, false, tok, cb, ud)) {
             st.stopped_by_string = true;
             break;
         }
@@ -185,9 +122,9 @@ enum kiln_status kiln_generate(struct kiln_model * model, struct kiln_sampler * 
         n_evals++;
     }
     if (!st.stopped_by_string) {
-        flush(&pend, &gp, true, KILN_TOKEN_NULL, cb, ud);
+        flush(&ts, true, KILN_TOKEN_NULL, cb, ud);
     }
-    free(pend.buf);
+    textstream_free(&ts);
     int64_t tg1 = kiln_time_us();
     st.tokens_per_second = n_evals > 0 ? n_evals / ((tg1 - tg0) / 1e6 + 1e-9) : 0.0;
     if (stats) {

@@ -375,6 +375,8 @@ struct kiln_vocab * vocab_from_gguf(const struct kiln_gguf_context * f) {
         }
     }
 
+    pretok_prepare(v->pre);
+
     /* newline token (informational) */
     v->linefeed = v->type == KILN_VOCAB_TYPE_SPM ? find_text(v, "<0x0A>") : find_text(v, "\xc4\x8a");
     return v;

@@ -8,6 +8,7 @@
 #include "kiln-gguf.h"
 #include "kiln-llama.h"
 #include "util/test_util.h"
+#include "models/textstream.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -70,7 +71,41 @@ static enum kiln_status run(struct kiln_model * m, const char * prompt, int n, s
     return r;
 }
 
+/* what the stream lets out after adding s */
+static size_t ready_after(struct textstream * ts, const char * s, bool final, bool * hit) {
+    textstream_add(ts, s, strlen(s));
+    return textstream_ready(ts, final, hit);
+}
+
+static void textstream_cases(void) {
+    tu_case = "textstream";
+    bool hit;
+    struct textstream ts = { 0 };
+    /* a 4-byte character split over three tokens comes out whole */
+    CHECK(ready_after(&ts, "ab\xf0\x9f", false, &hit) == 2 && !hit, "partial character held back");
+    textstream_consume(&ts, 2);
+    CHECK(ready_after(&ts, "\x98", false, &hit) == 0, "still partial");
+    CHECK(ready_after(&ts, "\x80!", false, &hit) == 5, "complete character released");
+    textstream_consume(&ts, 5);
+    CHECK(ready_after(&ts, "\xe2\x82", true, &hit) == 2, "at the end everything goes");
+    textstream_free(&ts);
+
+    const char * stops[] = { "END", "\n\n" };
+    struct textstream st = { NULL, 0, 0, stops, 2 };
+    CHECK(ready_after(&st, "hello E", false, &hit) == 6 && !hit, "a possible stop prefix waits");
+    textstream_consume(&st, 6);
+    CHECK(ready_after(&st, "X", false, &hit) == 2 && !hit, "not a stop after all");
+    textstream_consume(&st, 2);
+    CHECK(ready_after(&st, "one\n", false, &hit) == 3 && !hit, "newline waits for a second one");
+    CHECK(ready_after(&st, "\nmore", false, &hit) == 3 && hit, "stop string found: text before it only");
+    textstream_free(&st);
+    struct textstream s2 = { NULL, 0, 0, stops, 2 };
+    CHECK(ready_after(&s2, "xxENDyyEND", false, &hit) == 2 && hit, "first occurrence wins");
+    textstream_free(&s2);
+}
+
 int main(void) {
+    textstream_cases();
     const char * ref = reference();
     if (!CHECK(ref != NULL, "reference text in models/README.md")) return tu_finish();
 
