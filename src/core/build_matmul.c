@@ -21,7 +21,7 @@ struct kiln_tensor * kiln_mul_mat(struct kiln_context * ctx, struct kiln_tensor 
     if (a->ne[2] == 0 || a->ne[3] == 0 || b->ne[2] % a->ne[2] != 0 || b->ne[3] % a->ne[3] != 0) {
         return KILN_FAIL("mul_mat: a cannot be broadcast over b's dims 2 and 3 (b->ne[2..3] must be multiples of a's): %s vs %s", sa, sb);
     }
-    if (kiln_is_transposed(a)) {
+    if (!kiln_is_empty(a) && kiln_is_transposed(a)) {
         return KILN_FAIL("mul_mat: a %s is transposed (use kiln_cont on it first)", sa);
     }
     if (!float_act_type(b->type)) {
@@ -54,7 +54,7 @@ struct kiln_tensor * kiln_mul_mat_id(struct kiln_context * ctx, struct kiln_tens
     kiln_shape_str(as, sa, sizeof sa);
     kiln_shape_str(b, sb, sizeof sb);
     kiln_shape_str(ids, si, sizeof si);
-    if (kiln_is_transposed(as)) return KILN_FAIL("mul_mat_id: as %s is transposed (use kiln_cont first)", sa);
+    if (!kiln_is_empty(as) && kiln_is_transposed(as)) return KILN_FAIL("mul_mat_id: as %s is transposed (use kiln_cont first)", sa);
     if (as->ne[3] != 1) return KILN_FAIL("mul_mat_id: as must be 3d (one matrix per expert), got %s", sa);
     if (b->ne[3] != 1) return KILN_FAIL("mul_mat_id: b must be 3d, got %s", sb);
     if (ids->ne[2] != 1 || ids->ne[3] != 1) return KILN_FAIL("mul_mat_id: ids must be 2d, got %s", si);
@@ -87,7 +87,7 @@ struct kiln_tensor * kiln_out_prod(struct kiln_context * ctx, struct kiln_tensor
     if (a->ne[2] == 0 || a->ne[3] == 0 || b->ne[2] % a->ne[2] != 0 || b->ne[3] % a->ne[3] != 0) {
         return KILN_FAIL("out_prod: a cannot be broadcast over b's dims 2 and 3: %s vs %s", sa, sb);
     }
-    if (kiln_is_transposed(a)) return KILN_FAIL("out_prod: a %s is transposed (use kiln_cont first)", sa);
+    if (!kiln_is_empty(a) && kiln_is_transposed(a)) return KILN_FAIL("out_prod: a %s is transposed (use kiln_cont first)", sa);
     if (!float_act_type(b->type)) return KILN_FAIL("out_prod: b must be f32, f16 or bf16, got %s", sb);
     const int64_t ne[4] = { a->ne[0], b->ne[0], b->ne[2], b->ne[3] };
     struct kiln_tensor * r = kiln_new_tensor_impl(ctx, KILN_TYPE_F32, 4, ne, NULL, 0);

@@ -68,11 +68,12 @@ static void f_relu(float * y, const float * x, int64_t n, const float * p) { (vo
 static void f_sigmoid(float * y, const float * x, int64_t n, const float * p) { (void) p; for (int64_t i = 0; i < n; i++) y[i] = 1.f / (1.f + expf(-x[i])); }
 static void f_gelu(float * y, const float * x, int64_t n, const float * p) {
     (void) p;
-    /* tanh approximation, as ggml */
-    const float c = 0.79788456080286535587989211986876f; /* sqrt(2/pi) */
+    /* ggml's tanh approximation 0.5*x*(1 + tanh(z)), written as x*sigmoid(2z):
+     * the same function, without the cancellation in 1 + tanh(z) for x << 0 */
+    const float c2 = 2.0f * 0.79788456080286535587989211986876f; /* 2*sqrt(2/pi) */
     for (int64_t i = 0; i < n; i++) {
         const float v = x[i];
-        y[i] = 0.5f * v * (1.0f + tanhf(c * v * (1.0f + 0.044715f * v * v)));
+        y[i] = v / (1.0f + expf(-c2 * v * (1.0f + 0.044715f * v * v)));
     }
 }
 static void f_gelu_quick(float * y, const float * x, int64_t n, const float * p) {

@@ -85,7 +85,7 @@ void kiln_opt_dataset_shuffle(struct kiln_opt_dataset * ds, uint64_t seed, int64
 bool kiln_opt_dataset_get_batch(struct kiln_opt_dataset * ds, struct kiln_tensor * data_batch,
         struct kiln_tensor * labels_batch, int64_t ibatch) {
     if (!ds || !data_batch || !data_batch->data) { kiln_set_error("opt_dataset_get_batch: dataset or batch tensor missing"); return false; }
-    if (!kiln_is_contiguous(data_batch) || data_batch->type != ds->data->type || data_batch->ne[0] != ds->data->ne[0]) {
+    if (!kiln_is_contiguous(data_batch) || data_batch->type != ds->data->type || kiln_nelements(data_batch) % ds->data->ne[0] != 0) {
         kiln_set_error("opt_dataset_get_batch: batch tensor does not match the dataset's datapoints");
         return false;
     }
@@ -457,7 +457,7 @@ enum kiln_status kiln_opt_epoch(struct kiln_opt_context * o, struct kiln_opt_dat
         kiln_opt_epoch_callback cb_train, kiln_opt_epoch_callback cb_eval, void * ud) {
     if (!o || !ds) { kiln_set_error("opt_epoch: context or dataset is NULL"); return KILN_STATUS_INVALID_ARG; }
     struct kiln_tensor * in = kiln_opt_inputs(o);
-    const int64_t nbatch = in->ne[1] * in->ne[2] * in->ne[3];
+    const int64_t nbatch = kiln_nelements(in) / kiln_opt_dataset_data(ds)->ne[0];
     const int64_t ndata = kiln_opt_dataset_ndata(ds);
     if (idata_split < 0) idata_split = ndata;
     const int64_t ib_split = idata_split / nbatch;

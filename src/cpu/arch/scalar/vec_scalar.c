@@ -77,10 +77,14 @@ void f32_silu__scalar(int64_t n, const float * x, float * y) {
     for (int64_t i = 0; i < n; i++) y[i] = x[i] / (1.0f + expf(-x[i]));
 }
 
+/* ggml's tanh approximation, written as 0.5 x (1 + tanh(u)) == x / (1 +
+ * exp(-2u)): the same function without the cancellation of 1 + tanh(u)
+ * for negative x (the tanhf form loses most digits below x = -3). */
 void f32_gelu__scalar(int64_t n, const float * x, float * y) {
     for (int64_t i = 0; i < n; i++) {
         const float v = x[i];
-        y[i] = 0.5f * v * (1.0f + tanhf(KILN_SQRT_2_OVER_PI * v * (1.0f + KILN_GELU_COEF_A * v * v)));
+        const float u = KILN_SQRT_2_OVER_PI * v * (1.0f + KILN_GELU_COEF_A * v * v);
+        y[i] = v / (1.0f + expf(-2.0f * u));
     }
 }
 
