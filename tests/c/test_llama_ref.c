@@ -5,7 +5,9 @@
  *     output matrix, F32 weights, F32 KV cache, prompt batches of 3;
  *  B) llama: RoPE on part of the head (8 of 16), YaRN scaling (factor 4),
  *     tied output, F16 projections and embeddings, F16 KV cache.
- * (Quantized projections join when mul_mat has Q8_0/Q4_0 dot products.)
+ *  C) as B with Q8_0 projections (activations are quantized too, as in
+ *     ggml, hence the looser bound); skipped, with a note, while mul_mat
+ *     has no Q8_0 dot product.
  * Logits after the prompt and after one more token must match by NMSE.
  */
 #include "kiln-gguf.h"
@@ -237,6 +239,10 @@ static void run_cfg(const struct cfg * c) {
         double ref[NV], mo[NV];
         for (int T = 8; T <= 9; T++) {
             enum kiln_status s = T == 8 ? kiln_model_eval(m, toks, 8) : kiln_model_eval(m, toks + 8, 1);
+            if (s != KILN_STATUS_SUCCESS && kiln_is_quantized(c->wtype) && strstr(kiln_last_error(), "not supported")) {
+                fprintf(stderr, "SKIP %s %s: %s\n", c->arch, kiln_type_name(c->wtype), kiln_last_error());
+                break;
+            }
             CHECK(s == KILN_STATUS_SUCCESS, "eval %d: %s", T, kiln_last_error());
             reference(c, L, &emb, &onorm, &out, toks, T, ref);
             for (int i = 0; i < NV; i++) mo[i] = kiln_model_logits(m)[i];
@@ -264,7 +270,10 @@ int main(void) {
                            KILN_TYPE_F32, KILN_TYPE_F32, KILN_TYPE_F32, 1e6f, 3, 1e-9 };
     const struct cfg b = { "llama", 4, 4, 16, 8, 64, 2, false, false, true, true,
                            KILN_TYPE_F16, KILN_TYPE_F16, KILN_TYPE_F16, 10000.0f, 4, 1e-4 };
+    const struct cfg q = { "llama", 4, 4, 16, 8, 64, 2, false, false, true, true,
+                           KILN_TYPE_Q8_0, KILN_TYPE_F16, KILN_TYPE_F16, 10000.0f, 4, 1e-3 };
     run_cfg(&a);
     run_cfg(&b);
+    run_cfg(&q);
     return tu_finish();
 }
