@@ -61,6 +61,7 @@ struct kiln_model_params kiln_model_params_default(void) {
         .n_batch = 64,
         .n_threads = 0,
         .vocab_only = false,
+        .no_copy = false,
     };
     return p;
 }
@@ -316,7 +317,7 @@ struct kiln_model * kiln_model_load_from_buffer(const void * data, size_t size, 
         return NULL;
     }
     struct kiln_context * wctx = NULL;
-    struct kiln_gguf_init_params gp = { .no_alloc = false, .ctx = params.vocab_only ? NULL : &wctx, .no_copy = false };
+    struct kiln_gguf_init_params gp = { .no_alloc = false, .ctx = params.vocab_only ? NULL : &wctx, .no_copy = params.no_copy };
     struct kiln_gguf_context * g = kiln_gguf_init_from_buffer(data, size, gp);
     return load(g, wctx, params);
 }

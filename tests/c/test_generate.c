@@ -242,6 +242,7 @@ int main(void) {
     mp = kiln_model_params_default();
     mp.n_threads = 1;
     mp.n_ctx = 256;
+    mp.no_copy = true; /* weights used in place */
     m = pbuf ? kiln_model_load_from_buffer(pbuf, psz, mp) : NULL;
     CHECK(m != NULL, "padded model loads: %s", kiln_last_error());
     if (m) {
