@@ -66,7 +66,7 @@ struct kiln_model_params kiln_model_params_default(void) {
     return p;
 }
 
-static const char * const k_archs[] = { "llama", "mistral", "qwen2", "qwen", "granite", "internlm2" };
+static const char * const k_archs[] = { "llama", "mistral", "qwen2" };
 
 /* "<arch>.<suffix>" */
 static const char * akey(const struct kiln_model * m, const char * suffix, char * buf, size_t n) {
@@ -158,7 +158,7 @@ static bool load_hparams(struct kiln_model * m) {
         return false;
     }
     /* NeoX ordering for the qwen family, normal for llama/mistral */
-    m->rope_type = (strncmp(m->arch, "qwen", 4) == 0) ? KILN_ROPE_TYPE_NEOX : 0;
+    m->rope_type = strcmp(m->arch, "qwen2") == 0 ? KILN_ROPE_TYPE_NEOX : 0;
 #undef REQ_U32
     return true;
 }
