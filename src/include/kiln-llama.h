@@ -134,6 +134,7 @@ struct kiln_model_params {
 KILN_API struct kiln_model_params kiln_model_params_default(void);
 
 struct kiln_model;
+struct kiln_gguf_context;
 /* NULL + kiln_last_error() on failure (unsupported general.architecture is
  * named in the message) */
 KILN_API struct kiln_model * kiln_model_load(const char * path, struct kiln_model_params params);
@@ -145,6 +146,8 @@ KILN_API int32_t kiln_model_n_ctx(const struct kiln_model * model);
 KILN_API int32_t kiln_model_n_vocab(const struct kiln_model * model);
 /* the number of positions now held in the KV cache */
 KILN_API int32_t kiln_model_n_past(const struct kiln_model * model);
+/* the parsed GGUF file (all metadata: kiln-gguf.h getters); owned by the model */
+KILN_API const struct kiln_gguf_context * kiln_model_gguf(const struct kiln_model * model);
 /* a metadata value rendered as text (strings as is, numbers printed, arrays
  * summarized); returns bytes needed excluding the NUL, or -1 if absent */
 KILN_API int32_t kiln_model_meta_val_str(const struct kiln_model * model, const char * key, char * buf, size_t buf_size);

@@ -340,6 +340,7 @@ void kiln_model_free(struct kiln_model * m) {
 }
 
 const struct kiln_vocab * kiln_model_vocab(const struct kiln_model * m) { return m ? m->vocab : NULL; }
+const struct kiln_gguf_context * kiln_model_gguf(const struct kiln_model * m) { return m ? m->gguf : NULL; }
 int32_t kiln_model_n_ctx(const struct kiln_model * m) { return m ? m->n_ctx : 0; }
 int32_t kiln_model_n_vocab(const struct kiln_model * m) { return m ? m->vocab->n_tokens : 0; }
 int32_t kiln_model_n_past(const struct kiln_model * m) { return m ? m->n_past : 0; }

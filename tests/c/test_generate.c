@@ -156,6 +156,9 @@ int main(void) {
     CHECK(kiln_model_n_vocab(m) == 512 && kiln_model_n_embd(m) == 64, "vocab 512, embedding 64");
     char arch[32];
     CHECK(kiln_model_meta_val_str(m, "general.architecture", arch, sizeof arch) == 5 && !strcmp(arch, "llama"), "metadata read");
+    CHECK(kiln_model_meta_val_str(m, "llama.block_count", arch, sizeof arch) == 1 && !strcmp(arch, "5"), "numbers rendered: %s", arch);
+    CHECK(kiln_model_meta_val_str(m, "no.such.key", arch, sizeof arch) == -1, "absent key");
+    CHECK(kiln_gguf_find_key(kiln_model_gguf(m), "tokenizer.ggml.tokens") >= 0, "GGUF metadata reachable");
 
     static struct sink s;
     struct kiln_generate_stats st;
