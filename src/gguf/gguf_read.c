@@ -240,9 +240,10 @@ static bool rd_values(struct rd * r, struct kiln_gguf_kv * kv, uint64_t at, cons
     kv->data = offs;
     /* all string bytes plus one NUL each fit in what is left minus the lengths */
     const uint64_t bound = rd_left(r) - 7 * n;
-    uint64_t cap = bound < 4096 ? bound : 4096;
+    /* grows by doubling from the first string's size, capped by the bound */
+    uint64_t cap = 0;
     uint64_t used = 0;
-    kv->blob = (char *) rd_alloc(r, cap, 1, at, key);
+    kv->blob = (char *) rd_alloc(r, 1, 1, at, key);
     if (!kv->blob) return false;
     for (uint64_t i = 0; i < n; i++) {
         const uint64_t s_at = r->pos;
@@ -409,13 +410,14 @@ static uint64_t sat_add(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UI
 /* every tensor's data lies inside the file and no two overlap */
 static bool check_data_layout(struct rd * r, struct kiln_gguf_context * ctx) {
     const uint64_t doff = ctx->data_offset;
+    char name[80], other[80];
     for (int64_t i = 0; i < ctx->n_tensors; i++) {
         const struct kiln_gguf_tensor_info * t = &ctx->ti[i];
         if (t->size == 0) continue;
         if (doff > r->size || t->offset > r->size - doff || t->size > r->size - doff - t->offset) {
             return rd_fail(r, sat_add(doff, t->offset),
                            "tensor '%s': %llu bytes of data at data offset %llu lie outside the file (%llu bytes, data from byte %llu)",
-                           t->name, (unsigned long long) t->size, (unsigned long long) t->offset,
+                           kiln_gguf_printable(t->name, strlen(t->name), name, sizeof(name)), (unsigned long long) t->size, (unsigned long long) t->offset,
                            (unsigned long long) r->size, (unsigned long long) doff);
         }
     }
@@ -433,7 +435,8 @@ static bool check_data_layout(struct rd * r, struct kiln_gguf_context * ctx) {
             const struct kiln_gguf_tensor_info * o = &ctx->ti[max_i];
             rd_fail(r, doff + t->offset,
                     "tensor '%s': data at data offset %llu (%llu bytes) overlaps tensor '%s' (data offset %llu, %llu bytes)",
-                    t->name, (unsigned long long) t->offset, (unsigned long long) t->size, o->name,
+                    kiln_gguf_printable(t->name, strlen(t->name), name, sizeof(name)), (unsigned long long) t->offset,
+                    (unsigned long long) t->size, kiln_gguf_printable(o->name, strlen(o->name), other, sizeof(other)),
                     (unsigned long long) o->offset, (unsigned long long) o->size);
             free(order);
             return false;
@@ -481,7 +484,9 @@ static bool load_tensors(struct rd * r, struct kiln_gguf_context * ctx, struct k
         if (!kt) {
             char msg[300];
             snprintf(msg, sizeof(msg), "%s", kiln_last_error());
-            rd_fail(r, sat_add(doff, t->offset), "cannot create tensor '%s': %s", t->name, msg);
+            char name[80];
+            rd_fail(r, sat_add(doff, t->offset), "cannot create tensor '%s': %s",
+                    kiln_gguf_printable(t->name, strlen(t->name), name, sizeof(name)), msg);
             goto fail;
         }
         kiln_set_name(kt, t->name);
