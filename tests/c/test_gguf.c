@@ -13,6 +13,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char * const REAL_FILES[] = {
     "models/stories260K.gguf",
@@ -24,7 +25,8 @@ static const char * const REAL_FILES[] = {
 };
 #define N_REAL_FILES (sizeof(REAL_FILES) / sizeof(REAL_FILES[0]))
 
-static const char * TMP_FILE = "test_gguf_tmp.gguf";
+/* in the working directory; the pid keeps concurrent runs apart */
+static char TMP_FILE[64];
 
 /* ------------------------------------------------------------- helpers */
 
@@ -701,6 +703,7 @@ static int write_seeds(const char * dir) {
 
 int main(int argc, char ** argv) {
     if (argc == 3 && strcmp(argv[1], "--write-seeds") == 0) return write_seeds(argv[2]);
+    snprintf(TMP_FILE, sizeof TMP_FILE, "test_gguf_tmp_%d.gguf", (int) getpid());
     test_value_round_trip();
     test_tensor_round_trip();
     test_stories260k();
