@@ -197,6 +197,18 @@ static void test_base_is_valid(void) {
     }
     kiln_gguf_free(g);
     kiln_free(kctx);
+    /* version 2 files read the same and are written back as version 2 */
+    patch_u32(&b, 4, 2);
+    g = kiln_gguf_init_from_buffer(b.p, b.n, p);
+    CHECK(g && kiln_gguf_get_version(g) == 2, "v2 file: %s", kiln_last_error());
+    if (g) {
+        size_t n = kiln_gguf_get_write_size(g, false);
+        uint8_t * w = (uint8_t *) malloc(n);
+        CHECK(kiln_gguf_write_to_buffer(g, w, n, false) == b.n && memcmp(w, b.p, b.n) == 0, "v2 file round trips as v2");
+        free(w);
+    }
+    kiln_gguf_free(g);
+    kiln_free(kctx);
     /* trailing bytes after the data are tolerated (and not copied) */
     bb_put(&b, "junk", 4);
     g = kiln_gguf_init_from_buffer(b.p, b.n, p);
