@@ -460,6 +460,11 @@ static bool commit_kv(struct kiln_gguf_context * ctx, struct kiln_gguf_kv * kv, 
             kiln_gguf_free_kv(kv);
             return false;
         }
+        if (a > KILN_GGUF_MAX_ALIGNMENT) {
+            kiln_set_error("%s: %s = %u is larger than %u", fn, KILN_GGUF_KEY_GENERAL_ALIGNMENT, a, KILN_GGUF_MAX_ALIGNMENT);
+            kiln_gguf_free_kv(kv);
+            return false;
+        }
     }
     const int64_t old = find_key_n(ctx, kv->key, kv->key_len);
     if (old >= 0) remove_at(ctx, old);

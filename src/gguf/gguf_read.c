@@ -331,6 +331,10 @@ static bool rd_kv(struct rd * r, struct kiln_gguf_context * ctx, struct nameset 
             rd_fail(r, type_at + 4, "general.alignment = %u is not a power of 2", a);
             goto fail;
         }
+        if (a > KILN_GGUF_MAX_ALIGNMENT) {
+            rd_fail(r, type_at + 4, "general.alignment = %u is larger than %u", a, KILN_GGUF_MAX_ALIGNMENT);
+            goto fail;
+        }
         ctx->alignment = a;
     }
     ctx->kv[ctx->n_kv++] = kv; /* capacity reserved for n_kv up front */

@@ -601,6 +601,9 @@ static void test_api(void) {
     /* general.alignment: a u32 power of two only */
     CHECK(!kiln_gguf_set_val_u32(g, "general.alignment", 0) && strstr(kiln_last_error(), "power of 2"), "alignment 0");
     CHECK(!kiln_gguf_set_val_u32(g, "general.alignment", 24), "alignment 24");
+    CHECK(!kiln_gguf_set_val_u32(g, "general.alignment", 1u << 31) && strstr(kiln_last_error(), "larger than"), "alignment 2^31");
+    CHECK(kiln_gguf_set_val_u32(g, "general.alignment", KILN_GGUF_MAX_ALIGNMENT) && kiln_gguf_get_alignment(g) == (1u << 20) &&
+          kiln_gguf_remove_key(g, "general.alignment") >= 0, "alignment 1 MiB is the largest allowed");
     CHECK(!kiln_gguf_set_val_u64(g, "general.alignment", 64) && strstr(kiln_last_error(), "must be a u32"), "alignment u64");
     CHECK(!kiln_gguf_set_val_str(g, "general.alignment", "64"), "alignment str");
     CHECK(kiln_gguf_get_alignment(g) == 32, "alignment unchanged");

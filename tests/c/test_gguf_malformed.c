@@ -281,6 +281,8 @@ static void test_kv(void) {
     CASE_U32(o.align_val, 0, "general.alignment = 0 is not a power of 2", o.align_val);
     CASE_U32(o.align_val, 48, "general.alignment = 48 is not a power of 2", o.align_val);
     CASE_U32(o.align_val, 0x80000001u, "is not a power of 2", o.align_val);
+    CASE_U32(o.align_val, 0x80000000u, "general.alignment = 2147483648 is larger than 1048576", o.align_val);
+    CASE_U32(o.align_val, 1u << 21, "general.alignment = 2097152 is larger than 1048576", o.align_val);
     CASE_U32(o.type[1], KILN_GGUF_TYPE_INT32, "general.alignment must be a u32, not i32", o.type[1]);
     CASE_U32(o.type[1], KILN_GGUF_TYPE_FLOAT32, "general.alignment must be a u32, not f32", o.type[1]);
     CASE_U32(o.type[1], KILN_GGUF_TYPE_UINT16, "general.alignment must be a u32, not u16", o.type[1]);
