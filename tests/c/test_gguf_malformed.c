@@ -502,6 +502,28 @@ static void test_no_huge_allocations(void) {
     CHECK(g && kiln_gguf_get_n_kv(g) == nkv && kiln_gguf_get_version(g) == 2, "2000 distinct 2-byte keys in a v2 file: %s", kiln_last_error());
     kiln_gguf_free(g);
     free(m.p);
+    /* 3000 keys of 2000 bytes differing only in their last bytes, the last
+     * one a repeat: duplicate detection sorts, so this stays fast */
+    m.p = NULL; m.n = m.cap = 0;
+    bb_put(&m, "GGUF", 4);
+    bb_u32(&m, 3);
+    bb_u64(&m, 0);
+    bb_u64(&m, 3000);
+    char * key = (char *) malloc(2000);
+    memset(key, 'k', 2000);
+    size_t last_at = 0;
+    for (int i = 0; i < 3000; i++) {
+        const int v = i < 2999 ? i : 1234;
+        key[1998] = (char)('a' + v % 26);
+        key[1999] = (char)('a' + v / 26);
+        last_at = bb_u64(&m, 2000);
+        bb_put(&m, key, 2000);
+        bb_u32(&m, KILN_GGUF_TYPE_BOOL);
+        bb_put(&m, "\x01", 1);
+    }
+    free(key);
+    expect_reject(m.p, m.n, "3000 long keys, one repeated", "duplicate key 'kkkkkkkkkkkkkkk", last_at);
+    free(m.p);
 }
 
 int main(void) {
