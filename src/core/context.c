@@ -28,6 +28,13 @@ void kiln_set_error(const char * fmt, ...) {
     kiln_log_internal(KILN_LOG_LEVEL_DEBUG, "error: %s\n", g_last_error);
 }
 
+void kiln_set_last_error(const char * fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(g_last_error, sizeof(g_last_error), fmt, ap);
+    va_end(ap);
+}
+
 const char * kiln_last_error(void) { return g_last_error; }
 void kiln_clear_error(void) { g_last_error[0] = 0; }
 

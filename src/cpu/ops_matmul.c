@@ -1,17 +1,172 @@
 /*
- * ops_matmul.c — forward kernels: matrix multiplication ops.
- * STUBS: each returns KILN_STATUS_UNSUPPORTED until its kernel lands.
+ * ops_matmul.c — forward kernel of mul_mat (and the activation handling
+ * mul_mat_id shares, see ops_matmul.h).
+ *
+ * dst[i, j, i2, i3] = dot(src0 row i of matrix (i2/r2, i3/r3), src1 row j of
+ * (i2, i3)). Work is cut into fixed blocks (src0 rows x src1 rows of one
+ * batch) handed out by the atomic chunk counter. Block sizes do not depend
+ * on the thread count, and every output element is computed by the same
+ * kernel in the same order whichever thread takes its block, so results
+ * are bit-identical for any number of threads.
  */
-#include "../core/internal.h"
+#include "ops_matmul.h"
 
-#define KILN_STUB_OP(lower) \
-    enum kiln_status kiln_cpu_fwd_##lower(const struct kiln_compute_params * params, struct kiln_tensor * dst) { \
-        (void) params; kiln_set_error("op %s has no CPU kernel yet", kiln_op_name(dst->op)); return KILN_STATUS_UNSUPPORTED; }
+#include <limits.h>
 
-KILN_STUB_OP(mul_mat)
-KILN_STUB_OP(mul_mat_id)
-KILN_STUB_OP(out_prod)
+bool kiln_mm_act_plan(const struct kiln_kernels * k, const char * op, const struct kiln_tensor * src0,
+                      const struct kiln_tensor * src1, struct kiln_mm_act * p) {
+    memset(p, 0, sizeof(*p));
+    const enum kiln_type t0 = src0->type;
+    if (!k->vec_dot[t0] || k->vec_dot_type[t0] >= KILN_TYPE_COUNT) {
+        kiln_set_error("%s: weights of type %s are not supported yet (no %s dot product kernel)", op, kiln_type_name(t0), k->isa);
+        return false;
+    }
+    p->vdt = k->vec_dot_type[t0];
+    p->nrows = src1->ne[1] * src1->ne[2] * src1->ne[3];
+    const int64_t blck = kiln_blck_size(p->vdt);
+    if (src1->ne[0] % blck != 0) {
+        kiln_set_error("%s: row length %lld is not a multiple of the %s block size %lld", op,
+                       (long long) src1->ne[0], kiln_type_name(p->vdt), (long long) blck);
+        return false;
+    }
+    if (src1->type == p->vdt && src1->nb[0] == kiln_type_size(src1->type)) return true; /* used in place */
+    if (!k->from_float[p->vdt]) {
+        kiln_set_error("%s: no conversion of activations to %s (needed by %s weights)", op, kiln_type_name(p->vdt), kiln_type_name(t0));
+        return false;
+    }
+    p->convert = true;
+    p->stage = !(src1->type == KILN_TYPE_F32 && src1->nb[0] == sizeof(float));
+    p->row_size = kiln_row_size(p->vdt, src1->ne[0]);
+    p->act_bytes = KILN_PAD(p->row_size * (size_t) p->nrows, KILN_MM_ALIGN);
+    p->stage_bytes = p->stage ? KILN_PAD((size_t) src1->ne[0] * sizeof(float), KILN_MM_ALIGN) : 0;
+    return true;
+}
 
-size_t kiln_cpu_work_mul_mat(const struct kiln_tensor * dst, int n_threads) { (void) dst; (void) n_threads; return 0; }
+size_t kiln_mm_act_work(const struct kiln_mm_act * p, int n_threads) {
+    return p->convert ? p->act_bytes + p->stage_bytes * (size_t) n_threads : 0;
+}
 
-size_t kiln_cpu_work_mul_mat_id(const struct kiln_tensor * dst, int n_threads) { (void) dst; (void) n_threads; return 0; }
+void kiln_mm_act_convert(const struct kiln_compute_params * params, const struct kiln_kernels * k,
+                         const struct kiln_tensor * src1, const struct kiln_mm_act * p) {
+    if (!p->convert) return;
+    const int64_t ne10 = src1->ne[0], ne11 = src1->ne[1], ne12 = src1->ne[2];
+    float * stage = p->stage ? (float *) ((char *) params->wdata + p->act_bytes + p->stage_bytes * (size_t) params->ith) : NULL;
+    const size_t ts = kiln_type_size(src1->type);
+    int64_t r0, r1;
+    kiln_split_rows(p->nrows, params->ith, params->nth, &r0, &r1);
+    for (int64_t r = r0; r < r1; r++) {
+        const int64_t i11 = r % ne11, i12 = (r / ne11) % ne12, i13 = r / (ne11 * ne12);
+        const char * src = (const char *) src1->data + i11 * src1->nb[1] + i12 * src1->nb[2] + i13 * src1->nb[3];
+        const float * x = (const float *) src;
+        if (p->stage) {
+            if (src1->nb[0] == ts) {
+                kiln_row_to_f32(src1->type, src, stage, ne10);
+            } else {
+                for (int64_t i = 0; i < ne10; i++) stage[i] = (float) kiln_elem_get_f64(src1->type, src + i * src1->nb[0]);
+            }
+            x = stage;
+        }
+        k->from_float[p->vdt](x, (char *) params->wdata + (size_t) r * p->row_size, ne10);
+    }
+}
+
+/* block sizes: multiples of every tile's MR / NR (1, 3, 4) */
+#define MM_BLOCK0      48   /* src0 rows per chunk, batched */
+#define MM_BLOCK1      24   /* src1 rows per chunk, batched */
+#define MM_BLOCK0_GEMV 32   /* src0 rows per chunk when src1 has one row */
+
+static bool check_common(const struct kiln_tensor * dst, const struct kiln_tensor * src0, const char * op) {
+    if (dst->type != KILN_TYPE_F32 || dst->nb[0] != sizeof(float)) {
+        kiln_set_error("%s: dst must be contiguous f32", op);
+        return false;
+    }
+    if (src0->nb[0] != kiln_type_size(src0->type)) {
+        kiln_set_error("%s: the rows of src0 (%s) must be contiguous (kiln_cont it first)", op, kiln_type_name(src0->type));
+        return false;
+    }
+    return true;
+}
+
+size_t kiln_cpu_work_mul_mat(const struct kiln_tensor * dst, int n_threads) {
+    struct kiln_mm_act p;
+    if (!kiln_mm_act_plan(kiln_kernels(), "mul_mat", dst->src[0], dst->src[1], &p)) return 0;
+    return kiln_mm_act_work(&p, n_threads);
+}
+
+/* one block of f32 x f32: register tiles, then single dots for the edges */
+static void block_f32(const struct kiln_kernels * k, int64_t K,
+                      const float * a, int64_t lda, int64_t i0, int64_t i1,
+                      const float * b, int64_t ldb, int64_t j0, int64_t j1,
+                      float * c, int64_t ldc) {
+    const int MR = k->gemm_mr, NR = k->gemm_nr;
+    int64_t j = j0;
+    for (; j + NR <= j1; j += NR) {
+        int64_t i = i0;
+        for (; i + MR <= i1; i += MR) k->f32_gemm_tile(K, a + i * lda, lda, b + j * ldb, ldb, c + j * ldc + i, ldc);
+        for (; i < i1; i++) {
+            for (int jj = 0; jj < NR; jj++) c[(j + jj) * ldc + i] = k->f32_dot(K, a + i * lda, b + (j + jj) * ldb);
+        }
+    }
+    for (; j < j1; j++) {
+        for (int64_t i = i0; i < i1; i++) c[j * ldc + i] = k->f32_dot(K, a + i * lda, b + j * ldb);
+    }
+}
+
+enum kiln_status kiln_cpu_fwd_mul_mat(const struct kiln_compute_params * params, struct kiln_tensor * dst) {
+    const struct kiln_tensor * src0 = dst->src[0];
+    const struct kiln_tensor * src1 = dst->src[1];
+    const struct kiln_kernels * k = kiln_kernels();
+    struct kiln_mm_act act;
+    if (!check_common(dst, src0, "mul_mat")) return KILN_STATUS_UNSUPPORTED;
+    if (!kiln_mm_act_plan(k, "mul_mat", src0, src1, &act)) return KILN_STATUS_UNSUPPORTED;
+    if (kiln_mm_act_work(&act, params->nth) > params->wsize) {
+        kiln_set_error("mul_mat: work buffer of %zu bytes is too small (%zu needed)", params->wsize, kiln_mm_act_work(&act, params->nth));
+        return KILN_STATUS_FAILED;
+    }
+
+    const int64_t ne00 = src0->ne[0], ne01 = src0->ne[1];
+    const int64_t ne11 = src1->ne[1], ne12 = src1->ne[2], ne13 = src1->ne[3];
+    const int64_t r2 = ne12 / src0->ne[2], r3 = ne13 / src0->ne[3];
+
+    kiln_mm_act_convert(params, k, src1, &act);
+    if (params->ith == 0) kiln_chunk_reset(params, 0);
+    kiln_barrier(params);
+
+    const bool gemv = ne11 == 1;
+    int64_t bs0 = gemv ? MM_BLOCK0_GEMV : MM_BLOCK0;
+    const int64_t bs1 = gemv ? 1 : MM_BLOCK1;
+    const int64_t nbat = ne12 * ne13;
+    int64_t nbl1 = (ne11 + bs1 - 1) / bs1;
+    int64_t nbl0 = (ne01 + bs0 - 1) / bs0;
+    while (nbl0 * nbl1 * nbat > INT_MAX / 2) { bs0 *= 2; nbl0 = (ne01 + bs0 - 1) / bs0; }
+    const int64_t nchunks = nbl0 * nbl1 * nbat;
+
+    const size_t act_stride = act.convert ? act.row_size : src1->nb[1];
+    const bool tiles = src0->type == KILN_TYPE_F32 && act.vdt == KILN_TYPE_F32 && k->gemm_mr * k->gemm_nr > 1 && !gemv &&
+                       src0->nb[1] % sizeof(float) == 0 && act_stride % sizeof(float) == 0;
+    const kiln_vec_dot_t dot = k->vec_dot[src0->type];
+
+    int64_t c;
+    while ((c = kiln_chunk_next(params)) < nchunks) {
+        const int64_t ib0 = c % nbl0, rest = c / nbl0;
+        const int64_t ib1 = rest % nbl1, bat = rest / nbl1;
+        const int64_t i12 = bat % ne12, i13 = bat / ne12;
+        const int64_t i0 = ib0 * bs0, i1 = KILN_MIN(ne01, i0 + bs0);
+        const int64_t j0 = ib1 * bs1, j1 = KILN_MIN(ne11, j0 + bs1);
+        const char * a = (const char *) src0->data + (i12 / r2) * src0->nb[2] + (i13 / r3) * src0->nb[3];
+        const char * b = kiln_mm_act_row(params, src1, &act, 0, i12, i13);
+        char * d = (char *) dst->data + i12 * dst->nb[2] + i13 * dst->nb[3];
+        if (tiles) {
+            block_f32(k, ne00, (const float *) a, (int64_t)(src0->nb[1] / sizeof(float)), i0, i1,
+                      (const float *) b, (int64_t)(act_stride / sizeof(float)), j0, j1,
+                      (float *) d, (int64_t)(dst->nb[1] / sizeof(float)));
+            continue;
+        }
+        for (int64_t j = j0; j < j1; j++) {
+            const char * brow = b + j * act_stride;
+            float * drow = (float *) (d + j * dst->nb[1]);
+            for (int64_t i = i0; i < i1; i++) dot(ne00, &drow[i], a + i * src0->nb[1], brow);
+        }
+    }
+    return KILN_STATUS_SUCCESS;
+}

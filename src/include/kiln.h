@@ -73,6 +73,13 @@ KILN_API const char * kiln_status_to_string(enum kiln_status status);
  * that return NULL, and computes that return a non-success status, set it. */
 KILN_API const char * kiln_last_error(void);
 KILN_API void         kiln_clear_error(void);
+/* For libraries built on Kiln (model runners, tools): record a message as
+ * this thread's last error, the way the engine's own functions do. */
+KILN_API void         kiln_set_last_error(const char * fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 1, 2)))
+#endif
+    ;
 
 /* ----------------------------------------------------------------- types */
 
@@ -155,6 +162,17 @@ KILN_API int64_t      kiln_blck_size(enum kiln_type type);
 KILN_API size_t       kiln_type_size(enum kiln_type type);  /* bytes per block */
 KILN_API size_t       kiln_row_size(enum kiln_type type, int64_t ne); /* bytes per row of ne elements */
 KILN_API bool         kiln_is_quantized(enum kiln_type type);
+
+/* ------------------------------------------------------------ quantize */
+
+/* Quantize rows [start/n_per_row, +nrows) of src (n_per_row floats each) into
+ * the same rows of dst, as ggml_quantize_chunk: the reference quantizers, or
+ * the importance-weighted ones when imatrix (n_per_row weights) is given.
+ * Returns the bytes written; 0 with kiln_last_error() on bad input (invalid
+ * type, n_per_row not a multiple of the block, no quantizer for the type). */
+KILN_API size_t kiln_quantize_chunk(enum kiln_type type, const float * src, void * dst, int64_t start,
+                                    int64_t nrows, int64_t n_per_row, const float * imatrix);
+KILN_API bool   kiln_quantize_requires_imatrix(enum kiln_type type);
 
 /* ------------------------------------------------------------------- ops */
 
@@ -634,6 +652,22 @@ KILN_API struct kiln_tensor ** kiln_graph_nodes (struct kiln_cgraph * cgraph);
 KILN_API struct kiln_tensor * kiln_graph_get_tensor(struct kiln_cgraph * cgraph, const char * name);
 KILN_API void                 kiln_graph_print(const struct kiln_cgraph * cgraph);
 
+/* ------------------------------------------------------------- autodiff
+ * ggml's semantics: mark trainable tensors with kiln_set_param and the loss
+ * with kiln_set_loss, build the forward graph (with grads = true), then
+ * kiln_build_backward_expand appends the gradient computation. grad_accs,
+ * if not NULL, has one entry per forward node (n_nodes at the time of the
+ * call): a non-NULL entry for a PARAM node is a tensor its gradient is
+ * accumulated into (micro-batching). Sources that cannot carry gradients
+ * (positions, indices, piecewise-constant ops) are skipped; an op without a
+ * backward rule on a path that needs a gradient is an error naming it. */
+KILN_API enum kiln_status     kiln_build_backward_expand(struct kiln_context * ctx, struct kiln_cgraph * cgraph, struct kiln_tensor ** grad_accs);
+KILN_API struct kiln_tensor * kiln_graph_get_grad    (const struct kiln_cgraph * cgraph, const struct kiln_tensor * node);
+KILN_API struct kiln_tensor * kiln_graph_get_grad_acc(const struct kiln_cgraph * cgraph, const struct kiln_tensor * node);
+/* loss gradients to 1, all other gradients and accumulators to 0, and the
+ * AdamW moments of every opt_step_adamw node to 0 */
+KILN_API void                 kiln_graph_reset(struct kiln_cgraph * cgraph);
+
 /* ---------------------------------------------------- CPU: plan + compute */
 
 typedef bool (*kiln_abort_callback)(void * data);
@@ -680,7 +714,10 @@ KILN_API int kiln_cpu_has_wasm_simd  (void);
 KILN_API int kiln_cpu_has_wasm_relaxed_simd(void);
 /* The ISA the kernel table selected: "avx2", "neon", "wasm_simd128", "scalar" … */
 KILN_API const char * kiln_cpu_isa(void);
-/* Force the scalar reference kernels (tests and benchmarks compare ISAs). */
+/* Select the kernel table by ISA name ("scalar", "avx2", "neon",
+ * "wasm_simd128"; NULL or "auto" = the detected best), for tests and
+ * benchmarks that compare ISAs. An unavailable ISA changes nothing and sets
+ * kiln_last_error(); check kiln_cpu_isa() afterwards. */
 KILN_API void kiln_cpu_force_isa(const char * isa);
 
 /* --------------------------------------------------- graph allocator

@@ -1,0 +1,400 @@
+/*
+ * kiln.ts — Kiln.create(), the tensor API and models, on the caller's thread.
+ * All work happens in the engine worker (worker.ts); this side only queues
+ * requests (scheduler.ts), so the caller never blocks.
+ */
+import { KilnError } from './errors.js';
+import { Scheduler, type Port, type Progress } from './scheduler.js';
+
+export type Build = 'st' | 'mt';
+export type LogLevel = 'debug' | 'info' | 'warn' | 'error' | 'silent';
+export type DType = 'f32' | 'f16' | 'bf16' | 'f64' | 'i8' | 'i16' | 'i32' | 'i64'
+  | 'q4_0' | 'q4_1' | 'q5_0' | 'q5_1' | 'q8_0' | 'q2_k' | 'q3_k' | 'q4_k' | 'q5_k' | 'q6_k';
+
+/** GGUF / kiln type ids */
+export const TYPE_IDS: Record<DType, number> = {
+  f32: 0, f16: 1, q4_0: 2, q4_1: 3, q5_0: 6, q5_1: 7, q8_0: 8, q2_k: 10, q3_k: 11, q4_k: 12, q5_k: 13, q6_k: 14,
+  i8: 24, i16: 25, i32: 26, i64: 27, f64: 28, bf16: 30,
+};
+const TYPE_NAMES: Record<number, DType> = Object.fromEntries(Object.entries(TYPE_IDS).map(([k, v]) => [v, k as DType]));
+
+export type TensorData = Float32Array | Float64Array | Int32Array | Int16Array | Int8Array | Uint16Array | BigInt64Array | Uint8Array;
+
+export interface KilnOptions {
+  /** threads for compute (default: the machine's cores, at most 8); more than 1 needs kiln-mt */
+  threads?: number;
+  /** where kiln-st/ and kiln-mt/ builds live (a URL, or a directory path in Node); default: the package's wasm/dist/ */
+  wasmUrl?: string | URL;
+  logLevel?: LogLevel;
+  /** force a build (tests); default: mt when threads are possible */
+  build?: Build;
+}
+
+export interface KilnInfo {
+  build: Build;
+  threads: number;
+  simd: boolean;
+  version: string;
+  isa: string;
+  /** ops this build has constructors for */
+  ops: string[];
+}
+
+export interface MemoryStats { used: number; total: number; max: number; handles: number }
+
+export type ModelSource = string | URL | Blob | ArrayBuffer | ArrayBufferView;
+export interface LoadOptions { onProgress?: (p: Progress) => void; signal?: AbortSignal }
+
+const LEVELS: Record<LogLevel, number> = { debug: 1, info: 2, warn: 3, error: 4, silent: 5 };
+const isNode = typeof process === 'object' && !!(process as any).versions?.node && typeof (globalThis as any).window === 'undefined';
+let warnedSingleThread = false;
+
+function threadsPossible(): { ok: boolean; why: string } {
+  if (isNode) return { ok: true, why: '' };
+  if (typeof SharedArrayBuffer === 'undefined') return { ok: false, why: 'SharedArrayBuffer is not available' };
+  if ((globalThis as any).crossOriginIsolated !== true) return { ok: false, why: 'the page is not cross-origin isolated' };
+  return { ok: true, why: '' };
+}
+
+async function defaultThreads(): Promise<number> {
+  let n = 4;
+  if (isNode) {
+    const os = await import('node:os');
+    n = typeof os.availableParallelism === 'function' ? os.availableParallelism() : os.cpus().length;
+  } else if (typeof navigator !== 'undefined' && navigator.hardwareConcurrency) {
+    n = navigator.hardwareConcurrency;
+  }
+  return Math.max(1, Math.min(8, n));
+}
+
+async function startWorker(): Promise<{ port: Port; listen: (fn: (m: any) => void, onError: (e: unknown) => void) => void }> {
+  const url = new URL('./worker.js', import.meta.url);
+  if (isNode) {
+    const { Worker } = await import('node:worker_threads');
+    const w = new Worker(url);
+    w.unref();
+    return {
+      port: { post: (m, t) => w.postMessage(m, (t ?? []) as any), terminate: () => { void w.terminate(); } },
+      listen: (fn, onError) => {
+        w.on('message', fn);
+        w.on('error', onError);
+        w.on('exit', (code) => onError(new Error(`engine worker exited (${code})`)));
+      },
+    };
+  }
+  const w = new Worker(url); // classic: it importScripts() emscripten's factory
+  return {
+    port: { post: (m, t) => w.postMessage(m, t ?? []), terminate: () => w.terminate() },
+    listen: (fn, onError) => {
+      w.onmessage = (ev) => fn(ev.data);
+      w.onerror = (ev) => onError(ev);
+    },
+  };
+}
+
+function resolveWasmBase(wasmUrl: string | URL | undefined, build: Build): string {
+  const base = wasmUrl ? new URL(String(wasmUrl).endsWith('/') ? String(wasmUrl) : String(wasmUrl) + '/', isNode ? 'file:///' : (globalThis as any).location?.href)
+    : new URL('../../wasm/dist/', import.meta.url);
+  const dir = new URL(`${build}/`, base);
+  if (isNode && dir.protocol === 'file:') {
+    // a directory path for createRequire / fs
+    return decodeURIComponent(dir.pathname);
+  }
+  return dir.href;
+}
+
+let tensorIds = 0;
+
+export class Kiln {
+  /** @internal */ readonly sched: Scheduler;
+  private _info: KilnInfo;
+  private registry: FinalizationRegistry<number> | null;
+  private destroyed = false;
+
+  private constructor(sched: Scheduler, info: KilnInfo) {
+    this.sched = sched;
+    this._info = info;
+    // tensors the caller dropped without free() are freed when collected
+    this.registry = typeof FinalizationRegistry === 'function'
+      ? new FinalizationRegistry((id: number) => { if (!this.destroyed) this.sched.send({ t: 'free', tensor: id }); })
+      : null;
+  }
+
+  static async create(opts: KilnOptions = {}): Promise<Kiln> {
+    const logLevel = LEVELS[opts.logLevel ?? 'warn'] ?? 3;
+    let threads = opts.threads ?? await defaultThreads();
+    if (!Number.isInteger(threads) || threads < 1 || threads > 64) throw new KilnError('INVALID_ARGUMENT', `threads must be an integer in 1..64, not ${threads}`);
+    let build: Build = opts.build ?? 'mt';
+    if (!opts.build) {
+      const p = threadsPossible();
+      if (!p.ok) {
+        build = 'st';
+        if (!warnedSingleThread && logLevel <= 3) {
+          warnedSingleThread = true;
+          console.warn(`kiln: running single-threaded (kiln-st) because ${p.why}. To enable threads, serve the page ` +
+            `cross-origin isolated with the headers "Cross-Origin-Opener-Policy: same-origin" and ` +
+            `"Cross-Origin-Embedder-Policy: require-corp" (or "credentialless").`);
+        }
+      }
+    }
+    if (build === 'st') threads = 1;
+    const { port, listen } = await startWorker();
+    const sched = new Scheduler(port);
+    listen((m) => sched.receive(m), (e: any) => {
+      sched.fail(new KilnError('ENGINE_CRASHED', `the engine worker failed: ${e?.message ?? e}`));
+    });
+    // st: the abort word lives in its own shared buffer when one can exist
+    const abortSab = build === 'st' && typeof SharedArrayBuffer !== 'undefined' && (isNode || (globalThis as any).crossOriginIsolated)
+      ? new SharedArrayBuffer(4) : null;
+    const r = await sched.job<any>({ t: 'init', build, threads, wasmBase: resolveWasmBase(opts.wasmUrl, build), logLevel, abortSab })
+      .catch((e) => { port.terminate(); throw e; });
+    if (r.abortMemory) sched.setAbortWord(new Int32Array(r.abortMemory, r.abortPtr, 1));
+    else if (abortSab) sched.setAbortWord(new Int32Array(abortSab));
+    return new Kiln(sched, r.info);
+  }
+
+  /** build (st/mt), threads, SIMD, version */
+  info(): KilnInfo { return { ...this._info, ops: [...this._info.ops] }; }
+
+  /** wasm heap: bytes in use by allocations, and reserved (memory grows on demand up to max) */
+  memory(): Promise<MemoryStats> { return this.sched.job<MemoryStats>({ t: 'memory' }); }
+
+  /** a tensor holding a copy of data; shape is ggml's order: shape[0] is the innermost (contiguous) dimension */
+  tensor(data: TensorData | number[], shape?: number[], type?: DType): Tensor {
+    const arr = Array.isArray(data) ? new Float32Array(data) : data;
+    const out = this.newTensor();
+    if (!ArrayBuffer.isView(arr)) {
+      this.sched.send({ t: 'tensor', out: out.id, type: -1, shape: [1], buffer: new ArrayBuffer(0), byteOffset: 0, byteLength: 0 });
+      return out;
+    }
+    const t = type ?? inferType(arr);
+    const sh = Array.isArray(shape) ? shape.map(Number) : shape === undefined ? [arr.length] : [NaN];
+    if (!(t in TYPE_IDS)) {
+      this.sched.send({ t: 'tensor', out: out.id, type: -1, shape: sh, buffer: new ArrayBuffer(0), byteOffset: 0, byteLength: 0 });
+      return out;
+    }
+    const view = new Uint8Array(arr.buffer, arr.byteOffset, arr.byteLength);
+    const copy = view.slice(); // the caller keeps its array; the copy is transferred
+    this.sched.send({ t: 'tensor', out: out.id, type: TYPE_IDS[t], shape: sh, buffer: copy.buffer, byteOffset: 0, byteLength: copy.byteLength }, [copy.buffer]);
+    return out;
+  }
+
+  /** F32 [ceil((stop-start)/step)] */
+  arange(start: number, stop: number, step = 1): Tensor { return this.op('arange', [], [start, stop, step]); }
+
+  /** load a GGUF model: URL (streamed), Blob/File, bytes, or a file path in Node */
+  async loadModel(source: ModelSource, opts: LoadOptions = {}): Promise<Model> {
+    let src: Record<string, unknown>;
+    const transfer: Transferable[] = [];
+    if (typeof Blob !== 'undefined' && source instanceof Blob) src = { kind: 'blob', blob: source };
+    else if (source instanceof ArrayBuffer) src = { kind: 'bytes', buffer: source, byteOffset: 0, byteLength: source.byteLength };
+    else if (ArrayBuffer.isView(source)) src = { kind: 'bytes', buffer: source.buffer, byteOffset: source.byteOffset, byteLength: source.byteLength };
+    else if (source instanceof URL || (typeof source === 'string' && /^(https?|blob|data):/i.test(source))) src = { kind: 'url', url: String(source) };
+    else if (typeof source === 'string' && /^file:/i.test(source) && isNode) src = { kind: 'path', path: decodeURIComponent(new URL(source).pathname) };
+    else if (typeof source === 'string') {
+      if (isNode) {
+        const path = await import('node:path');
+        src = { kind: 'path', path: path.resolve(source) };
+      } else {
+        src = { kind: 'url', url: new URL(source, (globalThis as any).location?.href).href };
+      }
+    } else throw new KilnError('BAD_SOURCE', 'loadModel: the source must be a URL, a Blob, bytes or a path');
+    const r = await this.sched.job<any>({ t: 'load', source: src }, { signal: opts.signal, onProgress: opts.onProgress, transfer });
+    return new Model(this, r.modelId, r);
+  }
+
+  /** stop the engine; everything pending fails with ENGINE_CLOSED */
+  destroy() {
+    if (this.destroyed) return;
+    this.destroyed = true;
+    this.sched.close(new KilnError('ENGINE_CLOSED', 'the engine was destroyed'));
+  }
+
+  /** @internal */
+  newTensor(): Tensor {
+    const t = new Tensor(this, ++tensorIds);
+    this.registry?.register(t, t.id, t);
+    return t;
+  }
+  /** @internal */
+  forget(t: Tensor) { this.registry?.unregister(t); }
+
+  /** @internal generic op: inputs are tensors (undefined = optional and absent) */
+  op(name: string, inputs: (Tensor | undefined)[], params: number[] = []): Tensor {
+    const out = this.newTensor();
+    const ids = inputs.map((x) => {
+      if (x === undefined) return 0;
+      if (!(x instanceof Tensor) || x.kiln !== this) return -1;
+      return x.id;
+    });
+    this.sched.send({ t: 'op', out: out.id, op: name, inputs: ids, params });
+    return out;
+  }
+}
+
+function inferType(a: TensorData): DType {
+  if (a instanceof Float32Array) return 'f32';
+  if (a instanceof Float64Array) return 'f64';
+  if (a instanceof Int32Array) return 'i32';
+  if (a instanceof Int16Array) return 'i16';
+  if (a instanceof Int8Array) return 'i8';
+  if (a instanceof Uint16Array) return 'f16';
+  if (typeof BigInt64Array !== 'undefined' && a instanceof BigInt64Array) return 'i64';
+  return 'invalid' as DType;
+}
+
+function typedFor(type: number, buf: ArrayBuffer): TensorData {
+  switch (TYPE_NAMES[type]) {
+    case 'f32': return new Float32Array(buf);
+    case 'f64': return new Float64Array(buf);
+    case 'i32': return new Int32Array(buf);
+    case 'i16': return new Int16Array(buf);
+    case 'i8': return new Int8Array(buf);
+    case 'i64': return new BigInt64Array(buf);
+    case 'f16': case 'bf16': return new Uint16Array(buf);
+    default: return new Uint8Array(buf);
+  }
+}
+
+export interface TensorInfo { shape: number[]; type: DType; nbytes: number }
+
+export interface RopeOptions {
+  mode?: number; nCtxOrig?: number; freqBase?: number; freqScale?: number; extFactor?: number;
+  attnFactor?: number; betaFast?: number; betaSlow?: number; freqFactors?: Tensor;
+}
+
+/**
+ * A node of a lazy graph. Ops return new tensors at once; nothing runs
+ * until data(). Errors (bad shapes, freed inputs) surface as a rejected
+ * KilnError from data() / info() / ready().
+ */
+export class Tensor {
+  /** @internal */ readonly kiln: Kiln;
+  /** @internal */ readonly id: number;
+  private freed = false;
+
+  /** @internal */
+  constructor(kiln: Kiln, id: number) { this.kiln = kiln; this.id = id; }
+
+  /** compute (if needed) and read the values, in logical order (shape[0] fastest) */
+  async data(opts: { signal?: AbortSignal } = {}): Promise<TensorData> {
+    const r = await this.kiln.sched.job<any>({ t: 'data', tensor: this.id }, { signal: opts.signal });
+    return typedFor(r.type, r.buffer);
+  }
+  /** shape and type, once built (rejects with the op's error) */
+  async info(): Promise<TensorInfo> {
+    const r = await this.kiln.sched.job<any>({ t: 'ready', tensor: this.id });
+    return { shape: r.shape, type: TYPE_NAMES[r.type] ?? (String(r.type) as DType), nbytes: r.nbytes };
+  }
+  async ready(): Promise<void> { await this.info(); }
+  /** release the tensor (tensors built from it keep what they need) */
+  free(): void {
+    if (this.freed) return;
+    this.freed = true;
+    this.kiln.forget(this);
+    this.kiln.sched.send({ t: 'free', tensor: this.id });
+  }
+
+  private u(name: string) { return this.kiln.op(name, [this]); }
+  private b(name: string, o: Tensor) { return this.kiln.op(name, [this, o]); }
+
+  add(b: Tensor) { return this.b('add', b); }
+  sub(b: Tensor) { return this.b('sub', b); }
+  mul(b: Tensor) { return this.b('mul', b); }
+  div(b: Tensor) { return this.b('div', b); }
+  /** ggml mul_mat: this [k, n], b [k, m] -> [n, m] */
+  matmul(b: Tensor) { return this.b('matmul', b); }
+  outProd(b: Tensor) { return this.b('outProd', b); }
+  getRows(rows: Tensor) { return this.b('getRows', rows); }
+  repeat(like: Tensor) { return this.b('repeat', like); }
+  cpy(dst: Tensor) { return this.b('cpy', dst); }
+  concat(b: Tensor, dim: number) { return this.kiln.op('concat', [this, b], [dim]); }
+  scale(s: number) { return this.kiln.op('scale', [this], [s]); }
+  softmax() { return this.u('softmax'); }
+  softmaxExt(mask: Tensor | undefined, scale = 1, maxBias = 0) { return this.kiln.op('softmaxExt', [this, mask], [scale, maxBias]); }
+  norm(eps = 1e-5) { return this.kiln.op('norm', [this], [eps]); }
+  rmsNorm(eps = 1e-5) { return this.kiln.op('rmsNorm', [this], [eps]); }
+  groupNorm(nGroups: number, eps = 1e-6) { return this.kiln.op('groupNorm', [this], [nGroups, eps]); }
+  /** rotary embedding; pos: I32 [shape[2]] */
+  rope(pos: Tensor, nDims: number, o: RopeOptions = {}) {
+    return this.kiln.op('rope', [this, pos, o.freqFactors], [nDims, o.mode ?? 0, o.nCtxOrig ?? 0, o.freqBase ?? 10000,
+      o.freqScale ?? 1, o.extFactor ?? 0, o.attnFactor ?? 1, o.betaFast ?? 32, o.betaSlow ?? 1]);
+  }
+  reshape(shape: number[]) {
+    if (!Array.isArray(shape) || shape.length < 1 || shape.length > 4) return this.kiln.op('reshape', [this], [NaN]);
+    return this.kiln.op('reshape', [this], shape);
+  }
+  permute(a0: number, a1: number, a2 = 2, a3 = 3) { return this.kiln.op('permute', [this], [a0, a1, a2, a3]); }
+  transpose() { return this.u('transpose'); }
+  cont() { return this.u('cont'); }
+  cast(type: DType) { return this.kiln.op('cast', [this], [TYPE_IDS[type] ?? -1]); }
+  view(shape: number[], strides: number[], offset = 0) {
+    const ne = [1, 1, 1, 1].map((d, i) => shape[i] ?? d);
+    const nb = [0, 0, 0].map((d, i) => strides[i] ?? d);
+    return this.kiln.op('view', [this], [...ne, ...nb, offset]);
+  }
+  sum() { return this.u('sum'); }
+  sumRows() { return this.u('sumRows'); }
+  mean() { return this.u('mean'); }
+  argmax() { return this.u('argmax'); }
+  sqr() { return this.u('sqr'); }
+  sqrt() { return this.u('sqrt'); }
+  log() { return this.u('log'); }
+  sin() { return this.u('sin'); }
+  cos() { return this.u('cos'); }
+  exp() { return this.u('exp'); }
+  abs() { return this.u('abs'); }
+  sgn() { return this.u('sgn'); }
+  neg() { return this.u('neg'); }
+  step() { return this.u('step'); }
+  tanh() { return this.u('tanh'); }
+  elu() { return this.u('elu'); }
+  relu() { return this.u('relu'); }
+  sigmoid() { return this.u('sigmoid'); }
+  gelu() { return this.u('gelu'); }
+  geluQuick() { return this.u('geluQuick'); }
+  silu() { return this.u('silu'); }
+  hardswish() { return this.u('hardswish'); }
+  hardsigmoid() { return this.u('hardsigmoid'); }
+  leakyRelu(slope = 0.01) { return this.kiln.op('leakyRelu', [this], [slope]); }
+  clamp(min: number, max: number) { return this.kiln.op('clamp', [this], [min, max]); }
+  diagMaskInf(nPast = 0) { return this.kiln.op('diagMaskInf', [this], [nPast]); }
+  diagMaskZero(nPast = 0) { return this.kiln.op('diagMaskZero', [this], [nPast]); }
+  argsort(descending = false) { return this.kiln.op('argsort', [this], [descending ? 1 : 0]); }
+  topK(k: number) { return this.kiln.op('topK', [this], [k]); }
+  pad(p0: number, p1 = 0, p2 = 0, p3 = 0) { return this.kiln.op('pad', [this], [p0, p1, p2, p3]); }
+  diag() { return this.u('diag'); }
+}
+
+export interface ModelInfo { size: number; version: number; nKv: number; tensors: string[] }
+
+/** a GGUF model held in wasm memory */
+export class Model {
+  readonly size: number;
+  readonly version: number;
+  readonly nKv: number;
+  readonly tensorNames: string[];
+  private freed = false;
+
+  /** @internal */
+  constructor(private kiln: Kiln, private id: number, r: ModelInfo) {
+    this.size = r.size;
+    this.version = r.version;
+    this.nKv = r.nKv;
+    this.tensorNames = r.tensors;
+  }
+
+  /** a weight of the model as a tensor (it keeps the model's memory alive) */
+  tensor(name: string): Tensor {
+    const out = this.kiln.newTensor();
+    this.kiln.sched.send({ t: 'modelTensor', out: out.id, model: this.id, name: String(name) });
+    return out;
+  }
+
+  /** return the model's memory (tensors taken from it keep it until they are freed) */
+  free(): void {
+    if (this.freed) return;
+    this.freed = true;
+    this.kiln.sched.send({ t: 'freeModel', model: this.id });
+  }
+}

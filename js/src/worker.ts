@@ -1,0 +1,436 @@
+/*
+ * worker.ts — the engine's thread. Owns the wasm module; everything the
+ * caller asks for arrives as a message, in order.
+ *
+ * This file is a classic script (no import/export): browsers load it as a
+ * classic Web Worker so that importScripts() can load emscripten's factory,
+ * and Node loads it with worker_threads (as ESM; a script is valid there
+ * too) and requires the factory through createRequire.
+ *
+ * Messages in: init, op, free, data, load, abort, memory, info, modelTensor.
+ * Messages out: {t:'reply', id, ok, value|error} and {t:'progress', id, ...}.
+ */
+
+/* eslint-disable @typescript-eslint/no-explicit-any */
+declare function importScripts(...urls: string[]): void;
+declare const self: any;
+declare const process: any;
+declare const console: any;
+declare const fetch: any;
+declare const AbortController: any;
+
+(function () {
+  const KW_CODES: Record<number, string> = {
+    [-1]: 'INVALID_ARGUMENT', [-2]: 'OUT_OF_MEMORY', [-3]: 'INVALID_HANDLE', [-4]: 'UNSUPPORTED',
+    [-5]: 'ABORTED', [-6]: 'COMPUTE_FAILED', [-7]: 'BAD_MODEL',
+  };
+  const TYPE_SIZE: Record<number, number> = { 0: 4, 1: 2, 24: 1, 25: 2, 26: 4, 27: 8, 28: 8, 30: 2 };
+
+  class WErr extends Error {
+    code: string;
+    constructor(code: string, message: string) { super(message); this.code = code; }
+  }
+
+  const isNode = typeof process === 'object' && !!process.versions?.node && typeof importScripts !== 'function';
+  let post: (msg: any, transfer?: any[]) => void;
+  let onMessage: (fn: (msg: any) => void) => void;
+  let nodePort: any = null;
+
+  let M: any = null;               // the emscripten module
+  let crashed: string | null = null;
+  let abortWord: Int32Array | null = null; // st: separate SAB; mt: inside wasm memory
+  const aborted = new Set<number>();       // async jobs (loads) cancelled by message
+  const tensors = new Map<number, number | WErr>(); // client id -> handle or build error
+  const models = new Map<number, number>();
+  let unaryIdx: Record<string, number> = {};
+  let binaryIdx: Record<string, number> = {};
+  let logLevel = 2;
+
+  const mem = (): ArrayBuffer => M.kilnMemory().buffer;
+  const u8 = (ptr: number, n: number) => new Uint8Array(mem(), ptr >>> 0, n);
+  const lastError = (): string => M.UTF8ToString(M._kw_last_error());
+  const fail = (rc: number): never => { throw new WErr(KW_CODES[rc] ?? 'COMPUTE_FAILED', lastError() || `error ${rc}`); };
+  const check = (rc: number): number => (rc < 0 ? fail(rc) : rc);
+
+  function guard<T>(fn: () => T): T {
+    if (crashed) throw new WErr('ENGINE_CRASHED', crashed);
+    try {
+      return fn();
+    } catch (e: any) {
+      if (e instanceof WErr) throw e;
+      // a trap inside wasm: the module state cannot be trusted any more
+      crashed = `the engine crashed: ${e?.message ?? e}`;
+      throw new WErr('ENGINE_CRASHED', crashed);
+    }
+  }
+
+  function withString<T>(s: string, fn: (p: number) => T): T {
+    const n = M.lengthBytesUTF8(s) + 1;
+    const p = M._kw_malloc(n);
+    if (!p) fail(-2);
+    try { M.stringToUTF8(s, p, n); return fn(p); } finally { M._kw_free_ptr(p); }
+  }
+
+  /* ---------------------------------------------------------- init */
+
+  async function init(a: any) {
+    logLevel = a.logLevel;
+    const name = `kiln-${a.build}`;
+    const base: string = a.wasmBase;
+    const print = (s: string) => { if (logLevel <= 2) console.log(`[kiln] ${s}`); };
+    const printErr = (s: string) => { if (logLevel <= 3) console.warn(`[kiln] ${s}`); };
+    let factory: any, wasmBinary: Uint8Array, locate: (p: string) => string;
+    if (isNode) {
+      const { createRequire } = await import('node:module' as any);
+      const path = await import('node:path' as any);
+      const fs = await import('node:fs' as any);
+      const dir: string = base;
+      const req = createRequire(path.join(dir, `${name}.js`));
+      factory = req(path.join(dir, `${name}.js`));
+      wasmBinary = fs.readFileSync(path.join(dir, `${name}.wasm`));
+      locate = (p: string) => path.join(dir, p);
+    } else {
+      importScripts(base + `${name}.js`);
+      factory = self.createKilnModule;
+      const r = await fetch(base + `${name}.wasm`);
+      if (!r.ok) throw new WErr('BAD_SOURCE', `cannot fetch ${base}${name}.wasm: HTTP ${r.status}`);
+      wasmBinary = new Uint8Array(await r.arrayBuffer());
+      locate = (p: string) => base + p;
+    }
+    M = await factory({
+      wasmBinary,
+      locateFile: locate,
+      mainScriptUrlOrBlob: locate(`${name}.js`),
+      kilnPoolSize: Math.max(1, a.threads - 1),
+      print, printErr,
+    });
+    check(M._kw_init(a.threads));
+    if (a.build === 'mt') {
+      abortWord = new Int32Array(mem(), M._kw_abort_flag() >>> 0, 1);
+    } else if (a.abortSab) {
+      abortWord = new Int32Array(a.abortSab, 0, 1);
+      const w = abortWord;
+      M.kilnAbortWord = () => Atomics.load(w, 0);
+    }
+    for (let i = 0; i < M._kw_unary_count(); i++) unaryIdx[M.UTF8ToString(M._kw_unary_name(i))] = i;
+    for (let i = 0; i < M._kw_binary_count(); i++) binaryIdx[M.UTF8ToString(M._kw_binary_name(i))] = i;
+    return {
+      info: info(),
+      // mt: the caller cancels by storing a job id straight into wasm memory
+      abortMemory: a.build === 'mt' ? mem() : null,
+      abortPtr: a.build === 'mt' ? M._kw_abort_flag() >>> 0 : 0,
+    };
+  }
+
+  function info() {
+    return {
+      build: M._kw_is_mt() ? 'mt' : 'st',
+      threads: M._kw_n_threads(),
+      simd: !!M._kw_simd(),
+      version: M.UTF8ToString(M._kw_version()),
+      isa: M.UTF8ToString(M._kw_isa()),
+      ops: [...Object.keys(unaryIdx).filter((k) => M._kw_unary_built(unaryIdx[k])),
+            ...Object.keys(binaryIdx).filter((k) => M._kw_binary_built(binaryIdx[k]))],
+    };
+  }
+
+  /* ---------------------------------------------------------- tensors */
+
+  function handleOf(id: number): number {
+    const h = tensors.get(id);
+    if (h === undefined) throw new WErr('INVALID_HANDLE', `tensor ${id} was freed or belongs to another engine`);
+    if (h instanceof WErr) throw h;
+    return h;
+  }
+
+  function newTensor(a: any): number {
+    const shape: number[] = a.shape;
+    if (!Array.isArray(shape) || shape.length < 1 || shape.length > 4) throw new WErr('INVALID_ARGUMENT', `tensor: shape [${String(shape)}] must have 1 to 4 dimensions`);
+    const h = check(M._kw_tensor_new(a.type, shape.length, shape[0] ?? 1, shape[1] ?? 1, shape[2] ?? 1, shape[3] ?? 1));
+    const nbytes = M._kw_tensor_nbytes(h);
+    const src = new Uint8Array(a.buffer, a.byteOffset, a.byteLength);
+    if (src.byteLength !== nbytes) {
+      M._kw_tensor_free(h);
+      throw new WErr('INVALID_ARGUMENT', `tensor: ${a.byteLength} bytes of data for shape [${shape.join(', ')}] which needs ${nbytes}`);
+    }
+    u8(M._kw_tensor_data(h), nbytes).set(src);
+    return h;
+  }
+
+  const PARAM_OPS: Record<string, (p: number[], h: number[]) => number> = {
+    scale: (p, h) => M._kw_op_scale(h[0], p[0]),
+    norm: (p, h) => M._kw_op_norm(h[0], p[0]),
+    rmsNorm: (p, h) => M._kw_op_rms_norm(h[0], p[0]),
+    groupNorm: (p, h) => M._kw_op_group_norm(h[0], p[0], p[1]),
+    leakyRelu: (p, h) => M._kw_op_leaky_relu(h[0], p[0]),
+    clamp: (p, h) => M._kw_op_clamp(h[0], p[0], p[1]),
+    softmaxExt: (p, h) => M._kw_op_soft_max_ext(h[0], h[1] ?? 0, p[0], p[1]),
+    rope: (p, h) => M._kw_op_rope_ext(h[0], h[1], h[2] ?? 0, p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8]),
+    reshape: (p, h) => M._kw_op_reshape(h[0], p[0] ?? 1, p[1] ?? 1, p[2] ?? 1, p[3] ?? 1),
+    permute: (p, h) => M._kw_op_permute(h[0], p[0], p[1], p[2], p[3]),
+    view: (p, h) => M._kw_op_view(h[0], p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]),
+    cast: (p, h) => M._kw_op_cast(h[0], p[0]),
+    concat: (p, h) => M._kw_op_concat(h[0], h[1], p[0]),
+    diagMaskInf: (p, h) => M._kw_op_diag_mask_inf(h[0], p[0]),
+    diagMaskZero: (p, h) => M._kw_op_diag_mask_zero(h[0], p[0]),
+    argsort: (p, h) => M._kw_op_argsort(h[0], p[0]),
+    topK: (p, h) => M._kw_op_top_k(h[0], p[0]),
+    pad: (p, h) => M._kw_op_pad(h[0], p[0], p[1], p[2], p[3]),
+    flashAttnExt: (p, h) => M._kw_op_flash_attn_ext(h[0], h[1], h[2], h[3] ?? 0, p[0], p[1], p[2]),
+    conv2d: (p, h) => M._kw_op_conv_2d(h[0], h[1], p[0], p[1], p[2], p[3], p[4], p[5]),
+    pool2d: (p, h) => M._kw_op_pool_2d(h[0], p[0], p[1], p[2], p[3], p[4], p[5], p[6]),
+    arange: (p) => M._kw_op_arange(p[0], p[1], p[2]),
+  };
+
+  function buildOp(a: any): number {
+    // optional inputs are sent as 0
+    const hs: number[] = (a.inputs as number[]).map((id) => (id === 0 ? 0 : handleOf(id)));
+    const params: number[] = a.params ?? [];
+    for (const v of params) {
+      if (typeof v !== 'number' || Number.isNaN(v)) throw new WErr('INVALID_ARGUMENT', `${a.op}: parameter ${String(v)} is not a number`);
+    }
+    if (a.op in unaryIdx) return check(M._kw_op_unary(unaryIdx[a.op], hs[0]));
+    if (a.op in binaryIdx) return check(M._kw_op_binary(binaryIdx[a.op], hs[0], hs[1]));
+    const f = PARAM_OPS[a.op];
+    if (!f) throw new WErr('UNSUPPORTED', `no op named '${a.op}'`);
+    return check(f(params, hs));
+  }
+
+  function describe(h: number) {
+    const n = M._kw_tensor_n_dims(h);
+    const shape: number[] = [];
+    for (let i = 0; i < n; i++) shape.push(M._kw_tensor_ne(h, i));
+    return { shape, type: M._kw_tensor_type(h), nbytes: M._kw_tensor_nbytes(h) };
+  }
+
+  function readOut(h: number) {
+    const d = describe(h);
+    const buf = new ArrayBuffer(d.nbytes);
+    if (M._kw_tensor_is_contiguous(h) === 1) {
+      new Uint8Array(buf).set(u8(M._kw_tensor_data(h), d.nbytes));
+    } else {
+      const tmp = M._kw_malloc(d.nbytes);
+      if (!tmp) fail(-2);
+      try {
+        check(M._kw_tensor_read(h, tmp, d.nbytes));
+        new Uint8Array(buf).set(u8(tmp, d.nbytes));
+      } finally { M._kw_free_ptr(tmp); }
+    }
+    return { ...d, buffer: buf };
+  }
+
+  /* ---------------------------------------------------------- models */
+
+  async function load(id: number, a: any) {
+    const src = a.source;
+    const isAborted = () => aborted.has(id) || (abortWord !== null && Atomics.load(abortWord, 0) === id);
+    const abortNow = () => { throw new WErr('ABORTED', 'model load aborted'); };
+    let m = 0;
+    let loaded = 0;
+    let total = 0;
+    let lastReport = 0;
+    let ptr = 0;
+    const progress = (force = false) => {
+      if (force || loaded - lastReport >= (1 << 20)) {
+        lastReport = loaded;
+        post({ t: 'progress', id, loaded, total });
+      }
+    };
+    // The header is checked before any allocation so a wrong file fails
+    // fast; then one allocation of the whole size, filled in place.
+    const checkHeader = (b: Uint8Array) => {
+      if (b.byteLength < 8) throw new WErr('BAD_MODEL', `model: ${b.byteLength} bytes is too small for a GGUF file`);
+      if (b[0] !== 0x47 || b[1] !== 0x47 || b[2] !== 0x55 || b[3] !== 0x46) throw new WErr('BAD_MODEL', 'model: not a GGUF file (bad magic)');
+      const v = b[4] | (b[5] << 8) | (b[6] << 16) | (b[7] << 24);
+      if (v !== 2 && v !== 3) throw new WErr('BAD_MODEL', `model: GGUF version ${v} is not supported (2, 3)`);
+    };
+    const allocate = (size: number) => {
+      m = guard(() => M._kw_model_alloc(size));
+      if (m < 0) {
+        const rc = m; m = 0;
+        const msg = lastError();
+        throw new WErr(rc === -2 ? 'MODEL_TOO_LARGE' : (KW_CODES[rc] ?? 'BAD_MODEL'), msg);
+      }
+      ptr = M._kw_model_buffer(m) >>> 0;
+      total = size;
+    };
+    const put = (chunk: Uint8Array) => {
+      if (loaded + chunk.byteLength > total) throw new WErr('BAD_SOURCE', `model: the source delivered more than its ${total} bytes`);
+      u8(ptr + loaded, chunk.byteLength).set(chunk);
+      loaded += chunk.byteLength;
+      progress();
+    };
+    try {
+      if (src.kind === 'bytes') {
+        const b = new Uint8Array(src.buffer, src.byteOffset, src.byteLength);
+        checkHeader(b.subarray(0, 8));
+        allocate(b.byteLength);
+        for (let off = 0; off < b.byteLength; off += 4 << 20) {
+          if (isAborted()) abortNow();
+          put(b.subarray(off, Math.min(b.byteLength, off + (4 << 20))));
+        }
+      } else if (src.kind === 'path') {
+        if (!isNode) throw new WErr('BAD_SOURCE', 'file paths can only be loaded in Node');
+        const fs = await import('node:fs' as any);
+        let fh: any;
+        try { fh = await fs.promises.open(src.path, 'r'); } catch (e: any) { throw new WErr('BAD_SOURCE', `cannot open ${src.path}: ${e.message}`); }
+        try {
+          const size = (await fh.stat()).size;
+          const head = new Uint8Array(8);
+          await fh.read(head, 0, 8, 0);
+          checkHeader(size < 8 ? head.subarray(0, size) : head);
+          allocate(size);
+          while (loaded < total) {
+            if (isAborted()) abortNow();
+            const n = Math.min(4 << 20, total - loaded);
+            // read straight into wasm memory
+            const { bytesRead } = await fh.read(u8(ptr + loaded, n), 0, n, loaded);
+            if (bytesRead <= 0) throw new WErr('BAD_SOURCE', `${src.path}: file ended at ${loaded} of ${total} bytes`);
+            loaded += bytesRead;
+            progress();
+          }
+        } finally { await fh.close(); }
+      } else if (src.kind === 'url' || src.kind === 'blob') {
+        let reader: any;
+        let size: number;
+        if (src.kind === 'url') {
+          const ctl = new AbortController();
+          let r: any;
+          try { r = await fetch(src.url, { signal: ctl.signal }); } catch (e: any) { throw new WErr('BAD_SOURCE', `cannot fetch ${src.url}: ${e.message}`); }
+          if (!r.ok || !r.body) throw new WErr('BAD_SOURCE', `cannot fetch ${src.url}: HTTP ${r.status}`);
+          size = Number(r.headers.get('content-length') ?? NaN);
+          reader = r.body.getReader();
+        } else {
+          size = src.blob.size;
+          reader = src.blob.stream().getReader();
+        }
+        const pending: Uint8Array[] = [];
+        let pendingBytes = 0;
+        try {
+          // read until the header can be checked
+          while (pendingBytes < 8) {
+            const { done, value } = await reader.read();
+            if (done) break;
+            pending.push(value); pendingBytes += value.byteLength;
+            if (isAborted()) abortNow();
+          }
+          const head = new Uint8Array(Math.min(8, pendingBytes));
+          { let o = 0; for (const c of pending) { const k = Math.min(c.byteLength, head.byteLength - o); head.set(c.subarray(0, k), o); o += k; if (o >= head.byteLength) break; } }
+          checkHeader(head);
+          if (!Number.isFinite(size)) {
+            // no length announced: gather first, then one allocation
+            for (;;) {
+              if (isAborted()) abortNow();
+              const { done, value } = await reader.read();
+              if (done) break;
+              pending.push(value); pendingBytes += value.byteLength;
+            }
+            size = pendingBytes;
+          }
+          allocate(size);
+          for (const c of pending) put(c);
+          for (;;) {
+            if (isAborted()) abortNow();
+            const { done, value } = await reader.read();
+            if (done) break;
+            put(value);
+          }
+        } catch (e) {
+          try { await reader.cancel(); } catch { /* already closed */ }
+          throw e;
+        }
+        if (loaded !== total) throw new WErr('BAD_SOURCE', `model: the source ended at ${loaded} of ${total} bytes`);
+      } else {
+        throw new WErr('BAD_SOURCE', 'model: unknown source');
+      }
+      if (isAborted()) abortNow();
+      progress(true);
+      guard(() => check(M._kw_model_parse(m)));
+      models.set(id, m);
+      const names: string[] = [];
+      const n = M._kw_model_n_tensors(m);
+      for (let i = 0; i < n; i++) names.push(M.UTF8ToString(M._kw_model_tensor_name(m, i)));
+      return { modelId: id, size: total, version: M._kw_model_version(m), nKv: M._kw_model_n_kv(m), tensors: names };
+    } catch (e) {
+      if (m > 0) M._kw_model_free(m);
+      throw e;
+    } finally {
+      aborted.delete(id);
+    }
+  }
+
+  /* ---------------------------------------------------------- dispatch */
+
+  async function handle(msg: any): Promise<any> {
+    const a = msg;
+    switch (a.t) {
+      case 'init': return init(a);
+      case 'tensor':
+        try { tensors.set(a.out, guard(() => newTensor(a))); } catch (e: any) { tensors.set(a.out, e instanceof WErr ? e : new WErr('INVALID_ARGUMENT', String(e))); }
+        return undefined;
+      case 'op':
+        try { tensors.set(a.out, guard(() => buildOp(a))); } catch (e: any) { tensors.set(a.out, e instanceof WErr ? e : new WErr('INVALID_ARGUMENT', String(e))); }
+        return undefined;
+      case 'modelTensor':
+        try {
+          const m = models.get(a.model);
+          if (!m) throw new WErr('INVALID_HANDLE', 'the model was freed');
+          tensors.set(a.out, guard(() => withString(a.name, (p) => check(M._kw_model_tensor(m, p)))));
+        } catch (e: any) { tensors.set(a.out, e instanceof WErr ? e : new WErr('INVALID_ARGUMENT', String(e))); }
+        return undefined;
+      case 'free': {
+        const h = tensors.get(a.tensor);
+        tensors.delete(a.tensor);
+        if (typeof h === 'number') guard(() => M._kw_tensor_free(h));
+        return undefined;
+      }
+      case 'ready': { const h = handleOf(a.tensor); return guard(() => describe(h)); }
+      case 'data': {
+        const h = handleOf(a.tensor);
+        return guard(() => { check(M._kw_compute(h, a.id)); return readOut(h); });
+      }
+      case 'load': return load(a.id, a);
+      case 'freeModel': {
+        const m = models.get(a.model);
+        models.delete(a.model);
+        if (m) guard(() => M._kw_model_free(m));
+        return undefined;
+      }
+      case 'memory': return guard(() => ({ used: M._kw_mem_used(), total: M._kw_mem_total(), max: M._kw_mem_max(), handles: M._kw_live_handles() }));
+      case 'info': return info();
+      default: throw new WErr('INVALID_ARGUMENT', `unknown request ${a.t}`);
+    }
+  }
+
+  function reply(id: number, p: Promise<any>) {
+    p.then((value) => {
+      if (id === 0) return;
+      const transfer = value && value.buffer instanceof ArrayBuffer ? [value.buffer] : [];
+      post({ t: 'reply', id, ok: true, value }, transfer);
+    }, (e: any) => {
+      const err = e instanceof WErr ? { code: e.code, message: e.message } : { code: 'COMPUTE_FAILED', message: String(e?.message ?? e) };
+      if (id === 0) return; // fire-and-forget: errors are kept per tensor
+      post({ t: 'reply', id, ok: false, error: err });
+    });
+  }
+
+  function receive(msg: any) {
+    if (msg.t === 'abort') { aborted.add(msg.job); return; }
+    reply(msg.id ?? 0, (async () => handle(msg))());
+  }
+
+  async function start() {
+    if (isNode) {
+      const wt = await import('node:worker_threads' as any);
+      nodePort = wt.parentPort;
+      post = (m, tr) => nodePort.postMessage(m, tr);
+      onMessage = (fn) => nodePort.on('message', fn);
+    } else {
+      post = (m, tr) => self.postMessage(m, tr ?? []);
+      onMessage = (fn) => { self.onmessage = (ev: any) => fn(ev.data); };
+    }
+    onMessage(receive);
+    post({ t: 'started' });
+  }
+  void start();
+})();

@@ -1,0 +1,20 @@
+#!/bin/sh
+# Builds the C tests for arm64 (NEON kernels) with the aarch64 cross
+# compiler and runs the kernel and matmul tests under qemu-aarch64-static.
+# Needs: apt-get install -y qemu-user-static gcc-aarch64-linux-gnu
+# Usage: scripts/test-neon.sh [ctest -R regex]   (default: kernels|ops_matmul)
+set -eu
+cd "$(dirname "$0")/.."
+for tool in aarch64-linux-gnu-gcc qemu-aarch64-static; do
+  command -v "$tool" >/dev/null 2>&1 || { echo "test-neon: $tool not found (apt-get install -y qemu-user-static gcc-aarch64-linux-gnu)" >&2; exit 1; }
+done
+BUILD=build-aarch64
+cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_TOOLCHAIN_FILE="$PWD/cmake/toolchain-aarch64.cmake" \
+  -DKILN_BUILD_TOOLS=OFF >/dev/null
+# build only the test targets that will run (the whole suite is slow under qemu)
+REGEX="${1:-test_kernels|test_ops_matmul}"
+TARGETS=$(cd tests/c && ls test_*.c | sed 's/\.c$//' | grep -E "$REGEX" || true)
+[ -n "$TARGETS" ] || { echo "test-neon: no test matches '$REGEX'" >&2; exit 1; }
+for t in $TARGETS; do cmake --build "$BUILD" -j2 --target "$t"; done
+ctest --test-dir "$BUILD" --output-on-failure -R "$REGEX"

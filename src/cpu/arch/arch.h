@@ -1,0 +1,60 @@
+/*
+ * arch.h — declarations of every ISA's pure kernels, named what-then-how
+ * (f32_dot__avx2). Each ISA's block is visible only where its files are
+ * compiled (see CMakeLists.txt); kernels.c puts them into the table.
+ */
+#ifndef KILN_ARCH_H
+#define KILN_ARCH_H
+
+#include "kiln.h"
+
+#if defined(__x86_64__) && !defined(__EMSCRIPTEN__)
+#define KILN_ARCH_X86 1
+#endif
+#if defined(__aarch64__) && !defined(__EMSCRIPTEN__)
+#define KILN_ARCH_ARM 1
+#endif
+#if defined(__wasm_simd128__)
+#define KILN_ARCH_WASM_SIMD 1
+#endif
+
+/* one block of declarations per ISA suffix */
+#define KILN_DECLARE_VEC_KERNELS(S) \
+    float  f32_dot__##S (int64_t n, const float * x, const float * y); \
+    float  f16_dot__##S (int64_t n, const kiln_fp16_t * x, const kiln_fp16_t * y); \
+    float  bf16_dot__##S(int64_t n, const kiln_bf16_t * x, const kiln_bf16_t * y); \
+    float  f32_sum__##S (int64_t n, const float * x); \
+    float  f32_max__##S (int64_t n, const float * x); \
+    double f32_sumsq__##S(int64_t n, const float * x); \
+    double f32_softmax_exp__##S(int64_t n, const float * x, float * y, float max); \
+    void f32_axpy__##S (int64_t n, float a, const float * x, float * y); \
+    void f32_scale__##S(int64_t n, float a, const float * x, float * y); \
+    void f32_add__##S  (int64_t n, const float * x, const float * y, float * z); \
+    void f32_mul__##S  (int64_t n, const float * x, const float * y, float * z); \
+    void f32_exp__##S  (int64_t n, const float * x, float * y); \
+    void f32_silu__##S (int64_t n, const float * x, float * y); \
+    void f32_gelu__##S (int64_t n, const float * x, float * y); \
+    void f32_to_f16__##S(int64_t n, const float * x, kiln_fp16_t * y); \
+    void f16_to_f32__##S(int64_t n, const kiln_fp16_t * x, float * y);
+
+KILN_DECLARE_VEC_KERNELS(scalar)
+void f32_gemm_1x1__scalar(int64_t k, const float * a, int64_t lda, const float * b, int64_t ldb, float * c, int64_t ldc);
+
+#ifdef KILN_ARCH_X86
+KILN_DECLARE_VEC_KERNELS(avx2)
+void f32_gemm_3x4__avx2(int64_t k, const float * a, int64_t lda, const float * b, int64_t ldb, float * c, int64_t ldc);
+#endif
+#ifdef KILN_ARCH_ARM
+KILN_DECLARE_VEC_KERNELS(neon)
+void f32_gemm_4x4__neon(int64_t k, const float * a, int64_t lda, const float * b, int64_t ldb, float * c, int64_t ldc);
+#endif
+#ifdef KILN_ARCH_WASM_SIMD
+KILN_DECLARE_VEC_KERNELS(wasm_simd128)
+void f32_gemm_3x3__wasm_simd128(int64_t k, const float * a, int64_t lda, const float * b, int64_t ldb, float * c, int64_t ldc);
+#endif
+
+/* the constants ggml's GELU uses (tanh approximation) */
+#define KILN_GELU_COEF_A     0.044715f
+#define KILN_SQRT_2_OVER_PI  0.79788456080286535587989211986876f
+
+#endif /* KILN_ARCH_H */

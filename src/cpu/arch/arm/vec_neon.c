@@ -1,0 +1,227 @@
+/*
+ * vec_neon.c — vector primitives for arm64 NEON (baseline AArch64: always
+ * present, so no runtime check beyond the architecture).
+ */
+#include "../arch.h"
+
+#include <arm_neon.h>
+#include <math.h>
+
+/* exp(x) for 4 lanes: same scheme as exp8 in vec_avx2.c (Cody-Waite range
+ * reduction, Cephes polynomial, 2^n in two halves). */
+static inline float32x4_t exp4(float32x4_t x) {
+    const uint32x4_t not_nan = vceqq_f32(x, x);
+    const float32x4_t xc = vminq_f32(vmaxq_f32(x, vdupq_n_f32(-104.0f)), vdupq_n_f32(88.8f));
+    const float32x4_t n = vrndnq_f32(vmulq_n_f32(xc, 1.44269504088896341f));
+    float32x4_t r = vfmsq_f32(xc, n, vdupq_n_f32(0.693359375f));
+    r = vfmsq_f32(r, n, vdupq_n_f32(-2.12194440e-4f));
+    float32x4_t p = vdupq_n_f32(1.9875691500e-4f);
+    p = vfmaq_f32(vdupq_n_f32(1.3981999507e-3f), p, r);
+    p = vfmaq_f32(vdupq_n_f32(8.3334519073e-3f), p, r);
+    p = vfmaq_f32(vdupq_n_f32(4.1665795894e-2f), p, r);
+    p = vfmaq_f32(vdupq_n_f32(1.6666665459e-1f), p, r);
+    p = vfmaq_f32(vdupq_n_f32(5.0000001201e-1f), p, r);
+    p = vfmaq_f32(vaddq_f32(r, vdupq_n_f32(1.0f)), p, vmulq_f32(r, r));
+    const int32x4_t ni = vcvtq_s32_f32(n);
+    const int32x4_t n1 = vshrq_n_s32(ni, 1);
+    const int32x4_t n2 = vsubq_s32(ni, n1);
+    const float32x4_t s1 = vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(n1, vdupq_n_s32(127)), 23));
+    const float32x4_t s2 = vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(n2, vdupq_n_s32(127)), 23));
+    const float32x4_t y = vmulq_f32(vmulq_f32(p, s1), s2);
+    return vbslq_f32(not_nan, y, x);
+}
+
+float f32_dot__neon(int64_t n, const float * x, const float * y) {
+    float32x4_t a0 = vdupq_n_f32(0), a1 = vdupq_n_f32(0), a2 = vdupq_n_f32(0), a3 = vdupq_n_f32(0);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        a0 = vfmaq_f32(a0, vld1q_f32(x + i),      vld1q_f32(y + i));
+        a1 = vfmaq_f32(a1, vld1q_f32(x + i + 4),  vld1q_f32(y + i + 4));
+        a2 = vfmaq_f32(a2, vld1q_f32(x + i + 8),  vld1q_f32(y + i + 8));
+        a3 = vfmaq_f32(a3, vld1q_f32(x + i + 12), vld1q_f32(y + i + 12));
+    }
+    for (; i + 4 <= n; i += 4) a0 = vfmaq_f32(a0, vld1q_f32(x + i), vld1q_f32(y + i));
+    float s = vaddvq_f32(vaddq_f32(vaddq_f32(a0, a1), vaddq_f32(a2, a3)));
+    for (; i < n; i++) s += x[i] * y[i];
+    return s;
+}
+
+static inline float32x4_t load_f16x4(const kiln_fp16_t * p) {
+    return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p)));
+}
+static inline float32x4_t load_bf16x4(const kiln_bf16_t * p) {
+    return vreinterpretq_f32_u32(vshll_n_u16(vld1_u16((const uint16_t *) p), 16));
+}
+
+float f16_dot__neon(int64_t n, const kiln_fp16_t * x, const kiln_fp16_t * y) {
+    float32x4_t a0 = vdupq_n_f32(0), a1 = vdupq_n_f32(0), a2 = vdupq_n_f32(0), a3 = vdupq_n_f32(0);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        a0 = vfmaq_f32(a0, load_f16x4(x + i),      load_f16x4(y + i));
+        a1 = vfmaq_f32(a1, load_f16x4(x + i + 4),  load_f16x4(y + i + 4));
+        a2 = vfmaq_f32(a2, load_f16x4(x + i + 8),  load_f16x4(y + i + 8));
+        a3 = vfmaq_f32(a3, load_f16x4(x + i + 12), load_f16x4(y + i + 12));
+    }
+    for (; i + 4 <= n; i += 4) a0 = vfmaq_f32(a0, load_f16x4(x + i), load_f16x4(y + i));
+    float s = vaddvq_f32(vaddq_f32(vaddq_f32(a0, a1), vaddq_f32(a2, a3)));
+    for (; i < n; i++) s += kiln_fp16_to_fp32(x[i]) * kiln_fp16_to_fp32(y[i]);
+    return s;
+}
+
+float bf16_dot__neon(int64_t n, const kiln_bf16_t * x, const kiln_bf16_t * y) {
+    float32x4_t a0 = vdupq_n_f32(0), a1 = vdupq_n_f32(0), a2 = vdupq_n_f32(0), a3 = vdupq_n_f32(0);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        a0 = vfmaq_f32(a0, load_bf16x4(x + i),      load_bf16x4(y + i));
+        a1 = vfmaq_f32(a1, load_bf16x4(x + i + 4),  load_bf16x4(y + i + 4));
+        a2 = vfmaq_f32(a2, load_bf16x4(x + i + 8),  load_bf16x4(y + i + 8));
+        a3 = vfmaq_f32(a3, load_bf16x4(x + i + 12), load_bf16x4(y + i + 12));
+    }
+    for (; i + 4 <= n; i += 4) a0 = vfmaq_f32(a0, load_bf16x4(x + i), load_bf16x4(y + i));
+    float s = vaddvq_f32(vaddq_f32(vaddq_f32(a0, a1), vaddq_f32(a2, a3)));
+    for (; i < n; i++) s += kiln_bf16_to_fp32(x[i]) * kiln_bf16_to_fp32(y[i]);
+    return s;
+}
+
+float f32_sum__neon(int64_t n, const float * x) {
+    float32x4_t a0 = vdupq_n_f32(0), a1 = vdupq_n_f32(0);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) { a0 = vaddq_f32(a0, vld1q_f32(x + i)); a1 = vaddq_f32(a1, vld1q_f32(x + i + 4)); }
+    float s = vaddvq_f32(vaddq_f32(a0, a1));
+    for (; i < n; i++) s += x[i];
+    return s;
+}
+
+float f32_max__neon(int64_t n, const float * x) {
+    float r = -INFINITY;
+    int64_t i = 0;
+    if (n >= 4) {
+        /* vmaxnm ignores a NaN operand, like the scalar reference */
+        float32x4_t m = vdupq_n_f32(-INFINITY);
+        for (; i + 4 <= n; i += 4) m = vmaxnmq_f32(m, vld1q_f32(x + i));
+        r = vmaxnmvq_f32(m);
+    }
+    for (; i < n; i++) r = x[i] > r ? x[i] : r;
+    return r;
+}
+
+double f32_sumsq__neon(int64_t n, const float * x) {
+    float32x4_t a0 = vdupq_n_f32(0), a1 = vdupq_n_f32(0);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const float32x4_t v0 = vld1q_f32(x + i), v1 = vld1q_f32(x + i + 4);
+        a0 = vfmaq_f32(a0, v0, v0); a1 = vfmaq_f32(a1, v1, v1);
+    }
+    float s = vaddvq_f32(vaddq_f32(a0, a1));
+    for (; i < n; i++) s += x[i] * x[i];
+    return s;
+}
+
+double f32_softmax_exp__neon(int64_t n, const float * x, float * y, float max) {
+    const float32x4_t vmax = vdupq_n_f32(max);
+    float32x4_t acc = vdupq_n_f32(0);
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        const float32x4_t v = exp4(vsubq_f32(vld1q_f32(x + i), vmax));
+        vst1q_f32(y + i, v);
+        acc = vaddq_f32(acc, v);
+    }
+    double s = vaddvq_f32(acc);
+    for (; i < n; i++) { const float v = expf(x[i] - max); y[i] = v; s += v; }
+    return s;
+}
+
+void f32_axpy__neon(int64_t n, float a, const float * x, float * y) {
+    const float32x4_t va = vdupq_n_f32(a);
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) vst1q_f32(y + i, vfmaq_f32(vld1q_f32(y + i), va, vld1q_f32(x + i)));
+    for (; i < n; i++) y[i] = fmaf(a, x[i], y[i]);
+}
+
+void f32_scale__neon(int64_t n, float a, const float * x, float * y) {
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) vst1q_f32(y + i, vmulq_n_f32(vld1q_f32(x + i), a));
+    for (; i < n; i++) y[i] = a * x[i];
+}
+
+void f32_add__neon(int64_t n, const float * x, const float * y, float * z) {
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) vst1q_f32(z + i, vaddq_f32(vld1q_f32(x + i), vld1q_f32(y + i)));
+    for (; i < n; i++) z[i] = x[i] + y[i];
+}
+
+void f32_mul__neon(int64_t n, const float * x, const float * y, float * z) {
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) vst1q_f32(z + i, vmulq_f32(vld1q_f32(x + i), vld1q_f32(y + i)));
+    for (; i < n; i++) z[i] = x[i] * y[i];
+}
+
+#define MAP_TAIL(n, i, x, y, EXPR) \
+    if (i < n) { \
+        float bx[4] = {0}, by[4]; \
+        for (int64_t j = i; j < n; j++) bx[j - i] = x[j]; \
+        const float32x4_t v = vld1q_f32(bx); \
+        vst1q_f32(by, EXPR); \
+        for (int64_t j = i; j < n; j++) y[j] = by[j - i]; \
+    }
+
+void f32_exp__neon(int64_t n, const float * x, float * y) {
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) vst1q_f32(y + i, exp4(vld1q_f32(x + i)));
+    MAP_TAIL(n, i, x, y, exp4(v))
+}
+
+static inline float32x4_t silu4(float32x4_t v) {
+    return vdivq_f32(v, vaddq_f32(vdupq_n_f32(1.0f), exp4(vnegq_f32(v))));
+}
+
+void f32_silu__neon(int64_t n, const float * x, float * y) {
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) vst1q_f32(y + i, silu4(vld1q_f32(x + i)));
+    MAP_TAIL(n, i, x, y, silu4(v))
+}
+
+static inline float32x4_t gelu4(float32x4_t v) {
+    const float32x4_t v2 = vmulq_f32(v, v);
+    const float32x4_t u = vmulq_f32(vmulq_n_f32(v, -2.0f * KILN_SQRT_2_OVER_PI),
+                                    vfmaq_f32(vdupq_n_f32(1.0f), vdupq_n_f32(KILN_GELU_COEF_A), v2));
+    return vdivq_f32(v, vaddq_f32(vdupq_n_f32(1.0f), exp4(u)));
+}
+
+void f32_gelu__neon(int64_t n, const float * x, float * y) {
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) vst1q_f32(y + i, gelu4(vld1q_f32(x + i)));
+    MAP_TAIL(n, i, x, y, gelu4(v))
+}
+
+void f32_to_f16__neon(int64_t n, const float * x, kiln_fp16_t * y) {
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) vst1_u16(y + i, vreinterpret_u16_f16(vcvt_f16_f32(vld1q_f32(x + i))));
+    for (; i < n; i++) y[i] = kiln_fp32_to_fp16(x[i]);
+}
+
+void f16_to_f32__neon(int64_t n, const kiln_fp16_t * x, float * y) {
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) vst1q_f32(y + i, load_f16x4(x + i));
+    for (; i < n; i++) y[i] = kiln_fp16_to_fp32(x[i]);
+}
+
+/* 4 src0 rows x 4 src1 rows: 16 accumulators + 8 row registers of 32 */
+void f32_gemm_4x4__neon(int64_t k, const float * a, int64_t lda, const float * b, int64_t ldb, float * c, int64_t ldc) {
+    float32x4_t acc[4][4];
+    for (int j = 0; j < 4; j++) for (int i = 0; i < 4; i++) acc[j][i] = vdupq_n_f32(0);
+    int64_t p = 0;
+    for (; p + 4 <= k; p += 4) {
+        float32x4_t x[4], y[4];
+        for (int i = 0; i < 4; i++) x[i] = vld1q_f32(a + i * lda + p);
+        for (int j = 0; j < 4; j++) y[j] = vld1q_f32(b + j * ldb + p);
+        for (int j = 0; j < 4; j++) for (int i = 0; i < 4; i++) acc[j][i] = vfmaq_f32(acc[j][i], x[i], y[j]);
+    }
+    for (int j = 0; j < 4; j++) {
+        for (int i = 0; i < 4; i++) {
+            float s = vaddvq_f32(acc[j][i]);
+            for (int64_t q = p; q < k; q++) s += a[i * lda + q] * b[j * ldb + q];
+            c[j * ldc + i] = s;
+        }
+    }
+}

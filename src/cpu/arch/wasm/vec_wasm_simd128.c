@@ -1,0 +1,275 @@
+/*
+ * vec_wasm_simd128.c — vector primitives for WebAssembly SIMD128 (fixed at
+ * compile time: the build is -msimd128). No FMA in plain SIMD128, so
+ * multiply and add are separate (a relaxed-SIMD build may swap in
+ * f32x4.relaxed_madd later).
+ */
+#include "../arch.h"
+
+#include <wasm_simd128.h>
+#include <math.h>
+
+static inline float hsum4(v128_t v) {
+    return wasm_f32x4_extract_lane(v, 0) + wasm_f32x4_extract_lane(v, 1) +
+           wasm_f32x4_extract_lane(v, 2) + wasm_f32x4_extract_lane(v, 3);
+}
+
+#define MADD(a, b, c) wasm_f32x4_add(wasm_f32x4_mul(a, b), c)
+
+/* exp(x) for 4 lanes: the scheme of exp8 in vec_avx2.c */
+static inline v128_t exp4(v128_t x) {
+    const v128_t not_nan = wasm_f32x4_eq(x, x);
+    const v128_t xc = wasm_f32x4_min(wasm_f32x4_max(x, wasm_f32x4_splat(-104.0f)), wasm_f32x4_splat(88.8f));
+    const v128_t n = wasm_f32x4_nearest(wasm_f32x4_mul(xc, wasm_f32x4_splat(1.44269504088896341f)));
+    v128_t r = wasm_f32x4_sub(xc, wasm_f32x4_mul(n, wasm_f32x4_splat(0.693359375f)));
+    r = wasm_f32x4_sub(r, wasm_f32x4_mul(n, wasm_f32x4_splat(-2.12194440e-4f)));
+    v128_t p = wasm_f32x4_splat(1.9875691500e-4f);
+    p = MADD(p, r, wasm_f32x4_splat(1.3981999507e-3f));
+    p = MADD(p, r, wasm_f32x4_splat(8.3334519073e-3f));
+    p = MADD(p, r, wasm_f32x4_splat(4.1665795894e-2f));
+    p = MADD(p, r, wasm_f32x4_splat(1.6666665459e-1f));
+    p = MADD(p, r, wasm_f32x4_splat(5.0000001201e-1f));
+    p = MADD(p, wasm_f32x4_mul(r, r), wasm_f32x4_add(r, wasm_f32x4_splat(1.0f)));
+    const v128_t ni = wasm_i32x4_trunc_sat_f32x4(n);
+    const v128_t n1 = wasm_i32x4_shr(ni, 1);
+    const v128_t n2 = wasm_i32x4_sub(ni, n1);
+    const v128_t s1 = wasm_i32x4_shl(wasm_i32x4_add(n1, wasm_i32x4_splat(127)), 23);
+    const v128_t s2 = wasm_i32x4_shl(wasm_i32x4_add(n2, wasm_i32x4_splat(127)), 23);
+    const v128_t y = wasm_f32x4_mul(wasm_f32x4_mul(p, s1), s2);
+    return wasm_v128_bitselect(y, x, not_nan);
+}
+
+float f32_dot__wasm_simd128(int64_t n, const float * x, const float * y) {
+    v128_t a0 = wasm_f32x4_splat(0), a1 = wasm_f32x4_splat(0), a2 = wasm_f32x4_splat(0), a3 = wasm_f32x4_splat(0);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        a0 = MADD(wasm_v128_load(x + i),      wasm_v128_load(y + i),      a0);
+        a1 = MADD(wasm_v128_load(x + i + 4),  wasm_v128_load(y + i + 4),  a1);
+        a2 = MADD(wasm_v128_load(x + i + 8),  wasm_v128_load(y + i + 8),  a2);
+        a3 = MADD(wasm_v128_load(x + i + 12), wasm_v128_load(y + i + 12), a3);
+    }
+    for (; i + 4 <= n; i += 4) a0 = MADD(wasm_v128_load(x + i), wasm_v128_load(y + i), a0);
+    float s = hsum4(wasm_f32x4_add(wasm_f32x4_add(a0, a1), wasm_f32x4_add(a2, a3)));
+    for (; i < n; i++) s += x[i] * y[i];
+    return s;
+}
+
+/* f16 -> f32 without hardware help: shift the 15 magnitude bits into a
+ * float and multiply by 2^112 (which also renormalizes subnormals exactly);
+ * inf/nan get the all-ones exponent. */
+static inline v128_t f16x4_to_f32(v128_t h32) {
+    const v128_t sign = wasm_i32x4_shl(wasm_v128_and(h32, wasm_i32x4_splat(0x8000)), 16);
+    const v128_t mag  = wasm_i32x4_shl(wasm_v128_and(h32, wasm_i32x4_splat(0x7fff)), 13);
+    v128_t f = wasm_f32x4_mul(mag, wasm_i32x4_splat(0x77800000)); /* 2^112 */
+    const v128_t infnan = wasm_i32x4_eq(wasm_v128_and(h32, wasm_i32x4_splat(0x7c00)), wasm_i32x4_splat(0x7c00));
+    f = wasm_v128_bitselect(wasm_v128_or(mag, wasm_i32x4_splat(0x7f800000)), f, infnan);
+    return wasm_v128_or(f, sign);
+}
+static inline void load_f16x8(const kiln_fp16_t * p, v128_t * lo, v128_t * hi) {
+    const v128_t v = wasm_v128_load(p);
+    *lo = f16x4_to_f32(wasm_u32x4_extend_low_u16x8(v));
+    *hi = f16x4_to_f32(wasm_u32x4_extend_high_u16x8(v));
+}
+static inline void load_bf16x8(const kiln_bf16_t * p, v128_t * lo, v128_t * hi) {
+    const v128_t v = wasm_v128_load(p);
+    *lo = wasm_i32x4_shl(wasm_u32x4_extend_low_u16x8(v), 16);
+    *hi = wasm_i32x4_shl(wasm_u32x4_extend_high_u16x8(v), 16);
+}
+
+float f16_dot__wasm_simd128(int64_t n, const kiln_fp16_t * x, const kiln_fp16_t * y) {
+    v128_t a0 = wasm_f32x4_splat(0), a1 = wasm_f32x4_splat(0);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        v128_t x0, x1, y0, y1;
+        load_f16x8(x + i, &x0, &x1);
+        load_f16x8(y + i, &y0, &y1);
+        a0 = MADD(x0, y0, a0);
+        a1 = MADD(x1, y1, a1);
+    }
+    float s = hsum4(wasm_f32x4_add(a0, a1));
+    for (; i < n; i++) s += kiln_fp16_to_fp32(x[i]) * kiln_fp16_to_fp32(y[i]);
+    return s;
+}
+
+float bf16_dot__wasm_simd128(int64_t n, const kiln_bf16_t * x, const kiln_bf16_t * y) {
+    v128_t a0 = wasm_f32x4_splat(0), a1 = wasm_f32x4_splat(0);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        v128_t x0, x1, y0, y1;
+        load_bf16x8(x + i, &x0, &x1);
+        load_bf16x8(y + i, &y0, &y1);
+        a0 = MADD(x0, y0, a0);
+        a1 = MADD(x1, y1, a1);
+    }
+    float s = hsum4(wasm_f32x4_add(a0, a1));
+    for (; i < n; i++) s += kiln_bf16_to_fp32(x[i]) * kiln_bf16_to_fp32(y[i]);
+    return s;
+}
+
+float f32_sum__wasm_simd128(int64_t n, const float * x) {
+    v128_t a0 = wasm_f32x4_splat(0), a1 = wasm_f32x4_splat(0);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) { a0 = wasm_f32x4_add(a0, wasm_v128_load(x + i)); a1 = wasm_f32x4_add(a1, wasm_v128_load(x + i + 4)); }
+    float s = hsum4(wasm_f32x4_add(a0, a1));
+    for (; i < n; i++) s += x[i];
+    return s;
+}
+
+float f32_max__wasm_simd128(int64_t n, const float * x) {
+    float r = -INFINITY;
+    int64_t i = 0;
+    if (n >= 4) {
+        /* pmax(a, b) = b > a ? b : a: a NaN in x keeps the old max, as the scalar reference does */
+        v128_t m = wasm_f32x4_splat(-INFINITY);
+        for (; i + 4 <= n; i += 4) m = wasm_f32x4_pmax(m, wasm_v128_load(x + i));
+        for (int l = 0; l < 4; l++) {
+            float v = 0;
+            switch (l) {
+                case 0: v = wasm_f32x4_extract_lane(m, 0); break;
+                case 1: v = wasm_f32x4_extract_lane(m, 1); break;
+                case 2: v = wasm_f32x4_extract_lane(m, 2); break;
+                default: v = wasm_f32x4_extract_lane(m, 3); break;
+            }
+            r = v > r ? v : r;
+        }
+    }
+    for (; i < n; i++) r = x[i] > r ? x[i] : r;
+    return r;
+}
+
+double f32_sumsq__wasm_simd128(int64_t n, const float * x) {
+    v128_t a0 = wasm_f32x4_splat(0), a1 = wasm_f32x4_splat(0);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const v128_t v0 = wasm_v128_load(x + i), v1 = wasm_v128_load(x + i + 4);
+        a0 = MADD(v0, v0, a0); a1 = MADD(v1, v1, a1);
+    }
+    float s = hsum4(wasm_f32x4_add(a0, a1));
+    for (; i < n; i++) s += x[i] * x[i];
+    return s;
+}
+
+double f32_softmax_exp__wasm_simd128(int64_t n, const float * x, float * y, float max) {
+    const v128_t vmax = wasm_f32x4_splat(max);
+    v128_t acc = wasm_f32x4_splat(0);
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        const v128_t v = exp4(wasm_f32x4_sub(wasm_v128_load(x + i), vmax));
+        wasm_v128_store(y + i, v);
+        acc = wasm_f32x4_add(acc, v);
+    }
+    double s = hsum4(acc);
+    for (; i < n; i++) { const float v = expf(x[i] - max); y[i] = v; s += v; }
+    return s;
+}
+
+void f32_axpy__wasm_simd128(int64_t n, float a, const float * x, float * y) {
+    const v128_t va = wasm_f32x4_splat(a);
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) wasm_v128_store(y + i, MADD(va, wasm_v128_load(x + i), wasm_v128_load(y + i)));
+    for (; i < n; i++) y[i] += a * x[i];
+}
+
+void f32_scale__wasm_simd128(int64_t n, float a, const float * x, float * y) {
+    const v128_t va = wasm_f32x4_splat(a);
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) wasm_v128_store(y + i, wasm_f32x4_mul(va, wasm_v128_load(x + i)));
+    for (; i < n; i++) y[i] = a * x[i];
+}
+
+void f32_add__wasm_simd128(int64_t n, const float * x, const float * y, float * z) {
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) wasm_v128_store(z + i, wasm_f32x4_add(wasm_v128_load(x + i), wasm_v128_load(y + i)));
+    for (; i < n; i++) z[i] = x[i] + y[i];
+}
+
+void f32_mul__wasm_simd128(int64_t n, const float * x, const float * y, float * z) {
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) wasm_v128_store(z + i, wasm_f32x4_mul(wasm_v128_load(x + i), wasm_v128_load(y + i)));
+    for (; i < n; i++) z[i] = x[i] * y[i];
+}
+
+#define MAP_TAIL(n, i, x, y, EXPR) \
+    if (i < n) { \
+        float bx[4] = {0}, by[4]; \
+        for (int64_t j = i; j < n; j++) bx[j - i] = x[j]; \
+        const v128_t v = wasm_v128_load(bx); \
+        wasm_v128_store(by, EXPR); \
+        for (int64_t j = i; j < n; j++) y[j] = by[j - i]; \
+    }
+
+void f32_exp__wasm_simd128(int64_t n, const float * x, float * y) {
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) wasm_v128_store(y + i, exp4(wasm_v128_load(x + i)));
+    MAP_TAIL(n, i, x, y, exp4(v))
+}
+
+static inline v128_t silu4(v128_t v) {
+    return wasm_f32x4_div(v, wasm_f32x4_add(wasm_f32x4_splat(1.0f), exp4(wasm_f32x4_neg(v))));
+}
+
+void f32_silu__wasm_simd128(int64_t n, const float * x, float * y) {
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) wasm_v128_store(y + i, silu4(wasm_v128_load(x + i)));
+    MAP_TAIL(n, i, x, y, silu4(v))
+}
+
+static inline v128_t gelu4(v128_t v) {
+    const v128_t v2 = wasm_f32x4_mul(v, v);
+    const v128_t u = wasm_f32x4_mul(wasm_f32x4_mul(v, wasm_f32x4_splat(-2.0f * KILN_SQRT_2_OVER_PI)),
+                                    MADD(wasm_f32x4_splat(KILN_GELU_COEF_A), v2, wasm_f32x4_splat(1.0f)));
+    return wasm_f32x4_div(v, wasm_f32x4_add(wasm_f32x4_splat(1.0f), exp4(u)));
+}
+
+void f32_gelu__wasm_simd128(int64_t n, const float * x, float * y) {
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) wasm_v128_store(y + i, gelu4(wasm_v128_load(x + i)));
+    MAP_TAIL(n, i, x, y, gelu4(v))
+}
+
+void f32_to_f16__wasm_simd128(int64_t n, const float * x, kiln_fp16_t * y) {
+    for (int64_t i = 0; i < n; i++) y[i] = kiln_fp32_to_fp16(x[i]);
+}
+
+void f16_to_f32__wasm_simd128(int64_t n, const kiln_fp16_t * x, float * y) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        v128_t lo, hi;
+        load_f16x8(x + i, &lo, &hi);
+        wasm_v128_store(y + i, lo);
+        wasm_v128_store(y + i + 4, hi);
+    }
+    for (; i < n; i++) y[i] = kiln_fp16_to_fp32(x[i]);
+}
+
+/* 3 src0 rows x 3 src1 rows: 9 accumulators + 6 row registers, under the
+ * 16 xmm registers engines map v128 onto (one is their scratch). */
+void f32_gemm_3x3__wasm_simd128(int64_t k, const float * a, int64_t lda, const float * b, int64_t ldb, float * c, int64_t ldc) {
+    v128_t c00 = wasm_f32x4_splat(0), c01 = wasm_f32x4_splat(0), c02 = wasm_f32x4_splat(0);
+    v128_t c10 = wasm_f32x4_splat(0), c11 = wasm_f32x4_splat(0), c12 = wasm_f32x4_splat(0);
+    v128_t c20 = wasm_f32x4_splat(0), c21 = wasm_f32x4_splat(0), c22 = wasm_f32x4_splat(0);
+    const float * a0 = a, * a1 = a + lda, * a2 = a + 2 * lda;
+    const float * b0 = b, * b1 = b + ldb, * b2 = b + 2 * ldb;
+    int64_t p = 0;
+    for (; p + 4 <= k; p += 4) {
+        const v128_t x0 = wasm_v128_load(a0 + p), x1 = wasm_v128_load(a1 + p), x2 = wasm_v128_load(a2 + p);
+        v128_t y = wasm_v128_load(b0 + p);
+        c00 = MADD(x0, y, c00); c01 = MADD(x1, y, c01); c02 = MADD(x2, y, c02);
+        y = wasm_v128_load(b1 + p);
+        c10 = MADD(x0, y, c10); c11 = MADD(x1, y, c11); c12 = MADD(x2, y, c12);
+        y = wasm_v128_load(b2 + p);
+        c20 = MADD(x0, y, c20); c21 = MADD(x1, y, c21); c22 = MADD(x2, y, c22);
+    }
+    float r[3][3] = {
+        { hsum4(c00), hsum4(c01), hsum4(c02) },
+        { hsum4(c10), hsum4(c11), hsum4(c12) },
+        { hsum4(c20), hsum4(c21), hsum4(c22) },
+    };
+    for (int j = 0; j < 3; j++) {
+        for (int i = 0; i < 3; i++) {
+            float s = r[j][i];
+            for (int64_t q = p; q < k; q++) s += a[i * lda + q] * b[j * ldb + q];
+            c[j * ldc + i] = s;
+        }
+    }
+}

@@ -1,0 +1,276 @@
+/*
+ * vec_avx2.c — vector primitives for x86-64 with AVX2 + FMA + F16C.
+ * Compiled with -mavx2 -mfma -mf16c (this file only); the kernel table
+ * calls it only after cpuid says the CPU has all three.
+ */
+#include "../arch.h"
+
+#include <immintrin.h>
+#include <math.h>
+
+static inline float hsum8(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* exp(x) for 8 lanes: x = n ln2 + r (Cody-Waite), e^r by a degree-6
+ * polynomial (Cephes' expf coefficients, ~1 ulp), times 2^n built in two
+ * halves so that n in [-150, 128] needs no special exponent cases. */
+static inline __m256 exp8(__m256 x) {
+    const __m256 nan_mask = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
+    __m256 xc = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-104.0f)), _mm256_set1_ps(88.8f));
+    const __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504088896341f)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), xc);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    const __m256i ni = _mm256_cvtps_epi32(n);
+    const __m256i n1 = _mm256_srai_epi32(ni, 1);
+    const __m256i n2 = _mm256_sub_epi32(ni, n1);
+    const __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, _mm256_set1_epi32(127)), 23));
+    const __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, _mm256_set1_epi32(127)), 23));
+    const __m256 y = _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
+    return _mm256_blendv_ps(y, x, nan_mask);
+}
+
+/* masked tail: lanes [0, n) of p, zeros elsewhere */
+static inline __m256i tail_mask(int64_t n) {
+    const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int) n), idx);
+}
+
+float f32_dot__avx2(int64_t n, const float * x, const float * y) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i),      _mm256_loadu_ps(y + i),      a0);
+        a1 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8),  _mm256_loadu_ps(y + i + 8),  a1);
+        a2 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 16), _mm256_loadu_ps(y + i + 16), a2);
+        a3 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 24), _mm256_loadu_ps(y + i + 24), a3);
+    }
+    for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), a0);
+    if (i < n) {
+        const __m256i m = tail_mask(n - i);
+        a1 = _mm256_fmadd_ps(_mm256_maskload_ps(x + i, m), _mm256_maskload_ps(y + i, m), a1);
+    }
+    return hsum8(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+}
+
+static inline __m256 load_f16x8(const kiln_fp16_t * p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *) p));
+}
+static inline __m256 load_bf16x8(const kiln_bf16_t * p) {
+    const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *) p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+}
+
+float f16_dot__avx2(int64_t n, const kiln_fp16_t * x, const kiln_fp16_t * y) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        a0 = _mm256_fmadd_ps(load_f16x8(x + i),      load_f16x8(y + i),      a0);
+        a1 = _mm256_fmadd_ps(load_f16x8(x + i + 8),  load_f16x8(y + i + 8),  a1);
+        a2 = _mm256_fmadd_ps(load_f16x8(x + i + 16), load_f16x8(y + i + 16), a2);
+        a3 = _mm256_fmadd_ps(load_f16x8(x + i + 24), load_f16x8(y + i + 24), a3);
+    }
+    for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(load_f16x8(x + i), load_f16x8(y + i), a0);
+    float s = hsum8(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+    for (; i < n; i++) s += kiln_fp16_to_fp32(x[i]) * kiln_fp16_to_fp32(y[i]);
+    return s;
+}
+
+float bf16_dot__avx2(int64_t n, const kiln_bf16_t * x, const kiln_bf16_t * y) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        a0 = _mm256_fmadd_ps(load_bf16x8(x + i),      load_bf16x8(y + i),      a0);
+        a1 = _mm256_fmadd_ps(load_bf16x8(x + i + 8),  load_bf16x8(y + i + 8),  a1);
+        a2 = _mm256_fmadd_ps(load_bf16x8(x + i + 16), load_bf16x8(y + i + 16), a2);
+        a3 = _mm256_fmadd_ps(load_bf16x8(x + i + 24), load_bf16x8(y + i + 24), a3);
+    }
+    for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(load_bf16x8(x + i), load_bf16x8(y + i), a0);
+    float s = hsum8(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+    for (; i < n; i++) s += kiln_bf16_to_fp32(x[i]) * kiln_bf16_to_fp32(y[i]);
+    return s;
+}
+
+float f32_sum__avx2(int64_t n, const float * x) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        a0 = _mm256_add_ps(a0, _mm256_loadu_ps(x + i));
+        a1 = _mm256_add_ps(a1, _mm256_loadu_ps(x + i + 8));
+    }
+    if (i + 8 <= n) { a0 = _mm256_add_ps(a0, _mm256_loadu_ps(x + i)); i += 8; }
+    if (i < n) a1 = _mm256_add_ps(a1, _mm256_maskload_ps(x + i, tail_mask(n - i)));
+    return hsum8(_mm256_add_ps(a0, a1));
+}
+
+float f32_max__avx2(int64_t n, const float * x) {
+    __m256 m = _mm256_set1_ps(-INFINITY);
+    int64_t i = 0;
+    /* operand order: a NaN in x yields the old m, as the scalar reference skips NaNs */
+    for (; i + 8 <= n; i += 8) m = _mm256_max_ps(_mm256_loadu_ps(x + i), m);
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_movehdup_ps(h));
+    float r = _mm_cvtss_f32(h);
+    for (; i < n; i++) r = x[i] > r ? x[i] : r;
+    return r;
+}
+
+double f32_sumsq__avx2(int64_t n, const float * x) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m256 v0 = _mm256_loadu_ps(x + i), v1 = _mm256_loadu_ps(x + i + 8);
+        a0 = _mm256_fmadd_ps(v0, v0, a0);
+        a1 = _mm256_fmadd_ps(v1, v1, a1);
+    }
+    if (i + 8 <= n) { const __m256 v = _mm256_loadu_ps(x + i); a0 = _mm256_fmadd_ps(v, v, a0); i += 8; }
+    if (i < n) { const __m256 v = _mm256_maskload_ps(x + i, tail_mask(n - i)); a1 = _mm256_fmadd_ps(v, v, a1); }
+    return hsum8(_mm256_add_ps(a0, a1));
+}
+
+double f32_softmax_exp__avx2(int64_t n, const float * x, float * y, float max) {
+    const __m256 vmax = _mm256_set1_ps(max);
+    __m256 acc = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 v = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), vmax));
+        _mm256_storeu_ps(y + i, v);
+        acc = _mm256_add_ps(acc, v);
+    }
+    double s = hsum8(acc);
+    for (; i < n; i++) { const float v = expf(x[i] - max); y[i] = v; s += v; }
+    return s;
+}
+
+void f32_axpy__avx2(int64_t n, float a, const float * x, float * y) {
+    const __m256 va = _mm256_set1_ps(a);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+    for (; i < n; i++) y[i] = fmaf(a, x[i], y[i]);
+}
+
+void f32_scale__avx2(int64_t n, float a, const float * x, float * y) {
+    const __m256 va = _mm256_set1_ps(a);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_mul_ps(va, _mm256_loadu_ps(x + i)));
+    for (; i < n; i++) y[i] = a * x[i];
+}
+
+void f32_add__avx2(int64_t n, const float * x, const float * y, float * z) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(z + i, _mm256_add_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+    for (; i < n; i++) z[i] = x[i] + y[i];
+}
+
+void f32_mul__avx2(int64_t n, const float * x, const float * y, float * z) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(z + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+    for (; i < n; i++) z[i] = x[i] * y[i];
+}
+
+/* The tails of the transcendental maps go through one padded vector so
+ * every element gets the same formula, whatever its position. */
+#define MAP_TAIL(n, i, x, y, EXPR) \
+    if (i < n) { \
+        float bx[8] = {0}, by[8]; \
+        for (int64_t j = i; j < n; j++) bx[j - i] = x[j]; \
+        const __m256 v = _mm256_loadu_ps(bx); \
+        _mm256_storeu_ps(by, EXPR); \
+        for (int64_t j = i; j < n; j++) y[j] = by[j - i]; \
+    }
+
+void f32_exp__avx2(int64_t n, const float * x, float * y) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, exp8(_mm256_loadu_ps(x + i)));
+    MAP_TAIL(n, i, x, y, exp8(v))
+}
+
+static inline __m256 silu8(__m256 v) {
+    const __m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), v));
+    return _mm256_div_ps(v, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+}
+
+void f32_silu__avx2(int64_t n, const float * x, float * y) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, silu8(_mm256_loadu_ps(x + i)));
+    MAP_TAIL(n, i, x, y, silu8(v))
+}
+
+/* 0.5 x (1 + tanh(u)) == x / (1 + exp(-2u)): no cancellation near u = 0 */
+static inline __m256 gelu8(__m256 v) {
+    const __m256 v2 = _mm256_mul_ps(v, v);
+    const __m256 u = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(-2.0f * KILN_SQRT_2_OVER_PI), v),
+                                   _mm256_fmadd_ps(_mm256_set1_ps(KILN_GELU_COEF_A), v2, _mm256_set1_ps(1.0f)));
+    return _mm256_div_ps(v, _mm256_add_ps(_mm256_set1_ps(1.0f), exp8(u)));
+}
+
+void f32_gelu__avx2(int64_t n, const float * x, float * y) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, gelu8(_mm256_loadu_ps(x + i)));
+    MAP_TAIL(n, i, x, y, gelu8(v))
+}
+
+void f32_to_f16__avx2(int64_t n, const float * x, kiln_fp16_t * y) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        _mm_storeu_si128((__m128i *)(y + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+    }
+    for (; i < n; i++) y[i] = kiln_fp32_to_fp16(x[i]);
+}
+
+void f16_to_f32__avx2(int64_t n, const kiln_fp16_t * x, float * y) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, load_f16x8(x + i));
+    for (; i < n; i++) y[i] = kiln_fp16_to_fp32(x[i]);
+}
+
+/* 3 src0 rows x 4 src1 rows: 12 accumulators + 3 row loads + 1 = all 16 ymm.
+ * Each accumulator is a plain dot product over k, reduced at the end. */
+void f32_gemm_3x4__avx2(int64_t k, const float * a, int64_t lda, const float * b, int64_t ldb, float * c, int64_t ldc) {
+    __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps(), c02 = _mm256_setzero_ps();
+    __m256 c10 = _mm256_setzero_ps(), c11 = _mm256_setzero_ps(), c12 = _mm256_setzero_ps();
+    __m256 c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps(), c22 = _mm256_setzero_ps();
+    __m256 c30 = _mm256_setzero_ps(), c31 = _mm256_setzero_ps(), c32 = _mm256_setzero_ps();
+    const float * a0 = a, * a1 = a + lda, * a2 = a + 2 * lda;
+    const float * b0 = b, * b1 = b + ldb, * b2 = b + 2 * ldb, * b3 = b + 3 * ldb;
+    int64_t i = 0;
+    for (; i + 8 <= k; i += 8) {
+        const __m256 x0 = _mm256_loadu_ps(a0 + i), x1 = _mm256_loadu_ps(a1 + i), x2 = _mm256_loadu_ps(a2 + i);
+        __m256 y = _mm256_loadu_ps(b0 + i);
+        c00 = _mm256_fmadd_ps(x0, y, c00); c01 = _mm256_fmadd_ps(x1, y, c01); c02 = _mm256_fmadd_ps(x2, y, c02);
+        y = _mm256_loadu_ps(b1 + i);
+        c10 = _mm256_fmadd_ps(x0, y, c10); c11 = _mm256_fmadd_ps(x1, y, c11); c12 = _mm256_fmadd_ps(x2, y, c12);
+        y = _mm256_loadu_ps(b2 + i);
+        c20 = _mm256_fmadd_ps(x0, y, c20); c21 = _mm256_fmadd_ps(x1, y, c21); c22 = _mm256_fmadd_ps(x2, y, c22);
+        y = _mm256_loadu_ps(b3 + i);
+        c30 = _mm256_fmadd_ps(x0, y, c30); c31 = _mm256_fmadd_ps(x1, y, c31); c32 = _mm256_fmadd_ps(x2, y, c32);
+    }
+    if (i < k) {
+        const __m256i m = tail_mask(k - i);
+        const __m256 x0 = _mm256_maskload_ps(a0 + i, m), x1 = _mm256_maskload_ps(a1 + i, m), x2 = _mm256_maskload_ps(a2 + i, m);
+        __m256 y = _mm256_maskload_ps(b0 + i, m);
+        c00 = _mm256_fmadd_ps(x0, y, c00); c01 = _mm256_fmadd_ps(x1, y, c01); c02 = _mm256_fmadd_ps(x2, y, c02);
+        y = _mm256_maskload_ps(b1 + i, m);
+        c10 = _mm256_fmadd_ps(x0, y, c10); c11 = _mm256_fmadd_ps(x1, y, c11); c12 = _mm256_fmadd_ps(x2, y, c12);
+        y = _mm256_maskload_ps(b2 + i, m);
+        c20 = _mm256_fmadd_ps(x0, y, c20); c21 = _mm256_fmadd_ps(x1, y, c21); c22 = _mm256_fmadd_ps(x2, y, c22);
+        y = _mm256_maskload_ps(b3 + i, m);
+        c30 = _mm256_fmadd_ps(x0, y, c30); c31 = _mm256_fmadd_ps(x1, y, c31); c32 = _mm256_fmadd_ps(x2, y, c32);
+    }
+    c[0] = hsum8(c00); c[1] = hsum8(c01); c[2] = hsum8(c02);
+    c += ldc; c[0] = hsum8(c10); c[1] = hsum8(c11); c[2] = hsum8(c12);
+    c += ldc; c[0] = hsum8(c20); c[1] = hsum8(c21); c[2] = hsum8(c22);
+    c += ldc; c[0] = hsum8(c30); c[1] = hsum8(c31); c[2] = hsum8(c32);
+}

@@ -1,0 +1,184 @@
+/*
+ * kernels.c — builds one kernel table per ISA and selects the best one the
+ * CPU supports, once. See kernels.h for the contract (and for how the quant
+ * work registers its per-type dot products).
+ */
+#include "kernels.h"
+#include "arch/arch.h"
+#include "../core/internal.h"
+
+#include <stdatomic.h>
+
+#if defined(__has_include)
+#if __has_include("../quant/quant_kernels.h")
+#include "../quant/quant_kernels.h"
+#define KILN_HAVE_QUANT_KERNELS 1
+#endif
+#endif
+
+#define FILL_VEC(k, S) do { \
+    (k)->f32_dot = f32_dot__##S; (k)->f16_dot = f16_dot__##S; (k)->bf16_dot = bf16_dot__##S; \
+    (k)->f32_sum = f32_sum__##S; (k)->f32_max = f32_max__##S; (k)->f32_sumsq = f32_sumsq__##S; \
+    (k)->f32_softmax_exp = f32_softmax_exp__##S; \
+    (k)->f32_axpy = f32_axpy__##S; (k)->f32_scale = f32_scale__##S; \
+    (k)->f32_add = f32_add__##S; (k)->f32_mul = f32_mul__##S; \
+    (k)->f32_exp = f32_exp__##S; (k)->f32_silu = f32_silu__##S; (k)->f32_gelu = f32_gelu__##S; \
+    (k)->f32_to_f16 = f32_to_f16__##S; (k)->f16_to_f32 = f16_to_f32__##S; \
+} while (0)
+
+/* vec_dot wrappers per ISA so the per-type slots call that ISA's kernel
+ * directly (and not whatever table is current). */
+#define DEFINE_TYPE_DOTS(S) \
+    static void vec_dot_f32__##S(int64_t n, float * s, const void * x, const void * y) { \
+        *s = f32_dot__##S(n, (const float *) x, (const float *) y); } \
+    static void vec_dot_f16__##S(int64_t n, float * s, const void * x, const void * y) { \
+        *s = f16_dot__##S(n, (const kiln_fp16_t *) x, (const kiln_fp16_t *) y); } \
+    static void vec_dot_bf16__##S(int64_t n, float * s, const void * x, const void * y) { \
+        *s = bf16_dot__##S(n, (const kiln_bf16_t *) x, (const kiln_bf16_t *) y); } \
+    static void from_float_f16__##S(const float * x, void * y, int64_t n) { \
+        f32_to_f16__##S(n, x, (kiln_fp16_t *) y); }
+
+DEFINE_TYPE_DOTS(scalar)
+#ifdef KILN_ARCH_X86
+DEFINE_TYPE_DOTS(avx2)
+#endif
+#ifdef KILN_ARCH_ARM
+DEFINE_TYPE_DOTS(neon)
+#endif
+#ifdef KILN_ARCH_WASM_SIMD
+DEFINE_TYPE_DOTS(wasm_simd128)
+#endif
+
+static void from_float_f32(const float * x, void * y, int64_t n) {
+    memcpy(y, x, (size_t) n * sizeof(float));
+}
+static void from_float_bf16(const float * x, void * y, int64_t n) {
+    kiln_fp32_to_bf16_row(x, (kiln_bf16_t *) y, n);
+}
+
+#define FILL_TYPES(k, S) do { \
+    (k)->vec_dot[KILN_TYPE_F32]  = vec_dot_f32__##S;  (k)->vec_dot_type[KILN_TYPE_F32]  = KILN_TYPE_F32; \
+    (k)->vec_dot[KILN_TYPE_F16]  = vec_dot_f16__##S;  (k)->vec_dot_type[KILN_TYPE_F16]  = KILN_TYPE_F16; \
+    (k)->vec_dot[KILN_TYPE_BF16] = vec_dot_bf16__##S; (k)->vec_dot_type[KILN_TYPE_BF16] = KILN_TYPE_BF16; \
+    (k)->from_float[KILN_TYPE_F32] = from_float_f32; \
+    (k)->from_float[KILN_TYPE_F16] = from_float_f16__##S; \
+    (k)->from_float[KILN_TYPE_BF16] = from_float_bf16; \
+} while (0)
+
+static struct kiln_kernels g_tables[KILN_ISA_COUNT];
+static bool g_available[KILN_ISA_COUNT];
+static _Atomic(const struct kiln_kernels *) g_current = NULL;
+static atomic_int g_init_state = 0; /* 0 none, 1 building, 2 ready */
+
+static const char * const isa_names[KILN_ISA_COUNT] = { "scalar", "avx2", "neon", "wasm_simd128" };
+
+const char * kiln_isa_name(enum kiln_isa isa) {
+    return (isa >= 0 && isa < KILN_ISA_COUNT) ? isa_names[isa] : "unknown";
+}
+
+static void table_base(struct kiln_kernels * k, enum kiln_isa isa) {
+    memset(k, 0, sizeof(*k));
+    k->isa = isa_names[isa];
+    k->isa_id = isa;
+    for (int t = 0; t < KILN_TYPE_COUNT; t++) k->vec_dot_type[t] = KILN_TYPE_COUNT; /* none */
+}
+
+static void table_finish(struct kiln_kernels * k) {
+#ifdef KILN_HAVE_QUANT_KERNELS
+    kiln_quant_register_kernels(k);
+#else
+    (void) k;
+#endif
+}
+
+static void build_tables(void) {
+    struct kiln_kernels * k = &g_tables[KILN_ISA_SCALAR];
+    table_base(k, KILN_ISA_SCALAR);
+    FILL_VEC(k, scalar);
+    FILL_TYPES(k, scalar);
+    k->f32_gemm_tile = f32_gemm_1x1__scalar; k->gemm_mr = 1; k->gemm_nr = 1;
+    table_finish(k);
+    g_available[KILN_ISA_SCALAR] = true;
+
+#ifdef KILN_ARCH_X86
+    if (kiln_cpu_has_avx2() && kiln_cpu_has_fma() && kiln_cpu_has_f16c()) {
+        k = &g_tables[KILN_ISA_AVX2];
+        table_base(k, KILN_ISA_AVX2);
+        FILL_VEC(k, avx2);
+        FILL_TYPES(k, avx2);
+        k->f32_gemm_tile = f32_gemm_3x4__avx2; k->gemm_mr = 3; k->gemm_nr = 4;
+        table_finish(k);
+        g_available[KILN_ISA_AVX2] = true;
+    }
+#endif
+#ifdef KILN_ARCH_ARM
+    k = &g_tables[KILN_ISA_NEON];
+    table_base(k, KILN_ISA_NEON);
+    FILL_VEC(k, neon);
+    FILL_TYPES(k, neon);
+    k->f32_gemm_tile = f32_gemm_4x4__neon; k->gemm_mr = 4; k->gemm_nr = 4;
+    table_finish(k);
+    g_available[KILN_ISA_NEON] = true;
+#endif
+#ifdef KILN_ARCH_WASM_SIMD
+    k = &g_tables[KILN_ISA_WASM_SIMD128];
+    table_base(k, KILN_ISA_WASM_SIMD128);
+    FILL_VEC(k, wasm_simd128);
+    FILL_TYPES(k, wasm_simd128);
+    k->f32_gemm_tile = f32_gemm_3x3__wasm_simd128; k->gemm_mr = 3; k->gemm_nr = 3;
+    table_finish(k);
+    g_available[KILN_ISA_WASM_SIMD128] = true;
+#endif
+}
+
+static const struct kiln_kernels * best_table(void) {
+    for (int i = KILN_ISA_COUNT - 1; i > 0; i--) {
+        if (g_available[i]) return &g_tables[i];
+    }
+    return &g_tables[KILN_ISA_SCALAR];
+}
+
+static void ensure_init(void) {
+    if (atomic_load_explicit(&g_init_state, memory_order_acquire) == 2) return;
+    int expected = 0;
+    if (atomic_compare_exchange_strong(&g_init_state, &expected, 1)) {
+        build_tables();
+        atomic_store(&g_current, best_table());
+        atomic_store_explicit(&g_init_state, 2, memory_order_release);
+        return;
+    }
+    while (atomic_load_explicit(&g_init_state, memory_order_acquire) != 2) { /* another thread builds */ }
+}
+
+const struct kiln_kernels * kiln_kernels(void) {
+    const struct kiln_kernels * k = atomic_load_explicit(&g_current, memory_order_acquire);
+    if (k) return k;
+    ensure_init();
+    return atomic_load(&g_current);
+}
+
+const struct kiln_kernels * kiln_kernels_for_isa(enum kiln_isa isa) {
+    ensure_init();
+    if (isa < 0 || isa >= KILN_ISA_COUNT || !g_available[isa]) return NULL;
+    return &g_tables[isa];
+}
+
+const char * kiln_cpu_isa(void) {
+    return kiln_kernels()->isa;
+}
+
+/* NULL or "" or "auto": back to the detected best. An ISA this build or CPU
+ * lacks leaves the table unchanged and records an error; callers check
+ * kiln_cpu_isa() afterwards. */
+void kiln_cpu_force_isa(const char * isa) {
+    ensure_init();
+    if (!isa || !*isa || strcmp(isa, "auto") == 0) { atomic_store(&g_current, best_table()); return; }
+    for (int i = 0; i < KILN_ISA_COUNT; i++) {
+        if (strcmp(isa, isa_names[i]) == 0) {
+            if (!g_available[i]) { kiln_set_error("cpu_force_isa: %s is not available on this CPU/build", isa); return; }
+            atomic_store(&g_current, &g_tables[i]);
+            return;
+        }
+    }
+    kiln_set_error("cpu_force_isa: unknown isa '%s'", isa);
+}

@@ -1,0 +1,105 @@
+/*
+ * kernels.h — the kernel table: the vector primitives and matmul tiles the
+ * ops call, as function pointers chosen once per ISA.
+ *
+ * Natively the table is picked at first use by runtime CPU detection (AVX2
+ * needs avx2+fma+f16c), so one library binary runs on any x86-64 / arm64;
+ * in wasm the ISA is fixed by the build flags. kiln_cpu_force_isa() (kiln.h)
+ * swaps the table, for tests and benchmarks that compare ISAs.
+ *
+ * Contract of every entry: pure functions — pointers and counts in, no
+ * allocation, no threads, any alignment, n may be 0. The scalar entries are
+ * the reference each SIMD variant is tested against (tests/c/test_kernels.c).
+ *
+ * ---- Quantized types (owned by the quant work, src/quant/) ---------------
+ * The per-type slots vec_dot[t], vec_dot_type[t] and from_float[t] are filled
+ * for F32/F16/BF16 by kernels.c. For quantized types, kernels.c includes
+ * "src/quant/quant_kernels.h" when that header exists (__has_include) and
+ * calls
+ *
+ *     void kiln_quant_register_kernels(struct kiln_kernels * k);
+ *
+ * once per table after the float entries are set. It must fill, for each
+ * quantized type t it supports, k->vec_dot[t] (x: a row of t, y: a row of
+ * k->vec_dot_type[t], n values), k->vec_dot_type[t] (the activation type,
+ * as ggml pairs them: q8_0 / q8_1 / q8_K) and k->from_float[vec_dot_type]
+ * (f32 row -> activation blocks), choosing the variant for k->isa_id (it may
+ * call kiln_cpu_has_dotprod() etc. for sub-features). A NULL vec_dot[t]
+ * makes mul_mat report "type t unsupported" instead of crashing. Nothing
+ * else in this file needs to change when a quantized type lands.
+ */
+#ifndef KILN_KERNELS_H
+#define KILN_KERNELS_H
+
+#include "kiln.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum kiln_isa {
+    KILN_ISA_SCALAR = 0,
+    KILN_ISA_AVX2,          /* x86-64: AVX2 + FMA + F16C */
+    KILN_ISA_NEON,          /* arm64 */
+    KILN_ISA_WASM_SIMD128,  /* wasm: compile-time */
+    KILN_ISA_COUNT,
+};
+
+/* s = dot(x, y) over n values; x is a row of the weight type, y of its vec_dot_type */
+typedef void (*kiln_vec_dot_t)(int64_t n, float * s, const void * x, const void * y);
+
+/* A tile of dot products for mul_mat: for i < MR rows of a (src0, stride lda
+ * bytes... in elements) and j < NR rows of b (src1), c[j*ldc + i] = dot(a_i, b_j)
+ * over k values. Strides are in elements. */
+typedef void (*kiln_gemm_tile_t)(int64_t k, const float * a, int64_t lda,
+                                 const float * b, int64_t ldb, float * c, int64_t ldc);
+
+struct kiln_kernels {
+    const char *  isa;     /* "scalar", "avx2", "neon", "wasm_simd128" */
+    enum kiln_isa isa_id;
+
+    /* reductions: accumulate in float lanes, return the total */
+    float  (*f32_dot) (int64_t n, const float * x, const float * y);
+    float  (*f16_dot) (int64_t n, const kiln_fp16_t * x, const kiln_fp16_t * y);
+    float  (*bf16_dot)(int64_t n, const kiln_bf16_t * x, const kiln_bf16_t * y);
+    float  (*f32_sum) (int64_t n, const float * x);
+    float  (*f32_max) (int64_t n, const float * x);      /* -INFINITY for n == 0 */
+    double (*f32_sumsq)(int64_t n, const float * x);     /* rms: sum of x^2 */
+    /* y[i] = exp(x[i] - max); returns sum of y (softmax row; y may alias x) */
+    double (*f32_softmax_exp)(int64_t n, const float * x, float * y, float max);
+
+    /* maps (y may alias x) */
+    void (*f32_axpy) (int64_t n, float a, const float * x, float * y);   /* y += a*x */
+    void (*f32_scale)(int64_t n, float a, const float * x, float * y);   /* y = a*x */
+    void (*f32_add)  (int64_t n, const float * x, const float * y, float * z); /* z = x + y */
+    void (*f32_mul)  (int64_t n, const float * x, const float * y, float * z); /* z = x * y */
+    void (*f32_exp)  (int64_t n, const float * x, float * y);
+    void (*f32_silu) (int64_t n, const float * x, float * y);  /* x / (1 + exp(-x)) */
+    void (*f32_gelu) (int64_t n, const float * x, float * y);  /* tanh approximation, as ggml */
+
+    /* conversions, bit-exact with kiln_fp32_to_fp16 / kiln_fp16_to_fp32 (RNE) */
+    void (*f32_to_f16)(int64_t n, const float * x, kiln_fp16_t * y);
+    void (*f16_to_f32)(int64_t n, const kiln_fp16_t * x, float * y);
+
+    /* mul_mat: a register tile of dot products (MR src0 rows x NR src1 rows) */
+    kiln_gemm_tile_t f32_gemm_tile;
+    int gemm_mr, gemm_nr;
+
+    /* per weight type: the dot product against its activation type */
+    kiln_vec_dot_t    vec_dot     [KILN_TYPE_COUNT];
+    enum kiln_type    vec_dot_type[KILN_TYPE_COUNT];
+    kiln_from_float_t from_float  [KILN_TYPE_COUNT]; /* f32 row -> type (activations) */
+};
+
+/* The table in use (selected once, or forced). Never NULL. */
+const struct kiln_kernels * kiln_kernels(void);
+/* The table of one ISA, or NULL when it is not compiled in or the CPU lacks
+ * it — tests iterate over every ISA with this. */
+const struct kiln_kernels * kiln_kernels_for_isa(enum kiln_isa isa);
+const char * kiln_isa_name(enum kiln_isa isa);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KILN_KERNELS_H */

@@ -1,0 +1,96 @@
+/*
+ * ops_attn.c — flash_attn_ext: softmax(Q K^T * scale [softcapped] + slope*mask) V
+ * for one query row at a time with the online softmax (running max M and sum
+ * S, rescaling the V accumulator when M grows), so no n_kv-sized score row
+ * is ever stored. K/V heads broadcast over Q heads (GQA). The result is
+ * written permuted as ggml's: [DV, n_head, n_batch, ne3].
+ *
+ * Masked positions (-inf after the slope) are skipped. A query row whose
+ * every position is masked has S = 0 and comes out 0, as in current ggml
+ * (instead of 0/0 = NaN).
+ */
+#include "ops_nn_common.h"
+
+/* per thread: V accumulator (DV), V row in f32 (DV), K row in f32 (DK) */
+size_t kiln_cpu_work_flash_attn_ext(const struct kiln_tensor * dst, int n_threads) {
+    const struct kiln_tensor * k = dst->src[1];
+    const struct kiln_tensor * v = dst->src[2];
+    return sizeof(float) * (size_t)(k->ne[0] + 2 * v->ne[0] + KILN_CL_F32) * (size_t) n_threads;
+}
+
+enum kiln_status kiln_cpu_fwd_flash_attn_ext(const struct kiln_compute_params * params, struct kiln_tensor * dst) {
+    const struct kiln_tensor * q = dst->src[0];
+    const struct kiln_tensor * k = dst->src[1];
+    const struct kiln_tensor * v = dst->src[2];
+    const struct kiln_tensor * mask = dst->src[3];
+    if (q->type != KILN_TYPE_F32 || dst->type != KILN_TYPE_F32) {
+        kiln_set_error("flash_attn_ext: q must be f32, got %s", kiln_type_name(q->type));
+        return KILN_STATUS_UNSUPPORTED;
+    }
+    const int64_t DK = k->ne[0], DV = v->ne[0], n_kv = k->ne[1];
+    const int64_t nq1 = q->ne[1], nq2 = q->ne[2], nq3 = q->ne[3];
+    const int64_t rk2 = nq2 / k->ne[2], rk3 = nq3 / k->ne[3];
+
+    float scale = kiln_get_op_params_f32(dst, 0);
+    const float max_bias = kiln_get_op_params_f32(dst, 1);
+    const float softcap = kiln_get_op_params_f32(dst, 2);
+    if (softcap != 0.0f) scale /= softcap;
+
+    float * acc = (float *) params->wdata + (DK + 2 * DV + KILN_CL_F32) * params->ith;
+    float * vrow = acc + DV;
+    float * krow = vrow + DV;
+    const bool k_f32 = k->type == KILN_TYPE_F32, v_f32 = v->type == KILN_TYPE_F32;
+
+    int64_t ir0, ir1;
+    kiln_split_rows(nq1 * nq2 * nq3, params->ith, params->nth, &ir0, &ir1);
+    for (int64_t ir = ir0; ir < ir1; ir++) {
+        const int64_t iq3 = ir / (nq2 * nq1);
+        const int64_t iq2 = (ir - iq3 * nq2 * nq1) / nq1;
+        const int64_t iq1 = ir - iq3 * nq2 * nq1 - iq2 * nq1;
+        const float slope = kiln_alibi_slope(max_bias, (uint32_t) iq2, (uint32_t) nq2);
+        const int64_t ik2 = iq2 / rk2, ik3 = iq3 / rk3;
+
+        const float * pq = (const float *) kiln_row_ptr(q, iq1, iq2, iq3);
+        const char * mrow = mask ? kiln_row_ptr(mask, iq1, iq2 % mask->ne[2], iq3 % mask->ne[3]) : NULL;
+
+        float M = -INFINITY, S = 0.0f;
+        for (int64_t d = 0; d < DV; d++) acc[d] = 0.0f;
+
+        for (int64_t ic = 0; ic < n_kv; ic++) {
+            float mv = 0.0f;
+            if (mrow) {
+                const float m = mask->type == KILN_TYPE_F16 ? kiln_fp16_to_fp32(((const kiln_fp16_t *) mrow)[ic])
+                                                            : ((const float *) mrow)[ic];
+                mv = slope * m;
+                if (mv == -INFINITY) continue;
+            }
+            const char * kp = kiln_row_ptr(k, ic, ik2, ik3);
+            const float * kr = (const float *) kp;
+            if (!k_f32) { kiln_row_to_f32(k->type, kp, krow, DK); kr = krow; }
+            float s = 0.0f;
+            for (int64_t d = 0; d < DK; d++) s += pq[d] * kr[d];
+            s *= scale;
+            if (softcap != 0.0f) s = softcap * tanhf(s);
+            s += mv;
+
+            float ms = 1.0f, vs = 1.0f;
+            if (s > M) {
+                const float Mold = M;
+                M = s;
+                ms = expf(Mold - M);
+                for (int64_t d = 0; d < DV; d++) acc[d] *= ms;
+            } else {
+                vs = expf(s - M);
+            }
+            const char * vp = kiln_row_ptr(v, ic, ik2, ik3);
+            const float * vr = (const float *) vp;
+            if (!v_f32) { kiln_row_to_f32(v->type, vp, vrow, DV); vr = vrow; }
+            for (int64_t d = 0; d < DV; d++) acc[d] += vr[d] * vs;
+            S = S * ms + vs;
+        }
+        const float S_inv = S == 0.0f ? 0.0f : 1.0f / S;
+        float * out = (float *) kiln_row_ptr(dst, iq2, iq1, iq3);
+        for (int64_t d = 0; d < DV; d++) out[d] = acc[d] * S_inv;
+    }
+    return KILN_STATUS_SUCCESS;
+}

@@ -1,0 +1,42 @@
+/*
+ * ops_matmul.h — what the matmul kernels share: how src1 (activations)
+ * reaches the dot products (used in place, or converted into the work
+ * buffer as the weight type's vec_dot_type, like ggml does).
+ */
+#ifndef KILN_OPS_MATMUL_H
+#define KILN_OPS_MATMUL_H
+
+#include "../core/internal.h"
+#include "kernels.h"
+
+#define KILN_MM_ALIGN 64
+
+struct kiln_mm_act {
+    enum kiln_type vdt;  /* the weight type's vec_dot_type */
+    bool    convert;     /* rows are converted into the work buffer */
+    bool    stage;       /* conversion goes through an f32 row per thread */
+    size_t  row_size;    /* bytes of one converted row */
+    int64_t nrows;       /* ne11 * ne12 * ne13 */
+    size_t  act_bytes;   /* converted rows, padded */
+    size_t  stage_bytes; /* one thread's f32 row, padded */
+};
+
+/* false (with the error set) when src0's type has no dot product or the
+ * activations cannot be converted to it */
+bool kiln_mm_act_plan(const struct kiln_kernels * k, const char * op, const struct kiln_tensor * src0,
+                      const struct kiln_tensor * src1, struct kiln_mm_act * p);
+size_t kiln_mm_act_work(const struct kiln_mm_act * p, int n_threads);
+/* thread ith's share of the conversion into wdata (no barrier) */
+void kiln_mm_act_convert(const struct kiln_compute_params * params, const struct kiln_kernels * k,
+                         const struct kiln_tensor * src1, const struct kiln_mm_act * p);
+/* row (i11, i12, i13) of the activations, converted or in place */
+static inline const char * kiln_mm_act_row(const struct kiln_compute_params * params, const struct kiln_tensor * src1,
+                                           const struct kiln_mm_act * p, int64_t i11, int64_t i12, int64_t i13) {
+    if (p->convert) {
+        const int64_t r = i11 + src1->ne[1] * (i12 + src1->ne[2] * i13);
+        return (const char *) params->wdata + (size_t) r * p->row_size;
+    }
+    return (const char *) src1->data + i11 * src1->nb[1] + i12 * src1->nb[2] + i13 * src1->nb[3];
+}
+
+#endif

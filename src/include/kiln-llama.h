@@ -1,0 +1,170 @@
+/*
+ * kiln-llama.h — text generation on top of kiln.h: tokenizers, a llama-family
+ * model runner with a KV cache, and a sampler. Mirrors llama.h where it can
+ * (llama_tokenize, llama_token_to_piece, llama_detokenize, samplers), with
+ * Kiln's error convention: functions return NULL / a negative value / a
+ * kiln_status and set kiln_last_error(); nothing aborts on bad input.
+ */
+#ifndef KILN_LLAMA_H
+#define KILN_LLAMA_H
+
+#include "kiln.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef int32_t kiln_token;
+#define KILN_TOKEN_NULL (-1)
+
+/* ------------------------------------------------------------ vocabulary */
+
+enum kiln_vocab_type {
+    KILN_VOCAB_TYPE_SPM = 1, /* tokenizer.ggml.model = "llama": SentencePiece BPE with byte fallback */
+    KILN_VOCAB_TYPE_BPE = 2, /* tokenizer.ggml.model = "gpt2":  byte-level BPE */
+};
+
+/* token attributes (llama_token_attr) */
+enum kiln_token_attr {
+    KILN_TOKEN_ATTR_UNDEFINED    = 0,
+    KILN_TOKEN_ATTR_UNKNOWN      = 1 << 0,
+    KILN_TOKEN_ATTR_UNUSED       = 1 << 1,
+    KILN_TOKEN_ATTR_NORMAL       = 1 << 2,
+    KILN_TOKEN_ATTR_CONTROL      = 1 << 3,
+    KILN_TOKEN_ATTR_USER_DEFINED = 1 << 4,
+    KILN_TOKEN_ATTR_BYTE         = 1 << 5,
+    KILN_TOKEN_ATTR_LSTRIP       = 1 << 7,
+    KILN_TOKEN_ATTR_RSTRIP       = 1 << 8,
+};
+
+struct kiln_vocab;
+
+/* Vocabulary from a GGUF file's tokenizer.ggml.* metadata (a vocab-only file
+ * with no tensors is fine). NULL + kiln_last_error() on failure. */
+KILN_API struct kiln_vocab * kiln_vocab_load(const char * path);
+KILN_API struct kiln_vocab * kiln_vocab_load_from_buffer(const void * data, size_t size);
+KILN_API void                kiln_vocab_free(struct kiln_vocab * vocab);
+
+KILN_API enum kiln_vocab_type kiln_vocab_type(const struct kiln_vocab * vocab);
+KILN_API int32_t     kiln_vocab_n_tokens(const struct kiln_vocab * vocab);
+KILN_API kiln_token  kiln_vocab_bos(const struct kiln_vocab * vocab);
+KILN_API kiln_token  kiln_vocab_eos(const struct kiln_vocab * vocab);
+KILN_API bool        kiln_vocab_get_add_bos(const struct kiln_vocab * vocab);
+KILN_API bool        kiln_vocab_get_add_eos(const struct kiln_vocab * vocab);
+/* end of generation: EOS, EOT, and the tokens llama.cpp treats as such */
+KILN_API bool        kiln_vocab_is_eog(const struct kiln_vocab * vocab, kiln_token token);
+KILN_API const char * kiln_vocab_get_text(const struct kiln_vocab * vocab, kiln_token token);
+KILN_API float       kiln_vocab_get_score(const struct kiln_vocab * vocab, kiln_token token);
+KILN_API uint32_t    kiln_vocab_get_attr(const struct kiln_vocab * vocab, kiln_token token);
+
+/* Text -> tokens, exactly as llama_tokenize: add_special adds BOS/EOS as the
+ * vocabulary asks; parse_special matches control-token text in the input.
+ * Returns the number of tokens; when n_tokens_max is too small, returns
+ * -(number needed) and writes nothing beyond n_tokens_max. INT32_MIN on error. */
+KILN_API int32_t kiln_tokenize(
+        const struct kiln_vocab * vocab,
+        const char              * text,
+        int32_t                   text_len,
+        kiln_token              * tokens,
+        int32_t                   n_tokens_max,
+        bool                      add_special,
+        bool                      parse_special);
+
+/* One token's text (no NUL written). special: render control tokens.
+ * lstrip: skip up to that many leading spaces. Returns the byte count, or
+ * -(needed) when length is too small. */
+KILN_API int32_t kiln_token_to_piece(
+        const struct kiln_vocab * vocab,
+        kiln_token                token,
+        char                    * buf,
+        int32_t                   length,
+        int32_t                   lstrip,
+        bool                      special);
+
+/* Tokens -> text as llama_detokenize (leading-space removal, clean-up of
+ * spaces where the vocabulary asks). Returns bytes written (no NUL), or
+ * -(needed) when text_len_max is too small. */
+KILN_API int32_t kiln_detokenize(
+        const struct kiln_vocab * vocab,
+        const kiln_token        * tokens,
+        int32_t                   n_tokens,
+        char                    * text,
+        int32_t                   text_len_max,
+        bool                      remove_special,
+        bool                      unparse_special);
+
+/* --------------------------------------------------------------- sampler */
+
+struct kiln_sampler_params {
+    uint64_t seed;              /* RNG seed: same seed, same logits -> same tokens */
+    float    temperature;       /* <= 0: greedy (argmax) */
+    int32_t  top_k;             /* <= 0: off */
+    float    top_p;             /* >= 1: off */
+    float    min_p;             /* <= 0: off */
+    float    repeat_penalty;    /* 1: off (llama.cpp's penalty_repeat) */
+    float    frequency_penalty; /* 0: off */
+    float    presence_penalty;  /* 0: off */
+    int32_t  penalty_last_n;    /* how many recent tokens the penalties see; 0: off, -1: all */
+};
+
+KILN_API struct kiln_sampler_params kiln_sampler_params_default(void);
+
+struct kiln_sampler;
+KILN_API struct kiln_sampler * kiln_sampler_new(struct kiln_sampler_params params);
+KILN_API void       kiln_sampler_free(struct kiln_sampler * smpl);
+/* pick a token from n_vocab logits (the array is not modified) */
+KILN_API kiln_token kiln_sampler_sample(struct kiln_sampler * smpl, const float * logits, int32_t n_vocab);
+/* tell the sampler a token was emitted (or was part of the prompt), for the penalties */
+KILN_API void       kiln_sampler_accept(struct kiln_sampler * smpl, kiln_token token);
+/* forget accepted tokens and restart the RNG from the seed */
+KILN_API void       kiln_sampler_reset(struct kiln_sampler * smpl);
+
+/* ----------------------------------------------------------------- model */
+
+struct kiln_model_params {
+    int32_t        n_ctx;      /* context length; 0: from the GGUF metadata */
+    enum kiln_type kv_type;    /* KILN_TYPE_F16 (default) or KILN_TYPE_F32 */
+    int32_t        n_batch;    /* prompt tokens per graph; 0: 64 */
+    int32_t        n_threads;  /* 0: KILN_DEFAULT_N_THREADS */
+    bool           vocab_only; /* load only the tokenizer */
+};
+
+KILN_API struct kiln_model_params kiln_model_params_default(void);
+
+struct kiln_model;
+/* NULL + kiln_last_error() on failure (unsupported general.architecture is
+ * named in the message) */
+KILN_API struct kiln_model * kiln_model_load(const char * path, struct kiln_model_params params);
+KILN_API struct kiln_model * kiln_model_load_from_buffer(const void * data, size_t size, struct kiln_model_params params);
+KILN_API void kiln_model_free(struct kiln_model * model);
+
+KILN_API const struct kiln_vocab * kiln_model_vocab(const struct kiln_model * model);
+KILN_API int32_t kiln_model_n_ctx(const struct kiln_model * model);
+KILN_API int32_t kiln_model_n_vocab(const struct kiln_model * model);
+/* the number of positions now held in the KV cache */
+KILN_API int32_t kiln_model_n_past(const struct kiln_model * model);
+/* a metadata value rendered as text (strings as is, numbers printed, arrays
+ * summarized); returns bytes needed excluding the NUL, or -1 if absent */
+KILN_API int32_t kiln_model_meta_val_str(const struct kiln_model * model, const char * key, char * buf, size_t buf_size);
+
+/* empty the KV cache (n_past = 0) */
+KILN_API void kiln_model_reset(struct kiln_model * model);
+/* keep only the first n positions of the KV cache */
+KILN_API void kiln_model_truncate(struct kiln_model * model, int32_t n_past);
+
+/* Abort flag checked between graph nodes: set it non-zero from another
+ * thread to stop kiln_model_eval; the cache keeps only completed positions. */
+KILN_API void kiln_model_set_abort_flag(struct kiln_model * model, volatile int * flag);
+
+/* Run tokens at positions n_past.. (in batches), append them to the KV
+ * cache and leave the logits of the last token in kiln_model_logits().
+ * KILN_STATUS_INVALID_ARG when the context would overflow; ABORTED when the
+ * abort flag was set (the cache then holds what completed before). */
+KILN_API enum kiln_status kiln_model_eval(struct kiln_model * model, const kiln_token * tokens, int32_t n_tokens);
+KILN_API const float *    kiln_model_logits(const struct kiln_model * model);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KILN_LLAMA_H */

@@ -1,0 +1,200 @@
+/*
+ * sampler.c — token sampling from logits, in llama.cpp's default chain
+ * order: penalties (repeat / frequency / presence over the last n accepted
+ * tokens), top-k, top-p, min-p, temperature, then a draw from the softmax
+ * with a seeded RNG. Temperature <= 0 is greedy (argmax, lowest id on ties).
+ */
+#include "kiln-llama.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct kiln_sampler {
+    struct kiln_sampler_params p;
+    uint64_t rng;
+    kiln_token * hist; /* accepted tokens */
+    size_t n_hist, cap_hist;
+    struct cand { kiln_token id; float logit; } * cand;
+    int32_t cap_cand;
+    int32_t * count; /* scratch: occurrences per id */
+    int32_t cap_count;
+};
+
+struct kiln_sampler_params kiln_sampler_params_default(void) {
+    struct kiln_sampler_params p = {
+        .seed = 0,
+        .temperature = 0.0f,
+        .top_k = 40,
+        .top_p = 0.95f,
+        .min_p = 0.05f,
+        .repeat_penalty = 1.0f,
+        .frequency_penalty = 0.0f,
+        .presence_penalty = 0.0f,
+        .penalty_last_n = 64,
+    };
+    return p;
+}
+
+static uint64_t splitmix64(uint64_t * s) {
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* uniform in [0, 1) with 53 random bits */
+static double rng_uniform(uint64_t * s) {
+    return (double) (splitmix64(s) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+struct kiln_sampler * kiln_sampler_new(struct kiln_sampler_params params) {
+    struct kiln_sampler * s = calloc(1, sizeof(*s));
+    if (!s) {
+        kiln_set_last_error("sampler: out of memory");
+        return NULL;
+    }
+    s->p = params;
+    s->rng = params.seed;
+    return s;
+}
+
+void kiln_sampler_free(struct kiln_sampler * s) {
+    if (!s) {
+        return;
+    }
+    free(s->hist);
+    free(s->cand);
+    free(s->count);
+    free(s);
+}
+
+void kiln_sampler_reset(struct kiln_sampler * s) {
+    if (!s) {
+        return;
+    }
+    s->n_hist = 0;
+    s->rng = s->p.seed;
+}
+
+void kiln_sampler_accept(struct kiln_sampler * s, kiln_token t) {
+    if (!s) {
+        return;
+    }
+    if (s->n_hist == s->cap_hist) {
+        size_t cap = s->cap_hist ? s->cap_hist * 2 : 256;
+        kiln_token * h = realloc(s->hist, cap * sizeof(kiln_token));
+        if (!h) {
+            return;
+        }
+        s->hist = h;
+        s->cap_hist = cap;
+    }
+    s->hist[s->n_hist++] = t;
+}
+
+static int cmp_cand(const void * a, const void * b) {
+    const struct cand * x = a, * y = b;
+    if (x->logit != y->logit) {
+        return x->logit > y->logit ? -1 : 1;
+    }
+    return x->id < y->id ? -1 : (x->id > y->id);
+}
+
+kiln_token kiln_sampler_sample(struct kiln_sampler * s, const float * logits, int32_t n_vocab) {
+    if (!s || !logits || n_vocab <= 0) {
+        kiln_set_last_error("sampler: invalid arguments");
+        return KILN_TOKEN_NULL;
+    }
+    if (s->cap_cand < n_vocab) {
+        struct cand * c = realloc(s->cand, sizeof(struct cand) * (size_t) n_vocab);
+        int32_t * cnt = realloc(s->count, sizeof(int32_t) * (size_t) n_vocab);
+        if (c) s->cand = c;
+        if (cnt) s->count = cnt;
+        if (!c || !cnt) {
+            kiln_set_last_error("sampler: out of memory");
+            return KILN_TOKEN_NULL;
+        }
+        s->cap_cand = s->cap_count = n_vocab;
+    }
+    struct cand * c = s->cand;
+    int32_t n = n_vocab;
+    for (int32_t i = 0; i < n; i++) {
+        c[i].id = i;
+        c[i].logit = logits[i];
+    }
+    const struct kiln_sampler_params * p = &s->p;
+
+    /* penalties over the last n accepted tokens */
+    bool pen = p->repeat_penalty != 1.0f || p->frequency_penalty != 0.0f || p->presence_penalty != 0.0f;
+    if (pen && p->penalty_last_n != 0 && s->n_hist > 0) {
+        size_t last = p->penalty_last_n < 0 ? s->n_hist : (size_t) p->penalty_last_n;
+        if (last > s->n_hist) last = s->n_hist;
+        memset(s->count, 0, sizeof(int32_t) * (size_t) n_vocab);
+        for (size_t i = s->n_hist - last; i < s->n_hist; i++) {
+            if (s->hist[i] >= 0 && s->hist[i] < n_vocab) {
+                s->count[s->hist[i]]++;
+            }
+        }
+        for (int32_t i = 0; i < n; i++) {
+            int32_t k = s->count[c[i].id];
+            if (k == 0) {
+                continue;
+            }
+            if (c[i].logit <= 0) {
+                c[i].logit *= p->repeat_penalty;
+            } else {
+                c[i].logit /= p->repeat_penalty;
+            }
+            c[i].logit -= (float) k * p->frequency_penalty + p->presence_penalty;
+        }
+    }
+
+    if (p->temperature <= 0.0f) {
+        int32_t best = 0;
+        for (int32_t i = 1; i < n; i++) {
+            if (c[i].logit > c[best].logit) {
+                best = i;
+            }
+        }
+        return c[best].id;
+    }
+
+    qsort(c, (size_t) n, sizeof(struct cand), cmp_cand);
+    if (p->top_k > 0 && p->top_k < n) {
+        n = p->top_k;
+    }
+    /* top-p: the smallest prefix whose probability mass reaches p */
+    if (p->top_p < 1.0f && n > 1) {
+        double max = c[0].logit, sum = 0.0;
+        for (int32_t i = 0; i < n; i++) sum += exp((double) c[i].logit - max);
+        double cum = 0.0;
+        int32_t keep = n;
+        for (int32_t i = 0; i < n; i++) {
+            cum += exp((double) c[i].logit - max) / sum;
+            if (cum >= p->top_p) {
+                keep = i + 1;
+                break;
+            }
+        }
+        n = keep;
+    }
+    /* min-p: drop tokens less likely than min_p times the most likely */
+    if (p->min_p > 0.0f && n > 1) {
+        double thr = (double) c[0].logit + log((double) p->min_p);
+        int32_t keep = 1;
+        while (keep < n && (double) c[keep].logit >= thr) keep++;
+        n = keep;
+    }
+    /* temperature, softmax, draw */
+    double max = (double) c[0].logit / p->temperature, sum = 0.0;
+    for (int32_t i = 0; i < n; i++) sum += exp((double) c[i].logit / p->temperature - max);
+    double r = rng_uniform(&s->rng) * sum, acc = 0.0;
+    for (int32_t i = 0; i < n; i++) {
+        acc += exp((double) c[i].logit / p->temperature - max);
+        if (r < acc) {
+            return c[i].id;
+        }
+    }
+    return c[n - 1].id;
+}

@@ -1,0 +1,262 @@
+/*
+ * test_kernels.c — every SIMD variant of every kernel-table primitive
+ * against the scalar reference (and the reductions against a double sum
+ * written here), over lengths around every vector width and tile size,
+ * with pointers misaligned by one float.
+ */
+#include "util/test_util.h"
+#include "cpu/kernels.h"
+
+#include <math.h>
+#include <stdint.h>
+
+static const int64_t lengths[] = { 0, 1, 3, 7, 8, 15, 16, 17, 31, 32, 33, 64, 100, 1000, 4099 };
+#define N_LEN ((int) (sizeof(lengths) / sizeof(lengths[0])))
+#define MAXN 4099
+#define PAD 16
+
+/* buffers with room for a one-float misalignment and a guard zone */
+static float xb[MAXN + PAD], yb[MAXN + PAD], zb[MAXN + PAD], rb[MAXN + PAD];
+static kiln_fp16_t hx[MAXN + PAD], hy[MAXN + PAD];
+static kiln_bf16_t bx[MAXN + PAD], by[MAXN + PAD];
+
+static void fill(float * p, int64_t n, float lo, float hi) {
+    for (int64_t i = 0; i < n; i++) p[i] = tu_rand_uniform(lo, hi);
+}
+
+static bool close_rel(double got, double ref, double scale, double tol) {
+    if (isnan(ref)) return isnan(got);
+    if (isinf(ref)) return got == ref;
+    return fabs(got - ref) <= tol * scale + 1e-37;
+}
+
+static void test_reductions(const struct kiln_kernels * s, const struct kiln_kernels * k) {
+    for (int li = 0; li < N_LEN; li++) {
+        const int64_t n = lengths[li];
+        for (int off = 0; off <= 1; off++) {
+            float * x = xb + off, * y = yb + off;
+            fill(x, n, -1.0f, 1.0f);
+            fill(y, n, -1.0f, 1.0f);
+            double ref = 0, mag = 0, sum = 0, sabs = 0, sq = 0;
+            for (int64_t i = 0; i < n; i++) {
+                ref += (double) x[i] * y[i]; mag += fabs((double) x[i] * y[i]);
+                sum += x[i]; sabs += fabs(x[i]); sq += (double) x[i] * x[i];
+            }
+            const double tol = 4e-7 * (sqrt((double) n) + 2);
+            CHECK(close_rel(k->f32_dot(n, x, y), ref, mag, tol), "%s f32_dot n=%lld off=%d: %.9g vs %.9g",
+                  k->isa, (long long) n, off, k->f32_dot(n, x, y), ref);
+            CHECK(close_rel(s->f32_dot(n, x, y), ref, mag, 1e-7), "scalar f32_dot is the double reference n=%lld", (long long) n);
+            CHECK(close_rel(k->f32_sum(n, x), sum, sabs, tol), "%s f32_sum n=%lld off=%d", k->isa, (long long) n, off);
+            CHECK(close_rel(k->f32_sumsq(n, x), sq, sq, tol), "%s f32_sumsq n=%lld off=%d", k->isa, (long long) n, off);
+            CHECK(k->f32_max(n, x) == s->f32_max(n, x), "%s f32_max n=%lld off=%d", k->isa, (long long) n, off);
+
+            kiln_fp16_t * hxp = hx + off, * hyp = hy + off;
+            kiln_bf16_t * bxp = bx + off, * byp = by + off;
+            kiln_fp32_to_fp16_row(x, hxp, n); kiln_fp32_to_fp16_row(y, hyp, n);
+            kiln_fp32_to_bf16_row(x, bxp, n); kiln_fp32_to_bf16_row(y, byp, n);
+            double rh = 0, mh = 0, rbf = 0, mbf = 0;
+            for (int64_t i = 0; i < n; i++) {
+                const double ph = (double) kiln_fp16_to_fp32(hxp[i]) * kiln_fp16_to_fp32(hyp[i]);
+                const double pb = (double) kiln_bf16_to_fp32(bxp[i]) * kiln_bf16_to_fp32(byp[i]);
+                rh += ph; mh += fabs(ph); rbf += pb; mbf += fabs(pb);
+            }
+            CHECK(close_rel(k->f16_dot(n, hxp, hyp), rh, mh, tol), "%s f16_dot n=%lld off=%d", k->isa, (long long) n, off);
+            CHECK(close_rel(k->bf16_dot(n, bxp, byp), rbf, mbf, tol), "%s bf16_dot n=%lld off=%d", k->isa, (long long) n, off);
+        }
+    }
+    /* max: NaN entries are skipped like the scalar loop does; all -inf */
+    float v[40];
+    for (int i = 0; i < 40; i++) v[i] = (float) (i % 7) - 3.0f;
+    v[5] = NAN; v[17] = 9.5f; v[30] = NAN;
+    CHECK(k->f32_max(40, v) == 9.5f, "%s f32_max skips NaN", k->isa);
+    for (int i = 0; i < 40; i++) v[i] = -INFINITY;
+    CHECK(k->f32_max(40, v) == -INFINITY && k->f32_max(0, v) == -INFINITY, "%s f32_max of -inf / empty", k->isa);
+}
+
+static void test_maps(const struct kiln_kernels * s, const struct kiln_kernels * k) {
+    for (int li = 0; li < N_LEN; li++) {
+        const int64_t n = lengths[li];
+        for (int off = 0; off <= 1; off++) {
+            float * x = xb + off, * y = yb + off, * z = zb + off, * r = rb + off;
+            fill(x, n, -4.0f, 4.0f);
+            fill(y, n, -4.0f, 4.0f);
+            int bad;
+
+            /* exact maps */
+            k->f32_add(n, x, y, z); s->f32_add(n, x, y, r);
+            bad = 0; for (int64_t i = 0; i < n; i++) bad += z[i] != r[i];
+            CHECK(!bad, "%s f32_add n=%lld off=%d", k->isa, (long long) n, off);
+            k->f32_mul(n, x, y, z); s->f32_mul(n, x, y, r);
+            bad = 0; for (int64_t i = 0; i < n; i++) bad += z[i] != r[i];
+            CHECK(!bad, "%s f32_mul n=%lld off=%d", k->isa, (long long) n, off);
+            k->f32_scale(n, 0.37f, x, z); s->f32_scale(n, 0.37f, x, r);
+            bad = 0; for (int64_t i = 0; i < n; i++) bad += z[i] != r[i];
+            CHECK(!bad, "%s f32_scale n=%lld off=%d", k->isa, (long long) n, off);
+            /* in place */
+            memcpy(z, x, (size_t) n * sizeof(float));
+            k->f32_scale(n, -2.0f, z, z);
+            bad = 0; for (int64_t i = 0; i < n; i++) bad += z[i] != -2.0f * x[i];
+            CHECK(!bad, "%s f32_scale in place n=%lld", k->isa, (long long) n);
+
+            /* axpy: FMA or not, one rounding apart */
+            memcpy(z, y, (size_t) n * sizeof(float)); memcpy(r, y, (size_t) n * sizeof(float));
+            k->f32_axpy(n, 1.7f, x, z); s->f32_axpy(n, 1.7f, x, r);
+            bad = 0; for (int64_t i = 0; i < n; i++) bad += !close_rel(z[i], r[i], fabs(1.7 * x[i]) + fabs(y[i]), 2.5e-7);
+            CHECK(!bad, "%s f32_axpy n=%lld off=%d (%d bad)", k->isa, (long long) n, off, bad);
+            /* the guard past the end is untouched */
+            z[n] = 12345.0f; k->f32_axpy(n, 1.0f, x, z);
+            CHECK(z[n] == 12345.0f, "%s f32_axpy writes past n=%lld", k->isa, (long long) n);
+
+            /* transcendental maps: a few ulp */
+            fill(x, n, -20.0f, 20.0f);
+            k->f32_exp(n, x, z); s->f32_exp(n, x, r);
+            bad = 0; for (int64_t i = 0; i < n; i++) bad += !close_rel(z[i], r[i], fabs(r[i]), 3e-7);
+            CHECK(!bad, "%s f32_exp n=%lld off=%d (%d bad)", k->isa, (long long) n, off, bad);
+            k->f32_silu(n, x, z); s->f32_silu(n, x, r);
+            bad = 0; for (int64_t i = 0; i < n; i++) bad += !close_rel(z[i], r[i], fabs(r[i]) + 1e-6, 1e-6);
+            CHECK(!bad, "%s f32_silu n=%lld off=%d (%d bad)", k->isa, (long long) n, off, bad);
+            fill(x, n, -6.0f, 6.0f);
+            k->f32_gelu(n, x, z); s->f32_gelu(n, x, r);
+            bad = 0;
+            for (int64_t i = 0; i < n; i++) {
+                const double v = x[i], u = 0.79788456080286535588 * v * (1.0 + 0.044715 * v * v);
+                const double ref = 0.5 * v * (1.0 + tanh(u));
+                /* u itself carries a float rounding, amplified by exp(-2u) for x << 0 */
+                const double sc = fabs(ref) * (1.0 + 2.0 * fabs(u));
+                bad += !close_rel(z[i], ref, sc, 1e-6) + !close_rel(r[i], ref, sc, 1e-6);
+            }
+            CHECK(!bad, "%s f32_gelu n=%lld off=%d (%d bad)", k->isa, (long long) n, off, bad);
+
+            /* softmax row: y = exp(x - max), returns the sum */
+            const float mx = s->f32_max(n, x);
+            const double sk = k->f32_softmax_exp(n, x, z, mx), sr = s->f32_softmax_exp(n, x, r, mx);
+            bad = 0; for (int64_t i = 0; i < n; i++) bad += !close_rel(z[i], r[i], fabs(r[i]), 3e-7);
+            CHECK(!bad && close_rel(sk, sr, sr, 4e-7 * (sqrt((double) n) + 2)), "%s f32_softmax_exp n=%lld off=%d (%d bad, %.9g vs %.9g)",
+                  k->isa, (long long) n, off, bad, sk, sr);
+
+            /* f16 conversions: bit-exact with the reference */
+            for (int64_t i = 0; i < n; i++) x[i] = ldexpf(tu_rand_uniform(-1.0f, 1.0f), (int) (tu_rand_u64() % 44) - 28);
+            kiln_fp16_t * hxp = hx + off, * hyp = hy + off;
+            k->f32_to_f16(n, x, hxp); s->f32_to_f16(n, x, hyp);
+            bad = 0; for (int64_t i = 0; i < n; i++) bad += hxp[i] != hyp[i];
+            CHECK(!bad, "%s f32_to_f16 n=%lld off=%d (%d bad)", k->isa, (long long) n, off, bad);
+            for (int64_t i = 0; i < n; i++) hxp[i] = (kiln_fp16_t) (tu_rand_u64() & 0xffff);
+            k->f16_to_f32(n, hxp, z); s->f16_to_f32(n, hxp, r);
+            bad = 0; for (int64_t i = 0; i < n; i++) bad += isnan(r[i]) ? !isnan(z[i]) : memcmp(&z[i], &r[i], 4) != 0;
+            CHECK(!bad, "%s f16_to_f32 n=%lld off=%d (%d bad)", k->isa, (long long) n, off, bad);
+        }
+    }
+
+    /* special values through the transcendental maps */
+    float sp[16] = { 0.0f, -0.0f, 1.0f, -1.0f, 88.5f, -87.0f, 100.0f, -100.0f, INFINITY, -INFINITY, NAN, 1e-30f, -1e-30f, 30.0f, -30.0f, 0.5f };
+    float o[16], ro[16];
+    k->f32_exp(16, sp, o); s->f32_exp(16, sp, ro);
+    int bad = 0;
+    for (int i = 0; i < 16; i++) bad += !close_rel(o[i], ro[i], fabs(ro[i]), 3e-7);
+    CHECK(!bad, "%s f32_exp special values (%d bad)", k->isa, bad);
+    k->f32_silu(16, sp, o); s->f32_silu(16, sp, ro);
+    bad = 0;
+    for (int i = 0; i < 16; i++) bad += !close_rel(o[i], ro[i], fabs(ro[i]) + 1e-30, 1e-6);
+    CHECK(!bad, "%s f32_silu special values (%d bad)", k->isa, bad);
+    /* every f16 bit pattern converts exactly */
+    static kiln_fp16_t all[65536];
+    static float fa[65536], fr[65536];
+    for (int i = 0; i < 65536; i++) all[i] = (kiln_fp16_t) i;
+    k->f16_to_f32(65536, all, fa); s->f16_to_f32(65536, all, fr);
+    bad = 0;
+    for (int i = 0; i < 65536; i++) bad += isnan(fr[i]) ? !isnan(fa[i]) : memcmp(&fa[i], &fr[i], 4) != 0;
+    CHECK(!bad, "%s f16_to_f32 all 65536 patterns (%d bad)", k->isa, bad);
+    /* rounding edges of f32 -> f16: ties, overflow, subnormals */
+    float ed[12] = { 65504.0f, 65519.0f, 65520.0f, 1e6f, 5.96e-8f, 2.98e-8f, 2.99e-8f, 1.0009765625f + 0.00048828125f,
+                     1.0f + 0.00048828125f, -6.1e-5f, 3.0e-5f, -70000.0f };
+    kiln_fp16_t eo[12], er[12];
+    k->f32_to_f16(12, ed, eo); s->f32_to_f16(12, ed, er);
+    bad = 0;
+    for (int i = 0; i < 12; i++) bad += eo[i] != er[i];
+    CHECK(!bad, "%s f32_to_f16 rounding edges (%d bad)", k->isa, bad);
+}
+
+static void test_gemm_tile(const struct kiln_kernels * k) {
+    const int MR = k->gemm_mr, NR = k->gemm_nr;
+    for (int li = 0; li < N_LEN; li++) {
+        const int64_t K = lengths[li];
+        const int64_t lda = K + 5, ldb = K + 3, ldc = MR + 2;
+        float * a = malloc(sizeof(float) * (size_t) (lda * MR + 1));
+        float * b = malloc(sizeof(float) * (size_t) (ldb * NR + 1));
+        float c[8 * 8 + 16];
+        fill(a, lda * MR + 1, -1.0f, 1.0f);
+        fill(b, ldb * NR + 1, -1.0f, 1.0f);
+        for (int i = 0; i < 8 * 8 + 16; i++) c[i] = -777.0f;
+        /* misaligned by one float */
+        k->f32_gemm_tile(K, a + 1, lda, b + 1, ldb, c, ldc);
+        int bad = 0;
+        for (int j = 0; j < NR; j++) {
+            for (int i = 0; i < MR; i++) {
+                double ref = 0, mag = 0;
+                for (int64_t q = 0; q < K; q++) {
+                    const double p = (double) a[1 + i * lda + q] * b[1 + j * ldb + q];
+                    ref += p; mag += fabs(p);
+                }
+                bad += !close_rel(c[j * ldc + i], ref, mag, 4e-7 * (sqrt((double) K) + 2));
+            }
+            for (int i = MR; i < ldc; i++) bad += c[j * ldc + i] != -777.0f;
+        }
+        CHECK(!bad, "%s f32_gemm_%dx%d k=%lld (%d bad)", k->isa, MR, NR, (long long) K, bad);
+        free(a); free(b);
+    }
+}
+
+static void test_type_slots(const struct kiln_kernels * k) {
+    const enum kiln_type types[3] = { KILN_TYPE_F32, KILN_TYPE_F16, KILN_TYPE_BF16 };
+    for (int t = 0; t < 3; t++) {
+        CHECK(k->vec_dot[types[t]] && k->vec_dot_type[types[t]] == types[t] && k->from_float[types[t]],
+              "%s %s has vec_dot/vec_dot_type/from_float", k->isa, kiln_type_name(types[t]));
+    }
+    float x[33], y[33];
+    fill(x, 33, -1, 1); fill(y, 33, -1, 1);
+    float s = 0;
+    k->vec_dot[KILN_TYPE_F32](33, &s, x, y);
+    CHECK(s == k->f32_dot(33, x, y), "%s vec_dot[f32] is f32_dot", k->isa);
+}
+
+static void test_selection(void) {
+    tu_case = "selection";
+    const char * best = kiln_cpu_isa();
+    CHECK(best && kiln_kernels() && strcmp(kiln_kernels()->isa, best) == 0, "kiln_cpu_isa names the table");
+#if defined(__x86_64__)
+    if (kiln_cpu_has_avx2() && kiln_cpu_has_fma() && kiln_cpu_has_f16c()) CHECK(strcmp(best, "avx2") == 0, "avx2 machine picks avx2, got %s", best);
+#elif defined(__aarch64__)
+    CHECK(strcmp(best, "neon") == 0, "arm64 picks neon, got %s", best);
+#elif defined(__wasm_simd128__)
+    CHECK(strcmp(best, "wasm_simd128") == 0, "wasm picks simd128, got %s", best);
+#endif
+    kiln_cpu_force_isa("scalar");
+    CHECK(strcmp(kiln_cpu_isa(), "scalar") == 0, "force scalar");
+    kiln_clear_error();
+    kiln_cpu_force_isa("no-such-isa");
+    CHECK(strcmp(kiln_cpu_isa(), "scalar") == 0 && strstr(kiln_last_error(), "no-such-isa"), "unknown isa: unchanged + message");
+    kiln_cpu_force_isa(NULL);
+    CHECK(strcmp(kiln_cpu_isa(), best) == 0, "force NULL restores %s", best);
+    CHECK(kiln_kernels_for_isa(KILN_ISA_SCALAR) != NULL, "scalar table always there");
+    CHECK(kiln_kernels_for_isa(KILN_ISA_COUNT) == NULL, "out of range isa");
+}
+
+int main(void) {
+    tu_seed(42);
+    test_selection();
+    const struct kiln_kernels * s = kiln_kernels_for_isa(KILN_ISA_SCALAR);
+    int n_isa = 0;
+    for (int isa = 0; isa < KILN_ISA_COUNT; isa++) {
+        const struct kiln_kernels * k = kiln_kernels_for_isa((enum kiln_isa) isa);
+        if (!k) continue;
+        n_isa++;
+        tu_case = k->isa;
+        printf("isa %s\n", k->isa);
+        test_reductions(s, k);
+        test_maps(s, k);
+        test_gemm_tile(k);
+        test_type_slots(k);
+    }
+    CHECK(n_isa >= 1, "at least one isa");
+    return tu_finish();
+}

@@ -1,0 +1,383 @@
+/*
+ * test_ops_matmul.c — mul_mat, mul_mat_id and out_prod against a plain
+ * double-precision reference written here: F32/F16/BF16 weights (and any
+ * quantized type once its dot product is registered), odd shapes, batch 1
+ * and > 1, broadcasting over dims 2/3, non-contiguous src1, 1/2/4 threads
+ * (bit-identical), every ISA table, and bad input.
+ */
+#include "util/test_util.h"
+#include "cpu/kernels.h"
+
+static const int threads[3] = { 1, 2, 4 };
+
+static double nmse_threshold(enum kiln_type t) {
+    switch (t) {
+        case KILN_TYPE_F32:  return 1e-10;
+        case KILN_TYPE_F16:  return 1e-6;  /* src1 rounded to f16: ~(2^-11)^2/3 */
+        case KILN_TYPE_BF16: return 6e-5;  /* ~(2^-8)^2/3 */
+        default:             return 1e-2;  /* quantized weights vs their dequantized values */
+    }
+}
+
+/* fill weights of any type: floats directly, quantized via the reference quantizer */
+static void fill_weights(struct kiln_tensor * t) {
+    if (!kiln_is_quantized(t->type)) { tu_fill_uniform(t, -1.0f, 1.0f); return; }
+    const struct kiln_type_traits * tt = kiln_get_type_traits(t->type);
+    const int64_t nrow = kiln_nrows(t), k = t->ne[0];
+    float * row = malloc(sizeof(float) * (size_t) k);
+    for (int64_t r = 0; r < nrow; r++) {
+        for (int64_t i = 0; i < k; i++) row[i] = tu_rand_uniform(-1.0f, 1.0f);
+        tt->from_float_ref(row, (char *) t->data + r * t->nb[1], k);
+    }
+    free(row);
+}
+
+/* weights as doubles, rows of ne0 in logical order (dequantized when needed) */
+static double * weights_f64(const struct kiln_tensor * t) {
+    if (!kiln_is_quantized(t->type)) return tu_to_f64(t);
+    const struct kiln_type_traits * tt = kiln_get_type_traits(t->type);
+    const int64_t nrow = kiln_nrows(t), k = t->ne[0];
+    double * v = malloc(sizeof(double) * (size_t) (nrow * k + 1));
+    float * row = malloc(sizeof(float) * (size_t) k);
+    for (int64_t r = 0; r < nrow; r++) {
+        tt->to_float((const char *) t->data + r * t->nb[1], row, k);
+        for (int64_t i = 0; i < k; i++) v[r * k + i] = row[i];
+    }
+    free(row);
+    return v;
+}
+
+/* runs out with 1, 2, 4 threads: the first against ref, the others bit-identical */
+static void run_and_compare(struct kiln_context * ctx, struct kiln_tensor * out, const double * ref, double thr, const char * what) {
+    const int64_t n = kiln_nelements(out);
+    float * first = NULL;
+    for (int ti = 0; ti < 3; ti++) {
+        memset(out->data, 0xff, kiln_nbytes(out)); /* NaN garbage: every element must be written */
+        const enum kiln_status st = tu_compute(ctx, out, threads[ti]);
+        if (!CHECK(st == KILN_STATUS_SUCCESS, "%s: compute with %d threads: %s (%s)", what, threads[ti], kiln_status_to_string(st), kiln_last_error())) break;
+        if (ti == 0) {
+            double * got = tu_to_f64(out);
+            const double e = tu_nmse(got, ref, n);
+            CHECK(e <= thr, "%s: nmse %.3g > %.3g", what, e, thr);
+            free(got);
+            first = malloc(kiln_nbytes(out) + 1);
+            memcpy(first, out->data, kiln_nbytes(out));
+        } else {
+            CHECK(memcmp(first, out->data, kiln_nbytes(out)) == 0, "%s: %d threads differ from 1 thread", what, threads[ti]);
+        }
+    }
+    free(first);
+}
+
+struct mm_shape { int64_t K, N, M, a2, a3, b2, b3; };
+
+/* src1 layouts: 0 contiguous, 1 transposed view (ne0 strided), 2 permuted dims 1<->2 */
+static struct kiln_tensor * make_src1(struct kiln_context * ctx, enum kiln_type type, const struct mm_shape * s, int layout) {
+    struct kiln_tensor * b;
+    if (layout == 1) {
+        b = kiln_new_tensor_4d(ctx, type, s->M, s->K, s->b2, s->b3);
+        b = kiln_transpose(ctx, b);
+    } else if (layout == 2) {
+        b = kiln_new_tensor_4d(ctx, type, s->K, s->b2, s->M, s->b3);
+        b = kiln_permute(ctx, b, 0, 2, 1, 3);
+    } else {
+        b = kiln_new_tensor_4d(ctx, type, s->K, s->M, s->b2, s->b3);
+    }
+    tu_fill_uniform(b, -1.0f, 1.0f);
+    return b;
+}
+
+static void test_mul_mat_case(enum kiln_type t0, const struct mm_shape * s, int layout, enum kiln_type t1) {
+    char what[200];
+    snprintf(what, sizeof what, "mul_mat %s x %s K=%lld N=%lld M=%lld a=[%lld,%lld] b=[%lld,%lld] layout=%d isa=%s",
+             kiln_type_name(t0), kiln_type_name(t1), (long long) s->K, (long long) s->N, (long long) s->M,
+             (long long) s->a2, (long long) s->a3, (long long) s->b2, (long long) s->b3, layout, kiln_cpu_isa());
+    tu_case = what;
+    const size_t need = (size_t) (s->K * s->N * s->a2 * s->a3 + 2 * s->K * s->M * s->b2 * s->b3 + 2 * s->N * s->M * s->b2 * s->b3) * 16 * 4 + (4 << 20);
+    struct kiln_context * ctx = tu_ctx(need);
+    struct kiln_tensor * a = kiln_new_tensor_4d(ctx, t0, s->K, s->N, s->a2, s->a3);
+    fill_weights(a);
+    struct kiln_tensor * b = make_src1(ctx, t1, s, layout);
+    struct kiln_tensor * out = kiln_mul_mat(ctx, a, b);
+    if (!CHECK(out != NULL, "%s: constructor: %s", what, kiln_last_error())) { kiln_free(ctx); return; }
+    CHECK(out->type == KILN_TYPE_F32 && out->ne[0] == s->N && out->ne[1] == s->M && out->ne[2] == s->b2 && out->ne[3] == s->b3, "%s: shape", what);
+
+    double * A = weights_f64(a), * B = tu_to_f64(b);
+    const int64_t n = kiln_nelements(out);
+    double * ref = malloc(sizeof(double) * (size_t) (n + 1));
+    const int64_t r2 = s->b2 / s->a2, r3 = s->b3 / s->a3;
+    for (int64_t i3 = 0; i3 < s->b3; i3++)
+    for (int64_t i2 = 0; i2 < s->b2; i2++)
+    for (int64_t j = 0; j < s->M; j++)
+    for (int64_t i = 0; i < s->N; i++) {
+        const double * arow = A + (((i3 / r3) * s->a2 + i2 / r2) * s->N + i) * s->K;
+        const double * brow = B + ((i3 * s->b2 + i2) * s->M + j) * s->K;
+        double acc = 0;
+        for (int64_t k = 0; k < s->K; k++) acc += arow[k] * brow[k];
+        ref[((i3 * s->b2 + i2) * s->M + j) * s->N + i] = acc;
+    }
+    double thr = nmse_threshold(t0);
+    if (t1 != KILN_TYPE_F32 && thr < nmse_threshold(t1)) thr = nmse_threshold(t1);
+    run_and_compare(ctx, out, ref, thr, what);
+    free(A); free(B); free(ref);
+    kiln_free(ctx);
+}
+
+static const struct mm_shape mm_shapes[] = {
+    {   1,  1,  1, 1, 1, 1, 1 },
+    {   7,  5,  3, 1, 1, 1, 1 },
+    {  33, 17,  1, 1, 1, 1, 1 },   /* gemv */
+    { 256, 97,  1, 1, 1, 1, 1 },   /* gemv, odd rows */
+    {  64, 48, 24, 1, 1, 1, 1 },   /* exactly one block */
+    { 100, 61, 29, 1, 1, 1, 1 },   /* tile and block edges */
+    {  35, 50, 13, 2, 1, 6, 2 },   /* broadcast: r2 = 3, r3 = 2 */
+    {  16,  8,  5, 1, 2, 3, 4 },   /* broadcast: r2 = 3, r3 = 2 */
+    { 129, 70, 50, 1, 1, 1, 1 },   /* several blocks each way */
+};
+#define N_MM_SHAPES ((int) (sizeof(mm_shapes) / sizeof(mm_shapes[0])))
+
+static void test_mul_mat(void) {
+    const enum kiln_type types[3] = { KILN_TYPE_F32, KILN_TYPE_F16, KILN_TYPE_BF16 };
+    for (int isa = 0; isa < KILN_ISA_COUNT; isa++) {
+        const struct kiln_kernels * k = kiln_kernels_for_isa((enum kiln_isa) isa);
+        if (!k) continue;
+        kiln_cpu_force_isa(k->isa);
+        for (int ti = 0; ti < 3; ti++) {
+            for (int si = 0; si < N_MM_SHAPES; si++) {
+                for (int layout = 0; layout < 3; layout++) {
+                    /* the scalar table on the big shapes only for f32, to stay quick */
+                    if (isa == KILN_ISA_SCALAR && ti > 0 && si == N_MM_SHAPES - 1) continue;
+                    test_mul_mat_case(types[ti], &mm_shapes[si], layout, KILN_TYPE_F32);
+                }
+            }
+        }
+        /* activations already in the weight type, and f16 activations for f32 weights */
+        test_mul_mat_case(KILN_TYPE_F16, &mm_shapes[5], 0, KILN_TYPE_F16);
+        test_mul_mat_case(KILN_TYPE_BF16, &mm_shapes[5], 0, KILN_TYPE_BF16);
+        test_mul_mat_case(KILN_TYPE_F32, &mm_shapes[5], 0, KILN_TYPE_F16);
+        test_mul_mat_case(KILN_TYPE_F16, &mm_shapes[2], 1, KILN_TYPE_BF16);
+    }
+    kiln_cpu_force_isa(NULL);
+}
+
+/* quantized weights: whatever the quant work has registered is checked
+ * against the dequantized weights; the rest must say they are unsupported */
+static void test_mul_mat_quant(void) {
+    for (int t = 0; t < KILN_TYPE_COUNT; t++) {
+        if (!kiln_is_quantized((enum kiln_type) t)) continue;
+        const struct kiln_type_traits * tt = kiln_get_type_traits((enum kiln_type) t);
+        if (t == KILN_TYPE_Q8_K || t == KILN_TYPE_Q8_1) continue; /* activation-only types */
+        const int64_t K = tt->blck_size * 3;
+        if (kiln_kernels()->vec_dot[t] && tt->to_float && tt->from_float_ref) {
+            const struct mm_shape s1 = { K, 37, 1, 1, 1, 1, 1 }, s2 = { K, 19, 11, 1, 1, 2, 1 };
+            test_mul_mat_case((enum kiln_type) t, &s1, 0, KILN_TYPE_F32);
+            test_mul_mat_case((enum kiln_type) t, &s2, 2, KILN_TYPE_F32);
+        } else if (!kiln_kernels()->vec_dot[t]) {
+            tu_case = "mul_mat quant unsupported";
+            struct kiln_context * ctx = tu_ctx(1 << 20);
+            struct kiln_tensor * a = kiln_new_tensor_2d(ctx, (enum kiln_type) t, K, 4);
+            struct kiln_tensor * b = kiln_new_tensor_2d(ctx, KILN_TYPE_F32, K, 2);
+            memset(a->data, 0, kiln_nbytes(a));
+            kiln_set_f32(b, 1.0f);
+            struct kiln_tensor * out = kiln_mul_mat(ctx, a, b);
+            CHECK(out != NULL, "%s: constructor accepts quantized weights", tt->type_name);
+            kiln_clear_error();
+            const enum kiln_status st = tu_compute(ctx, out, 2);
+            CHECK(st == KILN_STATUS_UNSUPPORTED && strstr(kiln_last_error(), tt->type_name),
+                  "%s without a dot product: UNSUPPORTED naming the type (got %s, '%s')", tt->type_name, kiln_status_to_string(st), kiln_last_error());
+            kiln_free(ctx);
+        }
+    }
+}
+
+static void test_mul_mat_id_case(enum kiln_type t0, int64_t K, int64_t N, int64_t n_as, int64_t n_used, int64_t n_b, int64_t n_tok) {
+    char what[160];
+    snprintf(what, sizeof what, "mul_mat_id %s K=%lld N=%lld experts=%lld used=%lld n_b=%lld tokens=%lld isa=%s", kiln_type_name(t0),
+             (long long) K, (long long) N, (long long) n_as, (long long) n_used, (long long) n_b, (long long) n_tok, kiln_cpu_isa());
+    tu_case = what;
+    struct kiln_context * ctx = tu_ctx((size_t) (K * N * n_as + K * n_b * n_tok + N * n_used * n_tok) * 16 * 4 + (4 << 20));
+    struct kiln_tensor * as = kiln_new_tensor_3d(ctx, t0, K, N, n_as);
+    struct kiln_tensor * b = kiln_new_tensor_3d(ctx, KILN_TYPE_F32, K, n_b, n_tok);
+    struct kiln_tensor * ids = kiln_new_tensor_2d(ctx, KILN_TYPE_I32, n_used, n_tok);
+    fill_weights(as);
+    tu_fill_uniform(b, -1.0f, 1.0f);
+    for (int64_t t = 0; t < n_tok; t++) {
+        for (int64_t e = 0; e < n_used; e++) {
+            /* distinct experts per token, like a top-k router */
+            int32_t id;
+            bool dup;
+            do {
+                id = (int32_t) (tu_rand_u64() % (uint64_t) n_as);
+                dup = false;
+                for (int64_t q = 0; q < e; q++) dup |= kiln_get_i32_nd(ids, (int) q, (int) t, 0, 0) == id;
+            } while (dup);
+            kiln_set_i32_nd(ids, (int) e, (int) t, 0, 0, id);
+        }
+    }
+    struct kiln_tensor * out = kiln_mul_mat_id(ctx, as, b, ids);
+    if (!CHECK(out != NULL, "%s: constructor: %s", what, kiln_last_error())) { kiln_free(ctx); return; }
+    CHECK(out->ne[0] == N && out->ne[1] == n_used && out->ne[2] == n_tok && out->ne[3] == 1, "%s: shape", what);
+    double * A = weights_f64(as), * B = tu_to_f64(b);
+    double * ref = malloc(sizeof(double) * (size_t) (N * n_used * n_tok + 1));
+    for (int64_t t = 0; t < n_tok; t++)
+    for (int64_t e = 0; e < n_used; e++) {
+        const int32_t id = kiln_get_i32_nd(ids, (int) e, (int) t, 0, 0);
+        for (int64_t i = 0; i < N; i++) {
+            double acc = 0;
+            for (int64_t k = 0; k < K; k++) acc += A[(id * N + i) * K + k] * B[(t * n_b + e % n_b) * K + k];
+            ref[(t * n_used + e) * N + i] = acc;
+        }
+    }
+    run_and_compare(ctx, out, ref, nmse_threshold(t0), what);
+
+    /* an id outside [0, n_as) is input data: an error status, not a crash */
+    kiln_set_i32_nd(ids, 0, (int) (n_tok - 1), 0, 0, (int32_t) n_as);
+    kiln_clear_error();
+    const enum kiln_status st = tu_compute(ctx, out, 2);
+    CHECK(st != KILN_STATUS_SUCCESS && strstr(kiln_last_error(), "expert index"), "%s: bad id -> %s '%s'", what, kiln_status_to_string(st), kiln_last_error());
+    free(A); free(B); free(ref);
+    kiln_free(ctx);
+}
+
+static void test_mul_mat_id(void) {
+    const enum kiln_type types[3] = { KILN_TYPE_F32, KILN_TYPE_F16, KILN_TYPE_BF16 };
+    for (int isa = 0; isa < KILN_ISA_COUNT; isa++) {
+        const struct kiln_kernels * k = kiln_kernels_for_isa((enum kiln_isa) isa);
+        if (!k) continue;
+        kiln_cpu_force_isa(k->isa);
+        for (int ti = 0; ti < 3; ti++) {
+            test_mul_mat_id_case(types[ti], 32, 20, 4, 2, 2, 5);   /* b per slot */
+            test_mul_mat_id_case(types[ti], 33, 45, 8, 3, 1, 7);   /* b shared by the slots */
+            test_mul_mat_id_case(types[ti], 64, 7, 3, 1, 1, 1);    /* one token */
+            test_mul_mat_id_case(types[ti], 17, 40, 6, 4, 4, 40);  /* many rows per expert */
+        }
+    }
+    kiln_cpu_force_isa(NULL);
+}
+
+static void test_out_prod_case(enum kiln_type ta, int64_t M, int64_t K, int64_t P, int64_t a2, int64_t a3, int64_t b2, int64_t b3, bool b_transposed) {
+    char what[160];
+    snprintf(what, sizeof what, "out_prod %s M=%lld K=%lld P=%lld a=[%lld,%lld] b=[%lld,%lld] bT=%d isa=%s", kiln_type_name(ta),
+             (long long) M, (long long) K, (long long) P, (long long) a2, (long long) a3, (long long) b2, (long long) b3, b_transposed, kiln_cpu_isa());
+    tu_case = what;
+    struct kiln_context * ctx = tu_ctx((size_t) (M * K * a2 * a3 + P * K * b2 * b3 + M * P * b2 * b3) * 16 * 4 + (4 << 20));
+    struct kiln_tensor * a = kiln_new_tensor_4d(ctx, ta, M, K, a2, a3);
+    fill_weights(a);
+    struct kiln_tensor * b;
+    if (b_transposed) b = kiln_transpose(ctx, kiln_new_tensor_4d(ctx, KILN_TYPE_F32, K, P, b2, b3));
+    else b = kiln_new_tensor_4d(ctx, KILN_TYPE_F32, P, K, b2, b3);
+    tu_fill_uniform(b, -1.0f, 1.0f);
+    struct kiln_tensor * out = kiln_out_prod(ctx, a, b);
+    if (!CHECK(out != NULL, "%s: constructor: %s", what, kiln_last_error())) { kiln_free(ctx); return; }
+    CHECK(out->ne[0] == M && out->ne[1] == P && out->ne[2] == b2 && out->ne[3] == b3, "%s: shape", what);
+    double * A = weights_f64(a), * B = tu_to_f64(b);
+    double * ref = malloc(sizeof(double) * (size_t) (M * P * b2 * b3 + 1));
+    const int64_t r2 = b2 / a2, r3 = b3 / a3;
+    for (int64_t i3 = 0; i3 < b3; i3++)
+    for (int64_t i2 = 0; i2 < b2; i2++)
+    for (int64_t j = 0; j < P; j++)
+    for (int64_t i = 0; i < M; i++) {
+        double acc = 0;
+        for (int64_t k = 0; k < K; k++) {
+            acc += A[(((i3 / r3) * a2 + i2 / r2) * K + k) * M + i] * B[((i3 * b2 + i2) * K + k) * P + j];
+        }
+        ref[((i3 * b2 + i2) * P + j) * M + i] = acc;
+    }
+    run_and_compare(ctx, out, ref, 1e-10, what);
+    free(A); free(B); free(ref);
+    kiln_free(ctx);
+}
+
+static void test_out_prod(void) {
+    for (int isa = 0; isa < KILN_ISA_COUNT; isa++) {
+        const struct kiln_kernels * k = kiln_kernels_for_isa((enum kiln_isa) isa);
+        if (!k) continue;
+        kiln_cpu_force_isa(k->isa);
+        test_out_prod_case(KILN_TYPE_F32, 1, 1, 1, 1, 1, 1, 1, false);
+        test_out_prod_case(KILN_TYPE_F32, 17, 9, 5, 1, 1, 1, 1, false);
+        test_out_prod_case(KILN_TYPE_F32, 33, 20, 31, 1, 1, 1, 1, true);
+        test_out_prod_case(KILN_TYPE_F32, 8, 6, 3, 2, 1, 4, 3, false);
+        test_out_prod_case(KILN_TYPE_F16, 21, 7, 9, 1, 1, 2, 1, false);
+        test_out_prod_case(KILN_TYPE_BF16, 12, 5, 6, 1, 2, 1, 2, true);
+    }
+    kiln_cpu_force_isa(NULL);
+}
+
+static void expect_fail(struct kiln_tensor * r, const char * needle, const char * what) {
+    CHECK(r == NULL, "%s: returns NULL", what);
+    CHECK(strstr(kiln_last_error(), needle) != NULL, "%s: message '%s' mentions '%s'", what, kiln_last_error(), needle);
+}
+
+static void test_bad_input(void) {
+    tu_case = "bad input";
+    struct kiln_context * ctx = tu_ctx(1 << 20);
+    struct kiln_tensor * a = kiln_new_tensor_3d(ctx, KILN_TYPE_F32, 8, 4, 2);
+    struct kiln_tensor * b = kiln_new_tensor_3d(ctx, KILN_TYPE_F32, 8, 3, 4);
+    struct kiln_tensor * b7 = kiln_new_tensor_2d(ctx, KILN_TYPE_F32, 7, 3);
+    struct kiln_tensor * b3 = kiln_new_tensor_3d(ctx, KILN_TYPE_F32, 8, 3, 3);
+    struct kiln_tensor * bi = kiln_new_tensor_2d(ctx, KILN_TYPE_I32, 8, 3);
+    CHECK(kiln_mul_mat(ctx, a, b) != NULL, "valid mul_mat");
+    expect_fail(kiln_mul_mat(ctx, a, b7), "same ne[0]", "mul_mat ne0 mismatch");
+    expect_fail(kiln_mul_mat(ctx, a, b3), "broadcast", "mul_mat dim 2 not a multiple");
+    expect_fail(kiln_mul_mat(ctx, kiln_transpose(ctx, kiln_new_tensor_2d(ctx, KILN_TYPE_F32, 4, 8)), b), "transposed", "mul_mat transposed a");
+    expect_fail(kiln_mul_mat(ctx, kiln_new_tensor_2d(ctx, KILN_TYPE_F32, 8, 2), bi), "b must be", "mul_mat int b");
+    expect_fail(kiln_mul_mat(ctx, NULL, b), "NULL", "mul_mat NULL a");
+    expect_fail(kiln_mul_mat(NULL, a, b), "context", "mul_mat NULL ctx");
+
+    struct kiln_tensor * as = kiln_new_tensor_3d(ctx, KILN_TYPE_F32, 8, 5, 4);
+    struct kiln_tensor * bb = kiln_new_tensor_3d(ctx, KILN_TYPE_F32, 8, 2, 6);
+    struct kiln_tensor * ids = kiln_new_tensor_2d(ctx, KILN_TYPE_I32, 2, 6);
+    CHECK(kiln_mul_mat_id(ctx, as, bb, ids) != NULL, "valid mul_mat_id");
+    expect_fail(kiln_mul_mat_id(ctx, as, bb, kiln_new_tensor_2d(ctx, KILN_TYPE_F32, 2, 6)), "must be i32", "mul_mat_id f32 ids");
+    expect_fail(kiln_mul_mat_id(ctx, as, bb, kiln_new_tensor_2d(ctx, KILN_TYPE_I32, 2, 5)), "tokens", "mul_mat_id token count");
+    expect_fail(kiln_mul_mat_id(ctx, as, kiln_new_tensor_3d(ctx, KILN_TYPE_F32, 9, 2, 6), ids), "ne[0]", "mul_mat_id K mismatch");
+    expect_fail(kiln_mul_mat_id(ctx, as, kiln_new_tensor_3d(ctx, KILN_TYPE_F32, 8, 3, 6), ids), "divide", "mul_mat_id slots");
+    expect_fail(kiln_mul_mat_id(ctx, kiln_new_tensor_4d(ctx, KILN_TYPE_F32, 8, 5, 2, 2), bb, ids), "3d", "mul_mat_id 4d as");
+    expect_fail(kiln_mul_mat_id(ctx, as, bb, NULL), "NULL", "mul_mat_id NULL ids");
+
+    struct kiln_tensor * pa = kiln_new_tensor_2d(ctx, KILN_TYPE_F32, 6, 4);
+    CHECK(kiln_out_prod(ctx, pa, kiln_new_tensor_2d(ctx, KILN_TYPE_F32, 3, 4)) != NULL, "valid out_prod");
+    expect_fail(kiln_out_prod(ctx, pa, kiln_new_tensor_2d(ctx, KILN_TYPE_F32, 3, 5)), "ne[1]", "out_prod ne1 mismatch");
+    expect_fail(kiln_out_prod(ctx, kiln_new_tensor_3d(ctx, KILN_TYPE_F32, 6, 4, 2), kiln_new_tensor_3d(ctx, KILN_TYPE_F32, 3, 4, 3)), "broadcast", "out_prod broadcast");
+    expect_fail(kiln_out_prod(ctx, pa, NULL), "NULL", "out_prod NULL b");
+
+    kiln_mul_mat_set_prec(kiln_mul_mat(ctx, a, b), KILN_PREC_F32);
+    struct kiln_tensor * mm = kiln_mul_mat(ctx, a, b);
+    kiln_mul_mat_set_prec(mm, KILN_PREC_F32);
+    CHECK(mm->op_params[0] == KILN_PREC_F32, "set_prec records op_params[0]");
+    kiln_clear_error();
+    kiln_mul_mat_set_prec(a, KILN_PREC_F32);
+    CHECK(strstr(kiln_last_error(), "not a mul_mat") != NULL, "set_prec on a non-mul_mat: message");
+    kiln_free(ctx);
+}
+
+/* empty dims compute to nothing (and K = 0 gives zeros) without crashing */
+static void test_empty(void) {
+    tu_case = "empty";
+    struct kiln_context * ctx = tu_ctx(1 << 20);
+    struct kiln_tensor * a = kiln_new_tensor_2d(ctx, KILN_TYPE_F32, 0, 4);
+    struct kiln_tensor * b = kiln_new_tensor_2d(ctx, KILN_TYPE_F32, 0, 3);
+    struct kiln_tensor * out = kiln_mul_mat(ctx, a, b);
+    if (!CHECK(out && out->ne[0] == 4 && out->ne[1] == 3, "K = 0 shape: %s", kiln_last_error())) { kiln_free(ctx); return; }
+    memset(out->data, 0xff, kiln_nbytes(out));
+    CHECK(tu_compute(ctx, out, 2) == KILN_STATUS_SUCCESS, "K = 0 computes: %s", kiln_last_error());
+    int bad = 0;
+    for (int i = 0; i < 12; i++) bad += kiln_get_f32_1d(out, i) != 0.0f;
+    CHECK(!bad, "K = 0 gives zeros");
+    struct kiln_tensor * a2 = kiln_new_tensor_2d(ctx, KILN_TYPE_F32, 5, 0);
+    struct kiln_tensor * b2 = kiln_new_tensor_2d(ctx, KILN_TYPE_F32, 5, 3);
+    struct kiln_tensor * o2 = kiln_mul_mat(ctx, a2, b2);
+    CHECK(o2 && tu_compute(ctx, o2, 4) == KILN_STATUS_SUCCESS, "N = 0 computes");
+    kiln_free(ctx);
+}
+
+int main(void) {
+    tu_seed(7);
+    test_bad_input();
+    test_empty();
+    test_mul_mat();
+    test_mul_mat_quant();
+    test_mul_mat_id();
+    test_out_prod();
+    return tu_finish();
+}

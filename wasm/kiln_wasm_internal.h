@@ -1,0 +1,63 @@
+/*
+ * kiln_wasm_internal.h — shared between the wasm ABI files.
+ */
+#ifndef KILN_WASM_INTERNAL_H
+#define KILN_WASM_INTERNAL_H
+
+#include "kiln.h"
+#include "kiln_wasm.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#ifdef __EMSCRIPTEN__
+#include <emscripten/emscripten.h>
+#define KW_EXPORT EMSCRIPTEN_KEEPALIVE
+#else
+#define KW_EXPORT
+#endif
+
+#if defined(__EMSCRIPTEN_PTHREADS__)
+#define KW_THREADS 1
+#else
+#define KW_THREADS 0
+#endif
+
+enum { KW_KIND_TENSOR = 1, KW_KIND_MODEL = 2 };
+#define KW_MAX_DEPS (KILN_MAX_SRC + 2)
+
+struct kw_entry {
+    int kind;
+    int gen;
+    int user;       /* 1 while the caller holds the handle */
+    int refs;       /* user + entries depending on this one */
+    int next_free;
+    struct kiln_context * ctx; /* tensors of this entry (metadata) */
+    void * buf;                /* their data */
+    struct kiln_tensor * t;    /* the tensor a tensor handle stands for */
+    int deps[KW_MAX_DEPS];     /* slots kept alive by this one */
+    int n_deps;
+    /* models */
+    void *  mbuf;   /* the file bytes, written by JS */
+    double  msize;
+    double  mloaded;
+    void *  gguf;   /* struct kiln_gguf_context * when the reader is built in */
+    struct kiln_context * mctx;
+    int     n_tensors;
+    int     n_kv;
+    int     version;
+};
+
+int  kw_fail(int code, const char * fmt, ...);
+int  kw_fail_kiln(int code, const char * what);
+int  kw_entry_new(int kind);
+void kw_entry_discard(int slot);
+void kw_entry_add_dep(int slot, int dep);
+struct kw_entry * kw_entry_slot(int slot);
+int  kw_handle_of(int slot);
+int  kw_slot(int h, int kind, const char * fn);
+struct kiln_tensor * kw_tensor(int h, const char * fn);
+int  kw_alloc_ctx(struct kw_entry * e);
+struct kiln_context * kw_new_ctx(size_t n_tensors, size_t extra);
+
+#endif
