@@ -527,14 +527,21 @@ static void test_no_huge_allocations(void) {
 }
 
 int main(void) {
-    test_base_is_valid();
-    test_header();
-    test_kv();
-    test_tensor_infos();
-    test_data_layout();
-    test_truncation_at_boundaries();
-    test_truncation_everywhere();
-    test_no_huge_allocations();
+    static const struct { const char * name; void (*fn)(void); } sections[] = {
+        { "valid base file (no malformed cases)", test_base_is_valid },
+        { "header: magic, version, counts", test_header },
+        { "key-value pairs: lengths, types, duplicates, alignment", test_kv },
+        { "tensor infos: names, dims, types, blocks, offsets", test_tensor_infos },
+        { "data layout: outside the file, overlaps", test_data_layout },
+        { "truncation at every section boundary", test_truncation_at_boundaries },
+        { "truncation at every byte, streams ending early", test_truncation_everywhere },
+        { "allocation and time bounds", test_no_huge_allocations },
+    };
+    for (size_t i = 0; i < sizeof(sections) / sizeof(sections[0]); i++) {
+        const int before = n_cases;
+        sections[i].fn();
+        printf("%5d  %s\n", n_cases - before, sections[i].name);
+    }
     printf("%d malformed files rejected (each from a buffer, into a context, and streamed)\n", n_cases);
     return tu_finish();
 }
