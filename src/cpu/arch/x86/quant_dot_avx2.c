@@ -11,6 +11,8 @@
 #include <immintrin.h>
 #include <string.h>
 
+/* F16C: exact fp16 -> fp32 in one instruction */
+#define KQ_H2F(h) _cvtsh_ss(h)
 #include "../quant_dot.h"
 #include "blocks.h"
 #include "quants_impl.h"
