@@ -2,6 +2,8 @@
  * bench/kernels.c — kernel benchmarks, one JSON object per line:
  *   f32 GEMM 1024^3 (mul_mat, batch 1024),
  *   f32 mat-vec 4096x4096 (the LLM token case: row-major weights x vector),
+ *   the same mat-vec for f16/bf16 and (once registered) q8_0/q4_0/q4_K/q6_K,
+ *   vec_dot ns per block for every weight type of every ISA table,
  *   the machine's read bandwidth, 1 and 2 threads,
  * and each mat-vec's fraction of that bandwidth.
  *
@@ -21,6 +23,13 @@
 #include <string.h>
 
 #define MB (1024.0 * 1024.0)
+
+/* a wasm build without pthreads runs everything on one thread */
+#if defined(__EMSCRIPTEN__) && !defined(__EMSCRIPTEN_PTHREADS__)
+#define MAX_THREADS 1
+#else
+#define MAX_THREADS 2
+#endif
 
 static int cmp_double(const void * a, const void * b) {
     const double x = *(const double *) a, y = *(const double *) b;
@@ -100,9 +109,13 @@ struct mm_bench {
     int ngraphs;
 };
 
-static struct mm_bench mm_setup(int64_t K, int64_t N, int64_t M, int nset) {
+/* weights of `type`: floats converted, quantized types through their
+ * reference quantizer (one matrix, copied to the others of the set: the
+ * bytes still stream from memory, the setup stays quick) */
+static struct mm_bench mm_setup_type(enum kiln_type type, int64_t K, int64_t N, int64_t M, int nset) {
     struct mm_bench b;
-    const size_t bytes = (size_t) nset * (size_t) (K * N + K * M + N * M) * sizeof(float) + (size_t) nset * 2 * 1024 * 1024 + (64u << 20);
+    const size_t wbytes = kiln_row_size(type, K) * (size_t) N;
+    const size_t bytes = (size_t) nset * (wbytes + (size_t) (K * M + N * M) * sizeof(float) + 2 * 1024 * 1024) + (64u << 20);
     struct kiln_init_params p = { bytes, NULL, false };
     b.ctx = kiln_init(p);
     if (!b.ctx) { fprintf(stderr, "bench: cannot allocate %.0f MB\n", bytes / MB); exit(1); }
@@ -111,15 +124,30 @@ static struct mm_bench mm_setup(int64_t K, int64_t N, int64_t M, int nset) {
     struct kiln_tensor * x = kiln_new_tensor_2d(b.ctx, KILN_TYPE_F32, K, M);
     float * xd = kiln_get_data_f32(x);
     for (int64_t i = 0; i < K * M; i++) xd[i] = (float) ((i * 7919) % 1000) * 1e-3f - 0.5f;
+    float * row = malloc(sizeof(float) * (size_t) K);
+    const struct kiln_type_traits * tt = kiln_get_type_traits(type);
+    void * first = NULL;
     for (int s = 0; s < nset; s++) {
-        struct kiln_tensor * w = kiln_new_tensor_2d(b.ctx, KILN_TYPE_F32, K, N);
-        float * wd = kiln_get_data_f32(w);
-        for (int64_t i = 0; i < K * N; i++) wd[i] = (float) (((i + s) * 104729) % 2000) * 1e-3f - 1.0f;
+        struct kiln_tensor * w = kiln_new_tensor_2d(b.ctx, type, K, N);
+        if (s == 0) {
+            for (int64_t r = 0; r < N; r++) {
+                for (int64_t i = 0; i < K; i++) row[i] = (float) (((r * K + i) * 104729) % 2000) * 1e-3f - 1.0f;
+                tt->from_float_ref(row, (char *) w->data + r * w->nb[1], K);
+            }
+            first = w->data;
+        } else {
+            memcpy(w->data, first, wbytes);
+        }
         struct kiln_tensor * y = kiln_mul_mat(b.ctx, w, x);
         b.graphs[s] = kiln_new_graph(b.ctx);
         kiln_build_forward_expand(b.graphs[s], y);
     }
+    free(row);
     return b;
+}
+
+static struct mm_bench mm_setup(int64_t K, int64_t N, int64_t M, int nset) {
+    return mm_setup_type(KILN_TYPE_F32, K, N, M, nset);
 }
 
 static struct stats mm_run(struct mm_bench * b, int nth, int reps) {
@@ -152,7 +180,7 @@ int main(int argc, char ** argv) {
         for (int64_t j = 0; j < nbw; j++) bufs[i][j] = (float) (j & 1023);
     }
     double bw[3] = { 0, 0, 0 };
-    for (int nth = 1; nth <= 2; nth++) bw[nth] = bench_bandwidth(bufs, nbufs, nbw, nth, reps * 2);
+    for (int nth = 1; nth <= MAX_THREADS; nth++) bw[nth] = bench_bandwidth(bufs, nbufs, nbw, nth, reps * 2);
     for (int i = 0; i < nbufs; i++) free(bufs[i]);
 
     /* f32 mat-vec 4096x4096, 3 weight matrices of 64 MB in rotation */
@@ -162,7 +190,7 @@ int main(int argc, char ** argv) {
         for (int ii = 0; ii < 2; ii++) {
             if (ii == 1 && strcmp(best, "scalar") == 0) break;
             kiln_cpu_force_isa(isas[ii]);
-            for (int nth = 1; nth <= 2; nth++) {
+            for (int nth = 1; nth <= MAX_THREADS; nth++) {
                 if (ii == 1 && nth == 2) break;
                 const struct stats st = mm_run(&b, nth, reps * 2);
                 const double bytes = 4096.0 * 4096.0 * sizeof(float);
@@ -178,6 +206,71 @@ int main(int argc, char ** argv) {
         kiln_free(b.ctx);
     }
 
+    /* mat-vec 4096x4096 for the other weight types the table supports
+     * (quantized ones once src/quant registers their dot products), with
+     * enough matrices in rotation to make >= 4x the 32 MB L3 */
+    {
+        const enum kiln_type types[] = { KILN_TYPE_F16, KILN_TYPE_BF16, KILN_TYPE_Q8_0, KILN_TYPE_Q4_0, KILN_TYPE_Q4_K, KILN_TYPE_Q6_K };
+        for (size_t ti = 0; ti < sizeof(types) / sizeof(types[0]); ti++) {
+            const enum kiln_type t = types[ti];
+            const struct kiln_type_traits * tt = kiln_get_type_traits(t);
+            if (!kiln_kernels()->vec_dot[t] || !tt->from_float_ref) {
+                printf("{\"what\":\"mul_mat_vec\",\"type\":\"%s\",\"isa\":\"%s\",\"skipped\":\"no dot product kernel registered\"}\n", tt->type_name, best);
+                continue;
+            }
+            const double wbytes = (double) kiln_row_size(t, 4096) * 4096;
+            const int nset = (int) (128.0 * MB / wbytes) + 1;
+            struct mm_bench b = mm_setup_type(t, 4096, 4096, 1, nset);
+            for (int nth = 1; nth <= MAX_THREADS; nth++) {
+                const struct stats st = mm_run(&b, nth, reps * 2);
+                const double gbps = wbytes / (st.median * 1e-6) / 1e9;
+                printf("{\"what\":\"mul_mat_vec\",\"shape\":\"4096x4096 . 4096x1\",\"type\":\"%s\",\"isa\":\"%s\",\"threads\":%d,"
+                       "\"median_ms\":%.3f,\"p25_ms\":%.3f,\"p75_ms\":%.3f,\"GFLOPS\":%.2f,\"GBps\":%.2f,\"bw_fraction\":%.3f,\"matrices\":%d}\n",
+                       tt->type_name, kiln_cpu_isa(), nth, st.median / 1e3, st.p25 / 1e3, st.p75 / 1e3,
+                       2.0 * 4096 * 4096 / (st.median * 1e-6) / 1e9, gbps, gbps / bw[nth], nset);
+                fflush(stdout);
+            }
+            kiln_free(b.ctx);
+        }
+    }
+
+    /* vec_dot per weight type and ISA, in cache: ns per block of the type */
+    for (int isa = 0; isa < KILN_ISA_COUNT; isa++) {
+        const struct kiln_kernels * k = kiln_kernels_for_isa((enum kiln_isa) isa);
+        if (!k) continue;
+        for (int t = 0; t < KILN_TYPE_COUNT; t++) {
+            if (!k->vec_dot[t] || k->vec_dot_type[t] >= KILN_TYPE_COUNT) continue;
+            const struct kiln_type_traits * tt = kiln_get_type_traits((enum kiln_type) t);
+            const enum kiln_type vt = k->vec_dot_type[t];
+            if (!tt->from_float_ref || !k->from_float[vt]) continue;
+            const int64_t n = 4096;
+            float * xf = malloc(sizeof(float) * n);
+            for (int64_t i = 0; i < n; i++) xf[i] = (float) ((i * 31) % 200) * 0.01f - 1.0f;
+            void * xw = malloc(kiln_row_size((enum kiln_type) t, n));
+            void * yw = malloc(kiln_row_size(vt, n));
+            tt->from_float_ref(xf, xw, n);
+            k->from_float[vt](xf, yw, n);
+            const int inner = 2000;
+            double * tm = calloc((size_t) reps, sizeof(double));
+            float acc = 0;
+            for (int r = 0; r < reps; r++) {
+                const int64_t t0 = kiln_time_us();
+                for (int q = 0; q < inner; q++) { float sdot; k->vec_dot[t](n, &sdot, xw, yw); acc += sdot; }
+                tm[r] = (double) (kiln_time_us() - t0);
+            }
+            const struct stats st = summarize(tm, reps);
+            const double nblocks = (double) n / (double) tt->blck_size;
+            const double per_block_ns = st.median * 1e3 / inner / nblocks;
+            printf("{\"what\":\"vec_dot\",\"shape\":\"%lld\",\"type\":\"%s\",\"vec_dot_type\":\"%s\",\"isa\":\"%s\",\"threads\":1,"
+                   "\"median_ns_per_block\":%.3f,\"p25_ns_per_block\":%.3f,\"p75_ns_per_block\":%.3f,\"GFLOPS\":%.2f,\"check\":%g}\n",
+                   (long long) n, tt->type_name, kiln_type_name(vt), k->isa, per_block_ns,
+                   st.p25 * 1e3 / inner / nblocks, st.p75 * 1e3 / inner / nblocks,
+                   2.0 * n * inner / (st.median * 1e-6) / 1e9, (double) acc);
+            fflush(stdout);
+            free(tm); free(xf); free(xw); free(yw);
+        }
+    }
+
     /* f32 GEMM 1024^3 */
     {
         struct mm_bench b = mm_setup(1024, 1024, 1024, 1);
@@ -185,7 +278,7 @@ int main(int argc, char ** argv) {
         for (int ii = 0; ii < 2; ii++) {
             if (ii == 1 && strcmp(best, "scalar") == 0) break;
             kiln_cpu_force_isa(isas[ii]);
-            for (int nth = 1; nth <= 2; nth++) {
+            for (int nth = 1; nth <= MAX_THREADS; nth++) {
                 if (ii == 1 && nth == 2) break;
                 const struct stats st = mm_run(&b, nth, ii == 1 ? 3 : reps);
                 printf("{\"what\":\"mul_mat\",\"shape\":\"1024x1024x1024\",\"type\":\"f32\",\"isa\":\"%s\",\"threads\":%d,"

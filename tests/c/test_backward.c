@@ -178,6 +178,7 @@ static T * b_conv_2d(struct kiln_context * c, T ** x) {
 }
 static T * b_pool_avg(struct kiln_context * c, T ** x) { return kiln_pool_2d(c, x[0], KILN_OP_POOL_AVG, 2, 2, 2, 2, 0, 0); }
 static T * b_pool_max(struct kiln_context * c, T ** x) { return kiln_pool_2d(c, x[0], KILN_OP_POOL_MAX, 2, 2, 2, 2, 0, 0); }
+static T * b_pool_pad(struct kiln_context * c, T ** x) { return kiln_pool_2d(c, x[0], KILN_OP_POOL_AVG, 3, 3, 2, 2, 1, 1); }
 static T * b_pad(struct kiln_context * c, T ** x) { return kiln_pad(c, x[0], 2, 1, 0, 0); }
 static T * b_abs(struct kiln_context * c, T ** x) { return kiln_abs(c, x[0]); }
 static T * b_neg(struct kiln_context * c, T ** x) { return kiln_neg(c, x[0]); }
@@ -200,6 +201,11 @@ static T * b_cross_entropy(struct kiln_context * c, T ** x) {
 }
 static T * b_acc(struct kiln_context * c, T ** x) {
     return kiln_acc(c, x[0], x[1], x[0]->nb[1], x[0]->nb[2], x[0]->nb[3], 1 * x[0]->nb[1] + 2 * sizeof(float));
+}
+static T * b_norm(struct kiln_context * c, T ** x) { return kiln_norm(c, x[0], 1e-5f); }
+static T * b_out_prod(struct kiln_context * c, T ** x) { return kiln_out_prod(c, x[0], x[1]); }
+static T * b_set(struct kiln_context * c, T ** x) {
+    return kiln_set(c, x[0], x[1], x[0]->nb[1], x[0]->nb[2], x[0]->nb[3], 1 * x[0]->nb[1] + 1 * sizeof(float));
 }
 static T * b_mlp(struct kiln_context * c, T ** x) {
     /* a small network: the chain rule through several rules at once */
@@ -244,6 +250,7 @@ static const struct gcase cases[] = {
     { "conv_2d",    b_conv_2d,    2, {{3, 3, 2, 2}, {6, 5, 2, 1}}, -1, 1, 1e-4 },
     { "pool_avg",   b_pool_avg,   1, {{4, 6, 2}},             -1, 1, 1e-5 },
     { "pool_max",   b_pool_max,   1, {{4, 6, 2}},             -1, 1, 1e-4 },
+    { "pool_padded", b_pool_pad,  1, {{5, 6, 2}},             -1, 1, 1e-5 },
     { "pad",        b_pad,        1, {{3, 2}},                -1, 1, 1e-5 },
     { "abs",        b_abs,        1, {{7, 3}},                0.1f, 1, 1e-5 },
     { "neg",        b_neg,        1, {{7, 3}},                -1, 1, 1e-5 },
@@ -254,6 +261,9 @@ static const struct gcase cases[] = {
     { "sigmoid",    b_sigmoid,    1, {{7, 3}},                -2, 2, 1e-5 },
     { "cross_entropy", b_cross_entropy, 1, {{6, 4}},          -2, 2, 1e-4 },
     { "acc",        b_acc,        2, {{6, 4}, {3, 2}},        -1, 1, 1e-5 },
+    { "norm",       b_norm,       1, {{8, 3}},                -1, 1, 1e-4 },
+    { "out_prod",   b_out_prod,   2, {{5, 4}, {3, 4}},        -1, 1, 1e-5 },
+    { "set",        b_set,        2, {{6, 4}, {3, 2}},        -1, 1, 1e-5 },
     { "mlp",        b_mlp,        3, {{6, 5}, {5, 3}, {6, 3}}, -1, 1, 1e-4 },
 };
 
