@@ -161,6 +161,34 @@ static void bwd_rms_norm(struct bwd * b, T * node, T * grad) {
     const float eps = kiln_get_op_params_f32(node, 0);
     if (NEED0) add_grad(b, SRC0, kiln_rms_norm_back(CTX, SRC0, grad, eps));
 }
+static void bwd_norm(struct bwd * b, T * node, T * grad) {
+    if (!NEED0) return;
+    /* y = (x - mean) / s with s = sqrt(var + eps):
+     * dx = (dy - mean(dy) - y * mean(dy * y)) / s */
+    const float eps = kiln_get_op_params_f32(node, 0);
+    const float inv_n = 1.0f / (float) SRC0->ne[0];
+    T * xm = kiln_sub(CTX, SRC0, kiln_scale(CTX, kiln_sum_rows(CTX, SRC0), inv_n));
+    T * var = kiln_scale(CTX, kiln_sum_rows(CTX, kiln_sqr(CTX, xm)), inv_n);
+    T * s = kiln_sqrt(CTX, kiln_add1(CTX, var, kiln_new_f32(CTX, eps)));
+    T * t = kiln_sub(CTX, kiln_sub(CTX, grad, kiln_scale(CTX, kiln_sum_rows(CTX, grad), inv_n)),
+                     kiln_mul(CTX, node, kiln_scale(CTX, kiln_sum_rows(CTX, kiln_mul(CTX, grad, node)), inv_n)));
+    add_grad(b, SRC0, kiln_div(CTX, t, s));
+}
+static void bwd_out_prod(struct bwd * b, T * node, T * grad) {
+    /* a [m, n], b [p, n], node [m, p]: node[i, j] = sum_k a[i, k] b[j, k] */
+    if (NEED0) add_grad(b, SRC0, kiln_mul_mat(CTX, kiln_cont(CTX, kiln_transpose(CTX, grad)), SRC1));
+    if (NEED1) add_grad(b, SRC1, kiln_mul_mat(CTX, grad, SRC0));
+}
+static void bwd_set(struct bwd * b, T * node, T * grad) {
+    const size_t nb1 = (size_t) node->op_params[0], nb2 = (size_t) node->op_params[1];
+    const size_t nb3 = (size_t) node->op_params[2], off = (size_t) node->op_params[3];
+    /* src0 sees the gradient everywhere but the overwritten region */
+    if (NEED0) add_grad(b, SRC0, kiln_set(CTX, grad, kiln_scale(CTX, SRC1, 0.0f), nb1, nb2, nb3, off));
+    if (NEED1) {
+        T * v = kiln_view_4d(CTX, grad, SRC1->ne[0], SRC1->ne[1], SRC1->ne[2], SRC1->ne[3], nb1, nb2, nb3, off);
+        add_grad(b, SRC1, v ? kiln_cont(CTX, v) : NULL);
+    }
+}
 static void bwd_mul_mat(struct bwd * b, T * node, T * grad) {
     /* src0 [K, N], src1 [K, M], node [N, M] */
     if (NEED0) add_grad(b, SRC0, reduce_to(b, kiln_out_prod(CTX, SRC1, grad), SRC0));

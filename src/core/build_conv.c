@@ -29,9 +29,9 @@ static bool check_not_empty(const struct kiln_tensor * t, const char * op, const
  * (a kernel longer than the padded input by less than a stride still gives
  * one output, as in ggml). Returns false when the arithmetic overflows. */
 static bool conv_out_size(int64_t ins, int64_t ks, int s, int p, int d, int64_t * out) {
-    int64_t span;
+    int64_t span, num;
     if (__builtin_mul_overflow((int64_t) d, ks - 1, &span)) return false;
-    const int64_t num = ins + 2 * (int64_t) p - span - 1;
+    if (__builtin_sub_overflow(ins - 1, span, &num) || __builtin_add_overflow(num, 2 * (int64_t) p, &num)) return false;
     *out = num / s + 1;
     return true;
 }

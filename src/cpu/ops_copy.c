@@ -4,17 +4,18 @@
  * Shapes may differ as long as the element counts match (ggml semantics).
  */
 #include "ops_common.h"
+#include "kernels.h"
 
 void kiln_load_f32(enum kiln_type t, const char * p, size_t s, int64_t n, float * out) {
     if (t == KILN_TYPE_F32 && s == sizeof(float)) { memcpy(out, p, (size_t) n * sizeof(float)); return; }
-    if (t == KILN_TYPE_F16 && s == sizeof(kiln_fp16_t)) { kiln_fp16_to_fp32_row((const kiln_fp16_t *) p, out, n); return; }
+    if (t == KILN_TYPE_F16 && s == sizeof(kiln_fp16_t)) { kiln_kernels()->f16_to_f32(n, (const kiln_fp16_t *) p, out); return; }
     if (t == KILN_TYPE_BF16 && s == sizeof(kiln_bf16_t)) { kiln_bf16_to_fp32_row((const kiln_bf16_t *) p, out, n); return; }
     for (int64_t i = 0; i < n; i++) out[i] = kiln_ld_f32(t, p + i * s);
 }
 
 void kiln_store_f32(enum kiln_type t, char * p, size_t s, int64_t n, const float * in) {
     if (t == KILN_TYPE_F32 && s == sizeof(float)) { memmove(p, in, (size_t) n * sizeof(float)); return; }
-    if (t == KILN_TYPE_F16 && s == sizeof(kiln_fp16_t)) { kiln_fp32_to_fp16_row(in, (kiln_fp16_t *) p, n); return; }
+    if (t == KILN_TYPE_F16 && s == sizeof(kiln_fp16_t)) { kiln_kernels()->f32_to_f16(n, in, (kiln_fp16_t *) p); return; }
     if (t == KILN_TYPE_BF16 && s == sizeof(kiln_bf16_t)) { kiln_fp32_to_bf16_row_ref(in, (kiln_bf16_t *) p, n); return; }
     for (int64_t i = 0; i < n; i++) kiln_st_f32(t, p + i * s, in[i]);
 }

@@ -7,15 +7,17 @@
  * from_float, for add_cast), src1 F32/F16/BF16; math in f32 like ggml.
  */
 #include "ops_common.h"
+#include "kernels.h"
 #include "../core/op_params_elem.h"
 
 #include <math.h>
 
 typedef void (*bin_fn)(float * d, const float * a, const float * b, int64_t n);
 
-static void b_add(float * d, const float * a, const float * b, int64_t n) { for (int64_t i = 0; i < n; i++) d[i] = a[i] + b[i]; }
+/* add and mul go through the kernel table (exact in every ISA) */
+static void b_add(float * d, const float * a, const float * b, int64_t n) { kiln_kernels()->f32_add(n, a, b, d); }
 static void b_sub(float * d, const float * a, const float * b, int64_t n) { for (int64_t i = 0; i < n; i++) d[i] = a[i] - b[i]; }
-static void b_mul(float * d, const float * a, const float * b, int64_t n) { for (int64_t i = 0; i < n; i++) d[i] = a[i] * b[i]; }
+static void b_mul(float * d, const float * a, const float * b, int64_t n) { kiln_kernels()->f32_mul(n, a, b, d); }
 static void b_div(float * d, const float * a, const float * b, int64_t n) { for (int64_t i = 0; i < n; i++) d[i] = a[i] / b[i]; }
 /* a = x, b = dy: d silu(x)/dx * dy */
 static void b_silu_back(float * d, const float * a, const float * b, int64_t n) {

@@ -99,32 +99,30 @@ enum kiln_status kiln_cpu_fwd_count_equal(const struct kiln_compute_params * par
     return KILN_STATUS_SUCCESS;
 }
 
-/* sums every repetition of dst's shape in src0 (thread 0 only) */
+/* dst = sum of every repetition of dst's shape in src0 (thread 0 only).
+ * Each output is accumulated in f32 over the repetitions in order (k3, k2,
+ * k1, k0) and stored once, so f16/bf16 results round only at the end. */
 enum kiln_status kiln_cpu_fwd_repeat_back(const struct kiln_compute_params * params, struct kiln_tensor * dst) {
     const struct kiln_tensor * src = dst->src[0];
     if (!kiln_is_float_type(src->type) || src->type != dst->type) return kiln_unsupported_types(dst);
     if (params->ith != 0) return KILN_STATUS_SUCCESS;
-    const int64_t nd = kiln_nelements(dst);
-    for (int64_t k = 0; k < nd; k++) {
-        int64_t i0, i1, i2, i3;
-        kiln_unravel_index(dst, k, &i0, &i1, &i2, &i3);
-        kiln_st_f32(dst->type, kiln_elem_ptr(dst, i0, i1, i2, i3), 0.0f);
-    }
-    if (kiln_is_empty(src)) return KILN_STATUS_SUCCESS;
     const int64_t ne0 = dst->ne[0], ne1 = dst->ne[1], ne2 = dst->ne[2], ne3 = dst->ne[3];
-    const int64_t n0 = src->ne[0] / ne0, n1 = src->ne[1] / ne1, n2 = src->ne[2] / ne2, n3 = src->ne[3] / ne3;
-    for (int64_t k3 = 0; k3 < n3; k3++)
-    for (int64_t k2 = 0; k2 < n2; k2++)
-    for (int64_t k1 = 0; k1 < n1; k1++)
-    for (int64_t k0 = 0; k0 < n0; k0++)
+    const bool empty = kiln_is_empty(src);
+    const int64_t n0 = empty ? 0 : src->ne[0] / ne0, n1 = empty ? 0 : src->ne[1] / ne1;
+    const int64_t n2 = empty ? 0 : src->ne[2] / ne2, n3 = empty ? 0 : src->ne[3] / ne3;
     for (int64_t i3 = 0; i3 < ne3; i3++)
     for (int64_t i2 = 0; i2 < ne2; i2++)
     for (int64_t i1 = 0; i1 < ne1; i1++) {
         char * d = kiln_row_ptr(dst, i1, i2, i3);
-        const char * s = kiln_row_ptr(src, k1 * ne1 + i1, k2 * ne2 + i2, k3 * ne3 + i3) + k0 * ne0 * src->nb[0];
         for (int64_t i0 = 0; i0 < ne0; i0++) {
-            char * pd = d + i0 * dst->nb[0];
-            kiln_st_f32(dst->type, pd, kiln_ld_f32(dst->type, pd) + kiln_ld_f32(src->type, s + i0 * src->nb[0]));
+            float acc = 0.0f;
+            for (int64_t k3 = 0; k3 < n3; k3++)
+            for (int64_t k2 = 0; k2 < n2; k2++)
+            for (int64_t k1 = 0; k1 < n1; k1++) {
+                const char * s = kiln_row_ptr(src, k1 * ne1 + i1, k2 * ne2 + i2, k3 * ne3 + i3);
+                for (int64_t k0 = 0; k0 < n0; k0++) acc += kiln_ld_f32(src->type, s + (k0 * ne0 + i0) * src->nb[0]);
+            }
+            kiln_st_f32(dst->type, d + i0 * dst->nb[0], acc);
         }
     }
     return KILN_STATUS_SUCCESS;

@@ -4,6 +4,7 @@
  * may have any strides and be F32, F16 or BF16 (math in f32, like ggml).
  */
 #include "ops_common.h"
+#include "kernels.h"
 
 #include <math.h>
 
@@ -48,7 +49,8 @@ static void f_sqrt(float * y, const float * x, int64_t n, const float * p) { (vo
 static void f_log (float * y, const float * x, int64_t n, const float * p) { (void) p; for (int64_t i = 0; i < n; i++) y[i] = logf(x[i]); }
 static void f_sin (float * y, const float * x, int64_t n, const float * p) { (void) p; for (int64_t i = 0; i < n; i++) y[i] = sinf(x[i]); }
 static void f_cos (float * y, const float * x, int64_t n, const float * p) { (void) p; for (int64_t i = 0; i < n; i++) y[i] = cosf(x[i]); }
-static void f_scale(float * y, const float * x, int64_t n, const float * p) { const float s = p[0]; for (int64_t i = 0; i < n; i++) y[i] = x[i] * s; }
+/* scale, exp, silu and gelu go through the selected ISA's kernel table */
+static void f_scale(float * y, const float * x, int64_t n, const float * p) { kiln_kernels()->f32_scale(n, p[0], x, y); }
 static void f_clamp(float * y, const float * x, int64_t n, const float * p) {
     const float lo = p[0], hi = p[1];
     for (int64_t i = 0; i < n; i++) y[i] = fminf(fmaxf(x[i], lo), hi);
@@ -66,21 +68,14 @@ static void f_tanh(float * y, const float * x, int64_t n, const float * p) { (vo
 static void f_elu (float * y, const float * x, int64_t n, const float * p) { (void) p; for (int64_t i = 0; i < n; i++) y[i] = x[i] > 0.f ? x[i] : expm1f(x[i]); }
 static void f_relu(float * y, const float * x, int64_t n, const float * p) { (void) p; for (int64_t i = 0; i < n; i++) y[i] = x[i] > 0.f ? x[i] : 0.f; }
 static void f_sigmoid(float * y, const float * x, int64_t n, const float * p) { (void) p; for (int64_t i = 0; i < n; i++) y[i] = 1.f / (1.f + expf(-x[i])); }
-static void f_gelu(float * y, const float * x, int64_t n, const float * p) {
-    (void) p;
-    /* ggml's tanh approximation 0.5*x*(1 + tanh(z)), written as x*sigmoid(2z):
-     * the same function, without the cancellation in 1 + tanh(z) for x << 0 */
-    const float c2 = 2.0f * 0.79788456080286535587989211986876f; /* 2*sqrt(2/pi) */
-    for (int64_t i = 0; i < n; i++) {
-        const float v = x[i];
-        y[i] = v / (1.0f + expf(-c2 * v * (1.0f + 0.044715f * v * v)));
-    }
-}
+/* ggml's tanh approximation, in the kernel table's cancellation-free form
+ * x / (1 + exp(-2u)) == 0.5 x (1 + tanh(u)) */
+static void f_gelu(float * y, const float * x, int64_t n, const float * p) { (void) p; kiln_kernels()->f32_gelu(n, x, y); }
 static void f_gelu_quick(float * y, const float * x, int64_t n, const float * p) {
     (void) p;
     for (int64_t i = 0; i < n; i++) y[i] = x[i] * (1.0f / (1.0f + expf(-1.702f * x[i])));
 }
-static void f_silu(float * y, const float * x, int64_t n, const float * p) { (void) p; for (int64_t i = 0; i < n; i++) y[i] = x[i] / (1.0f + expf(-x[i])); }
+static void f_silu(float * y, const float * x, int64_t n, const float * p) { (void) p; kiln_kernels()->f32_silu(n, x, y); }
 static void f_hardswish(float * y, const float * x, int64_t n, const float * p) {
     (void) p;
     for (int64_t i = 0; i < n; i++) y[i] = x[i] * fminf(1.0f, fmaxf(0.0f, (x[i] + 3.0f) / 6.0f));
@@ -89,7 +84,7 @@ static void f_hardsigmoid(float * y, const float * x, int64_t n, const float * p
     (void) p;
     for (int64_t i = 0; i < n; i++) y[i] = fminf(1.0f, fmaxf(0.0f, (x[i] + 3.0f) / 6.0f));
 }
-static void f_exp(float * y, const float * x, int64_t n, const float * p) { (void) p; for (int64_t i = 0; i < n; i++) y[i] = expf(x[i]); }
+static void f_exp(float * y, const float * x, int64_t n, const float * p) { (void) p; kiln_kernels()->f32_exp(n, x, y); }
 
 #define UNARY_FN_(UPPER, lower, name) [KILN_UNARY_OP_##UPPER] = f_##lower,
 static const map_fn unary_fns[KILN_UNARY_OP_COUNT] = { KILN_UNARY_OP_LIST(UNARY_FN_) };

@@ -51,15 +51,15 @@
     KILN_OP(REPEAT_BACK,             repeat_back,             "repeat_back(x)", 2, ONE, 0, 1) \
     KILN_OP(CONCAT,                  concat,                  "concat(x, y)", 2, ALL, 0, 1) \
     KILN_OP(SILU_BACK,               silu_back,               "silu_back(x)", 2, ALL, 0, 0) \
-    KILN_OP(NORM,                    norm,                    "norm(x)",   1, ALL,  0, 0) \
+    KILN_OP(NORM,                    norm,                    "norm(x)",   1, ALL,  0, 1) \
     KILN_OP(RMS_NORM,                rms_norm,                "rms_norm(x)", 1, ALL, 0, 1) \
     KILN_OP(RMS_NORM_BACK,           rms_norm_back,           "rms_norm_back(x)", 2, ALL, 0, 0) \
     KILN_OP(GROUP_NORM,              group_norm,              "group_norm(x)", 1, ALL, 0, 0) \
     KILN_OP(MUL_MAT,                 mul_mat,                 "X*Y",       2, ALL,  1, 1) \
     KILN_OP(MUL_MAT_ID,              mul_mat_id,              "X[i]*Y",    3, ALL,  1, 0) \
-    KILN_OP(OUT_PROD,                out_prod,                "X×Y",       2, ALL,  1, 0) \
+    KILN_OP(OUT_PROD,                out_prod,                "X×Y",       2, ALL,  1, 1) \
     KILN_OP(SCALE,                   scale,                   "x*v",       1, ALL,  0, 1) \
-    KILN_OP(SET,                     set,                     "y->view(x)", 2, ALL, 0, 0) \
+    KILN_OP(SET,                     set,                     "y->view(x)", 2, ALL, 0, 1) \
     KILN_OP(CPY,                     cpy,                     "x->y",    2, ALL,  0, 1) \
     KILN_OP(CONT,                    cont,                    "cont(x)",   1, ALL,  0, 1) \
     KILN_OP(RESHAPE,                 reshape,                 "reshape(x)", 1, NONE, 0, 1) \

@@ -201,6 +201,11 @@ static T * b_cross_entropy(struct kiln_context * c, T ** x) {
 static T * b_acc(struct kiln_context * c, T ** x) {
     return kiln_acc(c, x[0], x[1], x[0]->nb[1], x[0]->nb[2], x[0]->nb[3], 1 * x[0]->nb[1] + 2 * sizeof(float));
 }
+static T * b_norm(struct kiln_context * c, T ** x) { return kiln_norm(c, x[0], 1e-5f); }
+static T * b_out_prod(struct kiln_context * c, T ** x) { return kiln_out_prod(c, x[0], x[1]); }
+static T * b_set(struct kiln_context * c, T ** x) {
+    return kiln_set(c, x[0], x[1], x[0]->nb[1], x[0]->nb[2], x[0]->nb[3], 1 * x[0]->nb[1] + 1 * sizeof(float));
+}
 static T * b_mlp(struct kiln_context * c, T ** x) {
     /* a small network: the chain rule through several rules at once */
     T * h = kiln_relu(c, kiln_add(c, kiln_mul_mat(c, x[0], x[2]), x[1]));
@@ -254,6 +259,9 @@ static const struct gcase cases[] = {
     { "sigmoid",    b_sigmoid,    1, {{7, 3}},                -2, 2, 1e-5 },
     { "cross_entropy", b_cross_entropy, 1, {{6, 4}},          -2, 2, 1e-4 },
     { "acc",        b_acc,        2, {{6, 4}, {3, 2}},        -1, 1, 1e-5 },
+    { "norm",       b_norm,       1, {{8, 3}},                -1, 1, 1e-4 },
+    { "out_prod",   b_out_prod,   2, {{5, 4}, {3, 4}},        -1, 1, 1e-5 },
+    { "set",        b_set,        2, {{6, 4}, {3, 2}},        -1, 1, 1e-5 },
     { "mlp",        b_mlp,        3, {{6, 5}, {5, 3}, {6, 3}}, -1, 1, 1e-4 },
 };
 

@@ -45,11 +45,12 @@ static struct kiln_tensor * make_image(struct kiln_context * ctx, enum kiln_type
 static void test_im2col_2d(void) {
     tu_case = "im2col_2d";
     const enum kiln_type dtypes[2] = { KILN_TYPE_F32, KILN_TYPE_F16 };
-    const enum kiln_type btypes[2] = { KILN_TYPE_F32, KILN_TYPE_F16 };
+    /* data: f32 contiguous, f16 permuted (a non-contiguous view), bf16 contiguous */
+    const enum kiln_type btypes[3] = { KILN_TYPE_F32, KILN_TYPE_F16, KILN_TYPE_BF16 };
     for (size_t ci = 0; ci < sizeof(cases2d) / sizeof(cases2d[0]); ci++) {
         const struct conv2d_case c = cases2d[ci];
         for (int ti = 0; ti < 2; ti++) {
-            for (int perm = 0; perm < 2; perm++) {
+            for (int perm = 0; perm < 3; perm++) {
                 struct kiln_context * ctx = tu_ctx(16 << 20);
                 struct kiln_tensor * a = kiln_new_tensor_4d(ctx, KILN_TYPE_F16, c.KW, c.KH, c.IC, 3);
                 struct kiln_tensor * b = make_image(ctx, btypes[perm], c.IW, c.IH, c.IC, c.N, perm == 1);
@@ -74,7 +75,7 @@ static void test_im2col_2d(void) {
                 }
                 char what[128];
                 snprintf(what, sizeof what, "im2col 2D case %zu dst %s data %s%s", ci, kiln_type_name(dtypes[ti]),
-                         kiln_type_name(btypes[perm]), perm ? " permuted" : "");
+                         kiln_type_name(btypes[perm]), perm == 1 ? " permuted" : "");
                 cc_check_threads(ctx, out, ref, dtypes[ti] == KILN_TYPE_F32 && btypes[perm] == KILN_TYPE_F32 ? 0.0 : 1e-6, what);
                 free(bv);
                 free(ref);
@@ -178,10 +179,12 @@ static void test_conv_transpose_1d(void) {
     for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]); ci++) {
         const int64_t L = cases[ci][0], IC = cases[ci][1], OC = cases[ci][2], K = cases[ci][3];
         const int s = (int) cases[ci][4];
-        for (int f16 = 0; f16 < 2; f16++) {
+        for (int v = 0; v < 3; v++) { /* f32 kernel, f16 kernel, f32 kernel with transposed data */
+            const int f16 = v == 1;
             struct kiln_context * ctx = tu_ctx(16 << 20);
             struct kiln_tensor * a = kiln_new_tensor_3d(ctx, f16 ? KILN_TYPE_F16 : KILN_TYPE_F32, K, OC, IC);
-            struct kiln_tensor * b = kiln_new_tensor_2d(ctx, KILN_TYPE_F32, L, IC);
+            struct kiln_tensor * b = v == 2 ? kiln_transpose(ctx, kiln_new_tensor_2d(ctx, KILN_TYPE_F32, IC, L))
+                                            : kiln_new_tensor_2d(ctx, KILN_TYPE_F32, L, IC);
             tu_fill_uniform(a, -1.0f, 1.0f);
             tu_fill_uniform(b, -1.0f, 1.0f);
             struct kiln_tensor * out = kiln_conv_transpose_1d(ctx, a, b, s, 0, 1);
@@ -199,7 +202,7 @@ static void test_conv_transpose_1d(void) {
                 ref[oc * OL + l * s + k] += av[cc_idx(a, k, oc, c, 0)] * bv[cc_idx(b, l, c, 0, 0)];
             }
             char what[64];
-            snprintf(what, sizeof what, "conv_transpose_1d case %zu kernel %s", ci, f16 ? "f16" : "f32");
+            snprintf(what, sizeof what, "conv_transpose_1d case %zu kernel %s%s", ci, f16 ? "f16" : "f32", v == 2 ? " transposed b" : "");
             cc_check_threads(ctx, out, ref, f16 ? 1e-5 : 1e-10, what);
             free(av);
             free(bv);
@@ -219,10 +222,12 @@ static void test_conv_transpose_2d(void) {
         const int64_t W = cases[ci][0], H = cases[ci][1], IC = cases[ci][2], N = cases[ci][3];
         const int64_t KW = cases[ci][4], KH = cases[ci][5], OC = cases[ci][6];
         const int s = (int) cases[ci][7];
-        for (int f16 = 0; f16 < 2; f16++) {
+        for (int v = 0; v < 3; v++) { /* f32 kernel, f16 kernel, f32 kernel with permuted data */
+            const int f16 = v == 1;
             struct kiln_context * ctx = tu_ctx(16 << 20);
             struct kiln_tensor * a = kiln_new_tensor_4d(ctx, f16 ? KILN_TYPE_F16 : KILN_TYPE_F32, KW, KH, OC, IC);
-            struct kiln_tensor * b = kiln_new_tensor_4d(ctx, KILN_TYPE_F32, W, H, IC, N);
+            struct kiln_tensor * b = v == 2 ? kiln_permute(ctx, kiln_new_tensor_4d(ctx, KILN_TYPE_F32, IC, W, H, N), 2, 0, 1, 3)
+                                            : kiln_new_tensor_4d(ctx, KILN_TYPE_F32, W, H, IC, N);
             tu_fill_uniform(a, -1.0f, 1.0f);
             tu_fill_uniform(b, -1.0f, 1.0f);
             struct kiln_tensor * out = kiln_conv_transpose_2d_p0(ctx, a, b, s);
@@ -243,7 +248,7 @@ static void test_conv_transpose_2d(void) {
                 ref[cc_idx(out, w * s + kw, h * s + kh, oc, n)] += av[cc_idx(a, kw, kh, oc, c)] * bv[cc_idx(b, w, h, c, n)];
             }
             char what[64];
-            snprintf(what, sizeof what, "conv_transpose_2d case %zu kernel %s", ci, f16 ? "f16" : "f32");
+            snprintf(what, sizeof what, "conv_transpose_2d case %zu kernel %s%s", ci, f16 ? "f16" : "f32", v == 2 ? " permuted b" : "");
             cc_check_threads(ctx, out, ref, f16 ? 1e-5 : 1e-10, what);
             free(av);
             free(bv);
@@ -275,6 +280,15 @@ static void test_bad_inputs(void) {
     struct kiln_tensor * sig = kiln_new_tensor_3d(ctx, KILN_TYPE_F32, 10, 3, 1);
     CHECK_FAILS(kiln_im2col(ctx, k1, sig, 1, 0, 0, 0, 1, 0, false, KILN_TYPE_F32), "input channels");
     CHECK_FAILS(kiln_im2col(ctx, k1, img, 1, 0, 0, 0, 1, 0, false, KILN_TYPE_F32), "input channels");
+
+    {   /* sizes from outside can overflow int64: an error, not UB */
+        struct kiln_init_params ip = { 1 << 16, NULL, true };
+        struct kiln_context * nctx = kiln_init(ip);
+        struct kiln_tensor * huge = kiln_new_tensor_4d(nctx, KILN_TYPE_F32, (int64_t) 1 << 40, 1, 1, 1);
+        struct kiln_tensor * data = kiln_new_tensor_4d(nctx, KILN_TYPE_F32, 8, 8, 1, 1);
+        CHECK_FAILS(kiln_im2col(nctx, huge, data, 1, 1, 0, 0, 0x7fffffff, 1, true, KILN_TYPE_F32), "overflows");
+        kiln_free(nctx);
+    }
 
     int64_t ne[4] = { 8, 8, 2, 1 };
     struct kiln_tensor * g = kiln_new_tensor_4d(ctx, KILN_TYPE_F32, 18, 6, 6, 1);

@@ -44,6 +44,7 @@ static void run2(int op, enum kiln_type ta, enum kiln_type tb, const int64_t nea
              kiln_type_name(ta), (long long) nea[0], (long long) nea[1], (long long) nea[2], (long long) nea[3], ec_layout_names[la],
              kiln_type_name(tb), (long long) neb[0], (long long) neb[1], (long long) neb[2], (long long) neb[3], ec_layout_names[lb]);
     tu_case = case_name;
+    ec_cases++;
     struct ec_bits bits = { 0 };
     const int64_t n = ec_nel(nea);
     for (int t = 0; t < 3; t++) {
@@ -138,6 +139,7 @@ static void run_write(int kind, enum kiln_type type, const int64_t nea[4], const
              kiln_type_name(type), (long long) nea[0], (long long) nea[1], (long long) nea[2],
              (long long) neb[0], (long long) neb[1], (long long) neb[2], offset_elems);
     tu_case = case_name;
+    ec_cases++;
     struct ec_bits bits = { 0 };
     const int64_t n = ec_nel(nea);
     for (int t = 0; t < 3; t++) {
@@ -211,6 +213,7 @@ static void run_copy(int kind, enum kiln_type ts, enum kiln_type td, const int64
              kiln_type_name(ts), (long long) ne[0], (long long) ne[1], (long long) ne[2], (long long) ne[3], ec_layout_names[ls],
              kiln_type_name(td), (long long) ned[0], (long long) ned[1], (long long) ned[2], (long long) ned[3], ec_layout_names[ld]);
     tu_case = case_name;
+    ec_cases++;
     struct ec_bits bits = { 0 };
     const int64_t n = ec_nel(ne);
     const bool ints = !(ts == KILN_TYPE_F32 || ts == KILN_TYPE_F16 || ts == KILN_TYPE_BF16 || ts == KILN_TYPE_F64);
@@ -311,7 +314,7 @@ static void test_copy_quant(void) {
         } else {
             CHECK(st == KILN_STATUS_SUCCESS, "cpy to %s: %s", kiln_type_name(Q[q]), kiln_last_error());
             if (tt->to_float) {
-                /* round trip back to f32 through dup (a different kernel path) */
+                /* round trip back to f32 (the dequantizing path of cpy) */
                 struct kiln_tensor * back = kiln_cpy(ctx, b, kiln_new_tensor_2d(ctx, KILN_TYPE_F32, ne0, 3));
                 CHECK(tu_compute(ctx, back, 2) == KILN_STATUS_SUCCESS, "dequantize: %s", kiln_last_error());
                 double * x = tu_to_f64(a), * y = tu_to_f64(back);
@@ -321,6 +324,48 @@ static void test_copy_quant(void) {
             }
         }
         kiln_free(ctx);
+    }
+}
+
+/* add with a quantized src0 (add_cast to f32, and add keeping the quantized type) */
+static void test_add_quant(void) {
+    static const enum kiln_type Q[] = { KILN_TYPE_Q8_0, KILN_TYPE_Q4_K };
+    for (int q = 0; q < 2; q++) {
+        const struct kiln_type_traits * tt = kiln_get_type_traits(Q[q]);
+        snprintf(case_name, sizeof case_name, "add %s + f32", kiln_type_name(Q[q]));
+        tu_case = case_name;
+        if (!tt->to_float || !tt->from_float_ref) continue;
+        for (int t = 0; t < 3; t++) {
+            struct kiln_context * ctx = tu_ctx(1 << 22);
+            const int64_t ne0 = 512, ne1 = 3;
+            float src[512 * 3], deq[512 * 3];
+            tu_seed(5);
+            for (int i = 0; i < ne0 * ne1; i++) src[i] = tu_rand_uniform(-1, 1);
+            struct kiln_tensor * a = kiln_new_tensor_2d(ctx, Q[q], ne0, ne1);
+            tt->from_float_ref(src, a->data, ne0 * ne1);
+            tt->to_float(a->data, deq, ne0 * ne1);
+            struct kiln_tensor * b = kiln_new_tensor_2d(ctx, KILN_TYPE_F32, ne0, 1);
+            tu_fill_uniform(b, -1, 1);
+            struct kiln_tensor * rc = kiln_add_cast(ctx, a, b, KILN_TYPE_F32);
+            struct kiln_tensor * rq = kiln_add(ctx, a, b);
+            CHECK(rc && rq && rc->type == KILN_TYPE_F32 && rq->type == Q[q], "types");
+            struct kiln_cgraph * g = kiln_new_graph(ctx);
+            kiln_build_forward_expand(g, rc);
+            kiln_build_forward_expand(g, rq);
+            if (!CHECK(kiln_graph_compute_with_ctx(ctx, g, ec_threads[t]) == KILN_STATUS_SUCCESS, "compute: %s", kiln_last_error())) { kiln_free(ctx); break; }
+            double * ref = (double *) malloc(sizeof(double) * (size_t)(ne0 * ne1));
+            double * outc = tu_to_f64(rc);
+            for (int64_t i = 0; i < ne0 * ne1; i++) ref[i] = (double) deq[i] + kiln_get_f32_1d(b, (int) (i % ne0));
+            CHECK(tu_nmse(outc, ref, ne0 * ne1) < 1e-12, "add_cast to f32 = dequantized a + b (%d threads)", ec_threads[t]);
+            float back[512 * 3];
+            tt->to_float(rq->data, back, ne0 * ne1);
+            double * outq = (double *) malloc(sizeof(double) * (size_t)(ne0 * ne1));
+            for (int64_t i = 0; i < ne0 * ne1; i++) outq[i] = back[i];
+            const double e = tu_nmse(outq, ref, ne0 * ne1);
+            CHECK(e < (q == 0 ? 1e-4 : 1e-2), "add into %s: nmse %g", kiln_type_name(Q[q]), e);
+            free(ref); free(outc); free(outq);
+            kiln_free(ctx);
+        }
     }
 }
 
@@ -495,13 +540,25 @@ static void test_bad_input(void) {
 
 int main(void) {
     test_binary();
+    /* add/mul/f16 conversions go through the kernel table: again with the scalar kernels */
+    if (strcmp(kiln_cpu_isa(), "scalar") != 0) {
+        kiln_cpu_force_isa("scalar");
+        static const int64_t A[4] = { 33, 5, 3, 2 }, B[4] = { 33, 1, 3, 1 };
+        for (int op = B_ADD; op <= B_DIV; op++) {
+            run2(op, KILN_TYPE_F32, KILN_TYPE_F32, A, B, EC_CONT, EC_CONT, false, 0);
+            run2(op, KILN_TYPE_F16, KILN_TYPE_F16, A, B, EC_CONT, EC_PERM, false, 0);
+        }
+        kiln_cpu_force_isa("auto");
+    }
     test_acc_set();
     test_copy();
     test_copy_quant();
+    test_add_quant();
     test_dup_inplace();
     test_custom();
     test_empty();
     test_nonfinite();
     test_bad_input();
+    printf("%d op cases\n", ec_cases);
     return tu_finish();
 }

@@ -175,6 +175,25 @@ static void test_pool_2d_back(void) {
     }
 }
 
+/* ggml's comparisons: MAX never picks a NaN (v > acc is false) but does pick
+ * +inf; AVG propagates both. */
+static void test_pool_nonfinite(void) {
+    tu_case = "pool non-finite";
+    struct kiln_context * ctx = tu_ctx(1 << 20);
+    struct kiln_tensor * a = kiln_new_tensor_2d(ctx, KILN_TYPE_F32, 4, 2);
+    const float v[8] = { 1.0f, NAN, 3.0f, 2.0f,   INFINITY, -1.0f, -2.0f, -3.0f };
+    memcpy(a->data, v, sizeof v);
+    struct kiln_tensor * mx = kiln_pool_1d(ctx, a, KILN_OP_POOL_MAX, 2, 2, 0);
+    struct kiln_tensor * av = kiln_pool_2d(ctx, a, KILN_OP_POOL_AVG, 2, 1, 2, 1, 0, 0);
+    CHECK(tu_compute(ctx, mx, 2) == KILN_STATUS_SUCCESS && tu_compute(ctx, av, 2) == KILN_STATUS_SUCCESS, "compute");
+    const float * m = (const float *) mx->data;
+    const float * g = (const float *) av->data;
+    CHECK(m[0] == 1.0f && m[1] == 3.0f && isinf(m[2]) && m[2] > 0 && m[3] == -2.0f,
+          "max skips NaN, keeps +inf: %g %g %g %g", m[0], m[1], m[2], m[3]);
+    CHECK(isnan(g[0]) && g[1] == 2.5f && isinf(g[2]) && g[3] == -2.5f, "avg propagates: %g %g %g %g", g[0], g[1], g[2], g[3]);
+    kiln_free(ctx);
+}
+
 static void test_bad_inputs(void) {
     tu_case = "bad inputs";
     struct kiln_context * ctx = tu_ctx(1 << 20);
@@ -204,6 +223,7 @@ int main(void) {
     test_pool_1d();
     test_pool_2d();
     test_pool_2d_back();
+    test_pool_nonfinite();
     test_bad_inputs();
     return tu_finish();
 }

@@ -99,6 +99,7 @@ static void run1(const struct op1 * op, enum kiln_type type, const int64_t ne[4]
     snprintf(case_name, sizeof case_name, "%s%s %s [%lld,%lld,%lld,%lld] %s", op->name, inplace ? "_inplace" : "",
              kiln_type_name(type), (long long) ne[0], (long long) ne[1], (long long) ne[2], (long long) ne[3], ec_layout_names[layout]);
     tu_case = case_name;
+    ec_cases++;
     struct ec_bits bits = { 0 };
     const int64_t n = ec_nel(ne);
     for (int t = 0; t < 3; t++) {
@@ -242,10 +243,21 @@ static void test_bad_input(void) {
 
 int main(void) {
     test_all_ops();
+    /* the ops that go through the kernel table, again with the scalar kernels */
+    if (strcmp(kiln_cpu_isa(), "scalar") != 0) {
+        kiln_cpu_force_isa("scalar");
+        static const int64_t S[4] = { 33, 4, 3, 1 };
+        for (int o = 0; o < N_OPS; o++) {
+            run1(&OPS[o], KILN_TYPE_F32, S, EC_CONT, false);
+            run1(&OPS[o], KILN_TYPE_F16, S, EC_TRANS, false);
+        }
+        kiln_cpu_force_isa("auto");
+    }
     test_named_ctors();
     test_large();
     test_nonfinite();
     test_empty();
     test_bad_input();
+    printf("%d op cases\n", ec_cases);
     return tu_finish();
 }

@@ -85,4 +85,7 @@ static inline void ec_bits_free(struct ec_bits * b) { free(b->v); b->v = NULL; }
 
 static const int ec_threads[3] = { 1, 2, 4 };
 
+/* op cases run (one op, types, shapes, layout; each over 1/2/4 threads) */
+static int ec_cases = 0;
+
 #endif
