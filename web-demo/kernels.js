@@ -51,13 +51,13 @@ async function benchType(type, size) {
 
 function draw(results) {
   const svg = $('#chart');
-  const W = 900, H = 320, left = 60, bottom = 40, top = 16;
+  const W = 900, H = 320, left = 60, bottom = 40, top = 30;
   const ok = results.filter((r) => !r.error);
   const max = Math.max(1e-9, ...ok.map((r) => r.gflops));
   const bw = (W - left - 10) / Math.max(1, results.length);
   const y = (v) => top + (H - top - bottom) * (1 - v / max);
   const parts = [`<line x1="${left}" y1="${H - bottom}" x2="${W - 10}" y2="${H - bottom}" stroke="#999"/>`,
-    `<text x="8" y="${top + 4}">GFLOPS</text>`];
+    `<text x="8" y="14">GFLOPS</text>`];
   for (let i = 0; i <= 4; i++) {
     const v = (max * i) / 4;
     parts.push(`<line x1="${left}" x2="${W - 10}" y1="${y(v)}" y2="${y(v)}" stroke="#eee"/><text x="${left - 6}" y="${y(v) + 4}" text-anchor="end">${v.toFixed(v < 10 ? 1 : 0)}</text>`);

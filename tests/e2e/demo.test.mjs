@@ -52,8 +52,9 @@ after(async () => {
   if (userDir) rmSync(userDir, { recursive: true, force: true });
 });
 
-async function open(server, page = 'index.html') {
+async function open(server, page = 'index.html', { init } = {}) {
   const p = await context.newPage();
+  if (init) await p.addInitScript(init);
   const logs = [];
   p.on('console', (m) => logs.push(`${m.type()}: ${m.text()}`));
   p.on('pageerror', (e) => logs.push(`pageerror: ${e.message}`));
@@ -252,6 +253,43 @@ test('cache: a download aborted halfway leaves no entry (and the engine still lo
   assert.deepEqual(r.files, []);
   assert.equal(r.size, 1185376);
   assert.equal(r.final.length, 1);
+  await p.close();
+});
+
+test('cache: the Cache API fallback (no OPFS) also serves the second load, and revalidate asks with HEAD', async () => {
+  const noOpfs = () => { delete StorageManager.prototype.getDirectory; };
+  let p = await open(isolated, 'index.html', { init: noOpfs });
+  await waitLoaded(p);
+  assert.equal(await p.evaluate(() => window.__kilnDemo.kiln.cache.backend()), 'cache-api');
+  await p.evaluate(() => window.__kilnDemo.kiln.cache.clear());
+  await p.close();
+  const before = modelRequests(isolated);
+  p = await open(isolated, 'index.html', { init: noOpfs });
+  await waitLoaded(p);
+  assert.deepEqual(await p.evaluate(() => window.__kilnDemo.cacheEvents), ['stored']);
+  await p.close();
+  p = await open(isolated, 'index.html', { init: noOpfs });
+  await waitLoaded(p);
+  assert.deepEqual(await p.evaluate(() => window.__kilnDemo.cacheEvents), ['hit']);
+  assert.equal(modelRequests(isolated), before + 1, 'no second request for the model');
+  const heads = () => isolated.requests.filter((r) => r.path === MODEL_PATH && r.method === 'HEAD').length;
+  const h0 = heads();
+  const r = await p.evaluate(async (url) => {
+    const k = window.__kilnDemo.kiln;
+    const events = [];
+    const m = await k.loadModel(url, { cache: 'revalidate', onCache: (e) => events.push(e.state) });
+    m.free();
+    const entries = await k.cache.list();
+    await k.cache.clear();
+    return { events, entries, after: await k.cache.list() };
+  }, isolated.url + MODEL_PATH.slice(1));
+  assert.deepEqual(r.events, ['hit']);
+  assert.equal(heads(), h0 + 1);
+  assert.equal(modelRequests(isolated), before + 1);
+  assert.equal(r.entries.length, 1);
+  assert.equal(r.entries[0].backend, 'cache-api');
+  assert.equal(r.entries[0].size, 1185376);
+  assert.deepEqual(r.after, []);
   await p.close();
 });
 
