@@ -260,23 +260,43 @@ static int64_t dim_arg(double v, bool * ok) {
     return (int64_t) v;
 }
 
-/* A new tensor with its own memory; JS copies the data in at kw_tensor_data. */
-KW_EXPORT int kw_tensor_new(int type, int n_dims, double ne0, double ne1, double ne2, double ne3) {
+static int tensor_shape(int type, int n_dims, double ne0, double ne1, double ne2, double ne3, int64_t ne[4]);
+
+/* Bytes a tensor of this type and shape needs, or a KW_E_* code: lets JS
+ * check the data it holds before anything is allocated. */
+KW_EXPORT double kw_tensor_bytes_for(int type, int n_dims, double ne0, double ne1, double ne2, double ne3) {
+    int64_t ne[4];
+    const int rc = tensor_shape(type, n_dims, ne0, ne1, ne2, ne3, ne);
+    if (rc < 0) return rc;
+    return (double) kiln_row_size((enum kiln_type) type, ne[0]) * (double) ne[1] * (double) ne[2] * (double) ne[3];
+}
+
+static int tensor_shape(int type, int n_dims, double ne0, double ne1, double ne2, double ne3, int64_t ne[4]) {
     if (!kiln_type_is_valid(type)) return kw_fail(KW_E_INVALID, "tensor: %d is not a tensor type", type);
     if (n_dims < 1 || n_dims > 4) return kw_fail(KW_E_INVALID, "tensor: %d dimensions (1..4)", n_dims);
     bool ok = true;
     const double d[4] = { ne0, ne1, ne2, ne3 };
-    int64_t ne[4] = { 1, 1, 1, 1 };
+    ne[0] = ne[1] = ne[2] = ne[3] = 1;
     for (int i = 0; i < n_dims; i++) ne[i] = dim_arg(d[i], &ok);
     if (!ok) return kw_fail(KW_E_INVALID, "tensor: shape [%g, %g, %g, %g] has a dimension that is not a positive integer",
                             ne0, n_dims > 1 ? ne1 : 1, n_dims > 2 ? ne2 : 1, n_dims > 3 ? ne3 : 1);
     double n = 1;
     for (int i = 0; i < 4; i++) n *= (double) ne[i];
-    if (n * 8 > 4294967296.0) return kw_fail(KW_E_NOMEM, "tensor: %.0f elements do not fit in wasm32 memory (4 GB)", n);
+    if (n > 1099511627776.0) return kw_fail(KW_E_NOMEM, "tensor: %.0f elements do not fit in wasm32 memory (4 GB)", n);
     if (ne[0] % kiln_blck_size((enum kiln_type) type) != 0) {
         return kw_fail(KW_E_INVALID, "tensor: ne0 = %lld is not a multiple of %s's block size %lld",
                        (long long) ne[0], kiln_type_name((enum kiln_type) type), (long long) kiln_blck_size((enum kiln_type) type));
     }
+    const double bytes = (double) kiln_row_size((enum kiln_type) type, ne[0]) * (double) ne[1] * (double) ne[2] * (double) ne[3];
+    if (bytes > 4294967295.0) return kw_fail(KW_E_NOMEM, "tensor: %.0f bytes do not fit in wasm32 memory (4 GB)", bytes);
+    return KW_OK;
+}
+
+/* A new tensor with its own memory; JS copies the data in at kw_tensor_data. */
+KW_EXPORT int kw_tensor_new(int type, int n_dims, double ne0, double ne1, double ne2, double ne3) {
+    int64_t ne[4];
+    const int rc0 = tensor_shape(type, n_dims, ne0, ne1, ne2, ne3, ne);
+    if (rc0 < 0) return rc0;
     const int slot = kw_entry_new(KW_KIND_TENSOR);
     if (slot < 0) return slot;
     struct kw_entry * e = kw_entry_slot(slot);

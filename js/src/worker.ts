@@ -40,6 +40,7 @@ declare const AbortController: any;
   let crashed: string | null = null;
   let abortWord: Int32Array | null = null; // st: separate SAB; mt: inside wasm memory
   const aborted = new Set<number>();       // async jobs (loads) cancelled by message
+  const cancelers = new Map<number, () => void>(); // interrupt a load waiting on its source
   const tensors = new Map<number, number | WErr>(); // client id -> handle or build error
   const models = new Map<number, number>();
   let unaryIdx: Record<string, number> = {};
@@ -146,14 +147,14 @@ declare const AbortController: any;
   function newTensor(a: any): number {
     const shape: number[] = a.shape;
     if (!Array.isArray(shape) || shape.length < 1 || shape.length > 4) throw new WErr('INVALID_ARGUMENT', `tensor: shape [${String(shape)}] must have 1 to 4 dimensions`);
-    const h = check(M._kw_tensor_new(a.type, shape.length, shape[0] ?? 1, shape[1] ?? 1, shape[2] ?? 1, shape[3] ?? 1));
-    const nbytes = M._kw_tensor_nbytes(h);
-    const src = new Uint8Array(a.buffer, a.byteOffset, a.byteLength);
-    if (src.byteLength !== nbytes) {
-      M._kw_tensor_free(h);
+    const dims = [shape[0] ?? 1, shape[1] ?? 1, shape[2] ?? 1, shape[3] ?? 1];
+    // size checked before anything is allocated
+    const nbytes = check(M._kw_tensor_bytes_for(a.type, shape.length, ...dims));
+    if (a.byteLength !== nbytes) {
       throw new WErr('INVALID_ARGUMENT', `tensor: ${a.byteLength} bytes of data for shape [${shape.join(', ')}] which needs ${nbytes}`);
     }
-    u8(M._kw_tensor_data(h), nbytes).set(src);
+    const h = check(M._kw_tensor_new(a.type, shape.length, ...dims));
+    u8(M._kw_tensor_data(h), nbytes).set(new Uint8Array(a.buffer, a.byteOffset, a.byteLength));
     return h;
   }
 
@@ -182,12 +183,26 @@ declare const AbortController: any;
     arange: (p) => M._kw_op_arange(p[0], p[1], p[2]),
   };
 
+  // which parameters of each op are C ints
+  const INT_PARAMS: Record<string, number[]> = {
+    groupNorm: [0], rope: [0, 1, 2], permute: [0, 1, 2, 3], cast: [0], concat: [0], diagMaskInf: [0], diagMaskZero: [0],
+    argsort: [0], topK: [0], pad: [0, 1, 2, 3], conv2d: [0, 1, 2, 3, 4, 5], pool2d: [0, 1, 2, 3, 4],
+  };
+
   function buildOp(a: any): number {
     // optional inputs are sent as 0
     const hs: number[] = (a.inputs as number[]).map((id) => (id === 0 ? 0 : handleOf(id)));
     const params: number[] = a.params ?? [];
     for (const v of params) {
       if (typeof v !== 'number' || Number.isNaN(v)) throw new WErr('INVALID_ARGUMENT', `${a.op}: parameter ${String(v)} is not a number`);
+    }
+    // parameters that C takes as int must be int32: JS would wrap them
+    const ints = INT_PARAMS[a.op];
+    if (ints) for (const i of ints) {
+      const v = params[i];
+      if (v !== undefined && !(Number.isInteger(v) && v >= -2147483648 && v <= 2147483647)) {
+        throw new WErr('INVALID_ARGUMENT', `${a.op}: parameter ${i} = ${v} is not a 32-bit integer`);
+      }
     }
     if (a.op in unaryIdx) return check(M._kw_op_unary(unaryIdx[a.op], hs[0]));
     if (a.op in binaryIdx) return check(M._kw_op_binary(binaryIdx[a.op], hs[0], hs[1]));
@@ -295,6 +310,7 @@ declare const AbortController: any;
         let size: number;
         if (src.kind === 'url') {
           const ctl = new AbortController();
+          cancelers.set(id, () => ctl.abort());
           let r: any;
           try { r = await fetch(src.url, { signal: ctl.signal }); } catch (e: any) { throw new WErr('BAD_SOURCE', `cannot fetch ${src.url}: ${e.message}`); }
           if (!r.ok || !r.body) throw new WErr('BAD_SOURCE', `cannot fetch ${src.url}: HTTP ${r.status}`);
@@ -309,6 +325,7 @@ declare const AbortController: any;
         }
         const pending: Uint8Array[] = [];
         let pendingBytes = 0;
+        cancelers.set(id, () => { reader.cancel().catch(() => undefined); });
         try {
           // read until the header can be checked
           while (pendingBytes < 8) {
@@ -340,6 +357,7 @@ declare const AbortController: any;
           }
         } catch (e) {
           try { await reader.cancel(); } catch { /* already closed */ }
+          if (isAborted()) abortNow();
           throw e;
         }
         if (loaded !== total) throw new WErr('BAD_SOURCE', `model: the source ended at ${loaded} of ${total} bytes`);
@@ -356,9 +374,11 @@ declare const AbortController: any;
       return { modelId: id, size: total, version: M._kw_model_version(m), nKv: M._kw_model_n_kv(m), tensors: names };
     } catch (e) {
       if (m > 0) M._kw_model_free(m);
+      if (isAborted() && !(e instanceof WErr && e.code === 'ABORTED')) throw new WErr('ABORTED', 'model load aborted');
       throw e;
     } finally {
       aborted.delete(id);
+      cancelers.delete(id);
     }
   }
 
@@ -418,7 +438,7 @@ declare const AbortController: any;
   }
 
   function receive(msg: any) {
-    if (msg.t === 'abort') { aborted.add(msg.job); return; }
+    if (msg.t === 'abort') { aborted.add(msg.job); cancelers.get(msg.job)?.(); return; }
     reply(msg.id ?? 0, (async () => handle(msg))());
   }
 

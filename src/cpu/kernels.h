@@ -48,9 +48,9 @@ enum kiln_isa {
 /* s = dot(x, y) over n values; x is a row of the weight type, y of its vec_dot_type */
 typedef void (*kiln_vec_dot_t)(int64_t n, float * s, const void * x, const void * y);
 
-/* A tile of dot products for mul_mat: for i < MR rows of a (src0, stride lda
- * bytes... in elements) and j < NR rows of b (src1), c[j*ldc + i] = dot(a_i, b_j)
- * over k values. Strides are in elements. */
+/* A register tile of dot products for mul_mat: for i < MR rows of a (src0)
+ * and j < NR rows of b (src1), c[j*ldc + i] = dot(a + i*lda, b + j*ldb) over
+ * k values. Strides lda, ldb, ldc are in floats. */
 typedef void (*kiln_gemm_tile_t)(int64_t k, const float * a, int64_t lda,
                                  const float * b, int64_t ldb, float * c, int64_t ldc);
 

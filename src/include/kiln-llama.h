@@ -127,11 +127,14 @@ struct kiln_model_params {
     int32_t        n_batch;    /* prompt tokens per graph; 0: 64 */
     int32_t        n_threads;  /* 0: KILN_DEFAULT_N_THREADS */
     bool           vocab_only; /* load only the tokenizer */
+    bool           no_copy;    /* kiln_model_load_from_buffer: weights stay in the caller's
+                                  buffer (it must outlive the model) instead of a copy */
 };
 
 KILN_API struct kiln_model_params kiln_model_params_default(void);
 
 struct kiln_model;
+struct kiln_gguf_context;
 /* NULL + kiln_last_error() on failure (unsupported general.architecture is
  * named in the message) */
 KILN_API struct kiln_model * kiln_model_load(const char * path, struct kiln_model_params params);
@@ -143,9 +146,17 @@ KILN_API int32_t kiln_model_n_ctx(const struct kiln_model * model);
 KILN_API int32_t kiln_model_n_vocab(const struct kiln_model * model);
 /* the number of positions now held in the KV cache */
 KILN_API int32_t kiln_model_n_past(const struct kiln_model * model);
+/* the parsed GGUF file (all metadata: kiln-gguf.h getters); owned by the model */
+KILN_API const struct kiln_gguf_context * kiln_model_gguf(const struct kiln_model * model);
 /* a metadata value rendered as text (strings as is, numbers printed, arrays
  * summarized); returns bytes needed excluding the NUL, or -1 if absent */
 KILN_API int32_t kiln_model_meta_val_str(const struct kiln_model * model, const char * key, char * buf, size_t buf_size);
+
+KILN_API int32_t kiln_model_n_embd(const struct kiln_model * model);
+/* the context length the metadata gives ({arch}.context_length) */
+KILN_API int32_t kiln_model_n_ctx_train(const struct kiln_model * model);
+/* change the context length: reallocates (and empties) the KV cache */
+KILN_API enum kiln_status kiln_model_set_n_ctx(struct kiln_model * model, int32_t n_ctx);
 
 /* empty the KV cache (n_past = 0) */
 KILN_API void kiln_model_reset(struct kiln_model * model);
@@ -162,6 +173,46 @@ KILN_API void kiln_model_set_abort_flag(struct kiln_model * model, volatile int 
  * abort flag was set (the cache then holds what completed before). */
 KILN_API enum kiln_status kiln_model_eval(struct kiln_model * model, const kiln_token * tokens, int32_t n_tokens);
 KILN_API const float *    kiln_model_logits(const struct kiln_model * model);
+
+/* ------------------------------------------------------------ generation */
+
+struct kiln_generate_params {
+    int32_t max_tokens;          /* <= 0: until end of generation or a full context */
+    bool    add_special;         /* add BOS/EOS around the prompt as the vocabulary asks (true) */
+    bool    parse_special;       /* control-token text in the prompt becomes those tokens (false) */
+    const char * const * stop;   /* stop strings: generation ends before the first one that appears */
+    int32_t n_stop;
+};
+
+KILN_API struct kiln_generate_params kiln_generate_params_default(void);
+
+struct kiln_generate_stats {
+    int32_t prompt_tokens;
+    int32_t generated_tokens;
+    double  prompt_tokens_per_second;
+    double  tokens_per_second;
+    bool    stopped_by_eog;     /* end-of-generation token */
+    bool    stopped_by_string;  /* a stop string */
+};
+
+/* Receives generated text in order: whole UTF-8 characters only (bytes of an
+ * unfinished character wait for the next token), and text that might begin
+ * a stop string waits until it is known not to. token: the token whose
+ * acceptance released this text (len may be 0). */
+typedef void (*kiln_piece_callback)(const char * text, int32_t len, kiln_token token, void * user_data);
+
+/* Reset the cache, evaluate the prompt, then sample until max_tokens, an
+ * end-of-generation token, a stop string or a full context. A prompt longer
+ * than the context gives KILN_STATUS_INVALID_ARG; the abort flag gives
+ * KILN_STATUS_ABORTED (the model stays usable). stats may be NULL. */
+KILN_API enum kiln_status kiln_generate(
+        struct kiln_model          * model,
+        struct kiln_sampler        * sampler,
+        const char                 * prompt,
+        struct kiln_generate_params  params,
+        kiln_piece_callback          callback,
+        void                       * user_data,
+        struct kiln_generate_stats * stats);
 
 #ifdef __cplusplus
 }

@@ -511,6 +511,11 @@ static int steps_for(enum pretok_type type, struct step * s) {
     return n;
 }
 
+void pretok_prepare(enum pretok_type type) {
+    struct step steps[8];
+    (void) steps_for(type, steps);
+}
+
 size_t * pretok_split(enum pretok_type type, const uint32_t * cpts, size_t n, size_t * n_words) {
     struct step steps[8];
     int n_steps = steps_for(type, steps);

@@ -24,6 +24,9 @@ enum pretok_type {
     PRETOK_QWEN2,
 };
 
+/* set up the expressions of a type once, before any concurrent use */
+void pretok_prepare(enum pretok_type type);
+
 /* Word lengths (in code points) covering cpts[0..n); malloc'd, *n_words set.
  * NULL only when out of memory. */
 size_t * pretok_split(enum pretok_type type, const uint32_t * cpts, size_t n, size_t * n_words);

@@ -10,6 +10,8 @@
 #include "unicode.h"
 
 #include <ctype.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,8 +44,14 @@ static const struct { const char * name; enum pretok_type type; bool no_clean; b
     { "smaug-bpe",        PRETOK_LLAMA3,         false, false, false },
 };
 
-static bool vocab_fail(struct kiln_vocab * v, const char * fmt, const char * a) {
-    kiln_set_last_error(fmt, a);
+static bool vocab_fail(struct kiln_vocab * v, const char * fmt, ...) __attribute__((format(printf, 2, 3)));
+static bool vocab_fail(struct kiln_vocab * v, const char * fmt, ...) {
+    char msg[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    kiln_set_last_error("%s", msg);
     kiln_vocab_free(v);
     return false;
 }
@@ -114,7 +122,6 @@ static bool build_piece(struct kiln_vocab * v, int32_t id) {
         size_t cap = (size_t) n * 4 + 64;
         out = malloc(cap + 1);
         for (size_t offs = 0; out && offs < n;) {
-            size_t s0 = offs;
             uint32_t cpt = utf8_decode(t, n, &offs);
             int b = unicode_to_byte(cpt);
             if (b >= 0) {
@@ -144,7 +151,6 @@ static bool build_piece(struct kiln_vocab * v, int32_t id) {
             memcpy(out + m, t, n);
             m += n;
             out[m++] = ']';
-            (void) s0;
         }
     } else {
         out = malloc(1);
@@ -206,7 +212,7 @@ struct kiln_vocab * vocab_from_gguf(const struct kiln_gguf_context * f) {
     int64_t toks = meta_arr(f, "tokenizer.ggml.tokens", KILN_GGUF_TYPE_STRING);
     size_t n_toks = toks >= 0 ? kiln_gguf_get_arr_n(f, toks) : 0;
     if (n_toks == 0 || n_toks > (1u << 24)) {
-        vocab_fail(v, "vocab: tokenizer.ggml.tokens missing or empty%s", "");
+        vocab_fail(v, "vocab: tokenizer.ggml.tokens missing or empty");
         return NULL;
     }
     int64_t scores_id = meta_arr(f, "tokenizer.ggml.scores", KILN_GGUF_TYPE_FLOAT32);
@@ -214,7 +220,7 @@ struct kiln_vocab * vocab_from_gguf(const struct kiln_gguf_context * f) {
     const uint8_t * scores = scores_id >= 0 ? kiln_gguf_get_arr_data(f, scores_id) : NULL;
     const uint8_t * types = types_id >= 0 ? kiln_gguf_get_arr_data(f, types_id) : NULL;
     if ((scores && kiln_gguf_get_arr_n(f, scores_id) != n_toks) || (types && kiln_gguf_get_arr_n(f, types_id) != n_toks)) {
-        vocab_fail(v, "vocab: scores/token_type length differs from tokens%s", "");
+        vocab_fail(v, "vocab: scores/token_type length differs from tokens");
         return NULL;
     }
     int32_t n = (int32_t) n_toks;
@@ -228,7 +234,7 @@ struct kiln_vocab * vocab_from_gguf(const struct kiln_gguf_context * f) {
     v->eog = calloc(n, sizeof(bool));
     if (!v->text || !v->text_len || !v->score || !v->attr || !v->piece || !v->piece_len || !v->eog ||
         !strmap_init(&v->token_to_id, (size_t) n)) {
-        vocab_fail(v, "vocab: out of memory%s", "");
+        vocab_fail(v, "vocab: out of memory");
         return NULL;
     }
     for (int32_t i = 0; i < n; i++) {
@@ -242,7 +248,7 @@ struct kiln_vocab * vocab_from_gguf(const struct kiln_gguf_context * f) {
         }
         v->text[i] = malloc(len + 1);
         if (!v->text[i]) {
-            vocab_fail(v, "vocab: out of memory%s", "");
+            vocab_fail(v, "vocab: out of memory");
             return NULL;
         }
         memcpy(v->text[i], src, len);
@@ -266,7 +272,7 @@ struct kiln_vocab * vocab_from_gguf(const struct kiln_gguf_context * f) {
             }
         }
         if (!strmap_put(&v->token_to_id, v->text[i], len, i, true)) {
-            vocab_fail(v, "vocab: out of memory%s", "");
+            vocab_fail(v, "vocab: out of memory");
             return NULL;
         }
     }
@@ -274,12 +280,12 @@ struct kiln_vocab * vocab_from_gguf(const struct kiln_gguf_context * f) {
     if (v->type == KILN_VOCAB_TYPE_BPE) {
         int64_t merges = meta_arr(f, "tokenizer.ggml.merges", KILN_GGUF_TYPE_STRING);
         if (merges < 0) {
-            vocab_fail(v, "vocab: tokenizer.ggml.merges missing for a gpt2 tokenizer%s", "");
+            vocab_fail(v, "vocab: tokenizer.ggml.merges missing for a gpt2 tokenizer");
             return NULL;
         }
         size_t n_merges = kiln_gguf_get_arr_n(f, merges);
         if (!strmap_init(&v->bpe_ranks, n_merges)) {
-            vocab_fail(v, "vocab: out of memory%s", "");
+            vocab_fail(v, "vocab: out of memory");
             return NULL;
         }
         for (size_t i = 0; i < n_merges; i++) {
@@ -290,7 +296,7 @@ struct kiln_vocab * vocab_from_gguf(const struct kiln_gguf_context * f) {
                 continue;
             }
             if (!strmap_put(&v->bpe_ranks, ms, ml, (int32_t) i, false)) {
-                vocab_fail(v, "vocab: out of memory%s", "");
+                vocab_fail(v, "vocab: out of memory");
                 return NULL;
             }
         }
@@ -337,7 +343,7 @@ struct kiln_vocab * vocab_from_gguf(const struct kiln_gguf_context * f) {
     uint64_t * keys = malloc(sizeof(uint64_t) * (size_t) n);
     if (!v->special || !keys) {
         free(keys);
-        vocab_fail(v, "vocab: out of memory%s", "");
+        vocab_fail(v, "vocab: out of memory");
         return NULL;
     }
     for (int32_t i = 0; i < n; i++) {
@@ -353,7 +359,7 @@ struct kiln_vocab * vocab_from_gguf(const struct kiln_gguf_context * f) {
 
     for (int32_t i = 0; i < n; i++) {
         if (!build_piece(v, i)) {
-            vocab_fail(v, "vocab: out of memory%s", "");
+            vocab_fail(v, "vocab: out of memory");
             return NULL;
         }
     }
@@ -374,6 +380,8 @@ struct kiln_vocab * vocab_from_gguf(const struct kiln_gguf_context * f) {
             if (id >= 0) v->attr[id] &= ~(uint32_t) KILN_TOKEN_ATTR_RSTRIP;
         }
     }
+
+    pretok_prepare(v->pre);
 
     /* newline token (informational) */
     v->linefeed = v->type == KILN_VOCAB_TYPE_SPM ? find_text(v, "<0x0A>") : find_text(v, "\xc4\x8a");

@@ -100,15 +100,13 @@ static int byte_is_printable(int b) {
     return (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
 }
 
+/* the 68 other bytes, in order: 0x00-0x20 (33), 0x7F-0xA0 (34), 0xAD (1) */
 uint32_t bytes_to_unicode(uint8_t b) {
     if (byte_is_printable(b)) {
         return b;
     }
-    int n = 0;
-    for (int c = 0; c < b; c++) {
-        n += !byte_is_printable(c);
-    }
-    return 256 + (uint32_t) n;
+    uint32_t n = b <= 0x20 ? b : b <= 0xA0 ? 33u + (b - 0x7Fu) : 67u;
+    return 256 + n;
 }
 
 int unicode_to_byte(uint32_t cpt) {
@@ -118,14 +116,6 @@ int unicode_to_byte(uint32_t cpt) {
     if (cpt >= 256 + 68) {
         return -1;
     }
-    int n = (int) (cpt - 256);
-    for (int c = 0; c < 256; c++) {
-        if (!byte_is_printable(c)) {
-            if (n == 0) {
-                return c;
-            }
-            n--;
-        }
-    }
-    return -1;
+    uint32_t n = cpt - 256;
+    return n < 33 ? (int) n : n < 67 ? (int) (0x7F + (n - 33)) : 0xAD;
 }

@@ -58,12 +58,12 @@ size_t kiln_quantize_chunk(enum kiln_type type, const float * src, void * dst, i
                        (long long) start, (long long) n_per_row);
         return 0;
     }
-    if (!tt->from_float_ref) {
-        kiln_set_error("kiln_quantize_chunk: no quantizer for type %s", tt->type_name);
-        return 0;
-    }
     if (kiln_quantize_requires_imatrix(type) && !imatrix) {
         kiln_set_error("kiln_quantize_chunk: type %s requires an importance matrix", tt->type_name);
+        return 0;
+    }
+    if (!tt->from_float_ref) {
+        kiln_set_error("kiln_quantize_chunk: no quantizer for type %s", tt->type_name);
         return 0;
     }
     const int64_t start_row = start / n_per_row;

@@ -160,6 +160,42 @@ static void test_mul_mat(void) {
     kiln_cpu_force_isa(NULL);
 }
 
+/* weights that are a view: rows of K values inside wider rows (nb01 > K*4),
+ * at an offset, as a slice of a fused weight matrix would be */
+static void test_mul_mat_src0_view(void) {
+    for (int isa = 0; isa < KILN_ISA_COUNT; isa++) {
+        const struct kiln_kernels * k = kiln_kernels_for_isa((enum kiln_isa) isa);
+        if (!k) continue;
+        kiln_cpu_force_isa(k->isa);
+        for (int mi = 0; mi < 2; mi++) {
+            const int64_t K = 37, N = 23, M = mi == 0 ? 1 : 14, W = K + 6;
+            char what[120];
+            snprintf(what, sizeof what, "mul_mat src0 view K=%lld N=%lld M=%lld isa=%s", (long long) K, (long long) N, (long long) M, k->isa);
+            tu_case = what;
+            struct kiln_context * ctx = tu_ctx(8 << 20);
+            struct kiln_tensor * wide = kiln_new_tensor_2d(ctx, KILN_TYPE_F32, W, N);
+            tu_fill_uniform(wide, -1.0f, 1.0f);
+            struct kiln_tensor * a = kiln_view_2d(ctx, wide, K, N, wide->nb[1], 3 * sizeof(float));
+            struct kiln_tensor * b = kiln_new_tensor_2d(ctx, KILN_TYPE_F32, K, M);
+            tu_fill_uniform(b, -1.0f, 1.0f);
+            struct kiln_tensor * out = kiln_mul_mat(ctx, a, b);
+            if (!CHECK(out != NULL, "%s: constructor: %s", what, kiln_last_error())) { kiln_free(ctx); continue; }
+            double * A = tu_to_f64(a), * B = tu_to_f64(b);
+            double * ref = malloc(sizeof(double) * (size_t) (N * M));
+            for (int64_t j = 0; j < M; j++)
+                for (int64_t i = 0; i < N; i++) {
+                    double acc = 0;
+                    for (int64_t q = 0; q < K; q++) acc += A[i * K + q] * B[j * K + q];
+                    ref[j * N + i] = acc;
+                }
+            run_and_compare(ctx, out, ref, 1e-10, what);
+            free(A); free(B); free(ref);
+            kiln_free(ctx);
+        }
+    }
+    kiln_cpu_force_isa(NULL);
+}
+
 /* quantized weights: whatever the quant work has registered is checked
  * against the dequantized weights; the rest must say they are unsupported */
 static void test_mul_mat_quant(void) {
@@ -376,6 +412,7 @@ int main(void) {
     test_bad_input();
     test_empty();
     test_mul_mat();
+    test_mul_mat_src0_view();
     test_mul_mat_quant();
     test_mul_mat_id();
     test_out_prod();

@@ -1,0 +1,48 @@
+/*
+ * quant_dot.h — the quantized dot products and activation quantizers, per
+ * ISA, named what-then-how (q4_0_q8_0_vec_dot__avx2). Signature of every dot:
+ * s = dot(x, y) over n values, x a row of the weight type, y a row of its
+ * activation type (q8_0 / q8_1 / q8_K, as ggml pairs them), n a multiple of
+ * the block size. Pointers need only the blocks' natural C alignment (2
+ * bytes; 4 for q8_K), never SIMD alignment. src/quant/quant_kernels.c puts them into
+ * the kernel table.
+ */
+#ifndef KILN_QUANT_DOT_H
+#define KILN_QUANT_DOT_H
+
+#include "kiln.h"
+
+/* which ISA files exist yet (their tables fall back to scalar otherwise) */
+#define KILN_QDOT_HAVE_AVX2 1
+#define KILN_QDOT_HAVE_NEON 1
+#define KILN_QDOT_HAVE_WASM 1
+
+#define KILN_QDOT(name, S) void name##_vec_dot__##S(int64_t n, float * s, const void * x, const void * y);
+
+/* the types with SIMD variants on every ISA */
+#define KILN_QDOT_SIMD_LIST(X, S) \
+    X(q4_0_q8_0, S) X(q4_1_q8_1, S) X(q5_0_q8_0, S) X(q5_1_q8_1, S) X(q8_0_q8_0, S) \
+    X(q2_K_q8_K, S) X(q3_K_q8_K, S) X(q4_K_q8_K, S) X(q5_K_q8_K, S) X(q6_K_q8_K, S) \
+    X(iq4_nl_q8_0, S) X(iq4_xs_q8_K, S)
+
+/* scalar only */
+#define KILN_QDOT_SCALAR_ONLY_LIST(X, S) \
+    X(tq1_0_q8_K, S) X(tq2_0_q8_K, S) \
+    X(iq2_xxs_q8_K, S) X(iq2_xs_q8_K, S) X(iq2_s_q8_K, S) X(iq3_xxs_q8_K, S) X(iq3_s_q8_K, S) \
+    X(iq1_s_q8_K, S) X(iq1_m_q8_K, S)
+
+KILN_QDOT_SIMD_LIST(KILN_QDOT, scalar)
+KILN_QDOT_SCALAR_ONLY_LIST(KILN_QDOT, scalar)
+
+#if defined(__x86_64__) && !defined(__EMSCRIPTEN__)
+KILN_QDOT_SIMD_LIST(KILN_QDOT, avx2)
+#endif
+#if defined(__aarch64__) && !defined(__EMSCRIPTEN__)
+KILN_QDOT_SIMD_LIST(KILN_QDOT, neon)
+KILN_QDOT_SIMD_LIST(KILN_QDOT, neon_dotprod)
+#endif
+#if defined(__wasm_simd128__)
+KILN_QDOT_SIMD_LIST(KILN_QDOT, wasm_simd128)
+#endif
+
+#endif

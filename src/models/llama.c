@@ -1,0 +1,606 @@
+/*
+ * llama.c — the llama-family decoder (llama, mistral, qwen2 and kin), built
+ * on the public kiln.h API like any user program: weights come from the GGUF
+ * reader into a context, each eval builds a graph for a batch of tokens, the
+ * graph allocator places its intermediates, and K/V of every layer go to a
+ * cache (F16 by default) that attention reads with flash_attn_ext.
+ *
+ *   x = tok_embd[tokens]
+ *   per layer: h = x + Wo · attn(rope(Wq·n), rope(Wk·n), Wv·n), n = rmsnorm(x)·g
+ *              x = h + Wdown · (silu(Wgate·m) * (Wup·m)),       m = rmsnorm(h)·g'
+ *   logits = Wout · rmsnorm(x_last)·g_out   (Wout = tok_embd when tied)
+ */
+#include "kiln-llama.h"
+#include "kiln-gguf.h"
+#include "meta.h"
+#include "vocab.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PAD_TO(x, n) (((x) + (n) - 1) / (n) * (n))
+
+struct layer {
+    struct kiln_tensor * attn_norm, * wq, * wk, * wv, * wo, * bq, * bk, * bv, * bo;
+    struct kiln_tensor * ffn_norm, * ffn_gate, * ffn_up, * ffn_down;
+};
+
+struct kiln_model {
+    struct kiln_gguf_context * gguf;
+    struct kiln_context      * wctx;  /* weights */
+    struct kiln_vocab        * vocab;
+    char arch[64];
+
+    /* hyperparameters */
+    int32_t n_vocab, n_embd, n_layer, n_head, n_head_kv, n_ff, head_dim, n_rot, n_ctx_train;
+    float   norm_eps, freq_base, freq_scale, ext_factor, attn_factor, beta_fast, beta_slow;
+    int32_t rope_type, n_ctx_orig;
+
+    struct kiln_tensor * tok_embd, * output_norm, * output, * rope_freqs;
+    struct layer * layers;
+
+    /* state */
+    int32_t n_ctx, n_past, n_batch, n_threads;
+    enum kiln_type kv_type;
+    struct kiln_context * kv_ctx;
+    struct kiln_tensor ** k_cache, ** v_cache;
+    float * logits;
+    struct kiln_gallocr * galloc;
+    uint8_t * work;
+    size_t work_size;
+    volatile int * abort_flag;
+};
+
+struct kiln_model_params kiln_model_params_default(void) {
+    struct kiln_model_params p = {
+        .n_ctx = 0,
+        .kv_type = KILN_TYPE_F16,
+        .n_batch = 64,
+        .n_threads = 0,
+        .vocab_only = false,
+        .no_copy = false,
+    };
+    return p;
+}
+
+static const char * const k_archs[] = { "llama", "mistral", "qwen2" };
+
+/* "<arch>.<suffix>" */
+static const char * akey(const struct kiln_model * m, const char * suffix, char * buf, size_t n) {
+    snprintf(buf, n, "%s.%s", m->arch, suffix);
+    return buf;
+}
+
+static bool fail_model(struct kiln_model * m, const char * fmt, ...) __attribute__((format(printf, 2, 3)));
+static bool fail_model(struct kiln_model * m, const char * fmt, ...) {
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    kiln_model_free(m);
+    kiln_set_last_error("%s", msg);
+    return false;
+}
+
+static struct kiln_tensor * weight(struct kiln_model * m, const char * name, int64_t ne0, int64_t ne1, bool required, bool * ok) {
+    struct kiln_tensor * t = kiln_get_tensor(m->wctx, name);
+    if (!t) {
+        if (required) {
+            kiln_set_last_error("model: tensor '%s' missing", name);
+            *ok = false;
+        }
+        return NULL;
+    }
+    if (t->ne[0] != ne0 || t->ne[1] != ne1 || t->ne[2] != 1 || t->ne[3] != 1) {
+        kiln_set_last_error("model: tensor '%s' has shape [%lld, %lld, %lld, %lld], expected [%lld, %lld]", name,
+                            (long long) t->ne[0], (long long) t->ne[1], (long long) t->ne[2], (long long) t->ne[3],
+                            (long long) ne0, (long long) ne1);
+        *ok = false;
+        return NULL;
+    }
+    return t;
+}
+
+static bool load_hparams(struct kiln_model * m) {
+    const struct kiln_gguf_context * g = m->gguf;
+    char k[128];
+    uint32_t u;
+#define REQ_U32(field, suffix) \
+    do { if (!meta_u32(g, akey(m, suffix, k, sizeof k), &u) || u == 0 || u > (1u << 24)) { \
+        kiln_set_last_error("model: metadata %s missing or invalid", k); return false; } m->field = (int32_t) u; } while (0)
+    REQ_U32(n_embd, "embedding_length");
+    REQ_U32(n_layer, "block_count");
+    REQ_U32(n_head, "attention.head_count");
+    REQ_U32(n_ff, "feed_forward_length");
+    m->n_ctx_train = 2048;
+    if (meta_u32(g, akey(m, "context_length", k, sizeof k), &u) && u > 0) m->n_ctx_train = (int32_t) u;
+    m->n_head_kv = m->n_head;
+    if (meta_u32(g, akey(m, "attention.head_count_kv", k, sizeof k), &u) && u > 0) m->n_head_kv = (int32_t) u;
+    if (m->n_embd % m->n_head != 0 || m->n_head % m->n_head_kv != 0) {
+        kiln_set_last_error("model: %d heads / %d kv heads do not divide embedding %d", m->n_head, m->n_head_kv, m->n_embd);
+        return false;
+    }
+    m->head_dim = m->n_embd / m->n_head;
+    if (meta_u32(g, akey(m, "attention.key_length", k, sizeof k), &u) && u > 0) m->head_dim = (int32_t) u;
+    m->n_rot = m->head_dim;
+    if (meta_u32(g, akey(m, "rope.dimension_count", k, sizeof k), &u) && u > 0) m->n_rot = (int32_t) u;
+    if (m->n_rot > m->head_dim || m->n_rot % 2) {
+        kiln_set_last_error("model: rope dimension %d does not fit head size %d", m->n_rot, m->head_dim);
+        return false;
+    }
+    m->norm_eps = 1e-5f;
+    meta_f32(g, akey(m, "attention.layer_norm_rms_epsilon", k, sizeof k), &m->norm_eps);
+    m->freq_base = 10000.0f;
+    meta_f32(g, akey(m, "rope.freq_base", k, sizeof k), &m->freq_base);
+
+    /* RoPE scaling: linear or YaRN (as llama.cpp reads it) */
+    char scaling[32] = "none";
+    meta_str(g, akey(m, "rope.scaling.type", k, sizeof k), scaling, sizeof scaling);
+    float factor = 0.0f;
+    if (!meta_f32(g, akey(m, "rope.scaling.factor", k, sizeof k), &factor)) {
+        meta_f32(g, akey(m, "rope.scale_linear", k, sizeof k), &factor);
+        if (factor > 0.0f && strcmp(scaling, "none") == 0) strcpy(scaling, "linear");
+    }
+    m->freq_scale = (factor > 0.0f && strcmp(scaling, "none") != 0) ? 1.0f / factor : 1.0f;
+    m->n_ctx_orig = m->n_ctx_train;
+    if (meta_u32(g, akey(m, "rope.scaling.original_context_length", k, sizeof k), &u) && u > 0) m->n_ctx_orig = (int32_t) u;
+    m->ext_factor = strcmp(scaling, "yarn") == 0 ? 1.0f : 0.0f;
+    m->attn_factor = 1.0f;
+    meta_f32(g, akey(m, "rope.scaling.attn_factor", k, sizeof k), &m->attn_factor);
+    m->beta_fast = 32.0f;
+    m->beta_slow = 1.0f;
+    if (strcmp(scaling, "none") != 0 && strcmp(scaling, "linear") != 0 && strcmp(scaling, "yarn") != 0) {
+        kiln_set_last_error("model: unsupported rope.scaling.type '%s'", scaling);
+        return false;
+    }
+    /* NeoX ordering for the qwen family, normal for llama/mistral */
+    m->rope_type = strcmp(m->arch, "qwen2") == 0 ? KILN_ROPE_TYPE_NEOX : 0;
+#undef REQ_U32
+    return true;
+}
+
+static bool load_weights(struct kiln_model * m) {
+    bool ok = true;
+    const int64_t E = m->n_embd, Hd = m->head_dim;
+    const int64_t q_dim = Hd * m->n_head, kv_dim = Hd * m->n_head_kv;
+    struct kiln_tensor * te = kiln_get_tensor(m->wctx, "token_embd.weight");
+    if (!te) {
+        kiln_set_last_error("model: tensor 'token_embd.weight' missing");
+        return false;
+    }
+    m->n_vocab = (int32_t) te->ne[1];
+    if (m->n_vocab != m->vocab->n_tokens) {
+        kiln_set_last_error("model: token_embd has %d rows but the vocabulary has %d tokens", m->n_vocab, m->vocab->n_tokens);
+        return false;
+    }
+    m->tok_embd = weight(m, "token_embd.weight", E, m->n_vocab, true, &ok);
+    m->output_norm = weight(m, "output_norm.weight", E, 1, true, &ok);
+    m->output = weight(m, "output.weight", E, m->n_vocab, false, &ok);
+    if (!m->output) {
+        m->output = m->tok_embd; /* tied */
+    }
+    m->rope_freqs = weight(m, "rope_freqs.weight", m->n_rot / 2, 1, false, &ok);
+    m->layers = calloc((size_t) m->n_layer, sizeof(struct layer));
+    if (!m->layers) {
+        kiln_set_last_error("model: out of memory");
+        return false;
+    }
+    char name[96];
+    for (int il = 0; il < m->n_layer && ok; il++) {
+        struct layer * L = &m->layers[il];
+#define W(field, suffix, a, b, req) do { snprintf(name, sizeof name, "blk.%d." suffix, il); L->field = weight(m, name, a, b, req, &ok); } while (0)
+        W(attn_norm, "attn_norm.weight", E, 1, true);
+        W(wq, "attn_q.weight", E, q_dim, true);
+        W(wk, "attn_k.weight", E, kv_dim, true);
+        W(wv, "attn_v.weight", E, kv_dim, true);
+        W(wo, "attn_output.weight", q_dim, E, true);
+        W(bq, "attn_q.bias", q_dim, 1, false);
+        W(bk, "attn_k.bias", kv_dim, 1, false);
+        W(bv, "attn_v.bias", kv_dim, 1, false);
+        W(bo, "attn_output.bias", E, 1, false);
+        W(ffn_norm, "ffn_norm.weight", E, 1, true);
+        W(ffn_gate, "ffn_gate.weight", E, m->n_ff, true);
+        W(ffn_up, "ffn_up.weight", E, m->n_ff, true);
+        W(ffn_down, "ffn_down.weight", m->n_ff, E, true);
+#undef W
+    }
+    return ok;
+}
+
+static bool alloc_cache(struct kiln_model * m) {
+    const int64_t kv_dim = (int64_t) m->head_dim * m->n_head_kv;
+    kiln_free(m->kv_ctx);
+    free(m->k_cache);
+    free(m->v_cache);
+    m->kv_ctx = NULL;
+    m->k_cache = m->v_cache = NULL;
+    m->n_past = 0;
+    size_t bytes = 2 * (size_t) m->n_layer * kiln_row_size(m->kv_type, kv_dim) * (size_t) m->n_ctx;
+    struct kiln_init_params ip = { bytes + 2 * (size_t) m->n_layer * kiln_tensor_overhead() + 1024, NULL, false };
+    m->kv_ctx = kiln_init(ip);
+    m->k_cache = calloc((size_t) m->n_layer, sizeof(struct kiln_tensor *));
+    m->v_cache = calloc((size_t) m->n_layer, sizeof(struct kiln_tensor *));
+    if (!m->logits) m->logits = calloc((size_t) m->n_vocab, sizeof(float));
+    if (!m->galloc) m->galloc = kiln_gallocr_new();
+    if (!m->kv_ctx || !m->k_cache || !m->v_cache || !m->logits || !m->galloc) {
+        kiln_set_last_error("model: cannot allocate a KV cache of %zu bytes for %d positions", bytes, m->n_ctx);
+        return false;
+    }
+    for (int il = 0; il < m->n_layer; il++) {
+        m->k_cache[il] = kiln_new_tensor_2d(m->kv_ctx, m->kv_type, kv_dim, m->n_ctx);
+        m->v_cache[il] = kiln_new_tensor_2d(m->kv_ctx, m->kv_type, kv_dim, m->n_ctx);
+        if (!m->k_cache[il] || !m->v_cache[il]) {
+            return false;
+        }
+        kiln_format_name(m->k_cache[il], "cache_k_l%d", il);
+        kiln_format_name(m->v_cache[il], "cache_v_l%d", il);
+    }
+    return true;
+}
+
+static struct kiln_model * load(struct kiln_gguf_context * g, struct kiln_context * wctx, struct kiln_model_params params) {
+    if (!g) {
+        return NULL; /* the reader set the error */
+    }
+    struct kiln_model * m = calloc(1, sizeof(*m));
+    if (!m) {
+        kiln_gguf_free(g);
+        kiln_free(wctx);
+        kiln_set_last_error("model: out of memory");
+        return NULL;
+    }
+    m->gguf = g;
+    m->wctx = wctx;
+    if (!meta_str(g, "general.architecture", m->arch, sizeof m->arch)) {
+        fail_model(m, "model: general.architecture missing");
+        return NULL;
+    }
+    m->vocab = vocab_from_gguf(g);
+    if (!m->vocab) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", kiln_last_error());
+        fail_model(m, "%s", msg);
+        return NULL;
+    }
+    if (params.vocab_only) {
+        return m;
+    }
+    bool known = false;
+    for (size_t i = 0; i < sizeof k_archs / sizeof k_archs[0]; i++) {
+        known |= strcmp(m->arch, k_archs[i]) == 0;
+    }
+    if (!known) {
+        fail_model(m, "model: unsupported general.architecture '%s' (supported: llama, mistral, qwen2)", m->arch);
+        return NULL;
+    }
+    if (!load_hparams(m) || !load_weights(m)) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", kiln_last_error());
+        fail_model(m, "%s", msg);
+        return NULL;
+    }
+    m->n_ctx = params.n_ctx > 0 ? params.n_ctx : m->n_ctx_train;
+    m->n_batch = params.n_batch > 0 ? params.n_batch : 64;
+    m->n_threads = params.n_threads > 0 ? params.n_threads : KILN_DEFAULT_N_THREADS;
+    m->kv_type = params.kv_type == KILN_TYPE_F32 ? KILN_TYPE_F32 : KILN_TYPE_F16;
+    if (params.kv_type != KILN_TYPE_F32 && params.kv_type != KILN_TYPE_F16) {
+        fail_model(m, "model: KV cache type must be f16 or f32, got %s", kiln_type_name(params.kv_type));
+        return NULL;
+    }
+    if (!alloc_cache(m)) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", kiln_last_error());
+        fail_model(m, "%s", msg);
+        return NULL;
+    }
+    return m;
+}
+
+struct kiln_model * kiln_model_load(const char * path, struct kiln_model_params params) {
+    if (!path) {
+        kiln_set_last_error("model: NULL path");
+        return NULL;
+    }
+    struct kiln_context * wctx = NULL;
+    struct kiln_gguf_init_params gp = { .no_alloc = false, .ctx = params.vocab_only ? NULL : &wctx, .no_copy = true };
+    struct kiln_gguf_context * g = kiln_gguf_init_from_file(path, gp);
+    return load(g, wctx, params);
+}
+
+struct kiln_model * kiln_model_load_from_buffer(const void * data, size_t size, struct kiln_model_params params) {
+    if (!data) {
+        kiln_set_last_error("model: NULL buffer");
+        return NULL;
+    }
+    struct kiln_context * wctx = NULL;
+    struct kiln_gguf_init_params gp = { .no_alloc = false, .ctx = params.vocab_only ? NULL : &wctx, .no_copy = params.no_copy };
+    struct kiln_gguf_context * g = kiln_gguf_init_from_buffer(data, size, gp);
+    return load(g, wctx, params);
+}
+
+void kiln_model_free(struct kiln_model * m) {
+    if (!m) {
+        return;
+    }
+    kiln_vocab_free(m->vocab);
+    kiln_free(m->kv_ctx);
+    kiln_free(m->wctx);
+    kiln_gguf_free(m->gguf);
+    kiln_gallocr_free(m->galloc);
+    free(m->k_cache);
+    free(m->v_cache);
+    free(m->layers);
+    free(m->logits);
+    free(m->work);
+    free(m);
+}
+
+const struct kiln_vocab * kiln_model_vocab(const struct kiln_model * m) { return m ? m->vocab : NULL; }
+const struct kiln_gguf_context * kiln_model_gguf(const struct kiln_model * m) { return m ? m->gguf : NULL; }
+int32_t kiln_model_n_ctx(const struct kiln_model * m) { return m ? m->n_ctx : 0; }
+int32_t kiln_model_n_vocab(const struct kiln_model * m) { return m ? m->vocab->n_tokens : 0; }
+int32_t kiln_model_n_past(const struct kiln_model * m) { return m ? m->n_past : 0; }
+const float * kiln_model_logits(const struct kiln_model * m) { return m ? m->logits : NULL; }
+void kiln_model_reset(struct kiln_model * m) { if (m) m->n_past = 0; }
+void kiln_model_set_abort_flag(struct kiln_model * m, volatile int * flag) { if (m) m->abort_flag = flag; }
+
+enum kiln_status kiln_model_set_n_ctx(struct kiln_model * m, int32_t n_ctx) {
+    if (!m || !m->layers || n_ctx <= 0) {
+        kiln_set_last_error("kiln_model_set_n_ctx: invalid arguments");
+        return KILN_STATUS_INVALID_ARG;
+    }
+    int32_t old = m->n_ctx;
+    m->n_ctx = n_ctx;
+    if (!alloc_cache(m)) {
+        m->n_ctx = old;
+        return alloc_cache(m) ? KILN_STATUS_ALLOC_FAILED : KILN_STATUS_FAILED;
+    }
+    return KILN_STATUS_SUCCESS;
+}
+
+int32_t kiln_model_n_embd(const struct kiln_model * m) { return m ? m->n_embd : 0; }
+int32_t kiln_model_n_ctx_train(const struct kiln_model * m) { return m ? m->n_ctx_train : 0; }
+
+void kiln_model_truncate(struct kiln_model * m, int32_t n_past) {
+    if (m && n_past >= 0 && n_past < m->n_past) {
+        m->n_past = n_past;
+    }
+}
+
+int32_t kiln_model_meta_val_str(const struct kiln_model * m, const char * key, char * buf, size_t buf_size) {
+    if (!m || !key) {
+        return -1;
+    }
+    const struct kiln_gguf_context * g = m->gguf;
+    int64_t id = kiln_gguf_find_key(g, key);
+    if (id < 0) {
+        return -1;
+    }
+    char tmp[64];
+    const char * s = tmp;
+    switch (kiln_gguf_get_kv_type(g, id)) {
+        case KILN_GGUF_TYPE_STRING: s = kiln_gguf_get_val_str(g, id); break;
+        case KILN_GGUF_TYPE_FLOAT32: case KILN_GGUF_TYPE_FLOAT64: {
+            float f = 0;
+            meta_f32(g, key, &f);
+            snprintf(tmp, sizeof tmp, "%g", (double) f);
+            break;
+        }
+        case KILN_GGUF_TYPE_BOOL: snprintf(tmp, sizeof tmp, "%s", kiln_gguf_get_val_bool(g, id) ? "true" : "false"); break;
+        case KILN_GGUF_TYPE_ARRAY:
+            snprintf(tmp, sizeof tmp, "[%s; %zu]", kiln_gguf_type_name(kiln_gguf_get_arr_type(g, id)), kiln_gguf_get_arr_n(g, id));
+            break;
+        case KILN_GGUF_TYPE_INT8: case KILN_GGUF_TYPE_INT16: case KILN_GGUF_TYPE_INT32: case KILN_GGUF_TYPE_INT64: {
+            uint32_t u = 0;
+            meta_u32(g, key, &u);
+            snprintf(tmp, sizeof tmp, "%d", (int32_t) u);
+            break;
+        }
+        default: {
+            if (kiln_gguf_get_kv_type(g, id) == KILN_GGUF_TYPE_UINT64) {
+                snprintf(tmp, sizeof tmp, "%llu", (unsigned long long) kiln_gguf_get_val_u64(g, id));
+            } else {
+                uint32_t u = 0;
+                meta_u32(g, key, &u);
+                snprintf(tmp, sizeof tmp, "%u", u);
+            }
+            break;
+        }
+    }
+    if (!s) {
+        return -1;
+    }
+    size_t n = strlen(s);
+    if (buf && buf_size > 0) {
+        size_t c = n < buf_size - 1 ? n : buf_size - 1;
+        memcpy(buf, s, c);
+        buf[c] = 0;
+    }
+    return (int32_t) n;
+}
+
+/* ---- one batch: graph, allocation, compute */
+
+struct batch_graph {
+    struct kiln_context * ctx;
+    struct kiln_cgraph  * gf;
+    struct kiln_tensor  * tokens, * pos, * mask, * logits;
+};
+
+#define CHK(x) do { if (!(x)) return false; } while (0)
+
+static bool build_graph(struct kiln_model * m, struct batch_graph * bg, int32_t nb) {
+    const int64_t E = m->n_embd, Hd = m->head_dim, nh = m->n_head, nkv = m->n_head_kv;
+    const int64_t kv_dim = Hd * nkv;
+    const int64_t n_kv = m->n_past + nb;
+    const size_t n_tensors = (size_t) m->n_layer * 64 + 64;
+    struct kiln_init_params ip = { n_tensors * kiln_tensor_overhead() + kiln_graph_overhead_custom(n_tensors, false), NULL, true };
+    struct kiln_context * ctx = kiln_init(ip);
+    CHK(ctx);
+    bg->ctx = ctx;
+    bg->gf = kiln_new_graph_custom(ctx, n_tensors, false);
+    CHK(bg->gf);
+
+    bg->tokens = kiln_new_tensor_1d(ctx, KILN_TYPE_I32, nb);
+    bg->pos = kiln_new_tensor_1d(ctx, KILN_TYPE_I32, nb);
+    bg->mask = kiln_new_tensor_2d(ctx, KILN_TYPE_F16, n_kv, PAD_TO(nb, KILN_KQ_MASK_PAD));
+    CHK(bg->tokens && bg->pos && bg->mask);
+    kiln_set_input(bg->tokens);
+    kiln_set_input(bg->pos);
+    kiln_set_input(bg->mask);
+
+    const float kq_scale = 1.0f / sqrtf((float) Hd);
+    struct kiln_tensor * x = kiln_get_rows(ctx, m->tok_embd, bg->tokens);
+    CHK(x);
+    for (int il = 0; il < m->n_layer; il++) {
+        const struct layer * L = &m->layers[il];
+        struct kiln_tensor * cur = kiln_mul(ctx, kiln_rms_norm(ctx, x, m->norm_eps), L->attn_norm);
+        CHK(cur);
+        struct kiln_tensor * q = kiln_mul_mat(ctx, L->wq, cur);
+        struct kiln_tensor * k = kiln_mul_mat(ctx, L->wk, cur);
+        struct kiln_tensor * v = kiln_mul_mat(ctx, L->wv, cur);
+        if (L->bq) q = kiln_add(ctx, q, L->bq);
+        if (L->bk) k = kiln_add(ctx, k, L->bk);
+        if (L->bv) v = kiln_add(ctx, v, L->bv);
+        CHK(q && k && v);
+        q = kiln_rope_ext(ctx, kiln_reshape_3d(ctx, q, Hd, nh, nb), bg->pos, m->rope_freqs, m->n_rot, m->rope_type,
+                          m->n_ctx_orig, m->freq_base, m->freq_scale, m->ext_factor, m->attn_factor, m->beta_fast, m->beta_slow);
+        k = kiln_rope_ext(ctx, kiln_reshape_3d(ctx, k, Hd, nkv, nb), bg->pos, m->rope_freqs, m->n_rot, m->rope_type,
+                          m->n_ctx_orig, m->freq_base, m->freq_scale, m->ext_factor, m->attn_factor, m->beta_fast, m->beta_slow);
+        CHK(q && k);
+
+        /* append this batch's K and V to the cache, before attention reads it */
+        const size_t row = kiln_row_size(m->kv_type, kv_dim);
+        struct kiln_tensor * k_dst = kiln_view_1d(ctx, m->k_cache[il], nb * kv_dim, (size_t) m->n_past * row);
+        struct kiln_tensor * v_dst = kiln_view_1d(ctx, m->v_cache[il], nb * kv_dim, (size_t) m->n_past * row);
+        CHK(k_dst && v_dst);
+        struct kiln_tensor * k_st = kiln_cpy(ctx, k, k_dst);
+        struct kiln_tensor * v_st = kiln_cpy(ctx, v, v_dst);
+        CHK(k_st && v_st);
+        CHK(kiln_build_forward_expand(bg->gf, k_st) == KILN_STATUS_SUCCESS);
+        CHK(kiln_build_forward_expand(bg->gf, v_st) == KILN_STATUS_SUCCESS);
+
+        struct kiln_tensor * kc = kiln_view_3d(ctx, m->k_cache[il], Hd, n_kv, nkv, row, kiln_row_size(m->kv_type, Hd), 0);
+        struct kiln_tensor * vc = kiln_view_3d(ctx, m->v_cache[il], Hd, n_kv, nkv, row, kiln_row_size(m->kv_type, Hd), 0);
+        struct kiln_tensor * qp = kiln_permute(ctx, q, 0, 2, 1, 3); /* [Hd, nb, nh] */
+        CHK(kc && vc && qp);
+        struct kiln_tensor * att = kiln_flash_attn_ext(ctx, qp, kc, vc, bg->mask, kq_scale, 0.0f, 0.0f);
+        CHK(att);
+        kiln_flash_attn_ext_set_prec(att, KILN_PREC_F32);
+        att = kiln_reshape_2d(ctx, att, Hd * nh, nb);
+        CHK(att);
+        cur = kiln_mul_mat(ctx, L->wo, att);
+        if (L->bo) cur = kiln_add(ctx, cur, L->bo);
+        struct kiln_tensor * h = kiln_add(ctx, cur, x);
+        CHK(h);
+
+        cur = kiln_mul(ctx, kiln_rms_norm(ctx, h, m->norm_eps), L->ffn_norm);
+        CHK(cur);
+        struct kiln_tensor * gate = kiln_silu(ctx, kiln_mul_mat(ctx, L->ffn_gate, cur));
+        struct kiln_tensor * up = kiln_mul_mat(ctx, L->ffn_up, cur);
+        CHK(gate && up);
+        cur = kiln_mul_mat(ctx, L->ffn_down, kiln_mul(ctx, gate, up));
+        CHK(cur);
+        x = kiln_add(ctx, cur, h);
+        CHK(x);
+    }
+    /* only the last position's logits are needed */
+    struct kiln_tensor * last = kiln_view_2d(ctx, x, E, 1, x->nb[1], (size_t) (nb - 1) * x->nb[1]);
+    CHK(last);
+    struct kiln_tensor * cur = kiln_mul(ctx, kiln_rms_norm(ctx, last, m->norm_eps), m->output_norm);
+    CHK(cur);
+    bg->logits = kiln_mul_mat(ctx, m->output, cur);
+    CHK(bg->logits);
+    kiln_set_output(bg->logits);
+    CHK(kiln_build_forward_expand(bg->gf, bg->logits) == KILN_STATUS_SUCCESS);
+    return true;
+}
+
+static enum kiln_status eval_batch(struct kiln_model * m, const kiln_token * tokens, int32_t nb) {
+    struct batch_graph bg = { 0 };
+    if (!build_graph(m, &bg, nb)) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "model: building the graph failed: %s", kiln_last_error());
+        kiln_free(bg.ctx);
+        kiln_set_last_error("%s", msg);
+        return KILN_STATUS_FAILED;
+    }
+    if (!kiln_gallocr_alloc_graph(m->galloc, bg.gf)) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "model: allocating the graph failed: %s", kiln_last_error());
+        kiln_free(bg.ctx);
+        kiln_set_last_error("%s", msg);
+        return KILN_STATUS_ALLOC_FAILED;
+    }
+    int32_t * tk = bg.tokens->data;
+    int32_t * ps = bg.pos->data;
+    for (int32_t i = 0; i < nb; i++) {
+        tk[i] = tokens[i];
+        ps[i] = m->n_past + i;
+    }
+    /* causal mask: row i sees cache positions 0 .. n_past + i */
+    const int64_t n_kv = bg.mask->ne[0];
+    kiln_fp16_t * mk = bg.mask->data;
+    const kiln_fp16_t zero = kiln_fp32_to_fp16(0.0f), ninf = kiln_fp32_to_fp16(-INFINITY);
+    for (int64_t i = 0; i < bg.mask->ne[1]; i++) {
+        for (int64_t j = 0; j < n_kv; j++) {
+            mk[i * n_kv + j] = (i < nb && j <= m->n_past + i) ? zero : ninf;
+        }
+    }
+    struct kiln_cplan plan = kiln_graph_plan(bg.gf, m->n_threads, NULL);
+    if (plan.work_size > m->work_size) {
+        uint8_t * w = realloc(m->work, plan.work_size);
+        if (!w) {
+            kiln_free(bg.ctx);
+            kiln_set_last_error("model: cannot allocate %zu bytes of work buffer", plan.work_size);
+            return KILN_STATUS_ALLOC_FAILED;
+        }
+        m->work = w;
+        m->work_size = plan.work_size;
+    }
+    plan.work_data = m->work;
+    plan.abort_flag = m->abort_flag;
+    enum kiln_status st = kiln_graph_compute(bg.gf, &plan);
+    if (st == KILN_STATUS_SUCCESS) {
+        memcpy(m->logits, bg.logits->data, sizeof(float) * (size_t) m->n_vocab);
+        m->n_past += nb;
+    } else if (st == KILN_STATUS_ABORTED) {
+        kiln_set_last_error("model: evaluation aborted");
+    }
+    kiln_free(bg.ctx);
+    return st;
+}
+
+enum kiln_status kiln_model_eval(struct kiln_model * m, const kiln_token * tokens, int32_t n_tokens) {
+    if (!m || !tokens || n_tokens <= 0) {
+        kiln_set_last_error("kiln_model_eval: invalid arguments");
+        return KILN_STATUS_INVALID_ARG;
+    }
+    if (!m->layers) {
+        kiln_set_last_error("kiln_model_eval: model was loaded vocab-only");
+        return KILN_STATUS_INVALID_ARG;
+    }
+    if ((int64_t) m->n_past + n_tokens > m->n_ctx) {
+        kiln_set_last_error("kiln_model_eval: %d tokens after %d in the cache exceed the context length %d",
+                            n_tokens, m->n_past, m->n_ctx);
+        return KILN_STATUS_INVALID_ARG;
+    }
+    for (int32_t i = 0; i < n_tokens; i++) {
+        if (tokens[i] < 0 || tokens[i] >= m->n_vocab) {
+            kiln_set_last_error("kiln_model_eval: token %d at index %d out of range (vocab %d)", tokens[i], i, m->n_vocab);
+            return KILN_STATUS_INVALID_ARG;
+        }
+    }
+    for (int32_t i = 0; i < n_tokens; i += m->n_batch) {
+        int32_t nb = n_tokens - i < m->n_batch ? n_tokens - i : m->n_batch;
+        enum kiln_status st = eval_batch(m, tokens + i, nb);
+        if (st != KILN_STATUS_SUCCESS) {
+            return st;
+        }
+    }
+    return KILN_STATUS_SUCCESS;
+}

@@ -1,0 +1,143 @@
+/*
+ * kiln-generate — generate text with a llama-family GGUF model.
+ *
+ *   kiln-generate [-m FILE] [-p PROMPT] [-n N] [--temp T] [--top-k K] [--top-p P]
+ *                 [--min-p P] [--repeat-penalty R] [--seed S] [--threads N]
+ *                 [--ctx N] [--batch N] [--kv-f32] [--stop STR]... [--print-ids]
+ *
+ * stdout: the prompt followed by the generated text, nothing else (or, with
+ * --print-ids, the generated token ids on one line). Logs and timings go to
+ * stderr. Defaults: the embedded models/stories260K.gguf, prompt
+ * "Once upon a time", 200 tokens, greedy.
+ */
+#include "kiln-llama.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static void usage(void) {
+    fprintf(stderr,
+            "usage: kiln-generate [-m FILE] [-p PROMPT] [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P]\n"
+            "                     [--repeat-penalty R] [--seed S] [--threads N] [--ctx N] [--batch N]\n"
+            "                     [--kv-f32] [--stop STR]... [--print-ids]\n");
+}
+
+static void on_piece(const char * text, int32_t len, kiln_token token, void * user) {
+    (void) token;
+    (void) user;
+    fwrite(text, 1, (size_t) len, stdout);
+    fflush(stdout);
+}
+
+static void on_token_id(const char * text, int32_t len, kiln_token token, void * user) {
+    (void) text;
+    (void) len;
+    int * first = user;
+    if (token >= 0) {
+        printf(*first ? "%d" : " %d", token);
+        *first = 0;
+    }
+}
+
+int main(int argc, char ** argv) {
+    const char * path = "models/stories260K.gguf";
+    const char * prompt = "Once upon a time";
+    struct kiln_generate_params gp = kiln_generate_params_default();
+    struct kiln_sampler_params sp = kiln_sampler_params_default();
+    struct kiln_model_params mp = kiln_model_params_default();
+    gp.max_tokens = 200;
+    bool print_ids = false;
+    const char * stops[16];
+    int n_stops = 0;
+    for (int i = 1; i < argc; i++) {
+        const char * a = argv[i];
+        bool has = i + 1 < argc;
+#define ARG(name) (!strcmp(a, name) && has)
+        if (ARG("-m") || ARG("--model")) path = argv[++i];
+        else if (ARG("-p") || ARG("--prompt")) prompt = argv[++i];
+        else if (ARG("-n") || ARG("--n-predict")) gp.max_tokens = atoi(argv[++i]);
+        else if (ARG("--temp")) sp.temperature = (float) atof(argv[++i]);
+        else if (ARG("--top-k")) sp.top_k = atoi(argv[++i]);
+        else if (ARG("--top-p")) sp.top_p = (float) atof(argv[++i]);
+        else if (ARG("--min-p")) sp.min_p = (float) atof(argv[++i]);
+        else if (ARG("--repeat-penalty")) sp.repeat_penalty = (float) atof(argv[++i]);
+        else if (ARG("--seed") || ARG("-s")) sp.seed = strtoull(argv[++i], NULL, 10);
+        else if (ARG("--threads") || ARG("-t")) mp.n_threads = atoi(argv[++i]);
+        else if (ARG("--ctx") || ARG("-c")) mp.n_ctx = atoi(argv[++i]);
+        else if (ARG("--batch") || ARG("-b")) mp.n_batch = atoi(argv[++i]);
+        else if (ARG("--stop") && n_stops < 16) stops[n_stops++] = argv[++i];
+        else if (!strcmp(a, "--kv-f32")) mp.kv_type = KILN_TYPE_F32;
+        else if (!strcmp(a, "--print-ids")) print_ids = true;
+        else if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(); return 0; }
+        else {
+            fprintf(stderr, "kiln-generate: unknown or incomplete argument '%s'\n", a);
+            usage();
+            return 2;
+        }
+#undef ARG
+    }
+    bool ctx_given = mp.n_ctx > 0;
+    gp.stop = stops;
+    gp.n_stop = n_stops;
+
+    int64_t t0 = kiln_time_us();
+    struct kiln_model * model = kiln_model_load(path, mp);
+    if (!model) {
+        fprintf(stderr, "kiln-generate: %s\n", kiln_last_error());
+        return 1;
+    }
+    fprintf(stderr, "kiln-generate: loaded %s in %.1f ms (context %d, vocab %d, isa %s)\n", path,
+            (kiln_time_us() - t0) / 1000.0, kiln_model_n_ctx(model), kiln_model_n_vocab(model), kiln_cpu_isa());
+    if (mp.n_threads <= 0) {
+        /* tiny models run fastest on one thread; bigger ones use the cores */
+        long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+        int n = kiln_model_n_embd(model) < 512 ? 1 : (int) (ncpu > 8 ? 8 : ncpu < 1 ? 1 : ncpu);
+        struct kiln_model_params mp2 = mp;
+        mp2.n_threads = n;
+        if (n != KILN_DEFAULT_N_THREADS) {
+            kiln_model_free(model);
+            model = kiln_model_load(path, mp2);
+            if (!model) {
+                fprintf(stderr, "kiln-generate: %s\n", kiln_last_error());
+                return 1;
+            }
+        }
+    }
+    /* without --ctx, make room for the prompt and the tokens asked for (the
+     * metadata's context length may be smaller than what the model handles) */
+    if (!ctx_given && gp.max_tokens > 0) {
+        int32_t n_prompt = kiln_tokenize(kiln_model_vocab(model), prompt, (int32_t) strlen(prompt), NULL, 0, true, false);
+        int32_t need = (n_prompt < 0 ? -n_prompt : n_prompt) + gp.max_tokens;
+        if (need > kiln_model_n_ctx(model)) {
+            fprintf(stderr, "kiln-generate: context %d -> %d to fit the prompt and %d tokens (set it with --ctx)\n",
+                    kiln_model_n_ctx(model), need, gp.max_tokens);
+            if (kiln_model_set_n_ctx(model, need) != KILN_STATUS_SUCCESS) {
+                fprintf(stderr, "kiln-generate: %s\n", kiln_last_error());
+                return 1;
+            }
+        }
+    }
+    struct kiln_sampler * smpl = kiln_sampler_new(sp);
+
+    int first = 1;
+    if (!print_ids) {
+        fputs(prompt, stdout);
+        fflush(stdout);
+    }
+    struct kiln_generate_stats st;
+    enum kiln_status s = kiln_generate(model, smpl, prompt, gp, print_ids ? on_token_id : on_piece, &first, &st);
+    if (print_ids) {
+        printf("\n");
+    }
+    fflush(stdout);
+    if (s != KILN_STATUS_SUCCESS) {
+        fprintf(stderr, "kiln-generate: %s\n", kiln_last_error());
+    }
+    fprintf(stderr, "kiln-generate: prompt %d tokens, %.1f tokens/s; generated %d tokens, %.1f tokens/s\n",
+            st.prompt_tokens, st.prompt_tokens_per_second, st.generated_tokens, st.tokens_per_second);
+    kiln_sampler_free(smpl);
+    kiln_model_free(model);
+    return s == KILN_STATUS_SUCCESS ? 0 : 1;
+}

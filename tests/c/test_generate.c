@@ -1,0 +1,293 @@
+/*
+ * test_generate.c — the llama runner end to end on stories260K: greedy
+ * output equals llama.cpp's reference (models/README.md), F32 KV cache and
+ * small prompt batches agree, stop strings, a prompt longer than the
+ * context, abort mid-generation (the model stays usable), an unsupported
+ * architecture, bad input.
+ */
+#include "kiln-gguf.h"
+#include "kiln-llama.h"
+#include "util/test_util.h"
+#include "models/textstream.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MODEL "models/stories260K.gguf"
+
+struct sink {
+    char text[8192];
+    size_t n;
+    int pieces;
+    volatile int * abort_flag;
+    int abort_after;
+};
+
+static void collect(const char * t, int32_t len, kiln_token tok, void * ud) {
+    (void) tok;
+    struct sink * s = ud;
+    if (len > 0 && s->n + (size_t) len < sizeof s->text) {
+        memcpy(s->text + s->n, t, (size_t) len);
+        s->n += (size_t) len;
+        s->text[s->n] = 0;
+    }
+    if (++s->pieces == s->abort_after && s->abort_flag) {
+        *s->abort_flag = 1;
+    }
+}
+
+/* the reference story after "<s> Once upon a time" */
+static char * reference(void) {
+    FILE * f = fopen("models/README.md", "rb");
+    if (!f) return NULL;
+    static char buf[16384];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    char * a = strstr(buf, "```\n<s> Once upon a time");
+    if (!a) return NULL;
+    a += strlen("```\n<s> Once upon a time");
+    char * e = strstr(a, "\n```");
+    if (!e) return NULL;
+    *e = 0;
+    return a;
+}
+
+static enum kiln_status run(struct kiln_model * m, const char * prompt, int n, struct sink * s,
+                            const char * const * stop, int n_stop, struct kiln_generate_stats * st) {
+    struct kiln_sampler_params sp = kiln_sampler_params_default(); /* temperature 0: greedy */
+    struct kiln_sampler * smpl = kiln_sampler_new(sp);
+    struct kiln_generate_params gp = kiln_generate_params_default();
+    gp.max_tokens = n;
+    gp.stop = stop;
+    gp.n_stop = n_stop;
+    memset(s->text, 0, 8);
+    s->n = 0;
+    s->pieces = 0;
+    enum kiln_status r = kiln_generate(m, smpl, prompt, gp, collect, s, st);
+    kiln_sampler_free(smpl);
+    return r;
+}
+
+/* what the stream lets out after adding s */
+static size_t ready_after(struct textstream * ts, const char * s, bool final, bool * hit) {
+    textstream_add(ts, s, strlen(s));
+    return textstream_ready(ts, final, hit);
+}
+
+static void textstream_cases(void) {
+    tu_case = "textstream";
+    bool hit;
+    struct textstream ts = { 0 };
+    /* a 4-byte character split over three tokens comes out whole */
+    CHECK(ready_after(&ts, "ab\xf0\x9f", false, &hit) == 2 && !hit, "partial character held back");
+    textstream_consume(&ts, 2);
+    CHECK(ready_after(&ts, "\x98", false, &hit) == 0, "still partial");
+    CHECK(ready_after(&ts, "\x80!", false, &hit) == 5, "complete character released");
+    textstream_consume(&ts, 5);
+    CHECK(ready_after(&ts, "\xe2\x82", true, &hit) == 2, "at the end everything goes");
+    textstream_free(&ts);
+
+    const char * stops[] = { "END", "\n\n" };
+    struct textstream st = { NULL, 0, 0, stops, 2 };
+    CHECK(ready_after(&st, "hello E", false, &hit) == 6 && !hit, "a possible stop prefix waits");
+    textstream_consume(&st, 6);
+    CHECK(ready_after(&st, "X", false, &hit) == 2 && !hit, "not a stop after all");
+    textstream_consume(&st, 2);
+    CHECK(ready_after(&st, "one\n", false, &hit) == 3 && !hit, "newline waits for a second one");
+    CHECK(ready_after(&st, "\nmore", false, &hit) == 3 && hit, "stop string found: text before it only");
+    textstream_free(&st);
+    struct textstream s2 = { NULL, 0, 0, stops, 2 };
+    CHECK(ready_after(&s2, "xxENDyyEND", false, &hit) == 2 && hit, "first occurrence wins");
+    textstream_free(&s2);
+}
+
+/* stories260K with the feed-forward padded with zeros from 172 to 192 (the
+ * fixture that lets row-quantized types hold ffn_down): same function */
+static void * padded_model(size_t * size) {
+    struct kiln_context * sctx = NULL;
+    struct kiln_gguf_init_params ip = { .no_alloc = false, .ctx = &sctx };
+    struct kiln_gguf_context * src = kiln_gguf_init_from_file(MODEL, ip);
+    if (!src) return NULL;
+    struct kiln_gguf_context * dst = kiln_gguf_init_empty();
+    kiln_gguf_set_kv(dst, src);
+    kiln_gguf_set_val_u32(dst, "llama.feed_forward_length", 192);
+    struct kiln_context * ctx = tu_ctx(8u << 20);
+    for (int64_t i = 0; i < kiln_gguf_get_n_tensors(src); i++) {
+        const char * name = kiln_gguf_get_tensor_name(src, i);
+        struct kiln_tensor * t = kiln_get_tensor(sctx, name), * o;
+        if (strstr(name, "ffn_gate") || strstr(name, "ffn_up")) {
+            o = kiln_new_tensor_2d(ctx, KILN_TYPE_F32, t->ne[0], 192);
+            memset(o->data, 0, kiln_nbytes(o));
+            memcpy(o->data, t->data, kiln_nbytes(t));
+        } else if (strstr(name, "ffn_down")) {
+            o = kiln_new_tensor_2d(ctx, KILN_TYPE_F32, 192, t->ne[1]);
+            memset(o->data, 0, kiln_nbytes(o));
+            for (int64_t r = 0; r < t->ne[1]; r++) memcpy((char *) o->data + r * o->nb[1], (char *) t->data + r * t->nb[1], t->nb[1]);
+        } else {
+            o = kiln_dup_tensor(ctx, t);
+            memcpy(o->data, t->data, kiln_nbytes(t));
+        }
+        kiln_set_name(o, name);
+        kiln_gguf_add_tensor(dst, o);
+    }
+    *size = kiln_gguf_get_write_size(dst, false);
+    void * buf = malloc(*size);
+    kiln_gguf_write_to_buffer(dst, buf, *size, false);
+    kiln_gguf_free(dst);
+    kiln_gguf_free(src);
+    kiln_free(ctx);
+    kiln_free(sctx);
+    return buf;
+}
+
+int main(void) {
+    textstream_cases();
+    const char * ref = reference();
+    if (!CHECK(ref != NULL, "reference text in models/README.md")) return tu_finish();
+
+    struct kiln_model_params mp = kiln_model_params_default();
+    mp.n_threads = 1;
+    struct kiln_model * m = kiln_model_load(MODEL, mp);
+    if (!CHECK(m != NULL, "load: %s", kiln_last_error())) return tu_finish();
+    CHECK(kiln_model_n_ctx(m) == 128 && kiln_model_n_ctx_train(m) == 128, "context from metadata: %d", kiln_model_n_ctx(m));
+    CHECK(kiln_model_n_vocab(m) == 512 && kiln_model_n_embd(m) == 64, "vocab 512, embedding 64");
+    char arch[32];
+    CHECK(kiln_model_meta_val_str(m, "general.architecture", arch, sizeof arch) == 5 && !strcmp(arch, "llama"), "metadata read");
+    CHECK(kiln_model_meta_val_str(m, "llama.block_count", arch, sizeof arch) == 1 && !strcmp(arch, "5"), "numbers rendered: %s", arch);
+    CHECK(kiln_model_meta_val_str(m, "no.such.key", arch, sizeof arch) == -1, "absent key");
+    CHECK(kiln_gguf_find_key(kiln_model_gguf(m), "tokenizer.ggml.tokens") >= 0, "GGUF metadata reachable");
+
+    static struct sink s;
+    struct kiln_generate_stats st;
+
+    tu_case = "prompt too long";
+    char * lp = malloc(4000);
+    lp[0] = 0;
+    for (int i = 0; i < 100; i++) strcat(lp, "Once upon a time ");
+    CHECK(run(m, lp, 10, &s, NULL, 0, &st) == KILN_STATUS_INVALID_ARG, "prompt over the context is refused");
+    CHECK(strstr(kiln_last_error(), "longer than the context") != NULL, "clear message: %s", kiln_last_error());
+    free(lp);
+    kiln_token many[200];
+    for (int i = 0; i < 200; i++) many[i] = 300;
+    CHECK(kiln_model_eval(m, many, 200) == KILN_STATUS_INVALID_ARG, "eval past the context refused");
+
+    tu_case = "reference";
+    CHECK(kiln_model_set_n_ctx(m, 256) == KILN_STATUS_SUCCESS, "context 256");
+    enum kiln_status r = run(m, "Once upon a time", 200, &s, NULL, 0, &st);
+    CHECK(r == KILN_STATUS_SUCCESS, "generate: %s", kiln_last_error());
+    CHECK(st.prompt_tokens == 5 && st.generated_tokens == 200, "5 prompt tokens, 200 generated (%d, %d)", st.prompt_tokens, st.generated_tokens);
+    CHECK(strcmp(s.text, ref) == 0, "greedy 200 tokens equal llama.cpp's reference");
+    if (strcmp(s.text, ref) != 0) fprintf(stderr, "got:\n%s\nexpected:\n%s\n", s.text, ref);
+
+    tu_case = "abort";
+    volatile int flag = 0;
+    kiln_model_set_abort_flag(m, &flag);
+    s.abort_flag = &flag;
+    s.abort_after = 5;
+    r = run(m, "Once upon a time", 200, &s, NULL, 0, &st);
+    CHECK(r == KILN_STATUS_ABORTED, "abort flag stops generation (%d)", (int) r);
+    CHECK(st.generated_tokens == 5 && strncmp(s.text, ref, s.n) == 0, "the text so far is the reference's start (%d tokens)", st.generated_tokens);
+    flag = 0;
+    s.abort_flag = NULL;
+    r = run(m, "Once upon a time", 200, &s, NULL, 0, &st);
+    CHECK(r == KILN_STATUS_SUCCESS && strcmp(s.text, ref) == 0, "after an abort the model generates the reference again");
+    kiln_model_set_abort_flag(m, NULL);
+
+    tu_case = "stop strings";
+    const char * stops[] = { "xyz", "Lily." };
+    r = run(m, "Once upon a time", 200, &s, stops, 2, &st);
+    CHECK(r == KILN_STATUS_SUCCESS && st.stopped_by_string, "stopped by a stop string");
+    CHECK(strcmp(s.text, ", there was a little girl named ") == 0, "text ends before the stop string: '%s'", s.text);
+    r = run(m, "Once upon a time", 20, &s, stops, 1, &st);
+    CHECK(st.generated_tokens == 20 && !st.stopped_by_string && strncmp(s.text, ref, s.n) == 0 && s.n > 40,
+          "max tokens: 20, an unseen stop string holds nothing back at the end");
+
+    tu_case = "batches and kv types";
+    float * logits_a = malloc(512 * sizeof(float));
+    kiln_token prompt[16];
+    const char * text = "Once upon a time, there was a little girl named Lily.";
+    int32_t np = kiln_tokenize(kiln_model_vocab(m), text, (int32_t) strlen(text), prompt, 16, true, false);
+    kiln_model_reset(m);
+    CHECK(kiln_model_eval(m, prompt, np) == KILN_STATUS_SUCCESS, "eval prompt in one batch");
+    memcpy(logits_a, kiln_model_logits(m), 512 * sizeof(float));
+    kiln_model_free(m);
+
+    mp.n_batch = 3;
+    mp.kv_type = KILN_TYPE_F32;
+    m = kiln_model_load(MODEL, mp);
+    CHECK(m && kiln_model_eval(m, prompt, np) == KILN_STATUS_SUCCESS, "eval prompt in batches of 3, F32 cache");
+    double num = 0, den = 0;
+    for (int i = 0; i < 512 && m; i++) {
+        double d = (double) kiln_model_logits(m)[i] - logits_a[i];
+        num += d * d;
+        den += (double) logits_a[i] * logits_a[i];
+    }
+    CHECK(m && num / den < 1e-6, "logits agree across batching and cache type (nmse %.3g)", num / den);
+    CHECK(kiln_model_n_past(m) == np, "n_past counts the prompt");
+    kiln_model_truncate(m, 4);
+    CHECK(kiln_model_n_past(m) == 4, "truncate");
+    kiln_model_free(m);
+
+    tu_case = "threads";
+    mp = kiln_model_params_default();
+    mp.n_threads = 2;
+    m = kiln_model_load(MODEL, mp);
+    r = run(m, "Once upon a time", 8, &s, NULL, 0, &st);
+    CHECK(r == KILN_STATUS_SUCCESS && strncmp(s.text, ref, s.n) == 0 && s.n > 20, "2 threads: same start");
+    kiln_model_free(m);
+
+    tu_case = "padded feed-forward";
+    size_t psz = 0;
+    void * pbuf = padded_model(&psz);
+    mp = kiln_model_params_default();
+    mp.n_threads = 1;
+    mp.n_ctx = 256;
+    mp.no_copy = true; /* weights used in place */
+    m = pbuf ? kiln_model_load_from_buffer(pbuf, psz, mp) : NULL;
+    CHECK(m != NULL, "padded model loads: %s", kiln_last_error());
+    if (m) {
+        r = run(m, "Once upon a time", 200, &s, NULL, 0, &st);
+        CHECK(r == KILN_STATUS_SUCCESS && strcmp(s.text, ref) == 0, "zero-padded feed-forward gives the reference too");
+        kiln_model_free(m);
+    }
+    free(pbuf);
+
+    tu_case = "bad input";
+    mp.vocab_only = true;
+    m = kiln_model_load(MODEL, mp);
+    CHECK(m != NULL && kiln_model_vocab(m) != NULL, "vocab-only load");
+    CHECK(kiln_model_eval(m, prompt, 1) == KILN_STATUS_INVALID_ARG, "eval on a vocab-only model refused");
+    kiln_model_free(m);
+    mp.vocab_only = false;
+    CHECK(kiln_model_load("models/none.gguf", mp) == NULL, "missing file: %s", kiln_last_error());
+    m = kiln_model_load(MODEL, mp);
+    kiln_token bad = 512;
+    CHECK(kiln_model_eval(m, &bad, 1) == KILN_STATUS_INVALID_ARG, "token out of range refused");
+    CHECK(kiln_model_eval(m, NULL, 1) == KILN_STATUS_INVALID_ARG, "NULL tokens refused");
+    CHECK(run(m, "", 5, &s, NULL, 0, &st) == KILN_STATUS_SUCCESS && st.prompt_tokens == 1, "empty prompt: just BOS");
+    kiln_model_free(m);
+
+    /* an architecture the runner does not know: same file, other name */
+    struct kiln_gguf_init_params gp = { .no_alloc = false, .ctx = NULL };
+    struct kiln_gguf_context * g = kiln_gguf_init_from_file(MODEL, gp);
+    CHECK(g != NULL, "read gguf");
+    if (g) {
+        struct kiln_gguf_context * g2 = kiln_gguf_init_empty();
+        kiln_gguf_set_kv(g2, g);
+        kiln_gguf_set_val_str(g2, "general.architecture", "mamba");
+        size_t sz = kiln_gguf_get_write_size(g2, false);
+        void * buf = malloc(sz);
+        kiln_gguf_write_to_buffer(g2, buf, sz, false);
+        kiln_gguf_free(g2);
+        m = kiln_model_load_from_buffer(buf, sz, mp);
+        CHECK(m == NULL && strstr(kiln_last_error(), "'mamba'") != NULL, "unsupported architecture named: %s", kiln_last_error());
+        kiln_model_free(m);
+        free(buf);
+        kiln_gguf_free(g);
+    }
+    free(logits_a);
+    return tu_finish();
+}

@@ -1,0 +1,189 @@
+/*
+ * test_quant_dot.c — the quantized dot products: the scalar reference of
+ * every type against dequantize-then-double-dot, and every ISA variant
+ * compiled into this build against the scalar one, over 1..16 blocks and
+ * misaligned pointers.
+ */
+#include "util/test_util.h"
+#include "blocks.h"
+#include "quants.h"
+#include "cpu/kernels.h"
+#include "cpu/arch/quant_dot.h"
+
+static const enum kiln_type qtypes[] = {
+    KILN_TYPE_Q4_0, KILN_TYPE_Q4_1, KILN_TYPE_Q5_0, KILN_TYPE_Q5_1, KILN_TYPE_Q8_0,
+    KILN_TYPE_Q2_K, KILN_TYPE_Q3_K, KILN_TYPE_Q4_K, KILN_TYPE_Q5_K, KILN_TYPE_Q6_K,
+    KILN_TYPE_IQ4_NL, KILN_TYPE_IQ4_XS, KILN_TYPE_TQ1_0, KILN_TYPE_TQ2_0,
+    KILN_TYPE_IQ2_XXS, KILN_TYPE_IQ2_XS, KILN_TYPE_IQ2_S, KILN_TYPE_IQ3_XXS, KILN_TYPE_IQ3_S,
+    KILN_TYPE_IQ1_S, KILN_TYPE_IQ1_M,
+};
+#define N_TYPES ((int) (sizeof(qtypes) / sizeof(qtypes[0])))
+
+/* A weight row of type t: quantized from uniform data, or (types without a
+ * quantizer) random bytes with the block scale forced to a sane value. */
+static void make_weights(enum kiln_type t, int64_t n, uint8_t * q) {
+    const struct kiln_type_traits * tt = kiln_get_type_traits(t);
+    if (tt->from_float_ref) {
+        float * x = malloc(sizeof(float) * n);
+        for (int64_t i = 0; i < n; i++) x[i] = tu_rand_uniform(-1, 1);
+        if (t == KILN_TYPE_TQ1_0 || t == KILN_TYPE_TQ2_0) for (int64_t i = 0; i < n; i++) x[i] = (float) ((int) (x[i] * 1.5f));
+        tt->from_float_ref(x, q, n);
+        free(x);
+        return;
+    }
+    const size_t nb = (size_t) (n / tt->blck_size);
+    for (size_t j = 0; j < nb * tt->type_size; j++) q[j] = (uint8_t) tu_rand_u64();
+    for (size_t b = 0; b < nb; b++) {
+        uint8_t * blk = q + b * tt->type_size;
+        if (t == KILN_TYPE_IQ1_M) {
+            /* fp16 scale 0x3c00 lives in the top nibbles of the 4 scale words */
+            blk[49] &= 0x0f; blk[51] &= 0x0f;
+            blk[53] = (uint8_t) ((blk[53] & 0x0f) | 0xc0);
+            blk[55] = (uint8_t) ((blk[55] & 0x0f) | 0x30);
+        } else {
+            blk[0] = (uint8_t) tu_rand_u64();
+            blk[1] = (uint8_t) (0x34 | (tu_rand_u64() & 0x83)); /* |d| in [2^-3, 2^-2) or negative */
+        }
+    }
+}
+
+static double ref_dot(enum kiln_type t, enum kiln_type vt, int64_t n, const void * x, const void * y, double * sum_abs) {
+    float * xf = malloc(sizeof(float) * n);
+    float * yf = malloc(sizeof(float) * n);
+    kiln_get_type_traits(t)->to_float(x, xf, n);
+    kiln_get_type_traits(vt)->to_float(y, yf, n);
+    double s = 0, sa = 0;
+    for (int64_t i = 0; i < n; i++) { s += (double) xf[i] * yf[i]; sa += fabs((double) xf[i] * yf[i]); }
+    free(xf); free(yf);
+    *sum_abs = sa;
+    return s;
+}
+
+static void test_scalar_vs_reference(void) {
+    tu_case = "scalar vec_dot vs dequantized dot";
+    const struct kiln_kernels * ks = kiln_kernels_for_isa(KILN_ISA_SCALAR);
+    tu_seed(21);
+    for (int k = 0; k < N_TYPES; k++) {
+        const enum kiln_type t = qtypes[k];
+        const enum kiln_type vt = ks->vec_dot_type[t];
+        CHECK(ks->vec_dot[t] && vt < KILN_TYPE_COUNT && ks->from_float[vt], "%s has vec_dot", kiln_type_name(t));
+        if (!ks->vec_dot[t]) continue;
+        const int64_t n = 256 * 5;
+        uint8_t * x = malloc(kiln_row_size(t, n));
+        uint8_t * y = malloc(kiln_row_size(vt, n));
+        float * act = malloc(sizeof(float) * n);
+        double worst = 0;
+        for (int rep = 0; rep < 4; rep++) {
+            make_weights(t, n, x);
+            for (int64_t i = 0; i < n; i++) act[i] = tu_rand_uniform(-1, 1) * (rep == 3 ? 100.f : 1.f);
+            ks->from_float[vt](act, y, n);
+            float s = 0;
+            ks->vec_dot[t](n, &s, x, y);
+            double sa;
+            const double r = ref_dot(t, vt, n, x, y, &sa);
+            const double rel = fabs(s - r) / (sa + 1e-30);
+            if (rel > worst) worst = rel;
+            /* the dequantized activations are what the kernel multiplies, so
+             * this checks the bit layouts and scale algebra, not precision */
+        }
+        /* q*_1: the activation's s = fp16(d * sum(q)) is rounded to half
+         * precision, so the min term only tracks to ~2^-11 */
+        const double tol = vt == KILN_TYPE_Q8_1 ? 1e-3 : 2e-5;
+        CHECK(worst < tol, "%s . %s: relative error %.3g", kiln_type_name(t), kiln_type_name(vt), worst);
+        free(x); free(y); free(act);
+    }
+}
+
+/* every non-scalar ISA table against the scalar one */
+static void test_isa_vs_scalar(void) {
+    const struct kiln_kernels * ks = kiln_kernels_for_isa(KILN_ISA_SCALAR);
+    static const int nblocks[] = { 1, 2, 3, 7, 8, 16 };
+    int n_isa = 0;
+    for (int isa = 1; isa < KILN_ISA_COUNT; isa++) {
+        const struct kiln_kernels * kk = kiln_kernels_for_isa((enum kiln_isa) isa);
+        if (!kk) continue;
+        n_isa++;
+        tu_case = kk->isa;
+        tu_seed(100 + isa);
+        for (int k = 0; k < N_TYPES; k++) {
+            const enum kiln_type t = qtypes[k];
+            const enum kiln_type vt = ks->vec_dot_type[t];
+            CHECK(kk->vec_dot[t] && kk->vec_dot_type[t] == vt, "%s: %s registered with the same activation type", kk->isa, kiln_type_name(t));
+            if (!kk->vec_dot[t]) continue;
+            const int64_t bs = kiln_blck_size(t) > kiln_blck_size(vt) ? kiln_blck_size(t) : kiln_blck_size(vt);
+            double worst = 0;
+            int bad_len = -1;
+            for (int li = 0; li < 6; li++) {
+                for (int mis = 0; mis < 2; mis++) {
+                    const int64_t n = bs * nblocks[li];
+                    const size_t xs = kiln_row_size(t, n), ys = kiln_row_size(vt, n);
+                    uint8_t * xb = malloc(xs + 8);
+                    uint8_t * yb = malloc(ys + 8);
+                    /* blocks keep their natural C alignment (2 bytes, q8_K 4:
+                     * fp16/float members, as in ggml) but no SIMD alignment */
+                    uint8_t * x = xb + 2 * mis;
+                    uint8_t * y = yb + 4 * mis;
+                    float * act = malloc(sizeof(float) * n);
+                    make_weights(t, n, x);
+                    for (int64_t i = 0; i < n; i++) act[i] = tu_rand_uniform(-1, 1);
+                    ks->from_float[vt](act, y, n);
+                    float s0 = 0, s1 = 0;
+                    ks->vec_dot[t](n, &s0, x, y);
+                    kk->vec_dot[t](n, &s1, x, y);
+                    double sa;
+                    ref_dot(t, vt, n, x, y, &sa);
+                    const double rel = fabs((double) s1 - s0) / (sa + 1e-30);
+                    if (rel > worst) { worst = rel; if (rel >= 1e-5) bad_len = (int) nblocks[li]; }
+                    free(xb); free(yb); free(act);
+                }
+            }
+            CHECK(worst < 1e-5, "%s %s vs scalar: relative diff %.3g (at %d blocks)", kk->isa, kiln_type_name(t), worst, bad_len);
+        }
+    }
+    printf("  ISA tables tested against scalar: %d\n", n_isa);
+}
+
+/* Variants the table does not hold on this CPU (e.g. plain NEON where the
+ * CPU has dotprod): called directly against the scalar ones. */
+struct variant { const char * name; kiln_vec_dot_t fn; enum kiln_type t; };
+#define VARIANT(name, S) { #name "__" #S, name##_vec_dot__##S, 0 },
+static void test_direct_variants(void) {
+#if defined(__aarch64__) && !defined(__EMSCRIPTEN__)
+    struct variant vs[] = { KILN_QDOT_SIMD_LIST(VARIANT, neon) KILN_QDOT_SIMD_LIST(VARIANT, neon_dotprod) };
+    const int nv = (int) (sizeof(vs) / sizeof(vs[0]));
+    const int with_dotprod = kiln_cpu_has_dotprod();
+    static const enum kiln_type order[12] = {
+        KILN_TYPE_Q4_0, KILN_TYPE_Q4_1, KILN_TYPE_Q5_0, KILN_TYPE_Q5_1, KILN_TYPE_Q8_0, KILN_TYPE_Q2_K,
+        KILN_TYPE_Q3_K, KILN_TYPE_Q4_K, KILN_TYPE_Q5_K, KILN_TYPE_Q6_K, KILN_TYPE_IQ4_NL, KILN_TYPE_IQ4_XS };
+    const struct kiln_kernels * ks = kiln_kernels_for_isa(KILN_ISA_SCALAR);
+    tu_case = "direct neon variants";
+    tu_seed(77);
+    for (int v = 0; v < nv; v++) {
+        if (v >= 12 && !with_dotprod) break;
+        const enum kiln_type t = order[v % 12];
+        const enum kiln_type vt = ks->vec_dot_type[t];
+        const int64_t n = 256 * 3;
+        uint8_t * x = malloc(kiln_row_size(t, n) + 2);
+        uint8_t * y = malloc(kiln_row_size(vt, n) + 4);
+        float * act = malloc(sizeof(float) * n);
+        make_weights(t, n, x + 2);
+        for (int64_t i = 0; i < n; i++) act[i] = tu_rand_uniform(-1, 1);
+        ks->from_float[vt](act, y + 4, n);
+        float s0 = 0, s1 = 0;
+        ks->vec_dot[t](n, &s0, x + 2, y + 4);
+        vs[v].fn(n, &s1, x + 2, y + 4);
+        double sa;
+        ref_dot(t, vt, n, x + 2, y + 4, &sa);
+        CHECK(fabs((double) s1 - s0) / (sa + 1e-30) < 1e-5, "%s vs scalar", vs[v].name);
+        free(x); free(y); free(act);
+    }
+    printf("  direct NEON variants checked (dotprod %s)\n", with_dotprod ? "yes" : "no");
+#endif
+}
+
+int main(void) {
+    test_direct_variants();
+    test_scalar_vs_reference();
+    test_isa_vs_scalar();
+    return tu_finish();
+}
