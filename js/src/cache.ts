@@ -307,7 +307,12 @@ export async function loadModelCached<M>(engine: Loader<M>, url: string | URL, o
   if (!resp.ok || !resp.body) throw new KilnError('BAD_SOURCE', `cannot fetch ${href}: HTTP ${resp.status}`);
   const announced = Number(resp.headers.get('content-length') ?? NaN);
   const etag = resp.headers.get('etag');
-  const [toEngine, toCache] = resp.body.tee();
+  // where streams cannot be handed to a worker, the download is gathered
+  // here and given to the engine as a Blob once complete
+  const transferable = streamsTransferable();
+  const [toEngine, toCache] = transferable ? resp.body.tee() : [null, resp.body];
+  const held: Uint8Array[] | null = transferable ? null : [];
+  let downloadError = '';
 
   let writer: Writer | null = null;
   let notStored = '';
@@ -332,11 +337,13 @@ export async function loadModelCached<M>(engine: Loader<M>, url: string | URL, o
           }
         }
         written += value.byteLength;
+        held?.push(value);
         if (Number.isFinite(announced)) report(written, announced);
       }
       return true;
-    } catch {
-      return false; // the download failed or was aborted; the engine side reports it
+    } catch (e) {
+      downloadError = String((e as any)?.message ?? e);
+      return false; // the download failed or was aborted
     } finally {
       reader.releaseLock();
     }
@@ -344,7 +351,14 @@ export async function loadModelCached<M>(engine: Loader<M>, url: string | URL, o
 
   let model: M;
   try {
-    model = await engine.loadModel(toEngine, {
+    let source: ReadableStream<Uint8Array> | Blob;
+    if (toEngine) source = toEngine;
+    else {
+      if (!(await store)) throw signal?.aborted ? new KilnAbortError() : new KilnError('BAD_SOURCE', `cannot fetch ${href}: ${downloadError}`);
+      source = new Blob(held as BlobPart[]);
+      held!.length = 0;
+    }
+    model = await engine.loadModel(source, {
       size: Number.isFinite(announced) ? announced : undefined, signal,
       onProgress: (p) => report(p.loaded, p.total),
     });
@@ -373,4 +387,21 @@ export async function loadModelCached<M>(engine: Loader<M>, url: string | URL, o
     }
   }
   return model;
+}
+
+let transferableStreams: boolean | null = null;
+/** can a ReadableStream be transferred to a worker (Chromium, Firefox: yes; older Safari: no) */
+function streamsTransferable(): boolean {
+  if (transferableStreams === null) {
+    try {
+      const { port1, port2 } = new MessageChannel();
+      const rs = new ReadableStream();
+      port1.postMessage(rs, [rs as unknown as Transferable]);
+      port1.close(); port2.close();
+      transferableStreams = true;
+    } catch {
+      transferableStreams = false;
+    }
+  }
+  return transferableStreams;
 }

@@ -256,8 +256,16 @@ test('cache: a download aborted halfway leaves no entry (and the engine still lo
   await p.close();
 });
 
-test('cache: the Cache API fallback (no OPFS) also serves the second load, and revalidate asks with HEAD', async () => {
-  const noOpfs = () => { delete StorageManager.prototype.getDirectory; };
+test('cache: the fallbacks (no OPFS: Cache API; streams not transferable: Blob) also serve the second load; revalidate asks with HEAD', async () => {
+  // what an older browser lacks
+  const noOpfs = () => {
+    delete StorageManager.prototype.getDirectory;
+    const post = MessagePort.prototype.postMessage;
+    MessagePort.prototype.postMessage = function (m, t) {
+      if (Array.isArray(t) && t.some((x) => x instanceof ReadableStream)) throw new DOMException('streams are not transferable here', 'DataCloneError');
+      return post.call(this, m, t);
+    };
+  };
   let p = await open(isolated, 'index.html', { init: noOpfs });
   await waitLoaded(p);
   assert.equal(await p.evaluate(() => window.__kilnDemo.kiln.cache.backend()), 'cache-api');
