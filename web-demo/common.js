@@ -34,7 +34,7 @@ export async function startEngine() {
     const build = info.build === 'mt'
       ? 'build: kiln-mt (threads)'
       : `build: kiln-st (single-thread${why ? `: ${why}; serve with COOP/COEP headers to enable threads` : ''})`;
-    status.textContent = `${build} · threads: ${info.threads} · SIMD: ${info.simd ? 'yes (wasm simd128)' : 'no'} · ${info.isa} · v${info.version}${mem ? ` · memory: ${mem}` : ''}`;
+    status.textContent = `${build} · threads: ${info.threads} · SIMD: ${info.simd ? info.isa : 'no'} · kiln ${info.version}${mem ? ` · memory: ${mem}` : ''}`;
     status.classList.toggle('warn', info.build === 'st');
     status.dataset.build = info.build;
     status.dataset.threads = String(info.threads);

