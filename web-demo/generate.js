@@ -120,6 +120,7 @@ async function generate() {
       last = now;
       demo.tokens++;
       text += piece;
+      demo.onToken?.(demo.tokens); // tests: act at an exact token
       if (!dirty) { dirty = true; requestAnimationFrame(flush); }
     }
     el.note.textContent = '';
