@@ -32,7 +32,7 @@ before(async () => {
     executablePath: CHROMIUM,
     headless: true,
     args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-      '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+      '--disable-background-networking', '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage'],
     viewport: { width: 1100, height: 900 },
   });
   // every page records main-thread long tasks from its first script on
