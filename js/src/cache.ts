@@ -97,6 +97,9 @@ interface Backend {
   begin(url: string): Promise<Writer>;
 }
 
+/** ids with a download being written (list() must not take them for leftovers) */
+const writing = new Set<string>();
+
 async function opfsBackend(): Promise<Backend | null> {
   const storage = (globalThis as any).navigator?.storage;
   if (!storage || typeof storage.getDirectory !== 'function') return null;
@@ -142,8 +145,9 @@ async function opfsBackend(): Promise<Backend | null> {
           if (e && (await get(e.url))) out.push(e);
           else { await removeQuiet(name); await removeQuiet(`${id}.gguf`); }
         } else if (name.endsWith('.gguf')) {
-          // data without its commit marker: an interrupted write
-          if (!names.includes(name.slice(0, -5) + '.json')) await removeQuiet(name);
+          // data without its commit marker: an interrupted write (unless one is under way)
+          const id = name.slice(0, -5);
+          if (!names.includes(`${id}.json`) && !writing.has(id)) await removeQuiet(name);
         }
       }
       return out.sort((a, b) => a.storedAt - b.storedAt);
@@ -165,23 +169,30 @@ async function opfsBackend(): Promise<Backend | null> {
       const id = idOf(url);
       // an old entry for this URL stops being one before its bytes change
       await removeQuiet(`${id}.json`);
-      const fh = await dir.getFileHandle(`${id}.gguf`, { create: true });
-      const w = await fh.createWritable({ keepExistingData: false });
+      writing.add(id);
+      let w: any;
+      try {
+        const fh = await dir.getFileHandle(`${id}.gguf`, { create: true });
+        w = await fh.createWritable({ keepExistingData: false });
+      } catch (e) { writing.delete(id); throw e; }
       let open = true;
       return {
         write: (chunk) => w.write(chunk),
         async commit(entry) {
-          await w.close();
-          open = false;
-          const mh = await dir.getFileHandle(`${id}.json`, { create: true });
-          const mw = await mh.createWritable({ keepExistingData: false });
-          await mw.write(JSON.stringify({ url: entry.url, size: entry.size, etag: entry.etag, storedAt: entry.storedAt }));
-          await mw.close();
+          try {
+            await w.close();
+            open = false;
+            const mh = await dir.getFileHandle(`${id}.json`, { create: true });
+            const mw = await mh.createWritable({ keepExistingData: false });
+            await mw.write(JSON.stringify({ url: entry.url, size: entry.size, etag: entry.etag, storedAt: entry.storedAt }));
+            await mw.close();
+          } finally { writing.delete(id); }
         },
         async discard() {
           if (open) { open = false; try { await w.abort(); } catch { /* already closed */ } }
           await removeQuiet(`${id}.json`);
           await removeQuiet(`${id}.gguf`);
+          writing.delete(id);
         },
       };
     },
