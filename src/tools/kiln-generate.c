@@ -4,7 +4,7 @@
  *   kiln-generate [-m FILE] [-p PROMPT] [-n N] [--temp T] [--top-k K] [--top-p P]
  *                 [--min-p P] [--repeat-penalty R] [--seed S] [--threads N]
  *                 [--ctx N] [--batch N] [--kv-f32] [--stop STR]... [--print-ids]
- *                 [--print-logits N]
+ *                 [--print-logits N] [--isa scalar|avx2|...]
  *
  * stdout: the prompt followed by the generated text, nothing else (or, with
  * --print-ids, the generated token ids on one line). Logs and timings go to
@@ -24,7 +24,7 @@ static void usage(void) {
     fprintf(stderr,
             "usage: kiln-generate [-m FILE] [-p PROMPT] [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P]\n"
             "                     [--repeat-penalty R] [--seed S] [--threads N] [--ctx N] [--batch N]\n"
-            "                     [--kv-f32] [--stop STR]... [--print-ids] [--print-logits N]\n");
+            "                     [--kv-f32] [--stop STR]... [--print-ids] [--print-logits N] [--isa NAME]\n");
 }
 
 static void on_piece(const char * text, int32_t len, kiln_token token, void * user) {
@@ -107,6 +107,13 @@ int main(int argc, char ** argv) {
         else if (!strcmp(a, "--kv-f32")) mp.kv_type = KILN_TYPE_F32;
         else if (!strcmp(a, "--print-ids")) print_ids = true;
         else if (ARG("--print-logits")) print_logits = atoi(argv[++i]);
+        else if (ARG("--isa")) {
+            kiln_cpu_force_isa(argv[++i]); /* scalar, avx2, ...: compare kernels on a whole model */
+            if (strcmp(kiln_cpu_isa(), argv[i]) != 0) {
+                fprintf(stderr, "kiln-generate: --isa %s: %s\n", argv[i], kiln_last_error());
+                return 2;
+            }
+        }
         else if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(); return 0; }
         else {
             fprintf(stderr, "kiln-generate: unknown or incomplete argument '%s'\n", a);
