@@ -36,37 +36,30 @@ const STRICT = process.env.KILN_ORACLE_STRICT === "1";
 // Two runs per model; tol(wt, pos) bounds max |log p_kiln - log p_llama|
 // (tokens with p_llama > 1e-30) at prompt position pos.
 //
-//  kv-f32: F32 KV cache on both sides (llama.cpp without flash attention):
-//    the same arithmetic up to summation order. F32 weights agree to ~1e-5.
-//  kv-f16: both defaults: F16 KV cache, flash attention on both. llama.cpp's
-//    CPU flash attention rounds Q to F16 and accumulates softmax*V in F16,
-//    Kiln's keeps both in F32: ~1e-2 from position 1 on.
+//  kv-f32: F32 KV cache on both sides (llama.cpp without flash attention).
+//  kv-f16: both defaults: F16 KV cache, flash attention (Kiln's flash
+//    attention on F16 K/V rounds as ggml's CPU kernel does).
 //
-// Position 0 (BOS alone: attention is the identity) must agree to 1e-4 for
-// every type. Later positions of F16 and quantized weights carry rounding
-// "flips": a 1-ulp difference in an F32 sum (summation order) moves an
-// activation across an F16 or q8 rounding boundary; stories260K is sensitive
-// enough that one flip moves log-probs by 5e-3 (F16) to 0.4 (q8 activations).
-// Kiln's own scalar and AVX2 kernels differ by the same amounts
-// (tests/oracle/isa-cmp.mjs). So those get flip-sized tolerances, and greedy
-// tokens of quantized models under kv-f16 are reported, not counted, unless
-// KILN_ORACLE_STRICT=1.
-const isQuant = (wt) => wt !== "f32" && wt !== "f16";
+// What is left is summation order. stories260K is sensitive enough that a
+// 1-ulp difference which moves one activation across an F16 or q8 rounding
+// boundary ("a flip") shifts later log-probs by 5e-3 (F16 roundings) to 0.4
+// (q8 activations): Kiln's own scalar and AVX2 kernels differ by the same
+// amounts (tests/oracle/isa-cmp.mjs). Hence the F16 tolerance, and the known
+// flips listed below.
 const CONFIGS = [
-    { name: "kv-f32", kiln: ["--kv-f32"], ctx: { flashAttention: false, experimentalKvCacheKeyType: "F32", experimentalKvCacheValueType: "F32" },
-      tol: (wt, pos) => (pos === 0 || wt === "f32" ? 1e-4 : wt === "f16" ? 3e-2 : 0.6),
-      strictTokens: () => true },
-    { name: "kv-f16", kiln: [], ctx: { flashAttention: true },
-      tol: (wt, pos) => (pos === 0 ? 1e-4 : wt === "f32" ? 3e-2 : wt === "f16" ? 5e-2 : 0.6),
-      strictTokens: (wt) => STRICT || !isQuant(wt) },
+    { name: "kv-f32", kiln: ["--kv-f32"], ctx: { flashAttention: false, experimentalKvCacheKeyType: "F32", experimentalKvCacheValueType: "F32" } },
+    { name: "kv-f16", kiln: [], ctx: { flashAttention: true } },
 ];
-// Known, explained divergences: counted apart; a known failure that passes is reported.
-const KNOWN = {
-    // Kiln quantizes activations with ggml's reference quantize_row_q8_0 (x * (1/d),
-    // roundf: ties away from zero); llama.cpp's x86 AVX2 one computes x * (127/amax)
-    // and rounds ties to even. Exact ties happen, and flip q5_0's paths.
-    "stories260K-pad-q5_0 kv-f32": "q8_0 activation rounding: ties away from zero (Kiln, ggml ref) vs to even (llama.cpp AVX2)",
-};
+const tolFor = (cfg, wt, pos) => (pos === 0 ? 1e-4 : wt === "f16" ? 3e-2 : wt === "f32" && cfg.name === "kv-f16" ? 1e-2 : 1e-4);
+// Known greedy divergences: printed, not counted ("KNOWN-NOW-PASSES" when one goes away).
+// [model, config, prompt or "*", why]
+const KNOWN = [
+    ["stories260K-pad-q4_0", "kv-f16", "*", "flip: llama.cpp repacks Q4_0 (x8 interleaved AVX2 gemm/gemv, another summation order)"],
+    ["stories260K-pad-iq4_nl", "kv-f16", "*", "flip: llama.cpp repacks IQ4_NL (x8 interleaved AVX2 gemm/gemv, another summation order)"],
+    ["stories260K-pad-q5_0", "kv-f32", "Once upon a time", "flip at token 60 (cause not isolated)"],
+];
+const knownFor = (name, cfg, prompt) =>
+    KNOWN.find(([m, c, p]) => m === name && c === cfg && (p === "*" || p === prompt))?.[3];
 
 const PROMPTS = [
     "Once upon a time",
@@ -92,13 +85,11 @@ const TOKENIZE_ONLY = [
 
 let passed = 0;
 let failed = 0;
-let infos = 0;
 let knowns = 0;
-function check(ok, name, detail = "", counted = true) {
-    if (!counted) infos++;
-    else if (ok) passed++;
+function check(ok, name, detail = "") {
+    if (ok) passed++;
     else failed++;
-    console.log(`${ok ? "ok  " : counted ? "FAIL" : "info"} ${name}${detail ? "  " + detail : ""}`);
+    console.log(`${ok ? "ok  " : "FAIL"} ${name}${detail ? "  " + detail : ""}`);
     return ok;
 }
 
@@ -187,8 +178,7 @@ for (const m of models) for (const cfg of CONFIGS) {
     const seq = ctx.getSequence();
     const bos = lm.tokens.bos;
     const row = { model: name, config: cfg.name, prompts: PROMPTS.length, tokensMatched: 0, tokensTotal: 0, maxLogprobDiff: 0, genMatch: 0 };
-    const strictTokens = cfg.strictTokens(wt);
-    const known = KNOWN[`${name} ${cfg.name}`];
+
     for (const prompt of PROMPTS) {
         const input = [bos, ...lm.tokenize(prompt)];
         const nlog = Math.min(N_LOGIT_POS, input.length);
@@ -225,13 +215,13 @@ for (const m of models) for (const cfg of CONFIGS) {
                 if (pr > 1e-30) d = Math.max(d, Math.abs(Math.log(pr) - kl[tok]));
             }
             perPos.push(d);
-            if (!(d <= cfg.tol(wt, p))) over = true;
+            if (!(d <= tolFor(cfg, wt, p))) over = true;
             maxd = Math.max(maxd, d);
         }
         row.maxLogprobDiff = Math.max(row.maxLogprobDiff, maxd);
         row.maxLogprobDiffPos0 = Math.max(row.maxLogprobDiffPos0 ?? 0, perPos[0]);
         check(!over, `log-probs of first ${nlog} positions ${tag}`,
-            `|diff| per position ${perPos.map((d) => d.toExponential(1)).join(" ")} (tol ${cfg.tol(wt, 0)}, then ${cfg.tol(wt, 1)})`);
+            `|diff| per position ${perPos.map((d) => d.toExponential(1)).join(" ")} (tol ${tolFor(cfg, wt, 0)}, then ${tolFor(cfg, wt, 1)})`);
 
         const d = firstDiff(k.ids, ref);
         const matched = d < 0 ? ref.length : d;
@@ -240,10 +230,11 @@ for (const m of models) for (const cfg of CONFIGS) {
         if (d < 0) row.genMatch++;
         const detail = d < 0 ? `(${ref.length} tokens equal)`
             : `first diff at ${d}: kiln ${k.ids.slice(d, d + 5)} llama.cpp ${ref.slice(d, d + 5)} (kiln ${k.ids.length}, llama.cpp ${ref.length} tokens)`;
+        const known = STRICT ? undefined : knownFor(name, cfg.name, prompt);
         if (known) {
             knowns++;
             console.log(`${d < 0 ? "KNOWN-NOW-PASSES" : "known"} greedy ${N_GEN} tokens ${tag}  ${detail}  [${known}]`);
-        } else check(d < 0, `greedy ${N_GEN} tokens ${tag}`, detail, strictTokens);
+        } else check(d < 0, `greedy ${N_GEN} tokens ${tag}`, detail);
     }
     summary.push(row);
     await ctx.dispose();
@@ -254,9 +245,8 @@ console.log(`\nmodel                      KV      prompts equal  tokens equal  m
 for (const r of summary) {
     console.log(`${r.model.padEnd(26)} ${r.config}  ${String(r.genMatch).padStart(5)}/${r.prompts}       ${String(r.tokensMatched).padStart(4)}/${r.tokensTotal}      ${r.maxLogprobDiffPos0.toExponential(1)} / ${r.maxLogprobDiff.toExponential(1)}`);
 }
-if (jsonOut) writeFileSync(jsonOut, JSON.stringify({ passed, failed, infos, knowns, models: summary }, null, 1));
+if (jsonOut) writeFileSync(jsonOut, JSON.stringify({ passed, failed, knowns, models: summary }, null, 1));
 console.log(`\n${passed} passed, ${failed} failed` +
-    (infos ? `; ${infos} reported only (kv-f16 greedy tokens of quantized models; KILN_ORACLE_STRICT=1 counts them)` : "") +
-    (knowns ? `; ${knowns} known divergences (see KNOWN in tests/oracle/oracle.mjs)` : ""));
+    (knowns ? `; ${knowns} greedy runs on the known-divergence list (KNOWN in tests/oracle/oracle.mjs; KILN_ORACLE_STRICT=1 counts them)` : ""));
 await llama.dispose();
 process.exit(failed ? 1 : 0);
