@@ -216,8 +216,10 @@ static bool rd_values(struct rd * r, struct kiln_gguf_kv * kv, uint64_t at, cons
     uint64_t * offs = (uint64_t *) rd_alloc(r, n + 1, sizeof(uint64_t), at, key);
     if (!offs) return false;
     kv->data = offs;
-    /* all string bytes plus one NUL each fit in what is left minus the lengths */
-    const uint64_t bound = rd_left(r) - 7 * n;
+    /* every string byte comes from the input: the blob never needs more than
+     * what is left plus one NUL per string, so doubling up to that bound
+     * reallocates O(log) times */
+    const uint64_t bound = rd_left(r) > UINT64_MAX - n ? UINT64_MAX : rd_left(r) + n;
     /* grows by doubling from the first string's size, capped by the bound */
     uint64_t cap = 0;
     uint64_t used = 0;

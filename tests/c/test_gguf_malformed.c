@@ -524,6 +524,24 @@ static void test_no_huge_allocations(void) {
     free(key);
     expect_reject(m.p, m.n, "3000 long keys, one repeated", "duplicate key 'kkkkkkkkkkkkkkk", last_at);
     free(m.p);
+    /* a string array claiming more strings than it holds, whose strings are
+     * longer than the count suggests: the string storage must still grow
+     * geometrically (the fuzzer found it reallocating per string) */
+    m.p = NULL; m.n = m.cap = 0;
+    bb_put(&m, "GGUF", 4);
+    bb_u32(&m, 3);
+    bb_u64(&m, 0);
+    bb_u64(&m, 1);
+    bb_str(&m, "tokenizer.ggml.tokens");
+    bb_u32(&m, KILN_GGUF_TYPE_ARRAY);
+    bb_u32(&m, KILN_GGUF_TYPE_STRING);
+    const size_t n_at = bb_u64(&m, 0);
+    const int n_present = 60000;
+    size_t end_at = 0;
+    for (int i = 0; i < n_present; i++) end_at = bb_str(&m, "a token of 20 bytes.") + 28;
+    patch_u64(&m, n_at, (uint64_t)(m.n - n_at - 8) / 8); /* as many as the bytes could hold */
+    expect_reject(m.p, m.n, "string array longer than its strings", "file truncated: string length needs 8 bytes, 0 left", end_at);
+    free(m.p);
 }
 
 int main(void) {
