@@ -53,9 +53,9 @@ void kiln_quant_register_kernels(struct kiln_kernels * k) {
         default: break;
     }
 
-    /* activations: the reference quantizers (the dot products' accuracy
-     * contract is against these) */
-    k->from_float[KILN_TYPE_Q8_0] = kiln_quantize_row_q8_0_ref;
-    k->from_float[KILN_TYPE_Q8_1] = kiln_quantize_row_q8_1_ref;
+    /* activations: the reference quantizers with ggml x86's rounding
+     * (kiln_quantize_row_q8_0_act), so results track llama.cpp's */
+    k->from_float[KILN_TYPE_Q8_0] = kiln_quantize_row_q8_0_act;
+    k->from_float[KILN_TYPE_Q8_1] = kiln_quantize_row_q8_1_act;
     k->from_float[KILN_TYPE_Q8_K] = kiln_quantize_row_q8_K_ref;
 }
