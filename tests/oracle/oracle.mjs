@@ -59,11 +59,6 @@ const KNOWN = [
     ["stories260K-pad-iq4_nl", "kv-f16", 1, "flip (llama.cpp runs IQ4_NL repacked x8: another summation order)"],
     ["stories260K-pad-iq4_nl", "kv-f16", 3, "flip (llama.cpp runs IQ4_NL repacked x8: another summation order)"],
     ["stories260K-pad-q5_0", "kv-f32", 0, "flip at token 60 (cause not isolated)"],
-    // REGRESSION, not noise: main's two-accumulator q8_0/q4_0 AVX2 dot products
-    // (src/cpu/arch/x86/quant_dot_avx2.c) sum in another order than ggml's
-    // single-accumulator loops; with one accumulator these match 64/64.
-    ["stories260K-pad-q8_0", "kv-f16", 2, "REGRESSION: q8_0_q8_0_vec_dot__avx2 two accumulators (ggml: one)"],
-    ["stories260K-pad-q4_0", "kv-f32", 3, "REGRESSION: q4_0_q8_0_vec_dot__avx2 two accumulators (ggml: one)"],
 ];
 const knownFor = (name, cfg, prompt) =>
     KNOWN.find(([m, c, i]) => m === name && c === cfg && PROMPTS[i] === prompt)?.[3];
