@@ -1,16 +1,51 @@
 #!/usr/bin/env bash
-# Every test suite: native C tests (Release, then ASan+UBSan).
-# Later suites (wasm C tests, JS, browser) are added here as they land.
-set -euo pipefail
+# Every test suite, in order of speed. Each suite is a script of its own
+# (they can be run alone); this one runs them all, keeps going after a
+# failure, and ends with one summary line.
+#
+#   scripts/test.sh            all suites
+#   KILN_TEST_ONLY="native sanitize" scripts/test.sh   a subset
+set -uo pipefail
 cd "$(dirname "$0")/.."
 J="$(nproc)"
 
-echo "== native C tests (Release)"
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build -j"$J"
-ctest --test-dir build --output-on-failure -j"$J"
+suite_native() {
+  cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null &&
+  cmake --build build -j"$J" &&
+  ctest --test-dir build --output-on-failure -j"$J"
+}
 
-echo "== native C tests (KILN_SANITIZE=ON)"
-cmake -S . -B build-sanitize -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_SANITIZE=ON >/dev/null
-cmake --build build-sanitize -j"$J"
-ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --test-dir build-sanitize --output-on-failure -j"$J"
+suite_sanitize() {
+  cmake -S . -B build-sanitize -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_SANITIZE=ON >/dev/null &&
+  cmake --build build-sanitize -j"$J" &&
+  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --test-dir build-sanitize --output-on-failure -j"$J"
+}
+
+suite_wasm()   { bash scripts/test-wasm.sh; }
+suite_js()     { bash scripts/test-js.sh; }
+suite_neon()   { bash scripts/test-neon.sh; }
+suite_fuzz()   { bash scripts/fuzz.sh "${KILN_FUZZ_SECONDS:-60}"; }
+suite_oracle() { [ -f scripts/test-oracle.sh ] && bash scripts/test-oracle.sh; }
+suite_e2e()    { [ -f scripts/test-e2e.sh ] && bash scripts/test-e2e.sh; }
+
+ALL="native sanitize wasm js neon fuzz oracle e2e"
+ONLY="${KILN_TEST_ONLY:-$ALL}"
+passed=0; failed=0; failed_names=""
+for s in $ONLY; do
+  case " $ALL " in *" $s "*) ;; *) echo "unknown suite '$s' (have: $ALL)"; exit 2 ;; esac
+  if [ "$s" = oracle ] && [ ! -f scripts/test-oracle.sh ]; then continue; fi
+  if [ "$s" = e2e ] && [ ! -f scripts/test-e2e.sh ]; then continue; fi
+  echo
+  echo "==================== suite: $s"
+  t0=$(date +%s)
+  if "suite_$s"; then
+    passed=$((passed + 1)); r=ok
+  else
+    failed=$((failed + 1)); failed_names="$failed_names $s"; r=FAILED
+  fi
+  echo "==================== suite $s: $r in $(( $(date +%s) - t0 )) s"
+done
+echo
+[ -n "$failed_names" ] && echo "failed suites:$failed_names"
+echo "suites: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]

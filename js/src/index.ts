@@ -3,3 +3,4 @@ export type { Build, DType, KilnOptions, KilnInfo, LoadOptions, MemoryStats, Mod
 export type { Progress } from './scheduler.js';
 export { KilnError, KilnAbortError } from './errors.js';
 export type { KilnErrorCode } from './errors.js';
+export type { CacheEntry, CacheEvent, ModelCache } from './cache.js';

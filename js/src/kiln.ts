@@ -5,6 +5,7 @@
  */
 import { KilnError } from './errors.js';
 import { Scheduler, type Port, type Progress } from './scheduler.js';
+import { loadModelCached, modelCache, type CacheEvent, type ModelCache } from './cache.js';
 
 export type Build = 'st' | 'mt';
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error' | 'silent';
@@ -42,8 +43,14 @@ export interface KilnInfo {
 
 export interface MemoryStats { used: number; total: number; max: number; handles: number }
 
-export type ModelSource = string | URL | Blob | ArrayBuffer | ArrayBufferView;
-export interface LoadOptions { onProgress?: (p: Progress) => void; signal?: AbortSignal }
+export type ModelSource = string | URL | Blob | ArrayBuffer | ArrayBufferView | ReadableStream<Uint8Array>;
+export interface LoadOptions {
+  onProgress?: (p: Progress) => void; signal?: AbortSignal;
+  /** URLs in browsers: keep the file in the persistent model cache (cache.ts); 'revalidate' checks size/ETag with a HEAD first */
+  cache?: boolean | 'revalidate'; onCache?: (e: CacheEvent) => void;
+  /** a ReadableStream source: its length in bytes, when known */
+  size?: number;
+}
 
 const LEVELS: Record<LogLevel, number> = { debug: 1, info: 2, warn: 3, error: 4, silent: 5 };
 const isNode = typeof process === 'object' && !!(process as any).versions?.node && typeof (globalThis as any).window === 'undefined';
@@ -110,6 +117,8 @@ export class Kiln {
   private _info: KilnInfo;
   private registry: FinalizationRegistry<number> | null;
   private destroyed = false;
+  /** the persistent model cache (OPFS, else the Cache API): list(), delete(url), clear() */
+  readonly cache: ModelCache = modelCache;
 
   private constructor(sched: Scheduler, info: KilnInfo) {
     this.sched = sched;
@@ -186,7 +195,14 @@ export class Kiln {
   async loadModel(source: ModelSource, opts: LoadOptions = {}): Promise<Model> {
     let src: Record<string, unknown>;
     const transfer: Transferable[] = [];
-    if (typeof Blob !== 'undefined' && source instanceof Blob) src = { kind: 'blob', blob: source };
+    if (opts.cache && !isNode && (source instanceof URL || typeof source === 'string')) {
+      const { cache, onCache, ...rest } = opts;
+      return loadModelCached<Model>(this, source, { ...rest, cache, onCache });
+    }
+    if (typeof ReadableStream !== 'undefined' && source instanceof ReadableStream) {
+      src = { kind: 'stream', stream: source, size: opts.size ?? NaN };
+      transfer.push(source as unknown as Transferable);
+    } else if (typeof Blob !== 'undefined' && source instanceof Blob) src = { kind: 'blob', blob: source };
     else if (source instanceof ArrayBuffer) src = { kind: 'bytes', buffer: source, byteOffset: 0, byteLength: source.byteLength };
     else if (ArrayBuffer.isView(source)) src = { kind: 'bytes', buffer: source.buffer, byteOffset: source.byteOffset, byteLength: source.byteLength };
     else if (source instanceof URL || (typeof source === 'string' && /^(https?|blob|data):/i.test(source))) src = { kind: 'url', url: String(source) };

@@ -305,7 +305,7 @@ declare const AbortController: any;
             progress();
           }
         } finally { await fh.close(); }
-      } else if (src.kind === 'url' || src.kind === 'blob') {
+      } else if (src.kind === 'url' || src.kind === 'blob' || src.kind === 'stream') {
         let reader: any;
         let size: number;
         if (src.kind === 'url') {
@@ -316,6 +316,9 @@ declare const AbortController: any;
           if (!r.ok || !r.body) throw new WErr('BAD_SOURCE', `cannot fetch ${src.url}: HTTP ${r.status}`);
           size = Number(r.headers.get('content-length') ?? NaN);
           reader = r.body.getReader();
+        } else if (src.kind === 'stream') {
+          size = Number(src.size);
+          reader = src.stream.getReader();
         } else {
           size = src.blob.size;
           reader = src.blob.stream().getReader();

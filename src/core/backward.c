@@ -250,8 +250,9 @@ static void bwd_im2col(struct bwd * b, T * node, T * grad) {
 static void bwd_pool_2d(struct bwd * b, T * node, T * grad) {
     if (!NEED0) return;
     const int32_t * p = node->op_params;
+    /* paddings are stored as int32, as ggml does, though the API takes floats */
     add_grad(b, SRC0, kiln_pool_2d_back(CTX, grad, SRC0, (enum kiln_op_pool) p[0], p[1], p[2], p[3], p[4],
-                                        kiln_get_op_params_f32(node, 5), kiln_get_op_params_f32(node, 6)));
+                                        (float) p[5], (float) p[6]));
 }
 static void bwd_cross_entropy_loss(struct bwd * b, T * node, T * grad) {
     if (NEED0) add_grad(b, SRC0, kiln_cross_entropy_loss_back(CTX, grad, SRC0, SRC1));

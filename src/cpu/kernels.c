@@ -97,6 +97,7 @@ static void build_tables(void) {
     FILL_VEC(k, scalar);
     FILL_TYPES(k, scalar);
     k->f32_gemm_tile = f32_gemm_1x1__scalar; k->gemm_mr = 1; k->gemm_nr = 1;
+    k->f32_gemm_packed = f32_gemm_4x4__scalar; k->pack_mr = 4; k->pack_nr = 4;
     table_finish(k);
     g_available[KILN_ISA_SCALAR] = true;
 
@@ -107,6 +108,7 @@ static void build_tables(void) {
         FILL_VEC(k, avx2);
         FILL_TYPES(k, avx2);
         k->f32_gemm_tile = f32_gemm_3x4__avx2; k->gemm_mr = 3; k->gemm_nr = 4;
+        k->f32_gemm_packed = f32_gemm_6x16__avx2; k->pack_mr = 6; k->pack_nr = 16;
         table_finish(k);
         g_available[KILN_ISA_AVX2] = true;
     }
@@ -126,6 +128,7 @@ static void build_tables(void) {
     FILL_VEC(k, wasm_simd128);
     FILL_TYPES(k, wasm_simd128);
     k->f32_gemm_tile = f32_gemm_3x3__wasm_simd128; k->gemm_mr = 3; k->gemm_nr = 3;
+    k->f32_gemm_packed = f32_gemm_4x8__wasm_simd128; k->pack_mr = 4; k->pack_nr = 8;
     table_finish(k);
     g_available[KILN_ISA_WASM_SIMD128] = true;
 #endif

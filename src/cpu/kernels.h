@@ -54,6 +54,16 @@ typedef void (*kiln_vec_dot_t)(int64_t n, float * s, const void * x, const void 
 typedef void (*kiln_gemm_tile_t)(int64_t k, const float * a, int64_t lda,
                                  const float * b, int64_t ldb, float * c, int64_t ldc);
 
+/* A packed-panel GEMM microkernel (the classic outer-product form): for
+ * j < MR rows of a (src1, stride lda floats) and i < NR columns,
+ * acc[j][i] = sum_p a[j*lda + p] * bp[p*NR + i] over k values, where bp is a
+ * panel of NR src0 rows packed k-major. c[j*ldc + i] = acc (accumulate = 0)
+ * or c[j*ldc + i] += acc (accumulate = 1). MR, NR <= KILN_GEMM_MAX_MR/NR. */
+typedef void (*kiln_gemm_packed_t)(int64_t k, const float * a, int64_t lda, const float * bp,
+                                   float * c, int64_t ldc, int accumulate);
+#define KILN_GEMM_MAX_MR 8
+#define KILN_GEMM_MAX_NR 16
+
 struct kiln_kernels {
     const char *  isa;     /* "scalar", "avx2", "neon", "wasm_simd128" */
     enum kiln_isa isa_id;
@@ -84,6 +94,9 @@ struct kiln_kernels {
     /* mul_mat: a register tile of dot products (MR src0 rows x NR src1 rows) */
     kiln_gemm_tile_t f32_gemm_tile;
     int gemm_mr, gemm_nr;
+    /* mul_mat with batch > 1 prefers the packed microkernel when there is one */
+    kiln_gemm_packed_t f32_gemm_packed;
+    int pack_mr, pack_nr;
 
     /* per weight type: the dot product against its activation type */
     kiln_vec_dot_t    vec_dot     [KILN_TYPE_COUNT];

@@ -8,6 +8,14 @@
  * Masked positions (-inf after the slope) are skipped. A query row whose
  * every position is masked has S = 0 and comes out 0, as in current ggml
  * (instead of 0/0 = NaN).
+ *
+ * With F16 K and V the arithmetic is ggml CPU's, which llama.cpp runs with
+ * its default F16 KV cache: Q rounded to F16 before the K dot products
+ * (products summed in double), and the softmax*V accumulator kept in F16
+ * (each update rounded). ggml ignores the precision hint on the CPU, and so
+ * does this. Keeping these in F32 instead moved stories260K's log-probs by
+ * ~1e-2 against llama.cpp and changed greedy continuations of quantized
+ * models (tests/oracle).
  */
 #include "ops_nn_common.h"
 
@@ -16,6 +24,49 @@ size_t kiln_cpu_work_flash_attn_ext(const struct kiln_tensor * dst, int n_thread
     const struct kiln_tensor * k = dst->src[1];
     const struct kiln_tensor * v = dst->src[2];
     return sizeof(float) * (size_t)(k->ne[0] + 2 * v->ne[0] + KILN_CL_F32) * (size_t) n_threads;
+}
+
+/* one query row with F16 K and V, as ggml's CPU kernel computes it */
+static void flash_attn_row_f16(const struct kiln_tensor * k, const struct kiln_tensor * v,
+                               const struct kiln_tensor * mask, const char * mrow, const float * pq,
+                               kiln_fp16_t * q16, kiln_fp16_t * acc16, float * acc,
+                               int64_t DK, int64_t DV, int64_t n_kv, int64_t ik2, int64_t ik3,
+                               float scale, float softcap, float slope, float * out) {
+    for (int64_t d = 0; d < DK; d++) q16[d] = kiln_fp32_to_fp16(pq[d]);
+    for (int64_t d = 0; d < DV; d++) acc16[d] = 0; /* +0.0 */
+    float M = -INFINITY, S = 0.0f;
+    for (int64_t ic = 0; ic < n_kv; ic++) {
+        float mv = 0.0f;
+        if (mrow) {
+            const float m = mask->type == KILN_TYPE_F16 ? kiln_fp16_to_fp32(((const kiln_fp16_t *) mrow)[ic])
+                                                        : ((const float *) mrow)[ic];
+            mv = slope * m;
+            if (mv == -INFINITY) continue;
+        }
+        const kiln_fp16_t * kr = (const kiln_fp16_t *) kiln_row_ptr(k, ic, ik2, ik3);
+        double sd = 0.0;
+        for (int64_t d = 0; d < DK; d++) sd += (double) (kiln_fp16_to_fp32(q16[d]) * kiln_fp16_to_fp32(kr[d]));
+        float s = (float) sd * scale;
+        if (softcap != 0.0f) s = softcap * tanhf(s);
+        s += mv;
+        float ms = 1.0f, vs = 1.0f;
+        if (s > M) {
+            const float Mold = M;
+            M = s;
+            ms = expf(Mold - M);
+            for (int64_t d = 0; d < DV; d++) acc16[d] = kiln_fp32_to_fp16(kiln_fp16_to_fp32(acc16[d]) * ms);
+        } else {
+            vs = expf(s - M);
+        }
+        const kiln_fp16_t * vr = (const kiln_fp16_t *) kiln_row_ptr(v, ic, ik2, ik3);
+        for (int64_t d = 0; d < DV; d++) {
+            acc16[d] = kiln_fp32_to_fp16(fmaf(kiln_fp16_to_fp32(vr[d]), vs, kiln_fp16_to_fp32(acc16[d])));
+        }
+        S = S * ms + vs;
+    }
+    const float S_inv = S == 0.0f ? 0.0f : 1.0f / S;
+    for (int64_t d = 0; d < DV; d++) acc[d] = kiln_fp16_to_fp32(acc16[d]);
+    for (int64_t d = 0; d < DV; d++) out[d] = acc[d] * S_inv;
 }
 
 enum kiln_status kiln_cpu_fwd_flash_attn_ext(const struct kiln_compute_params * params, struct kiln_tensor * dst) {
@@ -40,6 +91,10 @@ enum kiln_status kiln_cpu_fwd_flash_attn_ext(const struct kiln_compute_params * 
     float * vrow = acc + DV;
     float * krow = vrow + DV;
     const bool k_f32 = k->type == KILN_TYPE_F32, v_f32 = v->type == KILN_TYPE_F32;
+    const bool f16_kv = k->type == KILN_TYPE_F16 && v->type == KILN_TYPE_F16;
+    /* f16_kv: Q in F16 in krow's space, the F16 accumulator in vrow's */
+    kiln_fp16_t * q16 = (kiln_fp16_t *) krow;
+    kiln_fp16_t * acc16 = (kiln_fp16_t *) vrow;
 
     int64_t ir0, ir1;
     kiln_split_rows(nq1 * nq2 * nq3, params->ith, params->nth, &ir0, &ir1);
@@ -55,6 +110,11 @@ enum kiln_status kiln_cpu_fwd_flash_attn_ext(const struct kiln_compute_params * 
 
         float M = -INFINITY, S = 0.0f;
         for (int64_t d = 0; d < DV; d++) acc[d] = 0.0f;
+        if (f16_kv) {
+            flash_attn_row_f16(k, v, mask, mrow, pq, q16, acc16, acc, DK, DV, n_kv, ik2, ik3, scale, softcap, slope,
+                               (float *) kiln_row_ptr(dst, iq2, iq1, iq3));
+            continue;
+        }
 
         for (int64_t ic = 0; ic < n_kv; ic++) {
             float mv = 0.0f;

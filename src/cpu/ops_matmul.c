@@ -70,7 +70,7 @@ void kiln_mm_act_convert(const struct kiln_compute_params * params, const struct
     }
 }
 
-/* block sizes: multiples of every tile's MR / NR (1, 3, 4) */
+/* block sizes of the dot-tile path: multiples of every tile's MR / NR (1, 3, 4) */
 #define MM_BLOCK0      48   /* src0 rows per chunk, batched */
 #define MM_BLOCK1      24   /* src1 rows per chunk, batched */
 #define MM_BLOCK0_GEMV 32   /* src0 rows per chunk when src1 has one row */
@@ -87,10 +87,85 @@ static bool check_common(const struct kiln_tensor * dst, const struct kiln_tenso
     return true;
 }
 
+/* Packed path (batch > 1, f32): per K block of MM_KC, a chunk's src0 rows
+ * are packed k-major into panels of the kernel's NR rows, then every group
+ * of MR src1 rows runs the microkernel over each panel, accumulating into
+ * dst block after block (a fixed order: the same sums for any thread
+ * count). Sizes are ISA-independent maxima, so a plan made under one ISA
+ * fits any other. */
+#define MM_KC          256
+#define MM_PACK_BLOCK0 48   /* multiple of every pack_nr (4, 8, 16) */
+#define MM_PACK_BLOCK1 240  /* multiple of every pack_mr (4, 6); large, to amortize packing */
+
+static size_t pack_scratch_bytes(void) {
+    return KILN_PAD(sizeof(float) * (size_t) (MM_PACK_BLOCK0 * MM_KC + KILN_GEMM_MAX_MR * MM_KC + KILN_GEMM_MAX_MR * KILN_GEMM_MAX_NR),
+                    KILN_MM_ALIGN);
+}
+
+static bool wants_packing(const struct kiln_tensor * src0, const struct kiln_tensor * src1) {
+    return src0->type == KILN_TYPE_F32 && src1->ne[1] > 1 && src0->ne[0] > 0;
+}
+
 size_t kiln_cpu_work_mul_mat(const struct kiln_tensor * dst, int n_threads) {
     struct kiln_mm_act p;
     if (!kiln_mm_act_plan(kiln_kernels(), "mul_mat", dst->src[0], dst->src[1], &p)) return 0;
-    return kiln_mm_act_work(&p, n_threads);
+    size_t w = kiln_mm_act_work(&p, n_threads);
+    if (wants_packing(dst->src[0], dst->src[1])) w = KILN_PAD(w, KILN_MM_ALIGN) + pack_scratch_bytes() * (size_t) n_threads;
+    return w;
+}
+
+static void block_packed(const struct kiln_kernels * k, int64_t K,
+                         const float * a, int64_t lda, int64_t i0, int64_t i1,
+                         const float * b, int64_t ldb, int64_t j0, int64_t j1,
+                         float * c, int64_t ldc, float * scratch) {
+    const int MR = k->pack_mr, NR = k->pack_nr;
+    float * panel = scratch;
+    float * atmp = panel + MM_PACK_BLOCK0 * MM_KC;
+    float * ctmp = atmp + KILN_GEMM_MAX_MR * MM_KC;
+    const int64_t npan = (i1 - i0 + NR - 1) / NR;
+    for (int64_t kb = 0; kb < K; kb += MM_KC) {
+        const int64_t kc = KILN_MIN((int64_t) MM_KC, K - kb);
+        for (int64_t pn = 0; pn < npan; pn++) {
+            float * pp = panel + pn * NR * kc;
+            for (int r = 0; r < NR; r++) {
+                const int64_t i = i0 + pn * NR + r;
+                if (i < i1) {
+                    const float * src = a + i * lda + kb;
+                    for (int64_t q = 0; q < kc; q++) pp[q * NR + r] = src[q];
+                } else {
+                    for (int64_t q = 0; q < kc; q++) pp[q * NR + r] = 0.0f;
+                }
+            }
+        }
+        const int acc = kb > 0;
+        /* panel outer: its NR x kc floats stay in L1 while the src1 rows stream by */
+        for (int64_t pn = 0; pn < npan; pn++) {
+            const int64_t ib = i0 + pn * NR, ni = KILN_MIN((int64_t) NR, i1 - ib);
+            const float * pp = panel + pn * NR * kc;
+            for (int64_t j = j0; j < j1; j += MR) {
+                const int64_t nj = KILN_MIN((int64_t) MR, j1 - j);
+                const float * arows = b + j * ldb + kb;
+                int64_t la = ldb;
+                if (nj < MR) {
+                    /* the last rows: a zero-padded copy, so the kernel reads only what exists */
+                    for (int64_t jj = 0; jj < MR; jj++) {
+                        for (int64_t q = 0; q < kc; q++) atmp[jj * kc + q] = jj < nj ? b[(j + jj) * ldb + kb + q] : 0.0f;
+                    }
+                    arows = atmp;
+                    la = kc;
+                }
+                if (nj == MR && ni == NR) {
+                    k->f32_gemm_packed(kc, arows, la, pp, c + j * ldc + ib, ldc, acc);
+                } else {
+                    k->f32_gemm_packed(kc, arows, la, pp, ctmp, NR, 0);
+                    for (int64_t jj = 0; jj < nj; jj++) {
+                        float * cr = c + (j + jj) * ldc + ib;
+                        for (int64_t ii = 0; ii < ni; ii++) cr[ii] = acc ? cr[ii] + ctmp[jj * NR + ii] : ctmp[jj * NR + ii];
+                    }
+                }
+            }
+        }
+    }
 }
 
 /* one block of f32 x f32: register tiles, then single dots for the edges */
@@ -119,8 +194,11 @@ enum kiln_status kiln_cpu_fwd_mul_mat(const struct kiln_compute_params * params,
     struct kiln_mm_act act;
     if (!check_common(dst, src0, "mul_mat")) return KILN_STATUS_UNSUPPORTED;
     if (!kiln_mm_act_plan(k, "mul_mat", src0, src1, &act)) return KILN_STATUS_UNSUPPORTED;
-    if (kiln_mm_act_work(&act, params->nth) > params->wsize) {
-        kiln_set_error("mul_mat: work buffer of %zu bytes is too small (%zu needed)", params->wsize, kiln_mm_act_work(&act, params->nth));
+    const size_t act_work = kiln_mm_act_work(&act, params->nth);
+    const bool pack = wants_packing(src0, src1) && k->f32_gemm_packed != NULL;
+    const size_t need = pack ? KILN_PAD(act_work, KILN_MM_ALIGN) + pack_scratch_bytes() * (size_t) params->nth : act_work;
+    if (need > params->wsize) {
+        kiln_set_error("mul_mat: work buffer of %zu bytes is too small (%zu needed)", params->wsize, need);
         return KILN_STATUS_FAILED;
     }
 
@@ -133,8 +211,8 @@ enum kiln_status kiln_cpu_fwd_mul_mat(const struct kiln_compute_params * params,
     kiln_barrier(params);
 
     const bool gemv = ne11 == 1;
-    int64_t bs0 = gemv ? MM_BLOCK0_GEMV : MM_BLOCK0;
-    const int64_t bs1 = gemv ? 1 : MM_BLOCK1;
+    int64_t bs0 = gemv ? MM_BLOCK0_GEMV : (pack ? MM_PACK_BLOCK0 : MM_BLOCK0);
+    const int64_t bs1 = gemv ? 1 : (pack ? MM_PACK_BLOCK1 : MM_BLOCK1);
     const int64_t nbat = ne12 * ne13;
     int64_t nbl1 = (ne11 + bs1 - 1) / bs1;
     int64_t nbl0 = (ne01 + bs0 - 1) / bs0;
@@ -142,8 +220,11 @@ enum kiln_status kiln_cpu_fwd_mul_mat(const struct kiln_compute_params * params,
     const int64_t nchunks = nbl0 * nbl1 * nbat;
 
     const size_t act_stride = act.convert ? act.row_size : src1->nb[1];
-    const bool tiles = src0->type == KILN_TYPE_F32 && act.vdt == KILN_TYPE_F32 && k->gemm_mr * k->gemm_nr > 1 && !gemv &&
-                       src0->nb[1] % sizeof(float) == 0 && act_stride % sizeof(float) == 0;
+    const bool f32_rows = src0->type == KILN_TYPE_F32 && act.vdt == KILN_TYPE_F32 && !gemv &&
+                          src0->nb[1] % sizeof(float) == 0 && act_stride % sizeof(float) == 0;
+    const bool packed = f32_rows && pack;
+    const bool tiles = f32_rows && !packed && k->gemm_mr * k->gemm_nr > 1;
+    float * scratch = packed ? (float *) ((char *) params->wdata + KILN_PAD(act_work, KILN_MM_ALIGN) + pack_scratch_bytes() * (size_t) params->ith) : NULL;
     const kiln_vec_dot_t dot = k->vec_dot[src0->type];
 
     int64_t c;
@@ -156,6 +237,12 @@ enum kiln_status kiln_cpu_fwd_mul_mat(const struct kiln_compute_params * params,
         const char * a = (const char *) src0->data + (i12 / r2) * src0->nb[2] + (i13 / r3) * src0->nb[3];
         const char * b = kiln_mm_act_row(params, src1, &act, 0, i12, i13);
         char * d = (char *) dst->data + i12 * dst->nb[2] + i13 * dst->nb[3];
+        if (packed) {
+            block_packed(k, ne00, (const float *) a, (int64_t)(src0->nb[1] / sizeof(float)), i0, i1,
+                         (const float *) b, (int64_t)(act_stride / sizeof(float)), j0, j1,
+                         (float *) d, (int64_t)(dst->nb[1] / sizeof(float)), scratch);
+            continue;
+        }
         if (tiles) {
             block_f32(k, ne00, (const float *) a, (int64_t)(src0->nb[1] / sizeof(float)), i0, i1,
                       (const float *) b, (int64_t)(act_stride / sizeof(float)), j0, j1,

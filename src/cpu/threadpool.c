@@ -25,6 +25,7 @@
 #ifndef KILN_NO_THREADS
 #include <pthread.h>
 #include <sched.h>
+#include <unistd.h>
 #endif
 
 #define CACHE_LINE 64
@@ -239,6 +240,14 @@ struct kiln_threadpool * kiln_threadpool_new(struct kiln_threadpool_params param
     tp->n_threads = n;
     tp->n_active = n;
     tp->poll = params.poll > 0 ? params.poll : KILN_DEFAULT_POLL;
+#ifndef KILN_NO_THREADS
+    /* More threads than cores: a spinning waiter only steals the core a
+     * worker with real work needs, so go straight to yielding. */
+    {
+        const long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+        if (params.poll <= 0 && ncpu > 0 && n > ncpu) tp->poll = 1;
+    }
+#endif
 #ifndef KILN_NO_THREADS
     pthread_mutex_init(&tp->mu, NULL);
     pthread_cond_init(&tp->cv, NULL);

@@ -460,6 +460,11 @@ static bool commit_kv(struct kiln_gguf_context * ctx, struct kiln_gguf_kv * kv, 
             kiln_gguf_free_kv(kv);
             return false;
         }
+        if (a > KILN_GGUF_MAX_ALIGNMENT) {
+            kiln_set_error("%s: %s = %u is larger than %u", fn, KILN_GGUF_KEY_GENERAL_ALIGNMENT, a, KILN_GGUF_MAX_ALIGNMENT);
+            kiln_gguf_free_kv(kv);
+            return false;
+        }
     }
     const int64_t old = find_key_n(ctx, kv->key, kv->key_len);
     if (old >= 0) remove_at(ctx, old);
@@ -682,7 +687,11 @@ bool kiln_gguf_add_tensor(struct kiln_gguf_context * ctx, const struct kiln_tens
     struct kiln_gguf_tensor_info * t = &ctx->ti[ctx->n_tensors];
     memset(t, 0, sizeof(*t));
     memcpy(t->name, tensor->name, sizeof(t->name));
-    t->n_dims = (uint32_t) kiln_n_dims(tensor);
+    /* like kiln_n_dims, but a 0 extent counts: [4, 0] stays 2-D (empty) */
+    t->n_dims = 1;
+    for (int i = KILN_MAX_DIMS - 1; i >= 1; i--) {
+        if (tensor->ne[i] != 1) { t->n_dims = (uint32_t) i + 1; break; }
+    }
     for (int i = 0; i < KILN_MAX_DIMS; i++) t->ne[i] = tensor->ne[i];
     t->type = tensor->type;
     t->offset = pad_u64(kiln_gguf_data_end(ctx), ctx->alignment);

@@ -160,58 +160,36 @@ static bool rd_str(struct rd * r, char ** out, uint64_t * out_len, const char * 
 
 /* ------------------------------------------------- duplicate name check */
 
-/* open-addressing set of indices, so that duplicate detection stays linear
- * even for files with millions of keys */
-struct nameset {
-    uint64_t * slots; /* index + 1; 0 = empty */
-    uint64_t   mask;
+/* Duplicates are found by sorting (name, index) pairs: O(bytes * log n) for
+ * any input, where a hash set could be driven quadratic by crafted keys. */
+struct name_ref {
+    const char * s;
+    size_t       len;
+    uint64_t     i;
 };
 
-static uint64_t hash_bytes(const char * s, size_t len) {
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < len; i++) {
-        h ^= (unsigned char) s[i];
-        h *= 1099511628211ull;
+static int cmp_name_ref(const void * a, const void * b) {
+    const struct name_ref * x = (const struct name_ref *) a;
+    const struct name_ref * y = (const struct name_ref *) b;
+    const int c = memcmp(x->s, y->s, x->len < y->len ? x->len : y->len);
+    if (c != 0) return c;
+    if (x->len != y->len) return x->len < y->len ? -1 : 1;
+    return x->i < y->i ? -1 : (x->i > y->i);
+}
+
+/* the first name (in file order) equal to an earlier one: its index, or n
+ * when all are distinct */
+static uint64_t first_duplicate(struct name_ref * refs, uint64_t n) {
+    uint64_t dup = n;
+    if (n < 2) return dup;
+    qsort(refs, (size_t) n, sizeof(*refs), cmp_name_ref);
+    for (uint64_t k = 1; k < n; k++) {
+        const struct name_ref * p = &refs[k - 1];
+        const struct name_ref * q = &refs[k];
+        /* sorted by index within equal names: q comes later in the file */
+        if (p->len == q->len && memcmp(p->s, q->s, p->len) == 0 && q->i < dup) dup = q->i;
     }
-    return h;
-}
-
-static bool nameset_init(struct rd * r, struct nameset * ns, uint64_t n, uint64_t at) {
-    uint64_t cap = 16;
-    while (cap < 2 * n) cap *= 2; /* n is bounded by the input size */
-    ns->slots = (uint64_t *) rd_alloc(r, cap, sizeof(uint64_t), at, "name table");
-    if (!ns->slots) return false;
-    memset(ns->slots, 0, (size_t) cap * sizeof(uint64_t));
-    ns->mask = cap - 1;
-    return true;
-}
-
-typedef const char * (*name_of_fn)(const struct kiln_gguf_context * ctx, uint64_t i, size_t * len);
-
-static const char * kv_name(const struct kiln_gguf_context * ctx, uint64_t i, size_t * len) {
-    *len = ctx->kv[i].key_len;
-    return ctx->kv[i].key;
-}
-static const char * ti_name(const struct kiln_gguf_context * ctx, uint64_t i, size_t * len) {
-    *len = strlen(ctx->ti[i].name);
-    return ctx->ti[i].name;
-}
-
-/* inserts index i (named s) unless an equal name is present: then returns false */
-static bool nameset_insert(struct nameset * ns, const struct kiln_gguf_context * ctx, name_of_fn name_of,
-                           const char * s, size_t len, uint64_t i) {
-    uint64_t h = hash_bytes(s, len) & ns->mask;
-    for (;;) {
-        const uint64_t v = ns->slots[h];
-        if (v == 0) {
-            ns->slots[h] = i + 1;
-            return true;
-        }
-        size_t olen;
-        const char * o = name_of(ctx, v - 1, &olen);
-        if (olen == len && memcmp(o, s, len) == 0) return false;
-        h = (h + 1) & ns->mask;
-    }
+    return dup;
 }
 
 /* ---------------------------------------------------------------- values */
@@ -238,11 +216,14 @@ static bool rd_values(struct rd * r, struct kiln_gguf_kv * kv, uint64_t at, cons
     uint64_t * offs = (uint64_t *) rd_alloc(r, n + 1, sizeof(uint64_t), at, key);
     if (!offs) return false;
     kv->data = offs;
-    /* all string bytes plus one NUL each fit in what is left minus the lengths */
-    const uint64_t bound = rd_left(r) - 7 * n;
-    uint64_t cap = bound < 4096 ? bound : 4096;
+    /* every string byte comes from the input: the blob never needs more than
+     * what is left plus one NUL per string, so doubling up to that bound
+     * reallocates O(log) times */
+    const uint64_t bound = rd_left(r) > UINT64_MAX - n ? UINT64_MAX : rd_left(r) + n;
+    /* grows by doubling from the first string's size, capped by the bound */
+    uint64_t cap = 0;
     uint64_t used = 0;
-    kv->blob = (char *) rd_alloc(r, cap, 1, at, key);
+    kv->blob = (char *) rd_alloc(r, 1, 1, at, key);
     if (!kv->blob) return false;
     for (uint64_t i = 0; i < n; i++) {
         const uint64_t s_at = r->pos;
@@ -279,7 +260,7 @@ static bool rd_values(struct rd * r, struct kiln_gguf_kv * kv, uint64_t at, cons
     return true;
 }
 
-static bool rd_kv(struct rd * r, struct kiln_gguf_context * ctx, struct nameset * ns) {
+static bool rd_kv(struct rd * r, struct kiln_gguf_context * ctx, uint64_t * key_at_out) {
     struct kiln_gguf_kv kv = { 0 };
     char key[80];
     const uint64_t key_at = r->pos;
@@ -287,10 +268,7 @@ static bool rd_kv(struct rd * r, struct kiln_gguf_context * ctx, struct nameset 
     if (!rd_str(r, &kv.key, &key_len, "key")) return false;
     kv.key_len = (size_t) key_len;
     kiln_gguf_printable(kv.key, kv.key_len, key, sizeof(key));
-    if (!nameset_insert(ns, ctx, kv_name, kv.key, kv.key_len, (uint64_t) ctx->n_kv)) {
-        kiln_gguf_free_kv(&kv);
-        return rd_fail(r, key_at, "duplicate key '%s'", key);
-    }
+    *key_at_out = key_at;
     const uint64_t type_at = r->pos;
     uint32_t type;
     if (!rd_read(r, &type, sizeof(type), "value type")) goto fail;
@@ -330,6 +308,10 @@ static bool rd_kv(struct rd * r, struct kiln_gguf_context * ctx, struct nameset 
             rd_fail(r, type_at + 4, "general.alignment = %u is not a power of 2", a);
             goto fail;
         }
+        if (a > KILN_GGUF_MAX_ALIGNMENT) {
+            rd_fail(r, type_at + 4, "general.alignment = %u is larger than %u", a, KILN_GGUF_MAX_ALIGNMENT);
+            goto fail;
+        }
         ctx->alignment = a;
     }
     ctx->kv[ctx->n_kv++] = kv; /* capacity reserved for n_kv up front */
@@ -339,7 +321,7 @@ fail:
     return false;
 }
 
-static bool rd_tensor_info(struct rd * r, struct kiln_gguf_context * ctx, struct nameset * ns) {
+static bool rd_tensor_info(struct rd * r, struct kiln_gguf_context * ctx, uint64_t * name_at_out) {
     struct kiln_gguf_tensor_info * t = &ctx->ti[ctx->n_tensors];
     memset(t, 0, sizeof(*t));
     const uint64_t name_at = r->pos;
@@ -357,9 +339,7 @@ static bool rd_tensor_info(struct rd * r, struct kiln_gguf_context * ctx, struct
     char name[80];
     kiln_gguf_printable(t->name, (size_t) len, name, sizeof(name));
     if (memchr(t->name, 0, (size_t) len) != NULL) return rd_fail(r, name_at, "tensor name '%s' contains a NUL byte", name);
-    if (!nameset_insert(ns, ctx, ti_name, t->name, (size_t) len, (uint64_t) ctx->n_tensors)) {
-        return rd_fail(r, name_at, "duplicate tensor name '%s'", name);
-    }
+    *name_at_out = name_at;
     const uint64_t nd_at = r->pos;
     if (!rd_read(r, &t->n_dims, sizeof(t->n_dims), "n_dims")) return false;
     if (t->n_dims < 1 || t->n_dims > KILN_MAX_DIMS) {
@@ -409,13 +389,14 @@ static uint64_t sat_add(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UI
 /* every tensor's data lies inside the file and no two overlap */
 static bool check_data_layout(struct rd * r, struct kiln_gguf_context * ctx) {
     const uint64_t doff = ctx->data_offset;
+    char name[80], other[80];
     for (int64_t i = 0; i < ctx->n_tensors; i++) {
         const struct kiln_gguf_tensor_info * t = &ctx->ti[i];
         if (t->size == 0) continue;
         if (doff > r->size || t->offset > r->size - doff || t->size > r->size - doff - t->offset) {
             return rd_fail(r, sat_add(doff, t->offset),
                            "tensor '%s': %llu bytes of data at data offset %llu lie outside the file (%llu bytes, data from byte %llu)",
-                           t->name, (unsigned long long) t->size, (unsigned long long) t->offset,
+                           kiln_gguf_printable(t->name, strlen(t->name), name, sizeof(name)), (unsigned long long) t->size, (unsigned long long) t->offset,
                            (unsigned long long) r->size, (unsigned long long) doff);
         }
     }
@@ -433,7 +414,8 @@ static bool check_data_layout(struct rd * r, struct kiln_gguf_context * ctx) {
             const struct kiln_gguf_tensor_info * o = &ctx->ti[max_i];
             rd_fail(r, doff + t->offset,
                     "tensor '%s': data at data offset %llu (%llu bytes) overlaps tensor '%s' (data offset %llu, %llu bytes)",
-                    t->name, (unsigned long long) t->offset, (unsigned long long) t->size, o->name,
+                    kiln_gguf_printable(t->name, strlen(t->name), name, sizeof(name)), (unsigned long long) t->offset,
+                    (unsigned long long) t->size, kiln_gguf_printable(o->name, strlen(o->name), other, sizeof(other)),
                     (unsigned long long) o->offset, (unsigned long long) o->size);
             free(order);
             return false;
@@ -481,7 +463,9 @@ static bool load_tensors(struct rd * r, struct kiln_gguf_context * ctx, struct k
         if (!kt) {
             char msg[300];
             snprintf(msg, sizeof(msg), "%s", kiln_last_error());
-            rd_fail(r, sat_add(doff, t->offset), "cannot create tensor '%s': %s", t->name, msg);
+            char name[80];
+            rd_fail(r, sat_add(doff, t->offset), "cannot create tensor '%s': %s",
+                    kiln_gguf_printable(t->name, strlen(t->name), name, sizeof(name)), msg);
             goto fail;
         }
         kiln_set_name(kt, t->name);
@@ -528,7 +512,8 @@ static struct kiln_gguf_context * parse(struct rd * r, struct kiln_gguf_init_par
     if (params.ctx) *params.ctx = NULL;
     struct kiln_gguf_context * ctx = kiln_gguf_init_empty();
     if (!ctx) return NULL;
-    struct nameset ns = { NULL, 0 };
+    uint64_t * name_at = NULL;
+    struct name_ref * refs = NULL;
 
     char magic[4];
     if (!rd_read(r, magic, sizeof(magic), "magic")) goto fail;
@@ -574,22 +559,48 @@ static struct kiln_gguf_context * parse(struct rd * r, struct kiln_gguf_init_par
     ctx->kv = (struct kiln_gguf_kv *) rd_alloc(r, n_kv, sizeof(struct kiln_gguf_kv), 16, "key-value table");
     if (!ctx->kv) goto fail;
     ctx->cap_kv = (int64_t) n_kv;
-    if (!nameset_init(r, &ns, n_kv, 16)) goto fail;
+    /* where each name starts, for messages, and the names to sort */
+    const uint64_t n_names = n_kv > n_tensors ? n_kv : n_tensors;
+    name_at = (uint64_t *) rd_alloc(r, n_names, sizeof(uint64_t), 16, "name offsets");
+    refs = (struct name_ref *) rd_alloc(r, n_names, sizeof(struct name_ref), 16, "name list");
+    if (!name_at || !refs) goto fail;
     for (uint64_t i = 0; i < n_kv; i++) {
-        if (!rd_kv(r, ctx, &ns)) goto fail;
+        if (!rd_kv(r, ctx, &name_at[i])) goto fail;
     }
-    free(ns.slots);
-    ns.slots = NULL;
+    for (uint64_t i = 0; i < n_kv; i++) {
+        refs[i].s = ctx->kv[i].key;
+        refs[i].len = ctx->kv[i].key_len;
+        refs[i].i = i;
+    }
+    uint64_t dup = first_duplicate(refs, n_kv);
+    if (dup < n_kv) {
+        char key[80];
+        rd_fail(r, name_at[dup], "duplicate key '%s'", kiln_gguf_printable(ctx->kv[dup].key, ctx->kv[dup].key_len, key, sizeof(key)));
+        goto fail;
+    }
 
     ctx->ti = (struct kiln_gguf_tensor_info *) rd_alloc(r, n_tensors, sizeof(struct kiln_gguf_tensor_info), 8, "tensor table");
     if (!ctx->ti) goto fail;
     ctx->cap_tensors = (int64_t) n_tensors;
-    if (!nameset_init(r, &ns, n_tensors, 8)) goto fail;
     for (uint64_t i = 0; i < n_tensors; i++) {
-        if (!rd_tensor_info(r, ctx, &ns)) goto fail;
+        if (!rd_tensor_info(r, ctx, &name_at[i])) goto fail;
     }
-    free(ns.slots);
-    ns.slots = NULL;
+    for (uint64_t i = 0; i < n_tensors; i++) {
+        refs[i].s = ctx->ti[i].name;
+        refs[i].len = strlen(ctx->ti[i].name);
+        refs[i].i = i;
+    }
+    dup = first_duplicate(refs, n_tensors);
+    if (dup < n_tensors) {
+        char name[80];
+        rd_fail(r, name_at[dup], "duplicate tensor name '%s'",
+                kiln_gguf_printable(ctx->ti[dup].name, strlen(ctx->ti[dup].name), name, sizeof(name)));
+        goto fail;
+    }
+    free(refs);
+    free(name_at);
+    refs = NULL;
+    name_at = NULL;
 
     const uint64_t meta_end = r->pos;
     if (meta_end > UINT64_MAX - ctx->alignment) {
@@ -612,7 +623,8 @@ static struct kiln_gguf_context * parse(struct rd * r, struct kiln_gguf_init_par
     if (params.ctx && !load_tensors(r, ctx, params)) goto fail;
     return ctx;
 fail:
-    free(ns.slots);
+    free(refs);
+    free(name_at);
     kiln_gguf_free(ctx);
     return NULL;
 }

@@ -17,6 +17,8 @@
  *    checked against the bytes available (and for integer overflow) before it
  *    is used; a bad file gives NULL and kiln_last_error() names the problem
  *    and its byte offset ("gguf: ... at byte offset N"). Nothing aborts.
+ *  - general.alignment must be a power of two no larger than
+ *    KILN_GGUF_MAX_ALIGNMENT (1 MiB).
  *  - Getters given a wrong key id or the wrong type return 0 / NULL and set
  *    the last error (ggml aborts). Setters return false on bad input.
  *  - kiln_gguf_init_from_buffer() and kiln_gguf_init_from_callback() read from
@@ -55,6 +57,10 @@ extern "C" {
 #define KILN_GGUF_KEY_GENERAL_ALIGNMENT "general.alignment"
 
 #define KILN_GGUF_DEFAULT_ALIGNMENT 32
+
+/* largest general.alignment accepted (ggml accepts any u32 power of two; a
+ * tiny file claiming 2^31 would make its metadata 2 GiB when written) */
+#define KILN_GGUF_MAX_ALIGNMENT (1u << 20)
 
 /* types that can be stored as GGUF KV data (numeric values are the file's) */
 enum kiln_gguf_type {
@@ -168,7 +174,8 @@ KILN_API int64_t kiln_gguf_remove_key(struct kiln_gguf_context * ctx, const char
 
 /* replace an existing KV pair (removed, then appended at the back, like
  * ggml) or append a new one.
- * general.alignment accepts only a u32 power of two; changing it re-lays
+ * general.alignment accepts only a u32 power of two up to
+ * KILN_GGUF_MAX_ALIGNMENT; changing it re-lays
  * the tensor data out contiguously. */
 KILN_API bool kiln_gguf_set_val_u8  (struct kiln_gguf_context * ctx, const char * key, uint8_t      val);
 KILN_API bool kiln_gguf_set_val_i8  (struct kiln_gguf_context * ctx, const char * key, int8_t       val);

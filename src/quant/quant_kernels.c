@@ -38,24 +38,24 @@ void kiln_quant_register_kernels(struct kiln_kernels * k) {
     SET(k, IQ1_M,   iq1_m_q8_K_vec_dot__scalar,   Q8_K);
 
     switch (k->isa_id) {
-#if defined(__x86_64__) && !defined(__EMSCRIPTEN__) && KILN_QDOT_HAVE_AVX2
+#if defined(__x86_64__) && !defined(__EMSCRIPTEN__)
         case KILN_ISA_AVX2: SET_SIMD(k, avx2); break;
 #endif
-#if defined(__aarch64__) && !defined(__EMSCRIPTEN__) && KILN_QDOT_HAVE_NEON
+#if defined(__aarch64__) && !defined(__EMSCRIPTEN__)
         case KILN_ISA_NEON:
             if (kiln_cpu_has_dotprod()) SET_SIMD(k, neon_dotprod);
             else SET_SIMD(k, neon);
             break;
 #endif
-#if defined(__wasm_simd128__) && KILN_QDOT_HAVE_WASM
+#if defined(__wasm_simd128__)
         case KILN_ISA_WASM_SIMD128: SET_SIMD(k, wasm_simd128); break;
 #endif
         default: break;
     }
 
-    /* activations: the reference quantizers (the dot products' accuracy
-     * contract is against these) */
-    k->from_float[KILN_TYPE_Q8_0] = kiln_quantize_row_q8_0_ref;
-    k->from_float[KILN_TYPE_Q8_1] = kiln_quantize_row_q8_1_ref;
+    /* activations: the reference quantizers with ggml x86's rounding
+     * (kiln_quantize_row_q8_0_act), so results track llama.cpp's */
+    k->from_float[KILN_TYPE_Q8_0] = kiln_quantize_row_q8_0_act;
+    k->from_float[KILN_TYPE_Q8_1] = kiln_quantize_row_q8_1_act;
     k->from_float[KILN_TYPE_Q8_K] = kiln_quantize_row_q8_K_ref;
 }

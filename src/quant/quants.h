@@ -37,6 +37,10 @@ KILN_QDECL_IMAT(q2_K) KILN_QDECL_IMAT(q3_K) KILN_QDECL_IMAT(q4_K) KILN_QDECL_IMA
 KILN_QDECL_IMAT(iq4_nl) KILN_QDECL_IMAT(iq4_xs)
 #undef KILN_QDECL_IMAT
 
+/* mul_mat's activation quantizers (ggml x86 rounding; see quants_legacy.c) */
+void kiln_quantize_row_q8_0_act(const float * x, void * y, int64_t k);
+void kiln_quantize_row_q8_1_act(const float * x, void * y, int64_t k);
+
 #define KILN_QFN_TO(t)   kiln_dequantize_row_##t
 #define KILN_QFN_FROM(t) kiln_quantize_row_##t##_ref
 

@@ -18,7 +18,28 @@
 #define KQ_MAX(a, b) ((a) > (b) ? (a) : (b))
 #define KQ_MIN(a, b) ((a) < (b) ? (a) : (b))
 
-#define KQ_H2F(h) kiln_fp16_to_fp32(h)
+/* fp16 -> fp32 inline (exact, like kiln_fp16_to_fp32): the dot products
+ * convert 2-4 scales per block, so a call per scale costs as much as the
+ * block's arithmetic. SIMD files may define KQ_H2F to a hardware convert
+ * before including this header. */
+static inline float kq_h2f(uint16_t h) {
+    const uint32_t sign = (uint32_t) (h & 0x8000) << 16;
+    const uint32_t exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
+    uint32_t bits;
+    if (exp == 0x1f) bits = sign | 0x7f800000u | (mant << 13);
+    else if (exp != 0) bits = sign | ((exp + 112) << 23) | (mant << 13);
+    else if (mant == 0) bits = sign;
+    else {
+        const float v = (float) mant * (1.0f / 16777216.0f);
+        return sign ? -v : v;
+    }
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+#ifndef KQ_H2F
+#define KQ_H2F(h) kq_h2f(h)
+#endif
 #define KQ_F2H(f) kiln_fp32_to_fp16(f)
 
 #define KQ_GROUP_MAX_EPS 1e-15f

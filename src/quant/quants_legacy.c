@@ -147,6 +147,46 @@ void kiln_quantize_row_q8_1_ref(const float * x, void * vy, int64_t k) {
     }
 }
 
+/* Activation quantizers for mul_mat (from_float of Q8_0/Q8_1). They differ
+ * from the reference quantizers above only in rounding, and follow ggml's
+ * x86 SIMD quantize_row_q8_0/q8_1 (which llama.cpp runs on x86): scale by
+ * 127/amax instead of 1/(amax/127), and round half to even instead of away
+ * from zero. Exact ties occur in real models, and each one that rounds the
+ * other way moves an activation by one step; tests/oracle saw whole greedy
+ * continuations diverge from llama.cpp on that alone. Weights keep the
+ * reference quantizers (kiln-quantize must write ggml's bytes). */
+void kiln_quantize_row_q8_0_act(const float * x, void * vy, int64_t k) {
+    block_q8_0 * y = (block_q8_0 *) vy;
+    const int64_t nb = k / QK8_0;
+    for (int64_t i = 0; i < nb; i++) {
+        const float * xb = x + i * QK8_0;
+        float amax = 0.0f;
+        for (int j = 0; j < QK8_0; j++) amax = KQ_MAX(amax, fabsf(xb[j]));
+        const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+        y[i].d = KQ_F2H(amax / 127.0f);
+        for (int j = 0; j < QK8_0; ++j) y[i].qs[j] = (int8_t) rintf(xb[j] * id);
+    }
+}
+
+void kiln_quantize_row_q8_1_act(const float * x, void * vy, int64_t k) {
+    block_q8_1 * y = (block_q8_1 *) vy;
+    const int64_t nb = k / QK8_1;
+    for (int64_t i = 0; i < nb; i++) {
+        const float * xb = x + i * QK8_1;
+        float amax = 0.0f;
+        for (int j = 0; j < QK8_1; j++) amax = KQ_MAX(amax, fabsf(xb[j]));
+        const float d = amax / 127.0f;
+        const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+        y[i].d = KQ_F2H(d);
+        int sum = 0;
+        for (int j = 0; j < QK8_1; ++j) {
+            y[i].qs[j] = (int8_t) rintf(xb[j] * id);
+            sum += y[i].qs[j];
+        }
+        y[i].s = KQ_F2H(sum * d);
+    }
+}
+
 void kiln_dequantize_row_q4_0(const void * vx, float * y, int64_t k) {
     const block_q4_0 * x = (const block_q4_0 *) vx;
     const int64_t nb = k / QK4_0;

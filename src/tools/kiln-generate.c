@@ -4,10 +4,13 @@
  *   kiln-generate [-m FILE] [-p PROMPT] [-n N] [--temp T] [--top-k K] [--top-p P]
  *                 [--min-p P] [--repeat-penalty R] [--seed S] [--threads N]
  *                 [--ctx N] [--batch N] [--kv-f32] [--stop STR]... [--print-ids]
+ *                 [--print-logits N] [--isa scalar|avx2|...]
  *
  * stdout: the prompt followed by the generated text, nothing else (or, with
  * --print-ids, the generated token ids on one line). Logs and timings go to
- * stderr. Defaults: the embedded models/stories260K.gguf, prompt
+ * stderr. --print-logits N first prints, one JSON line each, the logits after
+ * each of the prompt's first N tokens (evaluated one at a time, then the
+ * cache is emptied), for cross-checks against llama.cpp. Defaults: the embedded models/stories260K.gguf, prompt
  * "Once upon a time", 200 tokens, greedy.
  */
 #include "kiln-llama.h"
@@ -21,7 +24,7 @@ static void usage(void) {
     fprintf(stderr,
             "usage: kiln-generate [-m FILE] [-p PROMPT] [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P]\n"
             "                     [--repeat-penalty R] [--seed S] [--threads N] [--ctx N] [--batch N]\n"
-            "                     [--kv-f32] [--stop STR]... [--print-ids]\n");
+            "                     [--kv-f32] [--stop STR]... [--print-ids] [--print-logits N] [--isa NAME]\n");
 }
 
 static void on_piece(const char * text, int32_t len, kiln_token token, void * user) {
@@ -41,6 +44,38 @@ static void on_token_id(const char * text, int32_t len, kiln_token token, void *
     }
 }
 
+/* {"pos":i,"token":t,"logits":[...]} per position, %.9g so floats round-trip */
+static int dump_prompt_logits(struct kiln_model * model, const char * prompt, int n, bool add_special, bool parse_special) {
+    const struct kiln_vocab * vocab = kiln_model_vocab(model);
+    int32_t len = (int32_t) strlen(prompt);
+    int32_t nt = kiln_tokenize(vocab, prompt, len, NULL, 0, add_special, parse_special);
+    nt = nt < 0 ? -nt : nt;
+    kiln_token * toks = malloc(sizeof(kiln_token) * (size_t) (nt > 0 ? nt : 1));
+    if (!toks || kiln_tokenize(vocab, prompt, len, toks, nt, add_special, parse_special) != nt) {
+        fprintf(stderr, "kiln-generate: tokenize failed: %s\n", kiln_last_error());
+        free(toks);
+        return 1;
+    }
+    const int32_t n_vocab = kiln_model_n_vocab(model);
+    kiln_model_reset(model);
+    for (int32_t i = 0; i < nt && i < n; i++) {
+        if (kiln_model_eval(model, &toks[i], 1) != KILN_STATUS_SUCCESS) {
+            fprintf(stderr, "kiln-generate: %s\n", kiln_last_error());
+            free(toks);
+            return 1;
+        }
+        const float * lg = kiln_model_logits(model);
+        printf("{\"pos\":%d,\"token\":%d,\"logits\":[", i, toks[i]);
+        for (int32_t j = 0; j < n_vocab; j++) {
+            printf(j ? ",%.9g" : "%.9g", (double) lg[j]);
+        }
+        printf("]}\n");
+    }
+    kiln_model_reset(model);
+    free(toks);
+    return 0;
+}
+
 int main(int argc, char ** argv) {
     const char * path = "models/stories260K.gguf";
     const char * prompt = "Once upon a time";
@@ -49,6 +84,7 @@ int main(int argc, char ** argv) {
     struct kiln_model_params mp = kiln_model_params_default();
     gp.max_tokens = 200;
     bool print_ids = false;
+    int print_logits = 0;
     const char * stops[16];
     int n_stops = 0;
     for (int i = 1; i < argc; i++) {
@@ -70,6 +106,14 @@ int main(int argc, char ** argv) {
         else if (ARG("--stop") && n_stops < 16) stops[n_stops++] = argv[++i];
         else if (!strcmp(a, "--kv-f32")) mp.kv_type = KILN_TYPE_F32;
         else if (!strcmp(a, "--print-ids")) print_ids = true;
+        else if (ARG("--print-logits")) print_logits = atoi(argv[++i]);
+        else if (ARG("--isa")) {
+            kiln_cpu_force_isa(argv[++i]); /* scalar, avx2, ...: compare kernels on a whole model */
+            if (strcmp(kiln_cpu_isa(), argv[i]) != 0) {
+                fprintf(stderr, "kiln-generate: --isa %s: %s\n", argv[i], kiln_last_error());
+                return 2;
+            }
+        }
         else if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(); return 0; }
         else {
             fprintf(stderr, "kiln-generate: unknown or incomplete argument '%s'\n", a);
@@ -118,6 +162,10 @@ int main(int argc, char ** argv) {
                 return 1;
             }
         }
+    }
+    if (print_logits > 0 && dump_prompt_logits(model, prompt, print_logits, gp.add_special, gp.parse_special) != 0) {
+        kiln_model_free(model);
+        return 1;
     }
     struct kiln_sampler * smpl = kiln_sampler_new(sp);
 

@@ -178,6 +178,7 @@ static T * b_conv_2d(struct kiln_context * c, T ** x) {
 }
 static T * b_pool_avg(struct kiln_context * c, T ** x) { return kiln_pool_2d(c, x[0], KILN_OP_POOL_AVG, 2, 2, 2, 2, 0, 0); }
 static T * b_pool_max(struct kiln_context * c, T ** x) { return kiln_pool_2d(c, x[0], KILN_OP_POOL_MAX, 2, 2, 2, 2, 0, 0); }
+static T * b_pool_pad(struct kiln_context * c, T ** x) { return kiln_pool_2d(c, x[0], KILN_OP_POOL_AVG, 3, 3, 2, 2, 1, 1); }
 static T * b_pad(struct kiln_context * c, T ** x) { return kiln_pad(c, x[0], 2, 1, 0, 0); }
 static T * b_abs(struct kiln_context * c, T ** x) { return kiln_abs(c, x[0]); }
 static T * b_neg(struct kiln_context * c, T ** x) { return kiln_neg(c, x[0]); }
@@ -249,6 +250,7 @@ static const struct gcase cases[] = {
     { "conv_2d",    b_conv_2d,    2, {{3, 3, 2, 2}, {6, 5, 2, 1}}, -1, 1, 1e-4 },
     { "pool_avg",   b_pool_avg,   1, {{4, 6, 2}},             -1, 1, 1e-5 },
     { "pool_max",   b_pool_max,   1, {{4, 6, 2}},             -1, 1, 1e-4 },
+    { "pool_padded", b_pool_pad,  1, {{5, 6, 2}},             -1, 1, 1e-5 },
     { "pad",        b_pad,        1, {{3, 2}},                -1, 1, 1e-5 },
     { "abs",        b_abs,        1, {{7, 3}},                0.1f, 1, 1e-5 },
     { "neg",        b_neg,        1, {{7, 3}},                -1, 1, 1e-5 },

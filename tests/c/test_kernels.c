@@ -206,6 +206,42 @@ static void test_gemm_tile(const struct kiln_kernels * k) {
     }
 }
 
+/* packed microkernel: MR rows of a (stride lda, misaligned) x a k-major
+ * panel of NR columns, stored then accumulated, against double sums */
+static void test_gemm_packed(const struct kiln_kernels * k) {
+    if (!k->f32_gemm_packed) return;
+    const int MR = k->pack_mr, NR = k->pack_nr;
+    CHECK(MR <= KILN_GEMM_MAX_MR && NR <= KILN_GEMM_MAX_NR, "%s pack tile %dx%d within the maxima", k->isa, MR, NR);
+    for (int li = 0; li < N_LEN; li++) {
+        const int64_t K = lengths[li];
+        const int64_t lda = K + 3, ldc = NR + 5;
+        float * a = malloc(sizeof(float) * (size_t) (lda * MR + 1));
+        float * bp = malloc(sizeof(float) * (size_t) (K * NR + 1));
+        float c[KILN_GEMM_MAX_MR * (KILN_GEMM_MAX_NR + 5)];
+        fill(a, lda * MR + 1, -1.0f, 1.0f);
+        fill(bp, K * NR + 1, -1.0f, 1.0f);
+        for (int i = 0; i < MR * ldc; i++) c[i] = -777.0f;
+        int bad = 0;
+        for (int pass = 0; pass < 2; pass++) {
+            /* pass 0 stores, pass 1 adds the same products again: 2x */
+            k->f32_gemm_packed(K, a + 1, lda, bp + 1, c, ldc, pass);
+            for (int j = 0; j < MR; j++) {
+                for (int i = 0; i < NR; i++) {
+                    double ref = 0, mag = 0;
+                    for (int64_t q = 0; q < K; q++) {
+                        const double p = (double) a[1 + j * lda + q] * bp[1 + q * NR + i];
+                        ref += p; mag += fabs(p);
+                    }
+                    bad += !close_rel(c[j * ldc + i], (pass + 1) * ref, (pass + 1) * mag, 4e-7 * (sqrt((double) K) + 2));
+                }
+                for (int i = NR; i < ldc; i++) bad += c[j * ldc + i] != -777.0f;
+            }
+        }
+        CHECK(!bad, "%s f32_gemm_%dx%d packed k=%lld (%d bad)", k->isa, MR, NR, (long long) K, bad);
+        free(a); free(bp);
+    }
+}
+
 static void test_type_slots(const struct kiln_kernels * k) {
     const enum kiln_type types[3] = { KILN_TYPE_F32, KILN_TYPE_F16, KILN_TYPE_BF16 };
     for (int t = 0; t < 3; t++) {
@@ -255,6 +291,7 @@ int main(void) {
         test_reductions(s, k);
         test_maps(s, k);
         test_gemm_tile(k);
+        test_gemm_packed(k);
         test_type_slots(k);
     }
     CHECK(n_isa >= 1, "at least one isa");

@@ -132,6 +132,7 @@ static const struct mm_shape mm_shapes[] = {
     { 100, 61, 29, 1, 1, 1, 1 },   /* tile and block edges */
     {  35, 50, 13, 2, 1, 6, 2 },   /* broadcast: r2 = 3, r3 = 2 */
     {  16,  8,  5, 1, 2, 3, 4 },   /* broadcast: r2 = 3, r3 = 2 */
+    { 600, 50, 250, 1, 1, 1, 1 },  /* packed path: 3 K blocks, partial panels and row groups */
     { 129, 70, 50, 1, 1, 1, 1 },   /* several blocks each way */
 };
 #define N_MM_SHAPES ((int) (sizeof(mm_shapes) / sizeof(mm_shapes[0])))

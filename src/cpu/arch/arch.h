@@ -38,10 +38,12 @@
     void f16_to_f32__##S(int64_t n, const kiln_fp16_t * x, float * y);
 
 KILN_DECLARE_VEC_KERNELS(scalar)
+void f32_gemm_4x4__scalar(int64_t k, const float * a, int64_t lda, const float * bp, float * c, int64_t ldc, int accumulate);
 void f32_gemm_1x1__scalar(int64_t k, const float * a, int64_t lda, const float * b, int64_t ldb, float * c, int64_t ldc);
 
 #ifdef KILN_ARCH_X86
 KILN_DECLARE_VEC_KERNELS(avx2)
+void f32_gemm_6x16__avx2(int64_t k, const float * a, int64_t lda, const float * bp, float * c, int64_t ldc, int accumulate);
 void f32_gemm_3x4__avx2(int64_t k, const float * a, int64_t lda, const float * b, int64_t ldb, float * c, int64_t ldc);
 #endif
 #ifdef KILN_ARCH_ARM
@@ -50,6 +52,7 @@ void f32_gemm_4x4__neon(int64_t k, const float * a, int64_t lda, const float * b
 #endif
 #ifdef KILN_ARCH_WASM_SIMD
 KILN_DECLARE_VEC_KERNELS(wasm_simd128)
+void f32_gemm_4x8__wasm_simd128(int64_t k, const float * a, int64_t lda, const float * bp, float * c, int64_t ldc, int accumulate);
 void f32_gemm_3x3__wasm_simd128(int64_t k, const float * a, int64_t lda, const float * b, int64_t ldb, float * c, int64_t ldc);
 #endif
 

@@ -12,11 +12,6 @@
 
 #include "kiln.h"
 
-/* which ISA files exist yet (their tables fall back to scalar otherwise) */
-#define KILN_QDOT_HAVE_AVX2 1
-#define KILN_QDOT_HAVE_NEON 1
-#define KILN_QDOT_HAVE_WASM 1
-
 #define KILN_QDOT(name, S) void name##_vec_dot__##S(int64_t n, float * s, const void * x, const void * y);
 
 /* the types with SIMD variants on every ISA */

@@ -11,6 +11,9 @@
 #include <arm_neon.h>
 #include <string.h>
 
+/* the hardware fp16 -> fp32 conversion (exact) */
+static inline float neon_h2f(uint16_t h) { __fp16 v; memcpy(&v, &h, 2); return (float) v; }
+#define KQ_H2F(h) neon_h2f(h)
 #include "../quant_dot.h"
 #include "blocks.h"
 #include "quants_impl.h"

@@ -100,3 +100,17 @@ void f32_gemm_1x1__scalar(int64_t k, const float * a, int64_t lda, const float *
     (void) lda; (void) ldb; (void) ldc;
     c[0] = f32_dot__scalar(k, a, b);
 }
+
+/* reference of the packed microkernel contract (kernels.h), 4 x 4 */
+void f32_gemm_4x4__scalar(int64_t k, const float * a, int64_t lda, const float * bp, float * c, int64_t ldc, int accumulate) {
+    float acc[4][4] = { { 0 } };
+    for (int64_t p = 0; p < k; p++) {
+        for (int j = 0; j < 4; j++) {
+            const float x = a[j * lda + p];
+            for (int i = 0; i < 4; i++) acc[j][i] += x * bp[p * 4 + i];
+        }
+    }
+    for (int j = 0; j < 4; j++) {
+        for (int i = 0; i < 4; i++) c[j * ldc + i] = accumulate ? c[j * ldc + i] + acc[j][i] : acc[j][i];
+    }
+}

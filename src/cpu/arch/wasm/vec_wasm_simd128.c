@@ -273,3 +273,33 @@ void f32_gemm_3x3__wasm_simd128(int64_t k, const float * a, int64_t lda, const f
         }
     }
 }
+
+/* 4 src1 rows x 8 packed src0 columns ("load-splat" form): 8 accumulators,
+ * 2 panel vectors and a splat per row and k — well under the 16 registers
+ * engines map v128 onto. */
+void f32_gemm_4x8__wasm_simd128(int64_t k, const float * a, int64_t lda, const float * bp, float * c, int64_t ldc, int accumulate) {
+    v128_t c00 = wasm_f32x4_splat(0), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00;
+    const float * a0 = a, * a1 = a + lda, * a2 = a + 2 * lda, * a3 = a + 3 * lda;
+    for (int64_t p = 0; p < k; p++) {
+        const v128_t y0 = wasm_v128_load(bp + 8 * p), y1 = wasm_v128_load(bp + 8 * p + 4);
+        v128_t x = wasm_v128_load32_splat(a0 + p);
+        c00 = MADD(x, y0, c00); c01 = MADD(x, y1, c01);
+        x = wasm_v128_load32_splat(a1 + p);
+        c10 = MADD(x, y0, c10); c11 = MADD(x, y1, c11);
+        x = wasm_v128_load32_splat(a2 + p);
+        c20 = MADD(x, y0, c20); c21 = MADD(x, y1, c21);
+        x = wasm_v128_load32_splat(a3 + p);
+        c30 = MADD(x, y0, c30); c31 = MADD(x, y1, c31);
+    }
+    const v128_t r[4][2] = { { c00, c01 }, { c10, c11 }, { c20, c21 }, { c30, c31 } };
+    for (int j = 0; j < 4; j++) {
+        float * cj = c + j * ldc;
+        if (accumulate) {
+            wasm_v128_store(cj,     wasm_f32x4_add(wasm_v128_load(cj),     r[j][0]));
+            wasm_v128_store(cj + 4, wasm_f32x4_add(wasm_v128_load(cj + 4), r[j][1]));
+        } else {
+            wasm_v128_store(cj, r[j][0]);
+            wasm_v128_store(cj + 4, r[j][1]);
+        }
+    }
+}

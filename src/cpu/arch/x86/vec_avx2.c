@@ -274,3 +274,38 @@ void f32_gemm_3x4__avx2(int64_t k, const float * a, int64_t lda, const float * b
     c += ldc; c[0] = hsum8(c20); c[1] = hsum8(c21); c[2] = hsum8(c22);
     c += ldc; c[0] = hsum8(c30); c[1] = hsum8(c31); c[2] = hsum8(c32);
 }
+
+/* 6 src1 rows x 16 packed src0 columns: 12 accumulators, 2 panel loads and
+ * one broadcast per row and k (15 of 16 ymm). */
+void f32_gemm_6x16__avx2(int64_t k, const float * a, int64_t lda, const float * bp, float * c, int64_t ldc, int accumulate) {
+    __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps(), c10 = _mm256_setzero_ps(), c11 = _mm256_setzero_ps();
+    __m256 c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps(), c30 = _mm256_setzero_ps(), c31 = _mm256_setzero_ps();
+    __m256 c40 = _mm256_setzero_ps(), c41 = _mm256_setzero_ps(), c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();
+    const float * a0 = a, * a1 = a + lda, * a2 = a + 2 * lda, * a3 = a + 3 * lda, * a4 = a + 4 * lda, * a5 = a + 5 * lda;
+    for (int64_t p = 0; p < k; p++) {
+        const __m256 y0 = _mm256_loadu_ps(bp + 16 * p), y1 = _mm256_loadu_ps(bp + 16 * p + 8);
+        __m256 x = _mm256_broadcast_ss(a0 + p);
+        c00 = _mm256_fmadd_ps(x, y0, c00); c01 = _mm256_fmadd_ps(x, y1, c01);
+        x = _mm256_broadcast_ss(a1 + p);
+        c10 = _mm256_fmadd_ps(x, y0, c10); c11 = _mm256_fmadd_ps(x, y1, c11);
+        x = _mm256_broadcast_ss(a2 + p);
+        c20 = _mm256_fmadd_ps(x, y0, c20); c21 = _mm256_fmadd_ps(x, y1, c21);
+        x = _mm256_broadcast_ss(a3 + p);
+        c30 = _mm256_fmadd_ps(x, y0, c30); c31 = _mm256_fmadd_ps(x, y1, c31);
+        x = _mm256_broadcast_ss(a4 + p);
+        c40 = _mm256_fmadd_ps(x, y0, c40); c41 = _mm256_fmadd_ps(x, y1, c41);
+        x = _mm256_broadcast_ss(a5 + p);
+        c50 = _mm256_fmadd_ps(x, y0, c50); c51 = _mm256_fmadd_ps(x, y1, c51);
+    }
+    const __m256 r[6][2] = { { c00, c01 }, { c10, c11 }, { c20, c21 }, { c30, c31 }, { c40, c41 }, { c50, c51 } };
+    for (int j = 0; j < 6; j++) {
+        float * cj = c + j * ldc;
+        if (accumulate) {
+            _mm256_storeu_ps(cj,     _mm256_add_ps(_mm256_loadu_ps(cj),     r[j][0]));
+            _mm256_storeu_ps(cj + 8, _mm256_add_ps(_mm256_loadu_ps(cj + 8), r[j][1]));
+        } else {
+            _mm256_storeu_ps(cj, r[j][0]);
+            _mm256_storeu_ps(cj + 8, r[j][1]);
+        }
+    }
+}

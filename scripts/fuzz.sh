@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Fuzz the GGUF reader with libFuzzer + ASan + UBSan for SECONDS (default 60).
+#
+#   scripts/fuzz.sh [SECONDS]
+#
+# Seeds: the repository's real GGUF files (copied into a temporary directory)
+# plus the small synthetic files test_gguf writes (every value and tensor
+# type). Inputs are capped at KILN_FUZZ_MAX_LEN bytes (default 32768: the
+# seeds' metadata fits, and small inputs run thousands of times faster).
+# Exits non-zero on a crash, a leak, undefined behavior or a timeout; the
+# reproducer is kept in build-fuzz/artifacts/ (rerun it with
+# build-fuzz/bin/fuzz_gguf FILE).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SECONDS_TO_RUN="${1:-60}"
+MAX_LEN="${KILN_FUZZ_MAX_LEN:-32768}"
+J="${KILN_FUZZ_BUILD_JOBS:-2}"
+
+command -v clang >/dev/null || { echo "fuzz.sh: clang is needed (apt-get install -y clang libclang-rt-14-dev)" >&2; exit 2; }
+
+# the fuzz build (library instrumented, only fuzz targets)
+cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_FUZZ=ON >/dev/null
+cmake --build build-fuzz -j"$J" --target fuzz_gguf >/dev/null
+# the regular build, for test_gguf's synthetic seeds
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build -j"$J" --target test_gguf >/dev/null
+
+WORK="$(mktemp -d)"
+trap 'rm -rf "$WORK"' EXIT
+mkdir -p "$WORK/corpus" build-fuzz/artifacts
+cp models/*.gguf tests/data/vocab/*.gguf "$WORK/corpus/"
+build/tests/test_gguf --write-seeds "$WORK/corpus" >/dev/null
+
+echo "fuzz.sh: fuzz_gguf for ${SECONDS_TO_RUN}s, $(ls "$WORK/corpus" | wc -l) seeds, max_len ${MAX_LEN}"
+status=0
+ASAN_OPTIONS="detect_leaks=1:allocator_may_return_null=0" \
+UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
+  build-fuzz/bin/fuzz_gguf "$WORK/corpus" \
+    -max_total_time="$SECONDS_TO_RUN" -max_len="$MAX_LEN" -timeout=10 -rss_limit_mb=2048 \
+    -artifact_prefix=build-fuzz/artifacts/ -print_final_stats=1 \
+    >"$WORK/log" 2>&1 || status=$?
+grep -E "^(stat::|Done|==[0-9]+==ERROR|SUMMARY)" "$WORK/log" || true
+if [ "$status" -ne 0 ]; then
+  tail -60 "$WORK/log"
+  echo "fuzz.sh: FAILED (exit $status); reproducer in build-fuzz/artifacts/" >&2
+  exit "$status"
+fi
+echo "fuzz.sh: clean"

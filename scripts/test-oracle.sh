@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Cross-check against llama.cpp (node-llama-cpp's prebuilt CPU build, a
+# devDependency): builds the native tools, the fixtures (build/oracle/), and
+# runs tests/oracle/oracle.mjs. Needs `npm install` done (offline is fine: the
+# prebuilt binary ships in @node-llama-cpp/<platform>; the postinstall step is
+# not needed). About 40 s after the build on this machine.
+#
+#   scripts/test-oracle.sh [BUILD_DIR]      KILN_ORACLE_STRICT=1: count every token comparison
+set -euo pipefail
+cd "$(dirname "$0")/.."
+B="${1:-build}"
+if ! node -e 'import("node-llama-cpp")' 2>/dev/null; then
+  echo "test-oracle: node-llama-cpp is not installed (npm install)" >&2
+  exit 1
+fi
+cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$B" -j"${KILN_JOBS:-2}" --target kiln-generate kiln-tokenize kiln-quantize kiln-llama-pad >/dev/null
+bash scripts/make-oracle-fixtures.sh "$B" >/dev/null
+node tests/oracle/oracle.mjs --build "$B" --json build/oracle/result.json
