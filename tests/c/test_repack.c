@@ -4,7 +4,8 @@
  * 1..9 and 130 blocks) and close to the scalar one; mul_mat on repacked
  * weights bit-identical to the non-repacked path for every ISA, odd row
  * counts (tail rows stay plain), batch 1 and 3, broadcast batches, 1/2/4
- * threads, and close to a double-precision reference; bad inputs.
+ * threads, and close to a double-precision reference; the unpacking
+ * fallback of tables without x4 kernels; bad inputs.
  */
 #include "util/test_util.h"
 #include "blocks.h"
@@ -124,6 +125,21 @@ static void test_mul_mat(enum kiln_type t, int64_t K, int64_t N, int64_t M, int6
             CHECK(e < (t == KILN_TYPE_Q4_0 ? 1e-4 : 1e-4), "%s %s nmse %g", isas[isa], kiln_type_name(t), e);
             free(out);
         }
+    }
+    /* a table without x4 kernels (NEON today) unpacks rows into scratch:
+     * exercised here by taking the scalar table's x4 entries away */
+    {
+        struct kiln_kernels * ks = (struct kiln_kernels *) kiln_kernels_for_isa(KILN_ISA_SCALAR);
+        const kiln_vec_dot_t saved = ks->vec_dot_x4[t];
+        ks->vec_dot_x4[t] = NULL;
+        kiln_cpu_force_isa("scalar");
+        for (int nth = 1; nth <= 2; nth++) {
+            CHECK(tu_compute(ctx, y, nth) == KILN_STATUS_SUCCESS, "plain: %s", kiln_last_error());
+            CHECK(tu_compute(ctx, yr, nth) == KILN_STATUS_SUCCESS, "unpacking: %s", kiln_last_error());
+            CHECK(memcmp(y->data, yr->data, kiln_nbytes(y)) == 0, "unpacking fallback %s K=%lld N=%lld: differs",
+                  kiln_type_name(t), (long long) K, (long long) N);
+        }
+        ks->vec_dot_x4[t] = saved;
     }
     kiln_cpu_force_isa(NULL);
     free(ref); free(wf); free(xf);
