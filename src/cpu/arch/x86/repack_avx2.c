@@ -1,8 +1,9 @@
 /*
  * repack_avx2.c — AVX2 x4 mat-vec kernels (see src/cpu/repack.h). Per row,
  * the float arithmetic of q4_0/q8_0_q8_0_vec_dot__avx2 exactly (the same
- * per-lane i32 sums, the same two alternating FMA accumulators, the same
- * final reduction), so results are bit-identical to the plain path.
+ * per-lane i32 sums, one FMA accumulator per row in block order — which is
+ * llama.cpp's order too — and the same final reduction), so results are
+ * bit-identical to the plain path.
  *
  * q4_0: the nibbles stay unsigned (0..15) for maddubs, and the -8 offset
  * comes off as 8 * (pair sums of y), computed once per block for all 4
@@ -41,7 +42,6 @@ void q4_0x4_q8_0_vec_dot__avx2(int64_t n, float * s, const void * vx, const void
     const block_q8_0 * y = vy;
     const __m256i ones16 = _mm256_set1_epi16(1), eights = _mm256_set1_epi8(8), m4 = _mm256_set1_epi8(0x0f);
     __m256 a00 = _mm256_setzero_ps(), a01 = a00, a02 = a00, a03 = a00;
-    __m256 a10 = a00, a11 = a00, a12 = a00, a13 = a00;
     const int64_t nb = n / QK8_0;
     /* rows r and r+1 share one 32-byte load: their nibbles split, then the
      * 128-bit halves regroup into each row's (low | high) vector */
@@ -59,25 +59,19 @@ void q4_0x4_q8_0_vec_dot__avx2(int64_t n, float * s, const void * vx, const void
         const __m256 dd = scales_x4(x[i].d, y[i].d); \
         PAIR(i, 0, A0, A1); PAIR(i, 2, A2, A3); \
     } while (0)
-    int64_t i = 0;
-    for (; i + 1 < nb; i += 2) {
-        STEP(i, a00, a01, a02, a03);
-        STEP(i + 1, a10, a11, a12, a13);
-    }
-    if (i < nb) STEP(i, a00, a01, a02, a03);
+    for (int64_t i = 0; i < nb; i++) STEP(i, a00, a01, a02, a03);
 #undef STEP
 #undef PAIR
-    s[0] = hsum_ps(_mm256_add_ps(a00, a10));
-    s[1] = hsum_ps(_mm256_add_ps(a01, a11));
-    s[2] = hsum_ps(_mm256_add_ps(a02, a12));
-    s[3] = hsum_ps(_mm256_add_ps(a03, a13));
+    s[0] = hsum_ps(a00);
+    s[1] = hsum_ps(a01);
+    s[2] = hsum_ps(a02);
+    s[3] = hsum_ps(a03);
 }
 
 void q8_0x4_q8_0_vec_dot__avx2(int64_t n, float * s, const void * vx, const void * vy) {
     const block_q8_0x4 * x = vx;
     const block_q8_0 * y = vy;
     __m256 a00 = _mm256_setzero_ps(), a01 = a00, a02 = a00, a03 = a00;
-    __m256 a10 = a00, a11 = a00, a12 = a00, a13 = a00;
     const int64_t nb = n / QK8_0;
 #define ROW(i, r, acc) do { \
         const __m256 d = _mm256_permutevar8x32_ps(dd, _mm256_set1_epi32(r)); \
@@ -88,16 +82,11 @@ void q8_0x4_q8_0_vec_dot__avx2(int64_t n, float * s, const void * vx, const void
         const __m256 dd = scales_x4(x[i].d, y[i].d); \
         ROW(i, 0, A0); ROW(i, 1, A1); ROW(i, 2, A2); ROW(i, 3, A3); \
     } while (0)
-    int64_t i = 0;
-    for (; i + 1 < nb; i += 2) {
-        STEP(i, a00, a01, a02, a03);
-        STEP(i + 1, a10, a11, a12, a13);
-    }
-    if (i < nb) STEP(i, a00, a01, a02, a03);
+    for (int64_t i = 0; i < nb; i++) STEP(i, a00, a01, a02, a03);
 #undef STEP
 #undef ROW
-    s[0] = hsum_ps(_mm256_add_ps(a00, a10));
-    s[1] = hsum_ps(_mm256_add_ps(a01, a11));
-    s[2] = hsum_ps(_mm256_add_ps(a02, a12));
-    s[3] = hsum_ps(_mm256_add_ps(a03, a13));
+    s[0] = hsum_ps(a00);
+    s[1] = hsum_ps(a01);
+    s[2] = hsum_ps(a02);
+    s[3] = hsum_ps(a03);
 }
