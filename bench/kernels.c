@@ -112,7 +112,7 @@ struct mm_bench {
 /* weights of `type`: floats converted, quantized types through their
  * reference quantizer (one matrix, copied to the others of the set: the
  * bytes still stream from memory, the setup stays quick) */
-static struct mm_bench mm_setup_type(enum kiln_type type, int64_t K, int64_t N, int64_t M, int nset) {
+static struct mm_bench mm_setup_type(enum kiln_type type, int64_t K, int64_t N, int64_t M, int nset, bool repack) {
     struct mm_bench b;
     const size_t wbytes = kiln_row_size(type, K) * (size_t) N;
     const size_t bytes = (size_t) nset * (wbytes + (size_t) (K * M + N * M) * sizeof(float) + 2 * 1024 * 1024) + (64u << 20);
@@ -134,20 +134,23 @@ static struct mm_bench mm_setup_type(enum kiln_type type, int64_t K, int64_t N, 
                 for (int64_t i = 0; i < K; i++) row[i] = (float) (((r * K + i) * 104729) % 2000) * 1e-3f - 1.0f;
                 tt->from_float_ref(row, (char *) w->data + r * w->nb[1], K);
             }
-            first = w->data;
+            first = malloc(wbytes);
+            memcpy(first, w->data, wbytes);
         } else {
             memcpy(w->data, first, wbytes);
         }
+        if (repack && !kiln_repack_tensor(w)) { fprintf(stderr, "bench: %s\n", kiln_last_error()); exit(1); }
         struct kiln_tensor * y = kiln_mul_mat(b.ctx, w, x);
         b.graphs[s] = kiln_new_graph(b.ctx);
         kiln_build_forward_expand(b.graphs[s], y);
     }
     free(row);
+    free(first);
     return b;
 }
 
 static struct mm_bench mm_setup(int64_t K, int64_t N, int64_t M, int nset) {
-    return mm_setup_type(KILN_TYPE_F32, K, N, M, nset);
+    return mm_setup_type(KILN_TYPE_F32, K, N, M, nset, false);
 }
 
 static struct stats mm_run(struct mm_bench * b, int nth, int reps) {
@@ -170,6 +173,8 @@ int main(int argc, char ** argv) {
     const bool quick = getenv("KILN_BENCH_QUICK") != NULL;
     const int reps = argc > 1 ? atoi(argv[1]) : (quick ? 5 : 15);
     const char * best = kiln_cpu_isa();
+    /* KILN_BENCH_ONLY=matvec: bandwidth + q8_0/q4_0 mat-vec only (quick A/B) */
+    const bool only_matvec = getenv("KILN_BENCH_ONLY") && strcmp(getenv("KILN_BENCH_ONLY"), "matvec") == 0;
 
     /* read bandwidth: 3 x 64 MB (6x the L3) */
     const int nbufs = 3;
@@ -184,7 +189,7 @@ int main(int argc, char ** argv) {
     for (int i = 0; i < nbufs; i++) free(bufs[i]);
 
     /* f32 mat-vec 4096x4096, 3 weight matrices of 64 MB in rotation */
-    {
+    if (!only_matvec) {
         struct mm_bench b = mm_setup(4096, 4096, 1, 3);
         const char * isas[2] = { best, "scalar" };
         for (int ii = 0; ii < 2; ii++) {
@@ -210,9 +215,12 @@ int main(int argc, char ** argv) {
      * (quantized ones once src/quant registers their dot products), with
      * enough matrices in rotation to make >= 4x the 32 MB L3 */
     {
-        const enum kiln_type types[] = { KILN_TYPE_F16, KILN_TYPE_BF16, KILN_TYPE_Q8_0, KILN_TYPE_Q4_0, KILN_TYPE_Q4_K, KILN_TYPE_Q6_K };
+        /* q8_0 / q4_0 twice: plain rows, then repacked (kiln_repack_tensor) */
+        const enum kiln_type types[] = { KILN_TYPE_F16, KILN_TYPE_BF16, KILN_TYPE_Q8_0, KILN_TYPE_Q4_0, KILN_TYPE_Q8_0, KILN_TYPE_Q4_0, KILN_TYPE_Q4_K, KILN_TYPE_Q6_K };
+        const bool repacked[] = { false, false, false, false, true, true, false, false };
         for (size_t ti = 0; ti < sizeof(types) / sizeof(types[0]); ti++) {
             const enum kiln_type t = types[ti];
+            if (only_matvec && t != KILN_TYPE_Q8_0 && t != KILN_TYPE_Q4_0) continue;
             const struct kiln_type_traits * tt = kiln_get_type_traits(t);
             if (!kiln_kernels()->vec_dot[t] || !tt->from_float_ref) {
                 printf("{\"what\":\"mul_mat_vec\",\"type\":\"%s\",\"isa\":\"%s\",\"skipped\":\"no dot product kernel registered\"}\n", tt->type_name, best);
@@ -220,13 +228,13 @@ int main(int argc, char ** argv) {
             }
             const double wbytes = (double) kiln_row_size(t, 4096) * 4096;
             const int nset = (int) (128.0 * MB / wbytes) + 1;
-            struct mm_bench b = mm_setup_type(t, 4096, 4096, 1, nset);
+            struct mm_bench b = mm_setup_type(t, 4096, 4096, 1, nset, repacked[ti]);
             for (int nth = 1; nth <= MAX_THREADS; nth++) {
                 const struct stats st = mm_run(&b, nth, reps * 2);
                 const double gbps = wbytes / (st.median * 1e-6) / 1e9;
-                printf("{\"what\":\"mul_mat_vec\",\"shape\":\"4096x4096 . 4096x1\",\"type\":\"%s\",\"isa\":\"%s\",\"threads\":%d,"
+                printf("{\"what\":\"mul_mat_vec\",\"shape\":\"4096x4096 . 4096x1\",\"type\":\"%s%s\",\"isa\":\"%s\",\"threads\":%d,"
                        "\"median_ms\":%.3f,\"p25_ms\":%.3f,\"p75_ms\":%.3f,\"GFLOPS\":%.2f,\"GBps\":%.2f,\"bw_fraction\":%.3f,\"matrices\":%d}\n",
-                       tt->type_name, kiln_cpu_isa(), nth, st.median / 1e3, st.p25 / 1e3, st.p75 / 1e3,
+                       tt->type_name, repacked[ti] ? "_repacked" : "", kiln_cpu_isa(), nth, st.median / 1e3, st.p25 / 1e3, st.p75 / 1e3,
                        2.0 * 4096 * 4096 / (st.median * 1e-6) / 1e9, gbps, gbps / bw[nth], nset);
                 fflush(stdout);
             }
@@ -234,6 +242,7 @@ int main(int argc, char ** argv) {
         }
     }
 
+    if (only_matvec) return 0;
     /* vec_dot per weight type and ISA, in cache: ns per block of the type */
     for (int isa = 0; isa < KILN_ISA_COUNT; isa++) {
         const struct kiln_kernels * k = kiln_kernels_for_isa((enum kiln_isa) isa);
