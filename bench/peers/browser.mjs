@@ -12,7 +12,7 @@ import { startServer } from './server.mjs';
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const CHROMIUM = process.env.KILN_CHROMIUM ?? '/usr/bin/chromium';
 
-export async function runBrowser({ models, threads = 2, prompt, nGen = 16, rounds = 2, repsPerRound = 1, ctx = 256, bwGBs = {}, nativeText = {}, log = console.error }) {
+export async function runBrowser({ models, threads = 2, prompt, nGen = 16, rounds = 2, repsPerRound = 1, ctx = 256, bwGBs = {}, nativeText = {}, log = console.error, timeoutMs = 240_000, warmup = 1 }) {
   const { chromium } = await import('playwright-core');
   const ggufs = Object.fromEntries(models.map((m) => [path.basename(m.path), m.path]));
   const { server, url } = await startServer(root, ggufs);
@@ -30,7 +30,9 @@ export async function runBrowser({ models, threads = 2, prompt, nGen = 16, round
     try {
       await page.goto(`${url}/bench/peers/web/index.html`);
       await page.waitForFunction(() => window.__peers?.ready, null, { timeout: 60_000 });
-      return await page.evaluate(([f, o]) => window.__peers[f](o), [fn, opts]);
+      let timer;
+      const timeout = new Promise((_, rej) => { timer = setTimeout(() => rej(new Error(`timed out after ${timeoutMs / 1000} s`)), timeoutMs); });
+      try { return await Promise.race([page.evaluate(([f, o]) => window.__peers[f](o), [fn, opts]), timeout]); } finally { clearTimeout(timer); }
     } catch (e) {
       return { error: String(e.message ?? e).split('\n')[0], pageErrors: errors.slice(0, 3) };
     } finally { await page.close(); }
@@ -49,7 +51,7 @@ export async function runBrowser({ models, threads = 2, prompt, nGen = 16, round
         for (const e of engines) {
           const o = res[e.name];
           if (o.error || o.pending) continue;
-          const x = await runIn(e.fn, { url: `/gguf/${path.basename(mdl.path)}`, threads: e.threads, build: e.build, prompt, nGen, reps: repsPerRound, warmup: r === 0 ? 1 : 0, ctx });
+          const x = await runIn(e.fn, { url: `/gguf/${path.basename(mdl.path)}`, threads: e.threads, build: e.build, prompt, nGen, reps: repsPerRound, warmup: r === 0 ? warmup : 0, ctx });
           if (x.error) { o.error = x.error; log(`  browser ${mdl.name} ${e.name}: error ${x.error} ${x.pageErrors?.join(' | ') ?? ''}`); continue; }
           if (x.pending) { o.pending = x.pending; continue; }
           for (const rr of x.reps) { o.pp.push(rr.pp); o.tg.push(rr.tg); o.texts.push(rr.text); }

@@ -9,7 +9,8 @@
 // A benchmark, not a test: run by hand, never from scripts/test.sh.
 //
 //   node bench/peers/run.mjs [--only kernels,bw,native,browser] [--models stories,q4_0,q8_0]
-//        [--threads 1,2] [--gen N] [--reps N] [--rounds N] [--kernel-reps N] [--json FILE]
+//        [--threads 1,2] [--gen N] [--reps N] [--warmup N] [--rounds N] [--kernel-reps N]
+//        [--timeout S (one run's limit; a starved machine records what it measured)] [--json FILE]
 // Needs: build/bin/{kiln-generate,bench-kernels} (Release), wasm/dist + js/dist
 // (npm run build), and for the synthetic models bench/peers/make-models.sh.
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -28,6 +29,8 @@ const nGen = +opt('gen', 16);
 const reps = +opt('reps', 3);
 const rounds = +opt('rounds', 2);
 const kernelReps = +opt('kernel-reps', 5);
+const warmup = +opt('warmup', 1);
+const timeoutS = +opt('timeout', 120);
 const jsonFile = opt('json', path.join(root, 'build/peers.jsonl'));
 const PROMPT = 'Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her friends. One day,';
 mkdirSync(path.dirname(jsonFile), { recursive: true });
@@ -63,7 +66,7 @@ if (only.includes('kernels')) {
   log('kernels (Node, 1 thread)...');
   const { runKernels } = await import('./kernels.mjs');
   try {
-    const ks = await runKernels({ reps: kernelReps, log });
+    const ks = await runKernels({ reps: kernelReps, warmup, log });
     sections.push('Kernels, Node, 1 thread: Kiln kiln-st (npm package) vs tfjs-backend-wasm (SIMD), GFLOPS, median (min–max)\n' + table(ks.map((k) => [k.case, k.shape, range(k.kiln), range(k.tfjs), range(k.ratio), k.agree ? 'yes' : 'NO']),
       ['case', 'shape', 'kiln GFLOPS', 'tfjs GFLOPS', 'kiln/tfjs', 'same result']));
     summary.gemm_vs_tfjs = ks.find((k) => k.case === 'gemm_f32')?.ratio.median ?? null;
@@ -74,7 +77,7 @@ const nativeText = {};
 if (only.includes('native')) {
   log('native (kiln-generate vs llama.cpp)...');
   const { runNative } = await import('./native.mjs');
-  const ns = await runNative({ models, threads, prompt: PROMPT, nGen, reps, bwGBs: bw, log, llamaHandle });
+  const ns = await runNative({ models, threads, prompt: PROMPT, nGen, reps, warmup, bwGBs: bw, log, llamaHandle, timeoutMs: timeoutS * 1000 });
   for (const n of ns) nativeText[n.model] = n.llamacpp_text;
   sections.push(`Native, greedy, ${nGen} tokens, prompt ${ns[0]?.prompt_tokens ?? '?'} tokens; tokens/s median (min–max); bw = generation's fraction of the read bandwidth\n` + table(ns.map((n) => [
     n.model, n.threads, range(n.kiln.pp, 1), range(n.llamacpp.pp, 1), range(n.ratio_pp), range(n.kiln.tg, 2), range(n.llamacpp.tg, 2), range(n.ratio_tg),
@@ -89,7 +92,7 @@ if (only.includes('browser')) {
   log('browser (Chromium: kiln vs wllama)...');
   const { runBrowser } = await import('./browser.mjs');
   const t = Math.max(...threads);
-  const bs = await runBrowser({ models, threads: t, prompt: PROMPT, nGen, rounds, bwGBs: bw, nativeText, log });
+  const bs = await runBrowser({ models, threads: t, prompt: PROMPT, nGen, rounds, bwGBs: bw, nativeText, log, timeoutMs: 2 * timeoutS * 1000, warmup });
   const rows = [];
   for (const b of bs) for (const [name, e] of Object.entries(b.engines)) {
     rows.push([b.model, name, e.threads, e.error ? `error: ${e.error.slice(0, 40)}` : e.pending ? 'PENDING (no JS generate API)' : range(e.pp_stats, 1), e.error || e.pending ? '—' : range(e.tg_stats, 2),
