@@ -68,12 +68,12 @@ export async function runBrowser({ models, threads = 2, prompt, nGen = 16, round
       }
       const w = res.wllama;
       const ratio = (k) => (res[k].tg.length && w.tg.length ? stats(res[k].tg.map((x, i) => x / w.tg[i % w.tg.length])) : null);
-      const nat = nativeText[mdl.name];
+      const nat = nativeText[mdl.name]; // llama.cpp's detokenize drops the first piece's leading space: compared trimmed
       const rec = emit({
         what: 'peers_browser', model: mdl.name, threads, gen_tokens: nGen, weight_MB_per_token: mdl.bytesPerToken / 1e6, read_bw_GBs: bw,
         engines: Object.fromEntries(engines.map((e) => [e.name, { threads: e.threads, tg: res[e.name].tg, pp: res[e.name].pp, tg_stats: res[e.name].tgStats, pp_stats: res[e.name].ppStats, bw_frac: res[e.name].bw_frac, error: res[e.name].error, pending: res[e.name].pending, text: res[e.name].texts[0] ?? null, info: res[e.name].info ?? null }])),
         ratio_kiln_mt_vs_wllama: ratio('kiln-mt'), ratio_kiln_st_vs_wllama_1t: res['kiln-st'].tg.length && res['wllama-1t'].tg.length ? stats(res['kiln-st'].tg.map((x, i) => x / res['wllama-1t'].tg[i % res['wllama-1t'].tg.length])) : null,
-        wllama_text_matches_native: nat != null && w.texts.length ? w.texts.every((t) => nat.startsWith(t) || t.startsWith(nat)) : null,
+        wllama_text_matches_native: nat != null && w.texts.length ? w.texts.every((t) => { const a = t.trimStart(), b = nat.trimStart(); return a.startsWith(b) || b.startsWith(a); }) : null,
       });
       log(`  browser ${mdl.name}: wllama ${threads}t ${w.tgStats.median?.toFixed(2)} tok/s, 1t ${res['wllama-1t'].tgStats.median?.toFixed(2)}; kiln-mt ${res['kiln-mt'].pending ? 'pending' : res['kiln-mt'].tgStats.median?.toFixed(2)}`);
       out.push(rec);
