@@ -1,0 +1,115 @@
+// npm run bench:peers — Kiln beside the libraries users would pick instead,
+// on this machine, same files and threads, in one run (issue 9):
+//   kernels  Kiln wasm (kiln-st) vs @tensorflow/tfjs-backend-wasm, Node, 1 thread
+//   bw       read bandwidth (bench-kernels' measurement), 1 and 2 threads
+//   native   kiln-generate vs llama.cpp (node-llama-cpp's prebuilt CPU build)
+//   browser  Chromium: Kiln's npm package (kiln-mt, kiln-st) vs @wllama/wllama
+// Prints a table; JSON lines go to stdout's end and to --json FILE
+// (default build/peers.jsonl). The last line is the summary object.
+// A benchmark, not a test: run by hand, never from scripts/test.sh.
+//
+//   node bench/peers/run.mjs [--only kernels,bw,native,browser] [--models stories,q4_0,q8_0]
+//        [--threads 1,2] [--gen N] [--reps N] [--warmup N] [--rounds N] [--kernel-reps N]
+//        [--timeout S (one run's limit; a starved machine records what it measured)] [--json FILE]
+// Needs: build/bin/{kiln-generate,bench-kernels} (Release), wasm/dist + js/dist
+// (npm run build), and for the synthetic models bench/peers/make-models.sh.
+import { mkdirSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { setJsonFile, table, range, fmt } from './common.mjs';
+import { findModels, weightBytesPerToken } from './models.mjs';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const args = process.argv.slice(2);
+const opt = (k, d) => { const i = args.indexOf(`--${k}`); return i >= 0 ? args[i + 1] : d; };
+const only = opt('only', 'kernels,bw,native,browser').split(',');
+const which = opt('models', 'stories,q4_0,q8_0').split(',');
+const threads = opt('threads', '1,2').split(',').map(Number);
+const nGen = +opt('gen', 16);
+const reps = +opt('reps', 3);
+const rounds = +opt('rounds', 2);
+const kernelReps = +opt('kernel-reps', 5);
+const warmup = +opt('warmup', 1);
+const timeoutS = +opt('timeout', 120);
+const jsonFile = opt('json', path.join(root, 'build/peers.jsonl'));
+const PROMPT = 'Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her friends. One day,';
+mkdirSync(path.dirname(jsonFile), { recursive: true });
+writeFileSync(jsonFile, '');
+setJsonFile(jsonFile);
+const log = (...a) => console.error(...a);
+const t0 = Date.now();
+
+const summary = { gen_vs_wllama_q4_0: null, gen_vs_wllama_q8_0: null, gen_native_vs_llamacpp_q4_0: null, gemm_vs_tfjs: null };
+const sections = [];
+const notes = [];
+
+let llamaHandle = null, readGguf = null;
+const needLlama = only.includes('native') || only.includes('browser');
+if (needLlama) {
+  const { openLlama } = await import('./native.mjs');
+  llamaHandle = await openLlama(); readGguf = llamaHandle.readGgufFileInfo;
+}
+const models = findModels(root, which);
+for (const m of models) m.bytesPerToken = readGguf ? await weightBytesPerToken(readGguf, m.path) : null;
+const missing = which.filter((k) => !models.some((m) => m.key === k));
+if (missing.length) notes.push(`models not found (run bench/peers/make-models.sh): ${missing.join(', ')}`);
+
+let bw = {};
+if (only.includes('bw') || only.includes('native') || only.includes('browser')) {
+  const { runBandwidth } = await import('./bandwidth.mjs');
+  log('read bandwidth (bench-kernels)...');
+  bw = await runBandwidth();
+  sections.push('Read bandwidth (bench-kernels, f32 sum over 3 x 64 MB): ' + Object.entries(bw).map(([t, g]) => `${t} thread${t > 1 ? 's' : ''} ${g} GB/s`).join(', '));
+}
+
+if (only.includes('kernels')) {
+  log('kernels (Node, 1 thread)...');
+  const { runKernels } = await import('./kernels.mjs');
+  try {
+    const ks = await runKernels({ reps: kernelReps, warmup, log });
+    sections.push('Kernels, Node, 1 thread: Kiln kiln-st (npm package) vs tfjs-backend-wasm (SIMD), GFLOPS, median (min–max)\n' + table(ks.map((k) => [k.case, k.shape, range(k.kiln), range(k.tfjs), range(k.ratio), k.agree ? 'yes' : 'NO']),
+      ['case', 'shape', 'kiln GFLOPS', 'tfjs GFLOPS', 'kiln/tfjs', 'same result']));
+    summary.gemm_vs_tfjs = ks.find((k) => k.case === 'gemm_f32')?.ratio.median ?? null;
+  } catch (e) { notes.push(`kernels failed: ${e.message}`); log(e); }
+}
+
+const nativeText = {};
+if (only.includes('native')) {
+  log('native (kiln-generate vs llama.cpp)...');
+  const { runNative } = await import('./native.mjs');
+  const ns = await runNative({ models, threads, prompt: PROMPT, nGen, reps, warmup, bwGBs: bw, log, llamaHandle, timeoutMs: timeoutS * 1000 });
+  for (const n of ns) nativeText[n.model] = n.llamacpp_text;
+  sections.push(`Native, greedy, ${nGen} tokens, prompt ${ns[0]?.prompt_tokens ?? '?'} tokens; tokens/s median (min–max); bw = generation's fraction of the read bandwidth\n` + table(ns.map((n) => [
+    n.model, n.threads, range(n.kiln.pp, 1), range(n.llamacpp.pp, 1), range(n.ratio_pp), range(n.kiln.tg, 2), range(n.llamacpp.tg, 2), range(n.ratio_tg),
+    n.kiln_bw_frac == null ? '—' : `${(100 * n.kiln_bw_frac).toFixed(0)}% / ${(100 * n.llamacpp_bw_frac).toFixed(0)}%`, n.same_tokens ? 'yes' : `NO (from ${n.first_diff})`]),
+  ['model', 'thr', 'pp kiln', 'pp llama.cpp', 'pp ratio', 'tg kiln', 'tg llama.cpp', 'tg ratio', 'bw kiln/llama', 'same tokens']));
+  const q4 = ns.filter((n) => n.model === 'synth-q4_0');
+  const best = q4.find((n) => n.threads === Math.max(...threads)) ?? q4[0];
+  summary.gen_native_vs_llamacpp_q4_0 = best?.ratio_tg.median ?? null;
+}
+
+if (only.includes('browser')) {
+  log('browser (Chromium: kiln vs wllama)...');
+  const { runBrowser } = await import('./browser.mjs');
+  const t = Math.max(...threads);
+  const bs = await runBrowser({ models, threads: t, prompt: PROMPT, nGen, rounds, bwGBs: bw, nativeText, log, timeoutMs: 2 * timeoutS * 1000, warmup });
+  const rows = [];
+  for (const b of bs) for (const [name, e] of Object.entries(b.engines)) {
+    rows.push([b.model, name, e.threads, e.error ? `error: ${e.error.slice(0, 40)}` : e.pending ? 'PENDING (no JS generate API)' : range(e.pp_stats, 1), e.error || e.pending ? '—' : range(e.tg_stats, 2),
+      e.bw_frac == null ? '—' : `${(100 * e.bw_frac).toFixed(1)}%`,
+      name === 'kiln-mt' && b.ratio_kiln_mt_vs_wllama ? range(b.ratio_kiln_mt_vs_wllama) : name === 'kiln-st' && b.ratio_kiln_st_vs_wllama_1t ? range(b.ratio_kiln_st_vs_wllama_1t) : '—',
+      name.startsWith('wllama') && b.wllama_text_matches_native != null ? (b.wllama_text_matches_native ? 'yes' : 'NO') : '—']);
+    if (name === 'kiln-mt' && e.pending) notes.push(`browser Kiln side pending for ${b.model}: ${e.pending}`);
+  }
+  sections.push(`Chromium, greedy, ${nGen} tokens; tokens/s median (min–max); ratio vs wllama at the same threads\n` + table(rows, ['model', 'engine', 'thr', 'pp tok/s', 'tg tok/s', 'bw frac', 'kiln/wllama', 'same text as llama.cpp']));
+  for (const [k, key] of [['synth-q4_0', 'gen_vs_wllama_q4_0'], ['synth-q8_0', 'gen_vs_wllama_q8_0']]) {
+    const b = bs.find((x) => x.model === k);
+    summary[key] = b?.ratio_kiln_mt_vs_wllama?.median ?? null;
+  }
+}
+
+if (llamaHandle) await llamaHandle.llama.dispose();
+console.log(`\nKiln peers benchmark — ${new Date().toISOString()}, ${(Date.now() - t0) / 1000 | 0} s, JSON lines: ${path.relative(root, jsonFile)}\n`);
+for (const s of sections) console.log(s + '\n');
+for (const n of notes) console.log('note: ' + n);
+console.log(JSON.stringify(summary));
