@@ -69,7 +69,7 @@ static void clear_stops(struct kw_llm * l) {
     l->n_stop = 0; l->max_stop_len = 0;
 }
 
-/* model_handle: a parsed model (kw_model_*); n_ctx 0: from the metadata */
+/* model_handle: a parsed model (kw_model_*); n_ctx 0: the metadata's, within 512..4096 */
 KW_EXPORT int kw_llm_new(int model_handle, int vocab_only, int n_ctx) {
     const int s = kw_slot(model_handle, KW_KIND_MODEL, "llm_new");
     if (s < 0) return s;
@@ -87,6 +87,16 @@ KW_EXPORT int kw_llm_new(int model_handle, int vocab_only, int n_ctx) {
     kiln_clear_error();
     struct kiln_model * m = kiln_model_load_from_buffer(e->mbuf, (size_t) e->msize, p);
     if (!m) return kw_fail_kiln(KW_E_FORMAT, "model");
+    if (n_ctx == 0 && !vocab_only) {
+        /* like llama.cpp's 4096 default, but room for short-context toys
+         * (stories260K says 128) and no 32k cache in a 4 GB wasm heap */
+        int32_t want = kiln_model_n_ctx_train(m);
+        want = want < 512 ? 512 : want > 4096 ? 4096 : want;
+        if (want != kiln_model_n_ctx(m) && kiln_model_set_n_ctx(m, want) != KILN_STATUS_SUCCESS) {
+            kiln_model_free(m);
+            return kw_fail_kiln(KW_E_NOMEM, "model: context");
+        }
+    }
     struct kw_llm * l = calloc(1, sizeof *l);
     if (!l) { kiln_model_free(m); return kw_fail(KW_E_NOMEM, "llm_new: out of memory"); }
     l->model = m;

@@ -4,3 +4,4 @@ export type { Progress } from './scheduler.js';
 export { KilnError, KilnAbortError } from './errors.js';
 export type { KilnErrorCode } from './errors.js';
 export type { CacheEntry, CacheEvent, ModelCache } from './cache.js';
+export type { GenerateOptions, GenerationStats, Completion, ChatMessage, ChatOptions } from './generate.js';
