@@ -10,6 +10,9 @@
  * in f32 and f16, so that memory bandwidth matters; threads 1 and 2.
  * A type the engine cannot multiply yet (e.g. q4_0 before its dot product
  * lands) is reported with "error". Median of --reps runs (default 3).
+ * Each line gives the weight bytes a generated token reads and the GB/s
+ * that makes (compare with bench-kernels' read_bandwidth). KILN_NO_REPACK=1
+ * loads q4_0/q8_0 weights without the interleaved repacking (A/B runs).
  */
 #include "kiln-gguf.h"
 #include "kiln-llama.h"
@@ -17,6 +20,22 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+/* process CPU time: on a shared, oversubscribed machine the wall clock
+ * mostly measures the neighbours; CPU seconds per token do not (all threads
+ * summed, so with N threads it measures work, not speed) */
+static double cpu_s(void) {
+#if defined(CLOCK_PROCESS_CPUTIME_ID)
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return (double) t.tv_sec + (double) t.tv_nsec * 1e-9;
+#else
+    return (double) clock() / CLOCKS_PER_SEC;
+#endif
+}
+
+#define KILN_MAX_D(a, b) ((a) > (b) ? (a) : (b))
 
 static uint64_t rng = 0x12345678;
 static float frand(void) {
@@ -103,20 +122,31 @@ static void bench(const char * name, const char * path, const void * buf, size_t
         printf("{\"what\":\"generate\",\"model\":\"%s\",\"threads\":%d,\"error\":\"%s\"}\n", name, threads, kiln_last_error());
         return;
     }
+    /* bytes a generated token streams: every tensor but the embedding table
+     * (get_rows reads one row of it) */
+    double wbytes = 0;
+    const struct kiln_gguf_context * gg = kiln_model_gguf(m);
+    for (int64_t i = 0; gg && i < kiln_gguf_get_n_tensors(gg); i++) {
+        if (strcmp(kiln_gguf_get_tensor_name(gg, i), "token_embd.weight") != 0) wbytes += (double) kiln_gguf_get_tensor_size(gg, i);
+    }
+    const char * norep = getenv("KILN_NO_REPACK");
+    const bool repack = !(norep && norep[0] && strcmp(norep, "0") != 0);
     kiln_token * toks = malloc(sizeof(kiln_token) * (size_t) n_prompt);
     for (int i = 0; i < n_prompt; i++) toks[i] = i == 0 ? 1 : 300 + (i * 37) % 200;
-    double pp[16], tg[16];
+    double pp[16], tg[16], tgc[16];
     const char * err = NULL;
     for (int r = 0; r < reps && !err; r++) {
         kiln_model_reset(m);
         int64_t t0 = kiln_time_us();
         if (kiln_model_eval(m, toks, n_prompt) != KILN_STATUS_SUCCESS) { err = kiln_last_error(); break; }
         int64_t t1 = kiln_time_us();
+        const double c1 = cpu_s();
         kiln_token t = 400;
         for (int i = 0; i < n_gen; i++) {
             if (kiln_model_eval(m, &t, 1) != KILN_STATUS_SUCCESS) { err = kiln_last_error(); break; }
         }
         int64_t t2 = kiln_time_us();
+        tgc[r] = n_gen / KILN_MAX_D(cpu_s() - c1, 1e-9);
         pp[r] = n_prompt / ((t1 - t0) / 1e6);
         tg[r] = n_gen / ((t2 - t1) / 1e6);
     }
@@ -125,10 +155,13 @@ static void bench(const char * name, const char * path, const void * buf, size_t
     } else {
         qsort(pp, (size_t) reps, sizeof(double), cmp_d);
         qsort(tg, (size_t) reps, sizeof(double), cmp_d);
-        printf("{\"what\":\"generate\",\"model\":\"%s\",\"isa\":\"%s\",\"threads\":%d,\"prompt_tokens\":%d,\"gen_tokens\":%d,"
-               "\"pp_tokens_per_s\":%.1f,\"tg_tokens_per_s\":%.1f,\"pp_p25\":%.1f,\"pp_p75\":%.1f,\"tg_p25\":%.1f,\"tg_p75\":%.1f}\n",
-               name, kiln_cpu_isa(), threads, n_prompt, n_gen, pp[reps / 2], tg[reps / 2], pp[reps / 4], pp[reps * 3 / 4],
-               tg[reps / 4], tg[reps * 3 / 4]);
+        qsort(tgc, (size_t) reps, sizeof(double), cmp_d);
+        printf("{\"what\":\"generate\",\"model\":\"%s\",\"isa\":\"%s\",\"threads\":%d,\"repack\":%s,\"prompt_tokens\":%d,\"gen_tokens\":%d,"
+               "\"pp_tokens_per_s\":%.1f,\"tg_tokens_per_s\":%.1f,\"pp_p25\":%.1f,\"pp_p75\":%.1f,\"tg_p25\":%.1f,\"tg_p75\":%.1f,"
+               "\"weight_MB_per_token\":%.1f,\"tg_GBps\":%.2f,\"tg_tokens_per_cpu_s\":%.1f,\"tg_GBps_cpu\":%.2f}\n",
+               name, kiln_cpu_isa(), threads, repack ? "true" : "false", n_prompt, n_gen, pp[reps / 2], tg[reps / 2], pp[reps / 4], pp[reps * 3 / 4],
+               tg[reps / 4], tg[reps * 3 / 4], wbytes / 1e6, wbytes * tg[reps / 2] / 1e9,
+               tgc[reps / 2], wbytes * tgc[reps / 2] / 1e9);
     }
     fflush(stdout);
     free(toks);

@@ -21,8 +21,22 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define MB (1024.0 * 1024.0)
+
+/* process CPU time in us: with 1 thread, the time the work really took on
+ * a shared, oversubscribed machine (the wall clock adds the neighbours) */
+static double cpu_us(void) {
+#if defined(__EMSCRIPTEN__)
+    return (double) kiln_time_us(); /* no process clock: the wall clock */
+#else
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return (double) t.tv_sec * 1e6 + (double) t.tv_nsec * 1e-3;
+#endif
+}
+static double g_cpu_median_us; /* of the last 1-thread bandwidth / mm_run */
 
 /* a wasm build without pthreads runs everything on one thread */
 #if defined(__EMSCRIPTEN__) && !defined(__EMSCRIPTEN_PTHREADS__)
@@ -54,6 +68,7 @@ struct bw_shared {
     int      reps;
     pthread_barrier_t bar;
     double * times;
+    double * ctimes;
     volatile float sink[64];
 };
 struct bw_arg { struct bw_shared * s; int ith; };
@@ -68,9 +83,10 @@ static void * bw_worker(void * p) {
         const float * buf = s->bufs[(r + 2) % s->nbufs];
         pthread_barrier_wait(&s->bar);
         const int64_t t0 = kiln_time_us();
+        const double c0 = cpu_us();
         s->sink[a->ith] += k->f32_sum(i1 - i0, buf + i0);
         pthread_barrier_wait(&s->bar);
-        if (a->ith == 0 && r >= 0) s->times[r] = (double) (kiln_time_us() - t0);
+        if (a->ith == 0 && r >= 0) { s->times[r] = (double) (kiln_time_us() - t0); s->ctimes[r] = cpu_us() - c0; }
     }
     return NULL;
 }
@@ -80,6 +96,7 @@ static double bench_bandwidth(float ** bufs, int nbufs, int64_t n, int nth, int 
     memset(&s, 0, sizeof(s));
     s.bufs = bufs; s.nbufs = nbufs; s.n = n; s.nth = nth; s.reps = reps;
     s.times = calloc((size_t) reps, sizeof(double));
+    s.ctimes = calloc((size_t) reps, sizeof(double));
     pthread_barrier_init(&s.bar, NULL, (unsigned) nth);
     pthread_t th[16];
     struct bw_arg args[16];
@@ -91,13 +108,15 @@ static double bench_bandwidth(float ** bufs, int nbufs, int64_t n, int nth, int 
     for (int i = 1; i < nth; i++) pthread_join(th[i], NULL);
     pthread_barrier_destroy(&s.bar);
     const struct stats st = summarize(s.times, reps);
+    g_cpu_median_us = summarize(s.ctimes, reps).median;
     const double bytes = (double) n * sizeof(float);
     const double gbps = bytes / (st.median * 1e-6) / 1e9;
     printf("{\"what\":\"read_bandwidth\",\"shape\":\"%.0f MB x %d buffers\",\"type\":\"f32\",\"isa\":\"%s\",\"threads\":%d,"
-           "\"median_ms\":%.3f,\"p25_ms\":%.3f,\"p75_ms\":%.3f,\"GBps\":%.2f}\n",
-           bytes / MB, nbufs, kiln_cpu_isa(), nth, st.median / 1e3, st.p25 / 1e3, st.p75 / 1e3, gbps);
+           "\"median_ms\":%.3f,\"p25_ms\":%.3f,\"p75_ms\":%.3f,\"GBps\":%.2f,\"GBps_cpu\":%.2f}\n",
+           bytes / MB, nbufs, kiln_cpu_isa(), nth, st.median / 1e3, st.p25 / 1e3, st.p75 / 1e3, gbps, bytes / (g_cpu_median_us / nth * 1e-6) / 1e9);
     fflush(stdout);
     free(s.times);
+    free(s.ctimes);
     return gbps;
 }
 
@@ -112,7 +131,7 @@ struct mm_bench {
 /* weights of `type`: floats converted, quantized types through their
  * reference quantizer (one matrix, copied to the others of the set: the
  * bytes still stream from memory, the setup stays quick) */
-static struct mm_bench mm_setup_type(enum kiln_type type, int64_t K, int64_t N, int64_t M, int nset) {
+static struct mm_bench mm_setup_type(enum kiln_type type, int64_t K, int64_t N, int64_t M, int nset, bool repack) {
     struct mm_bench b;
     const size_t wbytes = kiln_row_size(type, K) * (size_t) N;
     const size_t bytes = (size_t) nset * (wbytes + (size_t) (K * M + N * M) * sizeof(float) + 2 * 1024 * 1024) + (64u << 20);
@@ -134,33 +153,40 @@ static struct mm_bench mm_setup_type(enum kiln_type type, int64_t K, int64_t N, 
                 for (int64_t i = 0; i < K; i++) row[i] = (float) (((r * K + i) * 104729) % 2000) * 1e-3f - 1.0f;
                 tt->from_float_ref(row, (char *) w->data + r * w->nb[1], K);
             }
-            first = w->data;
+            first = malloc(wbytes);
+            memcpy(first, w->data, wbytes);
         } else {
             memcpy(w->data, first, wbytes);
         }
+        if (repack && !kiln_repack_tensor(w)) { fprintf(stderr, "bench: %s\n", kiln_last_error()); exit(1); }
         struct kiln_tensor * y = kiln_mul_mat(b.ctx, w, x);
         b.graphs[s] = kiln_new_graph(b.ctx);
         kiln_build_forward_expand(b.graphs[s], y);
     }
     free(row);
+    free(first);
     return b;
 }
 
 static struct mm_bench mm_setup(int64_t K, int64_t N, int64_t M, int nset) {
-    return mm_setup_type(KILN_TYPE_F32, K, N, M, nset);
+    return mm_setup_type(KILN_TYPE_F32, K, N, M, nset, false);
 }
 
 static struct stats mm_run(struct mm_bench * b, int nth, int reps) {
     struct kiln_cplan plan = kiln_graph_plan(b->graphs[0], nth, NULL);
     plan.work_data = plan.work_size ? malloc(plan.work_size) : NULL;
     double * t = calloc((size_t) reps, sizeof(double));
+    double * ct = calloc((size_t) reps, sizeof(double));
     for (int r = -2; r < reps; r++) {
         struct kiln_cgraph * g = b->graphs[(r + 2) % b->ngraphs];
         const int64_t t0 = kiln_time_us();
+        const double c0 = cpu_us();
         if (kiln_graph_compute(g, &plan) != KILN_STATUS_SUCCESS) { fprintf(stderr, "bench: %s\n", kiln_last_error()); exit(1); }
-        if (r >= 0) t[r] = (double) (kiln_time_us() - t0);
+        if (r >= 0) { t[r] = (double) (kiln_time_us() - t0); ct[r] = cpu_us() - c0; }
     }
     const struct stats st = summarize(t, reps);
+    g_cpu_median_us = summarize(ct, reps).median;
+    free(ct);
     free(t);
     free(plan.work_data);
     return st;
@@ -170,6 +196,8 @@ int main(int argc, char ** argv) {
     const bool quick = getenv("KILN_BENCH_QUICK") != NULL;
     const int reps = argc > 1 ? atoi(argv[1]) : (quick ? 5 : 15);
     const char * best = kiln_cpu_isa();
+    /* KILN_BENCH_ONLY=matvec: bandwidth + q8_0/q4_0 mat-vec only (quick A/B) */
+    const bool only_matvec = getenv("KILN_BENCH_ONLY") && strcmp(getenv("KILN_BENCH_ONLY"), "matvec") == 0;
 
     /* read bandwidth: 3 x 64 MB (6x the L3) */
     const int nbufs = 3;
@@ -179,12 +207,15 @@ int main(int argc, char ** argv) {
         bufs[i] = malloc((size_t) nbw * sizeof(float));
         for (int64_t j = 0; j < nbw; j++) bufs[i][j] = (float) (j & 1023);
     }
-    double bw[3] = { 0, 0, 0 };
-    for (int nth = 1; nth <= MAX_THREADS; nth++) bw[nth] = bench_bandwidth(bufs, nbufs, nbw, nth, reps * 2);
+    double bw[3] = { 0, 0, 0 }, bw_cpu1 = 0;
+    for (int nth = 1; nth <= MAX_THREADS; nth++) {
+        bw[nth] = bench_bandwidth(bufs, nbufs, nbw, nth, reps * 2);
+        if (nth == 1) bw_cpu1 = (double) nbw * sizeof(float) / (g_cpu_median_us * 1e-6) / 1e9;
+    }
     for (int i = 0; i < nbufs; i++) free(bufs[i]);
 
     /* f32 mat-vec 4096x4096, 3 weight matrices of 64 MB in rotation */
-    {
+    if (!only_matvec) {
         struct mm_bench b = mm_setup(4096, 4096, 1, 3);
         const char * isas[2] = { best, "scalar" };
         for (int ii = 0; ii < 2; ii++) {
@@ -210,9 +241,12 @@ int main(int argc, char ** argv) {
      * (quantized ones once src/quant registers their dot products), with
      * enough matrices in rotation to make >= 4x the 32 MB L3 */
     {
-        const enum kiln_type types[] = { KILN_TYPE_F16, KILN_TYPE_BF16, KILN_TYPE_Q8_0, KILN_TYPE_Q4_0, KILN_TYPE_Q4_K, KILN_TYPE_Q6_K };
+        /* q8_0 / q4_0 twice: plain rows, then repacked (kiln_repack_tensor) */
+        const enum kiln_type types[] = { KILN_TYPE_F16, KILN_TYPE_BF16, KILN_TYPE_Q8_0, KILN_TYPE_Q4_0, KILN_TYPE_Q8_0, KILN_TYPE_Q4_0, KILN_TYPE_Q4_K, KILN_TYPE_Q6_K };
+        const bool repacked[] = { false, false, false, false, true, true, false, false };
         for (size_t ti = 0; ti < sizeof(types) / sizeof(types[0]); ti++) {
             const enum kiln_type t = types[ti];
+            if (only_matvec && t != KILN_TYPE_Q8_0 && t != KILN_TYPE_Q4_0) continue;
             const struct kiln_type_traits * tt = kiln_get_type_traits(t);
             if (!kiln_kernels()->vec_dot[t] || !tt->from_float_ref) {
                 printf("{\"what\":\"mul_mat_vec\",\"type\":\"%s\",\"isa\":\"%s\",\"skipped\":\"no dot product kernel registered\"}\n", tt->type_name, best);
@@ -220,20 +254,24 @@ int main(int argc, char ** argv) {
             }
             const double wbytes = (double) kiln_row_size(t, 4096) * 4096;
             const int nset = (int) (128.0 * MB / wbytes) + 1;
-            struct mm_bench b = mm_setup_type(t, 4096, 4096, 1, nset);
+            struct mm_bench b = mm_setup_type(t, 4096, 4096, 1, nset, repacked[ti]);
             for (int nth = 1; nth <= MAX_THREADS; nth++) {
                 const struct stats st = mm_run(&b, nth, reps * 2);
                 const double gbps = wbytes / (st.median * 1e-6) / 1e9;
-                printf("{\"what\":\"mul_mat_vec\",\"shape\":\"4096x4096 . 4096x1\",\"type\":\"%s\",\"isa\":\"%s\",\"threads\":%d,"
-                       "\"median_ms\":%.3f,\"p25_ms\":%.3f,\"p75_ms\":%.3f,\"GFLOPS\":%.2f,\"GBps\":%.2f,\"bw_fraction\":%.3f,\"matrices\":%d}\n",
-                       tt->type_name, kiln_cpu_isa(), nth, st.median / 1e3, st.p25 / 1e3, st.p75 / 1e3,
-                       2.0 * 4096 * 4096 / (st.median * 1e-6) / 1e9, gbps, gbps / bw[nth], nset);
+                /* 1 thread: the same from CPU time, against the CPU-time bandwidth */
+                const double gcpu = nth == 1 ? wbytes / (g_cpu_median_us * 1e-6) / 1e9 : 0;
+                printf("{\"what\":\"mul_mat_vec\",\"shape\":\"4096x4096 . 4096x1\",\"type\":\"%s%s\",\"isa\":\"%s\",\"threads\":%d,"
+                       "\"median_ms\":%.3f,\"p25_ms\":%.3f,\"p75_ms\":%.3f,\"GFLOPS\":%.2f,\"GBps\":%.2f,\"bw_fraction\":%.3f,\"matrices\":%d,"
+                       "\"GBps_cpu\":%.2f,\"bw_fraction_cpu\":%.3f}\n",
+                       tt->type_name, repacked[ti] ? "_repacked" : "", kiln_cpu_isa(), nth, st.median / 1e3, st.p25 / 1e3, st.p75 / 1e3,
+                       2.0 * 4096 * 4096 / (st.median * 1e-6) / 1e9, gbps, gbps / bw[nth], nset, gcpu, bw_cpu1 > 0 ? gcpu / bw_cpu1 : 0.0);
                 fflush(stdout);
             }
             kiln_free(b.ctx);
         }
     }
 
+    if (only_matvec) return 0;
     /* vec_dot per weight type and ISA, in cache: ns per block of the type */
     for (int isa = 0; isa < KILN_ISA_COUNT; isa++) {
         const struct kiln_kernels * k = kiln_kernels_for_isa((enum kiln_isa) isa);
@@ -267,6 +305,27 @@ int main(int argc, char ** argv) {
                    st.p25 * 1e3 / inner / nblocks, st.p75 * 1e3 / inner / nblocks,
                    2.0 * n * inner / (st.median * 1e-6) / 1e9, (double) acc);
             fflush(stdout);
+            if (k->vec_dot_x4[t]) {
+                /* the repacked 4-row kernel, per block of one row (same units) */
+                struct kiln_init_params cp = { 4 * kiln_row_size((enum kiln_type) t, n) + 4096, NULL, false };
+                struct kiln_context * c4 = kiln_init(cp);
+                struct kiln_tensor * w4 = kiln_new_tensor_2d(c4, (enum kiln_type) t, n, 4);
+                for (int r = 0; r < 4; r++) memcpy((char *) w4->data + r * w4->nb[1], xw, w4->nb[1]);
+                if (kiln_repack_tensor(w4)) {
+                    for (int r = 0; r < reps; r++) {
+                        const int64_t t0 = kiln_time_us();
+                        for (int q = 0; q < inner / 4; q++) { float s4[4]; k->vec_dot_x4[t](n, s4, w4->data, yw); acc += s4[0] + s4[3]; }
+                        tm[r] = (double) (kiln_time_us() - t0);
+                    }
+                    const struct stats s4 = summarize(tm, reps);
+                    printf("{\"what\":\"vec_dot\",\"shape\":\"%lld\",\"type\":\"%s_x4_repacked\",\"vec_dot_type\":\"%s\",\"isa\":\"%s\",\"threads\":1,"
+                           "\"median_ns_per_block\":%.3f,\"p25_ns_per_block\":%.3f,\"p75_ns_per_block\":%.3f,\"speedup_vs_plain\":%.2f}\n",
+                           (long long) n, tt->type_name, kiln_type_name(vt), k->isa, s4.median * 1e3 / inner / nblocks,
+                           s4.p25 * 1e3 / inner / nblocks, s4.p75 * 1e3 / inner / nblocks, st.median / s4.median);
+                    fflush(stdout);
+                }
+                kiln_free(c4);
+            }
             free(tm); free(xf); free(xw); free(yw);
         }
     }

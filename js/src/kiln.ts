@@ -390,7 +390,8 @@ export class Tensor {
   diag() { return this.u('diag'); }
 }
 
-export interface ModelInfo { size: number; version: number; nKv: number; tensors: string[] }
+export type MetadataValue = string | number | boolean | { array: string; length: number };
+export interface ModelInfo { size: number; version: number; nKv: number; tensors: string[]; metadata: Record<string, MetadataValue> }
 
 /** a GGUF model held in wasm memory */
 export class Model {
@@ -398,6 +399,8 @@ export class Model {
   readonly version: number;
   readonly nKv: number;
   readonly tensorNames: string[];
+  /** the GGUF key/values: scalars and strings as values, arrays by element type and length */
+  readonly metadata: Record<string, MetadataValue>;
   private freed = false;
   private gen: TextGen;
 
@@ -408,6 +411,7 @@ export class Model {
     this.version = r.version;
     this.nKv = r.nKv;
     this.tensorNames = r.tensors;
+    this.metadata = r.metadata;
   }
 
   /** a weight of the model as a tensor (it keeps the model's memory alive) */

@@ -378,7 +378,19 @@ declare function setTimeout(fn: (v?: unknown) => void, ms: number): unknown;
       const names: string[] = [];
       const n = M._kw_model_n_tensors(m);
       for (let i = 0; i < n; i++) names.push(M.UTF8ToString(M._kw_model_tensor_name(m, i)));
-      return { modelId: id, size: total, version: M._kw_model_version(m), nKv: M._kw_model_n_kv(m), tensors: names };
+      // scalars and strings as values; arrays (vocabularies...) by type and length only
+      const metadata: Record<string, unknown> = {};
+      const GT = ['u8', 'i8', 'u16', 'i16', 'u32', 'i32', 'f32', 'bool', 'string', 'array', 'u64', 'i64', 'f64'];
+      const nKv = M._kw_model_n_kv(m);
+      for (let i = 0; i < nKv; i++) {
+        const key = M.UTF8ToString(M._kw_model_kv_key(m, i));
+        const ty = M._kw_model_kv_type(m, i);
+        if (ty === 8) metadata[key] = M.UTF8ToString(M._kw_model_kv_str(m, i));
+        else if (ty === 9) metadata[key] = { array: GT[M._kw_model_kv_arr_type(m, i)] ?? 'unknown', length: M._kw_model_kv_arr_n(m, i) };
+        else if (ty === 7) metadata[key] = M._kw_model_kv_num(m, i) !== 0;
+        else metadata[key] = M._kw_model_kv_num(m, i);
+      }
+      return { modelId: id, size: total, version: M._kw_model_version(m), nKv, tensors: names, metadata };
     } catch (e) {
       if (m > 0) M._kw_model_free(m);
       if (isAborted() && !(e instanceof WErr && e.code === 'ABORTED')) throw new WErr('ABORTED', 'model load aborted');

@@ -5,6 +5,7 @@
  */
 #include "kernels.h"
 #include "arch/arch.h"
+#include "repack.h"
 #include "../core/internal.h"
 
 #include <stdatomic.h>
@@ -96,6 +97,8 @@ static void build_tables(void) {
     table_base(k, KILN_ISA_SCALAR);
     FILL_VEC(k, scalar);
     FILL_TYPES(k, scalar);
+    k->vec_dot_x4[KILN_TYPE_Q4_0] = q4_0x4_q8_0_vec_dot__scalar;
+    k->vec_dot_x4[KILN_TYPE_Q8_0] = q8_0x4_q8_0_vec_dot__scalar;
     k->f32_gemm_tile = f32_gemm_1x1__scalar; k->gemm_mr = 1; k->gemm_nr = 1;
     k->f32_gemm_packed = f32_gemm_4x4__scalar; k->pack_mr = 4; k->pack_nr = 4;
     table_finish(k);
@@ -107,6 +110,8 @@ static void build_tables(void) {
         table_base(k, KILN_ISA_AVX2);
         FILL_VEC(k, avx2);
         FILL_TYPES(k, avx2);
+        k->vec_dot_x4[KILN_TYPE_Q4_0] = q4_0x4_q8_0_vec_dot__avx2;
+        k->vec_dot_x4[KILN_TYPE_Q8_0] = q8_0x4_q8_0_vec_dot__avx2;
         k->f32_gemm_tile = f32_gemm_3x4__avx2; k->gemm_mr = 3; k->gemm_nr = 4;
         k->f32_gemm_packed = f32_gemm_6x16__avx2; k->pack_mr = 6; k->pack_nr = 16;
         table_finish(k);
@@ -127,6 +132,8 @@ static void build_tables(void) {
     table_base(k, KILN_ISA_WASM_SIMD128);
     FILL_VEC(k, wasm_simd128);
     FILL_TYPES(k, wasm_simd128);
+    k->vec_dot_x4[KILN_TYPE_Q4_0] = q4_0x4_q8_0_vec_dot__wasm_simd128;
+    k->vec_dot_x4[KILN_TYPE_Q8_0] = q8_0x4_q8_0_vec_dot__wasm_simd128;
     k->f32_gemm_tile = f32_gemm_3x3__wasm_simd128; k->gemm_mr = 3; k->gemm_nr = 3;
     k->f32_gemm_packed = f32_gemm_4x8__wasm_simd128; k->pack_mr = 4; k->pack_nr = 8;
     table_finish(k);

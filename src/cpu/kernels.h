@@ -102,6 +102,10 @@ struct kiln_kernels {
     kiln_vec_dot_t    vec_dot     [KILN_TYPE_COUNT];
     enum kiln_type    vec_dot_type[KILN_TYPE_COUNT];
     kiln_from_float_t from_float  [KILN_TYPE_COUNT]; /* f32 row -> type (activations) */
+    /* per weight type repacked by kiln_repack_tensor (src/cpu/repack.h): the
+     * 4 dots of one interleaved group of rows, s[0..3]; bit-identical to 4
+     * vec_dot calls of the same table. NULL: mul_mat unpacks rows instead. */
+    kiln_vec_dot_t    vec_dot_x4  [KILN_TYPE_COUNT];
 };
 
 /* The table in use (selected once, or forced). Never NULL. */

@@ -10,6 +10,7 @@
  * are bit-identical for any number of threads.
  */
 #include "ops_matmul.h"
+#include "repack.h"
 
 #include <limits.h>
 
@@ -106,10 +107,16 @@ static bool wants_packing(const struct kiln_tensor * src0, const struct kiln_ten
     return src0->type == KILN_TYPE_F32 && src1->ne[1] > 1 && src0->ne[0] > 0;
 }
 
+/* repacked src0 on a table without x4 kernels: one unpacked row per thread */
+static size_t unpack_scratch_bytes(const struct kiln_tensor * src0) {
+    return kiln_repacked_rows(src0) ? KILN_PAD(src0->nb[1], KILN_MM_ALIGN) : 0;
+}
+
 size_t kiln_cpu_work_mul_mat(const struct kiln_tensor * dst, int n_threads) {
     struct kiln_mm_act p;
     if (!kiln_mm_act_plan(kiln_kernels(), "mul_mat", dst->src[0], dst->src[1], &p)) return 0;
     size_t w = kiln_mm_act_work(&p, n_threads);
+    if (kiln_repacked_rows(dst->src[0])) w = KILN_PAD(w, KILN_MM_ALIGN) + unpack_scratch_bytes(dst->src[0]) * (size_t) n_threads;
     if (wants_packing(dst->src[0], dst->src[1])) w = KILN_PAD(w, KILN_MM_ALIGN) + pack_scratch_bytes() * (size_t) n_threads;
     return w;
 }
@@ -196,7 +203,13 @@ enum kiln_status kiln_cpu_fwd_mul_mat(const struct kiln_compute_params * params,
     if (!kiln_mm_act_plan(k, "mul_mat", src0, src1, &act)) return KILN_STATUS_UNSUPPORTED;
     const size_t act_work = kiln_mm_act_work(&act, params->nth);
     const bool pack = wants_packing(src0, src1) && k->f32_gemm_packed != NULL;
-    const size_t need = pack ? KILN_PAD(act_work, KILN_MM_ALIGN) + pack_scratch_bytes() * (size_t) params->nth : act_work;
+    const int rep = kiln_repacked_rows(src0);
+    if (rep && (src0->type != KILN_TYPE_Q4_0 && src0->type != KILN_TYPE_Q8_0)) {
+        kiln_set_error("mul_mat: repacked tensor '%s' of unexpected type %s", src0->name, kiln_type_name(src0->type));
+        return KILN_STATUS_FAILED;
+    }
+    size_t need = pack ? KILN_PAD(act_work, KILN_MM_ALIGN) + pack_scratch_bytes() * (size_t) params->nth : act_work;
+    if (rep) need = KILN_PAD(act_work, KILN_MM_ALIGN) + unpack_scratch_bytes(src0) * (size_t) params->nth;
     if (need > params->wsize) {
         kiln_set_error("mul_mat: work buffer of %zu bytes is too small (%zu needed)", params->wsize, need);
         return KILN_STATUS_FAILED;
@@ -226,6 +239,10 @@ enum kiln_status kiln_cpu_fwd_mul_mat(const struct kiln_compute_params * params,
     const bool tiles = f32_rows && !packed && k->gemm_mr * k->gemm_nr > 1;
     float * scratch = packed ? (float *) ((char *) params->wdata + KILN_PAD(act_work, KILN_MM_ALIGN) + pack_scratch_bytes() * (size_t) params->ith) : NULL;
     const kiln_vec_dot_t dot = k->vec_dot[src0->type];
+    const kiln_vec_dot_t dot4 = rep ? k->vec_dot_x4[src0->type] : NULL;
+    /* rows below nfull are in 4-row groups; blocks start at multiples of 4 */
+    const int64_t nfull = rep ? ne01 - ne01 % rep : 0;
+    char * unpacked = rep ? (char *) params->wdata + KILN_PAD(act_work, KILN_MM_ALIGN) + unpack_scratch_bytes(src0) * (size_t) params->ith : NULL;
 
     int64_t c;
     while ((c = kiln_chunk_next(params)) < nchunks) {
@@ -247,6 +264,26 @@ enum kiln_status kiln_cpu_fwd_mul_mat(const struct kiln_compute_params * params,
             block_f32(k, ne00, (const float *) a, (int64_t)(src0->nb[1] / sizeof(float)), i0, i1,
                       (const float *) b, (int64_t)(act_stride / sizeof(float)), j0, j1,
                       (float *) d, (int64_t)(dst->nb[1] / sizeof(float)));
+            continue;
+        }
+        if (rep) {
+            for (int64_t j = j0; j < j1; j++) {
+                const char * brow = b + j * act_stride;
+                float * drow = (float *) (d + j * dst->nb[1]);
+                int64_t i = i0;
+                for (; i + rep <= i1 && i + rep <= nfull; i += rep) {
+                    const char * group = a + i * src0->nb[1];
+                    if (dot4) {
+                        dot4(ne00, &drow[i], group, brow);
+                    } else {
+                        for (int r = 0; r < rep; r++) {
+                            kiln_repack_unpack_row(src0->type, group, r, ne00, unpacked);
+                            dot(ne00, &drow[i + r], unpacked, brow);
+                        }
+                    }
+                }
+                for (; i < i1; i++) dot(ne00, &drow[i], a + i * src0->nb[1], brow);
+            }
             continue;
         }
         for (int64_t j = j0; j < j1; j++) {

@@ -51,6 +51,10 @@ enum kiln_status kiln_cpu_fwd_mul_mat_id(const struct kiln_compute_params * para
         kiln_set_error("mul_mat_id: the rows of as must be contiguous (kiln_cont it first)");
         return KILN_STATUS_UNSUPPORTED;
     }
+    if (kiln_tensor_is_repacked(as)) {
+        kiln_set_error("mul_mat_id: expert weights '%s' are repacked (only mul_mat reads that layout)", as->name);
+        return KILN_STATUS_UNSUPPORTED;
+    }
     struct kiln_mm_act act;
     if (!kiln_mm_act_plan(k, "mul_mat_id", as, b, &act)) return KILN_STATUS_UNSUPPORTED;
     struct id_layout l;

@@ -158,6 +158,47 @@ static void record_failure(struct kiln_threadpool * tp, enum kiln_status st, con
     atomic_store(&tp->halt, 1);
 }
 
+/* Nodes this small run on thread 0 alone (nth = 1, which every kernel
+ * supports with the same results), and a run of consecutive solo nodes
+ * needs no barrier between its nodes: on small models (and on the
+ * element-wise nodes of any model at batch 1) a barrier round costs more
+ * than the work it would split, the more so on a loaded machine. The
+ * measure is elements of dst, or multiply-adds for mul_mat. */
+#define SOLO_MAX_WORK 16384
+
+/* KILN_SOLO_MAX_WORK overrides the threshold (0: every node on all
+ * threads, as before), for A/B benchmarks */
+static int64_t solo_max_work(void) {
+    static _Atomic int64_t v = -1;
+    int64_t x = atomic_load(&v);
+    if (x < 0) {
+        const char * e = getenv("KILN_SOLO_MAX_WORK");
+        x = e && e[0] ? (int64_t) atoll(e) : SOLO_MAX_WORK;
+        if (x < 0) x = 0;
+        atomic_store(&v, x);
+    }
+    return x;
+}
+
+static bool node_skipped(const struct kiln_tensor * node) {
+    return kiln_op_tasks(node->op) == KILN_TASKS_NONE || kiln_is_empty(node);
+}
+
+static bool node_solo(const struct kiln_tensor * node) {
+    if (kiln_op_tasks(node->op) == KILN_TASKS_ONE) return true;
+    const int64_t limit = solo_max_work();
+    if (limit == 0) return false;
+    int64_t work = kiln_nelements(node);
+    if (node->op == KILN_OP_MUL_MAT && node->src[0] && node->src[1]) {
+        work = node->src[0]->ne[0] * node->src[0]->ne[1] * kiln_nrows(node->src[1]);
+    } else if (node->op == KILN_OP_MUL_MAT_ID || node->op == KILN_OP_FLASH_ATTN_EXT || node->op == KILN_OP_OUT_PROD ||
+               /* user callbacks are promised their n_tasks */
+               node->op == KILN_OP_MAP_CUSTOM1 || node->op == KILN_OP_MAP_CUSTOM2 || node->op == KILN_OP_MAP_CUSTOM3) {
+        return false;
+    }
+    return work <= limit;
+}
+
 /* The walk every thread of a job does. */
 static void graph_compute_thread(struct kiln_threadpool * tp, int ith) {
     struct kiln_cgraph * g = tp->graph;
@@ -166,18 +207,28 @@ static void graph_compute_thread(struct kiln_threadpool * tp, int ith) {
         .ith = ith, .nth = tp->n_active,
         .wsize = cplan->work_size, .wdata = cplan->work_data, .tp = tp,
     };
-    for (int i = 0; i < g->n_nodes; i++) {
+    const bool multi = params.nth > 1;
+    /* every thread takes the same barrier decisions (they depend on the
+     * graph only), so the barrier counts match */
+    bool solo = false;
+    int i = 0;
+    while (i < g->n_nodes && node_skipped(g->nodes[i])) i++;
+    if (i < g->n_nodes) solo = node_solo(g->nodes[i]);
+    for (; i < g->n_nodes;) {
         struct kiln_tensor * node = g->nodes[i];
-        const enum kiln_task_class tc = kiln_op_tasks(node->op);
-        if (tc == KILN_TASKS_NONE || kiln_is_empty(node)) continue;
-        if (tc == KILN_TASKS_ALL || ith == 0) {
+        int next = i + 1;
+        while (next < g->n_nodes && node_skipped(g->nodes[next])) next++;
+        const bool next_solo = next < g->n_nodes && node_solo(g->nodes[next]);
+        /* after a failure inside a barrier-free run, thread 0 only walks on
+         * to the run's closing barrier, where every thread stops */
+        if ((!solo || ith == 0) && !(solo && atomic_load(&tp->halt))) {
             if (!node->data) {
                 if (ith == 0) {
                     kiln_set_error("tensor has no data (allocate the graph with kiln_gallocr_alloc_graph or use a context with no_alloc = false)");
                     record_failure(tp, KILN_STATUS_FAILED, node);
                 }
             } else {
-                const struct kiln_compute_params p = tc == KILN_TASKS_ONE
+                const struct kiln_compute_params p = solo
                     ? (struct kiln_compute_params){ .ith = 0, .nth = 1, .wsize = params.wsize, .wdata = params.wdata, .tp = tp }
                     : params;
                 const enum kiln_status st = fwd_table[node->op](&p, node);
@@ -191,8 +242,13 @@ static void graph_compute_thread(struct kiln_threadpool * tp, int ith) {
             }
             atomic_store(&tp->halt, 1);
         }
-        kiln_barrier(&params);
-        if (atomic_load(&tp->halt)) break;
+        const bool barrier = !multi || !(solo && next_solo) || next >= g->n_nodes;
+        if (barrier) {
+            kiln_barrier(&params);
+            if (atomic_load(&tp->halt)) break;
+        }
+        i = next;
+        solo = next_solo;
     }
 }
 

@@ -242,7 +242,26 @@ static bool alloc_cache(struct kiln_model * m) {
     return true;
 }
 
-static struct kiln_model * load(struct kiln_gguf_context * g, struct kiln_context * wctx, struct kiln_model_params params) {
+/* q4_0 / q8_0 matmul weights to the interleaved mat-vec layout (same
+ * results, faster generation; kiln_repack_tensor). Never the token
+ * embedding (get_rows reads it, also when the output is tied to it).
+ * KILN_NO_REPACK=1 keeps the file layout (for A/B benchmarks). */
+static void repack_weights(struct kiln_model * m) {
+    const char * off = getenv("KILN_NO_REPACK");
+    if (off && off[0] && strcmp(off, "0") != 0) return;
+    for (int il = 0; il < m->n_layer; il++) {
+        struct layer * L = &m->layers[il];
+        struct kiln_tensor * ws[] = { L->wq, L->wk, L->wv, L->wo, L->ffn_gate, L->ffn_up, L->ffn_down };
+        for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) {
+            if (ws[i] && (ws[i]->type == KILN_TYPE_Q4_0 || ws[i]->type == KILN_TYPE_Q8_0)) kiln_repack_tensor(ws[i]);
+        }
+    }
+    if (m->output && m->output != m->tok_embd && (m->output->type == KILN_TYPE_Q4_0 || m->output->type == KILN_TYPE_Q8_0)) {
+        kiln_repack_tensor(m->output);
+    }
+}
+
+static struct kiln_model * load(struct kiln_gguf_context * g, struct kiln_context * wctx, struct kiln_model_params params, bool may_repack) {
     if (!g) {
         return NULL; /* the reader set the error */
     }
@@ -283,6 +302,7 @@ static struct kiln_model * load(struct kiln_gguf_context * g, struct kiln_contex
         fail_model(m, "%s", msg);
         return NULL;
     }
+    if (may_repack) repack_weights(m);
     m->n_ctx = params.n_ctx > 0 ? params.n_ctx : m->n_ctx_train;
     m->n_batch = params.n_batch > 0 ? params.n_batch : 64;
     m->n_threads = params.n_threads > 0 ? params.n_threads : KILN_DEFAULT_N_THREADS;
@@ -308,7 +328,7 @@ struct kiln_model * kiln_model_load(const char * path, struct kiln_model_params 
     struct kiln_context * wctx = NULL;
     struct kiln_gguf_init_params gp = { .no_alloc = false, .ctx = params.vocab_only ? NULL : &wctx, .no_copy = true };
     struct kiln_gguf_context * g = kiln_gguf_init_from_file(path, gp);
-    return load(g, wctx, params);
+    return load(g, wctx, params, true);
 }
 
 struct kiln_model * kiln_model_load_from_buffer(const void * data, size_t size, struct kiln_model_params params) {
@@ -319,7 +339,8 @@ struct kiln_model * kiln_model_load_from_buffer(const void * data, size_t size, 
     struct kiln_context * wctx = NULL;
     struct kiln_gguf_init_params gp = { .no_alloc = false, .ctx = params.vocab_only ? NULL : &wctx, .no_copy = params.no_copy };
     struct kiln_gguf_context * g = kiln_gguf_init_from_buffer(data, size, gp);
-    return load(g, wctx, params);
+    /* no_copy: the weights are the caller's bytes, never rewritten */
+    return load(g, wctx, params, !params.no_copy);
 }
 
 void kiln_model_free(struct kiln_model * m) {

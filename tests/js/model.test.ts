@@ -83,6 +83,9 @@ describe.each(BUILDS)('models (%s)', (build) => {
       expect(m.size, what).toBe(BYTES.length);
       expect(m.version).toBe(3);
       expect(m.tensorNames.length).toBe(48);
+      expect(m.metadata['general.architecture']).toBe('llama');
+      expect(m.metadata['llama.embedding_length']).toBe(64);
+      expect(m.metadata['tokenizer.ggml.tokens']).toEqual({ array: 'string', length: 512 });
       checkProgress(events, BYTES.length);
       // the weights are readable and equal the file's bytes
       const emb = m.tensor('token_embd.weight');

@@ -1,0 +1,41 @@
+/*
+ * repack_scalar.c — the reference x4 mat-vec kernels (see src/cpu/repack.h):
+ * per row, the arithmetic of q4_0/q8_0_q8_0_vec_dot__scalar exactly.
+ */
+#include "../../repack.h"
+#include "quants_impl.h"
+
+void q4_0x4_q8_0_vec_dot__scalar(int64_t n, float * s, const void * vx, const void * vy) {
+    const block_q4_0x4 * x = vx;
+    const block_q8_0 * y = vy;
+    float sumf[4] = { 0, 0, 0, 0 };
+    for (int64_t ib = 0; ib < n / QK8_0; ++ib) {
+        const float dy = KQ_H2F(y[ib].d);
+        for (int r = 0; r < 4; r++) {
+            const uint8_t * q = x[ib].qs + r * 16;
+            int sumi = 0;
+            for (int j = 0; j < 16; ++j) {
+                sumi += ((q[j] & 0x0F) - 8) * y[ib].qs[j];
+                sumi += ((q[j] >> 4) - 8) * y[ib].qs[j + 16];
+            }
+            sumf[r] += sumi * (KQ_H2F(x[ib].d[r]) * dy);
+        }
+    }
+    for (int r = 0; r < 4; r++) s[r] = sumf[r];
+}
+
+void q8_0x4_q8_0_vec_dot__scalar(int64_t n, float * s, const void * vx, const void * vy) {
+    const block_q8_0x4 * x = vx;
+    const block_q8_0 * y = vy;
+    float sumf[4] = { 0, 0, 0, 0 };
+    for (int64_t ib = 0; ib < n / QK8_0; ++ib) {
+        const float dy = KQ_H2F(y[ib].d);
+        for (int r = 0; r < 4; r++) {
+            const int8_t * q = x[ib].qs + r * 32;
+            int sumi = 0;
+            for (int j = 0; j < QK8_0; ++j) sumi += q[j] * y[ib].qs[j];
+            sumf[r] += sumi * (KQ_H2F(x[ib].d[r]) * dy);
+        }
+    }
+    for (int r = 0; r < 4; r++) s[r] = sumf[r];
+}

@@ -1,0 +1,103 @@
+/*
+ * repack_avx2.c — AVX2 x4 mat-vec kernels (see src/cpu/repack.h). Per row,
+ * the float arithmetic of q4_0/q8_0_q8_0_vec_dot__avx2 exactly (the same
+ * per-lane i32 sums, the same two alternating FMA accumulators, the same
+ * final reduction), so results are bit-identical to the plain path.
+ *
+ * q4_0: the nibbles stay unsigned (0..15) for maddubs, and the -8 offset
+ * comes off as 8 * (pair sums of y), computed once per block for all 4
+ * rows: every i32 lane equals the plain kernel's sign-trick lane exactly.
+ */
+#include <immintrin.h>
+#include <string.h>
+
+#define KQ_H2F(h) _cvtsh_ss(h)
+#include "../../repack.h"
+#include "quants_impl.h"
+
+static inline float hsum_ps(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+static inline __m256i load32(const void * p) { return _mm256_loadu_si256((const __m256i *) p); }
+
+/* lanes 0..3: the 4 rows' d * d_y, each the same fp32 product as the plain
+ * kernel's (F16C converts exactly either way) */
+static inline __m256 scales_x4(const kiln_fp16_t * d, kiln_fp16_t dy) {
+    const __m128 dx = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *) d));
+    return _mm256_castps128_ps256(_mm_mul_ps(dx, _mm_set1_ps(KQ_H2F(dy))));
+}
+
+static inline __m256i dot_i8(__m256i x, __m256i y) {
+    const __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x));
+    return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+}
+
+void q4_0x4_q8_0_vec_dot__avx2(int64_t n, float * s, const void * vx, const void * vy) {
+    const block_q4_0x4 * x = vx;
+    const block_q8_0 * y = vy;
+    const __m256i ones16 = _mm256_set1_epi16(1), eights = _mm256_set1_epi8(8), m4 = _mm256_set1_epi8(0x0f);
+    __m256 a00 = _mm256_setzero_ps(), a01 = a00, a02 = a00, a03 = a00;
+    __m256 a10 = a00, a11 = a00, a12 = a00, a13 = a00;
+    const int64_t nb = n / QK8_0;
+    /* rows r and r+1 share one 32-byte load: their nibbles split, then the
+     * 128-bit halves regroup into each row's (low | high) vector */
+#define PAIR(i, r, accA, accB) do { \
+        const __m256i v = load32(x[i].qs + 16 * (r)); \
+        const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4); \
+        const __m256i pa = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_permute2x128_si256(lo, hi, 0x20), yq), ones16); \
+        const __m256i pb = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_permute2x128_si256(lo, hi, 0x31), yq), ones16); \
+        accA = _mm256_fmadd_ps(_mm256_permutevar8x32_ps(dd, _mm256_set1_epi32(r)), _mm256_cvtepi32_ps(_mm256_sub_epi32(pa, corr)), accA); \
+        accB = _mm256_fmadd_ps(_mm256_permutevar8x32_ps(dd, _mm256_set1_epi32((r) + 1)), _mm256_cvtepi32_ps(_mm256_sub_epi32(pb, corr)), accB); \
+    } while (0)
+#define STEP(i, A0, A1, A2, A3) do { \
+        const __m256i yq = load32(y[i].qs); \
+        const __m256i corr = _mm256_madd_epi16(_mm256_maddubs_epi16(eights, yq), ones16); \
+        const __m256 dd = scales_x4(x[i].d, y[i].d); \
+        PAIR(i, 0, A0, A1); PAIR(i, 2, A2, A3); \
+    } while (0)
+    int64_t i = 0;
+    for (; i + 1 < nb; i += 2) {
+        STEP(i, a00, a01, a02, a03);
+        STEP(i + 1, a10, a11, a12, a13);
+    }
+    if (i < nb) STEP(i, a00, a01, a02, a03);
+#undef STEP
+#undef PAIR
+    s[0] = hsum_ps(_mm256_add_ps(a00, a10));
+    s[1] = hsum_ps(_mm256_add_ps(a01, a11));
+    s[2] = hsum_ps(_mm256_add_ps(a02, a12));
+    s[3] = hsum_ps(_mm256_add_ps(a03, a13));
+}
+
+void q8_0x4_q8_0_vec_dot__avx2(int64_t n, float * s, const void * vx, const void * vy) {
+    const block_q8_0x4 * x = vx;
+    const block_q8_0 * y = vy;
+    __m256 a00 = _mm256_setzero_ps(), a01 = a00, a02 = a00, a03 = a00;
+    __m256 a10 = a00, a11 = a00, a12 = a00, a13 = a00;
+    const int64_t nb = n / QK8_0;
+#define ROW(i, r, acc) do { \
+        const __m256 d = _mm256_permutevar8x32_ps(dd, _mm256_set1_epi32(r)); \
+        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_i8(load32(x[i].qs + 32 * (r)), yq)), acc); \
+    } while (0)
+#define STEP(i, A0, A1, A2, A3) do { \
+        const __m256i yq = load32(y[i].qs); \
+        const __m256 dd = scales_x4(x[i].d, y[i].d); \
+        ROW(i, 0, A0); ROW(i, 1, A1); ROW(i, 2, A2); ROW(i, 3, A3); \
+    } while (0)
+    int64_t i = 0;
+    for (; i + 1 < nb; i += 2) {
+        STEP(i, a00, a01, a02, a03);
+        STEP(i + 1, a10, a11, a12, a13);
+    }
+    if (i < nb) STEP(i, a00, a01, a02, a03);
+#undef STEP
+#undef ROW
+    s[0] = hsum_ps(_mm256_add_ps(a00, a10));
+    s[1] = hsum_ps(_mm256_add_ps(a01, a11));
+    s[2] = hsum_ps(_mm256_add_ps(a02, a12));
+    s[3] = hsum_ps(_mm256_add_ps(a03, a13));
+}

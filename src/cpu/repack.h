@@ -1,0 +1,52 @@
+/*
+ * repack.h — interleaved ("x4") layouts of Q4_0 / Q8_0 weights for mat-vec.
+ *
+ * kiln_repack_tensor() rewrites a weight matrix in place: every group of 4
+ * consecutive rows becomes one run of x4 blocks, x4 block b holding block b
+ * of each of the 4 rows side by side (scales first, then quants). A group
+ * has exactly the bytes of its 4 rows, so row offsets (nb[1]) still locate
+ * groups, and the rows past the last full group keep the plain layout.
+ *
+ * Why: a mat-vec kernel walks one stream of weights instead of four and
+ * loads / prepares each activation block once per 4 rows. The x4 kernels
+ * run per row the very float operations, in the same order, as the plain
+ * vec_dot of the same ISA, so the result is bit-identical to the
+ * non-repacked path (tests/c/test_repack.c).
+ *
+ * The layout is ISA-independent (one repacked model serves every kernel
+ * table); an ISA without x4 kernels unpacks a group's rows into scratch and
+ * calls its plain vec_dot. A repacked tensor is marked by tensor->extra and
+ * is only valid as src0 of mul_mat.
+ */
+#ifndef KILN_REPACK_H
+#define KILN_REPACK_H
+
+#include "kiln.h"
+#include "blocks.h"
+
+#define KILN_REPACK_ROWS 4
+
+typedef struct { kiln_fp16_t d[4]; uint8_t qs[4 * QK4_0 / 2]; } block_q4_0x4;
+typedef struct { kiln_fp16_t d[4]; int8_t qs[4 * QK8_0]; } block_q8_0x4;
+
+/* s[r] = dot(row r of the x4 group x, y) for r < 4, n values (multiple of 32) */
+typedef void (*kiln_vec_dot_x4_t)(int64_t n, float * s, const void * x, const void * y);
+
+#define KILN_REPACK_KERNELS(S) \
+    void q4_0x4_q8_0_vec_dot__##S(int64_t n, float * s, const void * x, const void * y); \
+    void q8_0x4_q8_0_vec_dot__##S(int64_t n, float * s, const void * x, const void * y);
+
+KILN_REPACK_KERNELS(scalar)
+#if defined(__x86_64__) && !defined(__EMSCRIPTEN__)
+KILN_REPACK_KERNELS(avx2)
+#endif
+#if defined(__wasm_simd128__)
+KILN_REPACK_KERNELS(wasm_simd128)
+#endif
+
+/* rows per interleaved group of t (0: t is not repacked) */
+int kiln_repacked_rows(const struct kiln_tensor * t);
+/* row r (< 4) of the x4 group at `group` back to plain blocks, n values */
+void kiln_repack_unpack_row(enum kiln_type type, const void * group, int r, int64_t n, void * out);
+
+#endif
