@@ -4,7 +4,7 @@
  * worker (worker.ts, kw_llm_* in wasm/kiln_wasm_generate.c); pieces arrive
  * as the worker posts them, each made of whole UTF-8 characters.
  */
-import { KilnError } from './errors.js';
+import { KilnAbortError, KilnError } from './errors.js';
 import type { Scheduler } from './scheduler.js';
 
 export interface GenerateOptions {
@@ -127,7 +127,7 @@ export class TextGen {
   /** generated text as it comes, in pieces of whole characters */
   async *generate(prompt: string | number[], opts: GenerateOptions = {}): AsyncGenerator<string, Completion | undefined> {
     const req = generateRequest(this.model, prompt, opts, true);
-    if (opts.signal?.aborted) throw new KilnError('ABORTED', 'the operation was aborted');
+    if (opts.signal?.aborted) throw new KilnAbortError();
     // our own controller: a consumer that stops iterating cancels the job
     const ctl = new AbortController();
     const onAbort = () => ctl.abort();
@@ -141,6 +141,8 @@ export class TextGen {
     p.then((r) => { result = r; finished = true; wake?.(); }, (e) => { error = e; finished = true; wake?.(); });
     try {
       for (;;) {
+        // nothing more after an abort, even pieces already here
+        if (opts.signal?.aborted) throw new KilnAbortError();
         if (queue.length > 0) { yield queue.shift()!; continue; }
         if (finished) {
           if (error) throw error;

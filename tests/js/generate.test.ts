@@ -83,8 +83,7 @@ describe.each(BUILDS)('text generation (%s)', (build) => {
     await expect((async () => {
       for await (const _ of model.generate(PROMPT, { ...GREEDY, signal: ctl.signal })) { if (++n === 10) ctl.abort(); }
     })()).rejects.toBeInstanceOf(KilnAbortError);
-    expect(n).toBeGreaterThanOrEqual(10);
-    expect(n).toBeLessThan(150);
+    expect(n).toBe(10); // no piece after the abort
     // breaking out of the loop cancels too
     for await (const _ of model.generate(PROMPT, GREEDY)) break;
     const r = await model.complete(PROMPT, GREEDY);
