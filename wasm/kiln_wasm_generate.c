@@ -19,6 +19,7 @@
 #include <time.h>
 
 int kw_n_threads(void);
+volatile int * kw_abort_flag(void);
 
 #define KW_MAX_LLM 64
 #define KW_MAX_STOP 16
@@ -101,6 +102,12 @@ KW_EXPORT int kw_llm_new(int model_handle, int vocab_only, int n_ctx) {
     if (!l) { kiln_model_free(m); return kw_fail(KW_E_NOMEM, "llm_new: out of memory"); }
     l->model = m;
     l->model_handle = model_handle;
+#if KW_THREADS
+    /* mt: JS stores the running job's id in this word to cancel it (it is
+     * zero otherwise), so a long prompt stops between graph nodes; st
+     * cannot see JS's word from C and stops between tokens only */
+    kiln_model_set_abort_flag(m, kw_abort_flag());
+#endif
     g_llm[slot] = l;
     return slot + 1;
 }
