@@ -57,6 +57,8 @@ KW_EXPORT int kw_init(int n_threads) {
 }
 
 KW_EXPORT int kw_n_threads(void) { return g_n_threads; }
+/* the engine's pool, shared with training (kiln_wasm_train.c) */
+struct kiln_threadpool * kw_threadpool(void) { return g_tp; }
 KW_EXPORT int kw_is_mt(void) { return KW_THREADS; }
 KW_EXPORT int kw_simd(void) { return kiln_cpu_has_wasm_simd(); }
 KW_EXPORT const char * kw_version(void) { return KILN_VERSION_STRING; }

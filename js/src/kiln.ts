@@ -5,6 +5,7 @@
  */
 import { KilnError } from './errors.js';
 import { Scheduler, type Port, type Progress } from './scheduler.js';
+import { train as trainModel, type TrainOptions, type TrainedModel } from './train.js';
 import { loadModelCached, modelCache, type CacheEvent, type ModelCache } from './cache.js';
 import { TextGen, type ChatMessage, type ChatOptions, type Completion, type GenerateOptions, type GenerationStats } from './generate.js';
 
@@ -226,6 +227,9 @@ export class Kiln {
     const r = await this.sched.job<any>({ t: 'load', source: src, vocabOnly: !!opts.vocabOnly, nCtx: opts.nCtx ?? 0 }, { signal: opts.signal, onProgress: opts.onProgress, transfer });
     return new Model(this, r.modelId, r);
   }
+
+  /** train an example model (Fashion-MNIST FC/CNN) in the engine worker (train.ts) */
+  train(opts: TrainOptions): Promise<TrainedModel> { return trainModel(this, opts); }
 
   /** stop the engine; everything pending fails with ENGINE_CLOSED */
   destroy() {

@@ -17,7 +17,7 @@ interface Job {
   transfer: Transferable[];
   resolve: (v: any) => void;
   reject: (e: unknown) => void;
-  onProgress?: (p: Progress) => void;
+  onProgress?: (p: any) => void;
   /** streamed output of a running job (generated text pieces) */
   onPiece?: (text: string) => void;
   signal?: AbortSignal;
@@ -48,7 +48,7 @@ export class Scheduler {
   receive(msg: any) {
     const job = this.current;
     if (!job || msg.id !== job.id) return; // a reply to a job already given up on
-    if (msg.t === 'progress') { job.onProgress?.({ loaded: msg.loaded, total: msg.total }); return; }
+    if (msg.t === 'progress') { job.onProgress?.(msg.train ?? { loaded: msg.loaded, total: msg.total }); return; }
     if (msg.t === 'piece') { if (!job.settled) job.onPiece?.(msg.text); return; }
     if (msg.t !== 'reply') return;
     this.finish(job);
@@ -75,7 +75,7 @@ export class Scheduler {
     this.pump();
   }
 
-  job<T>(msg: Record<string, unknown>, opts: { signal?: AbortSignal; onProgress?: (p: Progress) => void; onPiece?: (text: string) => void; transfer?: Transferable[] } = {}): Promise<T> {
+  job<T>(msg: Record<string, unknown>, opts: { signal?: AbortSignal; onProgress?: (p: any) => void; onPiece?: (text: string) => void; transfer?: Transferable[] } = {}): Promise<T> {
     if (this.closed) return Promise.reject(this.closed);
     if (opts.signal?.aborted) return Promise.reject(new KilnAbortError());
     return new Promise<T>((resolve, reject) => {

@@ -8,6 +8,7 @@
  * too) and requires the factory through createRequire.
  *
  * Messages in: init, op, free, data, load, abort, memory, info, modelTensor,
+ * train, trainEvaluate, trainClassify, trainGGUF, trainFree,
  * tokenize, detokenize, tokenPiece, meta, llmInfo, generate (streams 'piece').
  * Messages out: {t:'reply', id, ok, value|error} and {t:'progress', id, ...}.
  */
@@ -21,7 +22,7 @@ declare const fetch: any;
 declare const AbortController: any;
 declare const TextEncoder: any;
 declare const TextDecoder: any;
-declare function setTimeout(fn: (v?: unknown) => void, ms: number): unknown;
+declare const setTimeout: any;
 
 (function () {
   const KW_CODES: Record<number, string> = {
@@ -401,6 +402,113 @@ declare function setTimeout(fn: (v?: unknown) => void, ms: number): unknown;
     }
   }
 
+  /* ---------------------------------------------------------- training (train.ts) */
+
+  const trainSessions = new Map<number, number>(); // client id -> kw session handle
+
+  function trainDataset(images: Uint8Array, labels: Uint8Array, n: number): number {
+    const pi = M._kw_malloc(n * 784), pl = M._kw_malloc(n);
+    try {
+      if (!pi || !pl) fail(-2);
+      u8(pi, n * 784).set(images.subarray(0, n * 784));
+      u8(pl, n).set(labels.subarray(0, n));
+      return check(M._kw_train_dataset(pi, pl, n));
+    } finally { if (pi) M._kw_free_ptr(pi); if (pl) M._kw_free_ptr(pl); }
+  }
+
+  function sessionOf(id: number): number {
+    const s = trainSessions.get(id);
+    if (s === undefined) throw new WErr('INVALID_HANDLE', 'the trained model was freed');
+    return s;
+  }
+
+  function evalOn(s: number, images: Uint8Array, labels: Uint8Array) {
+    const n = labels.byteLength;
+    const d = trainDataset(images, labels, n);
+    try { check(M._kw_train_evaluate(s, d)); } finally { M._kw_train_dataset_free(d); }
+    return { loss: M._kw_train_loss(s), accuracy: M._kw_train_accuracy(s), n };
+  }
+
+  async function train(id: number, a: any) {
+    const isAborted = () => aborted.has(id) || (abortWord !== null && Atomics.load(abortWord, 0) === id);
+    const pauseWord: Int32Array | null = a.pauseSab ? new Int32Array(a.pauseSab, 0, 1) : null;
+    const images = new Uint8Array(a.images), labels = new Uint8Array(a.labels);
+    const n = labels.byteLength;
+    const s = guard(() => check(M._kw_train_new(a.arch, a.seed, a.batchSize, a.learningRate)));
+    let d = 0;
+    try {
+      d = guard(() => trainDataset(images, labels, n));
+      let last = Date.now();
+      for (let epoch = 0; epoch < a.epochs; epoch++) {
+        const batches = guard(() => check(M._kw_train_shuffle(s, d, a.seed + epoch)));
+        if (batches < 1) throw new WErr('INVALID_ARGUMENT', `train: ${n} images make no batch of ${a.batchSize}`);
+        for (let b = 0; b < batches; b++) {
+          if (isAborted()) throw new WErr('ABORTED', 'training aborted');
+          guard(() => check(M._kw_train_step(s, d, b)));
+          post({ t: 'progress', id, train: { epoch, batch: b, batches, loss: M._kw_train_loss(s), accuracy: M._kw_train_accuracy(s) } });
+          // let 'abort' messages in (st builds without shared memory), and wait while paused
+          if (Date.now() - last > 30 || (pauseWord && Atomics.load(pauseWord, 0) !== 0)) {
+            do { await new Promise((r) => setTimeout(r, pauseWord && Atomics.load(pauseWord, 0) !== 0 ? 50 : 0)); }
+            while (pauseWord && Atomics.load(pauseWord, 0) !== 0 && !isAborted());
+            last = Date.now();
+          }
+        }
+      }
+      const value: any = { modelId: id };
+      if (a.testImages && a.testLabels) {
+        const r = guard(() => evalOn(s, new Uint8Array(a.testImages), new Uint8Array(a.testLabels)));
+        value.testLoss = r.loss; value.testAccuracy = r.accuracy;
+      }
+      trainSessions.set(id, s);
+      return value;
+    } catch (e) {
+      M._kw_train_free(s);
+      throw e;
+    } finally {
+      if (d > 0) M._kw_train_dataset_free(d);
+      aborted.delete(id);
+    }
+  }
+
+  function trainRequest(a: any): any {
+    switch (a.t) {
+      case 'trainEvaluate': {
+        const s = sessionOf(a.model);
+        return guard(() => evalOn(s, new Uint8Array(a.images), new Uint8Array(a.labels)));
+      }
+      case 'trainClassify': {
+        const s = sessionOf(a.model);
+        return guard(() => {
+          const pi = M._kw_malloc(784), po = M._kw_malloc(40);
+          try {
+            if (!pi || !po) fail(-2);
+            u8(pi, 784).set(new Uint8Array(a.image));
+            check(M._kw_train_classify(s, pi, po));
+            const out = new Float32Array(10);
+            new Uint8Array(out.buffer).set(u8(po, 40));
+            return { buffer: out.buffer };
+          } finally { if (pi) M._kw_free_ptr(pi); if (po) M._kw_free_ptr(po); }
+        });
+      }
+      case 'trainGGUF': {
+        const s = sessionOf(a.model);
+        return guard(() => {
+          const n = check(M._kw_train_gguf(s));
+          const out = new Uint8Array(n);
+          out.set(u8(M._kw_train_gguf_data(s), n));
+          return { buffer: out.buffer };
+        });
+      }
+      case 'trainFree': {
+        const s = trainSessions.get(a.model);
+        trainSessions.delete(a.model);
+        if (s !== undefined) guard(() => M._kw_train_free(s));
+        return undefined;
+      }
+      default: throw new WErr('INVALID_ARGUMENT', `unknown request ${a.t}`);
+    }
+  }
+
   /* ---------------------------------------------------------- text generation (generate.ts, kw_llm_*) */
 
   const encoder = new TextEncoder();
@@ -555,6 +663,8 @@ declare function setTimeout(fn: (v?: unknown) => void, ms: number): unknown;
       case 'generate': return generate(a.id, a);
       case 'memory': return guard(() => ({ used: M._kw_mem_used(), total: M._kw_mem_total(), max: M._kw_mem_max(), handles: M._kw_live_handles() }));
       case 'info': return info();
+      case 'train': return train(a.id, a);
+      case 'trainEvaluate': case 'trainClassify': case 'trainGGUF': case 'trainFree': return trainRequest(a);
       default: throw new WErr('INVALID_ARGUMENT', `unknown request ${a.t}`);
     }
   }

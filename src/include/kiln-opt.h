@@ -67,6 +67,7 @@ struct kiln_opt_params {
     int n_threads;
     kiln_opt_get_optimizer_params get_opt_pars;
     void *                        get_opt_pars_ud;
+    struct kiln_threadpool *      threadpool; /* NULL: the executor's shared pool; set to reuse the caller's (wasm: no new threads) */
 };
 struct kiln_opt_params kiln_opt_default_params(struct kiln_context * ctx_compute, struct kiln_tensor * inputs,
         struct kiln_tensor * outputs, enum kiln_opt_loss_type loss_type);

@@ -395,7 +395,7 @@ enum kiln_status kiln_opt_prepare(struct kiln_opt_context * o, bool backward) {
 }
 
 static enum kiln_status compute(struct kiln_opt_context * o, struct kiln_cgraph * g) {
-    struct kiln_cplan plan = kiln_graph_plan(g, o->params.n_threads, NULL);
+    struct kiln_cplan plan = kiln_graph_plan(g, o->params.n_threads, o->params.threadpool);
     if (plan.work_size > o->work_size) {
         uint8_t * w = (uint8_t *) realloc(o->work, plan.work_size);
         if (!w) { kiln_set_error("opt: cannot allocate %zu bytes of work buffer", plan.work_size); return KILN_STATUS_ALLOC_FAILED; }
