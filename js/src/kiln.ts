@@ -7,6 +7,7 @@ import { KilnError } from './errors.js';
 import { Scheduler, type Port, type Progress } from './scheduler.js';
 import { train as trainModel, type TrainOptions, type TrainedModel } from './train.js';
 import { loadModelCached, modelCache, type CacheEvent, type ModelCache } from './cache.js';
+import { TextGen, type ChatMessage, type ChatOptions, type Completion, type GenerateOptions, type GenerationStats } from './generate.js';
 
 export type Build = 'st' | 'mt';
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error' | 'silent';
@@ -51,6 +52,10 @@ export interface LoadOptions {
   cache?: boolean | 'revalidate'; onCache?: (e: CacheEvent) => void;
   /** a ReadableStream source: its length in bytes, when known */
   size?: number;
+  /** text generation: load only the tokenizer (vocabulary-only GGUF files) */
+  vocabOnly?: boolean;
+  /** text generation: context length (default: the model's, kept within 512..4096) */
+  nCtx?: number;
 }
 
 const LEVELS: Record<LogLevel, number> = { debug: 1, info: 2, warn: 3, error: 4, silent: 5 };
@@ -216,7 +221,10 @@ export class Kiln {
         src = { kind: 'url', url: new URL(source, (globalThis as any).location?.href).href };
       }
     } else throw new KilnError('BAD_SOURCE', 'loadModel: the source must be a URL, a Blob, bytes or a path');
-    const r = await this.sched.job<any>({ t: 'load', source: src }, { signal: opts.signal, onProgress: opts.onProgress, transfer });
+    if (opts.nCtx !== undefined && !(Number.isInteger(opts.nCtx) && opts.nCtx >= 0 && opts.nCtx < 2 ** 31)) {
+      throw new KilnError('INVALID_ARGUMENT', `loadModel: nCtx must be an integer >= 0, not ${String(opts.nCtx)}`);
+    }
+    const r = await this.sched.job<any>({ t: 'load', source: src, vocabOnly: !!opts.vocabOnly, nCtx: opts.nCtx ?? 0 }, { signal: opts.signal, onProgress: opts.onProgress, transfer });
     return new Model(this, r.modelId, r);
   }
 
@@ -398,9 +406,11 @@ export class Model {
   /** the GGUF key/values: scalars and strings as values, arrays by element type and length */
   readonly metadata: Record<string, MetadataValue>;
   private freed = false;
+  private gen: TextGen;
 
   /** @internal */
   constructor(private kiln: Kiln, private id: number, r: ModelInfo) {
+    this.gen = new TextGen(kiln.sched, id);
     this.size = r.size;
     this.version = r.version;
     this.nKv = r.nKv;
@@ -414,6 +424,26 @@ export class Model {
     this.kiln.sched.send({ t: 'modelTensor', out: out.id, model: this.id, name: String(name) });
     return out;
   }
+
+  /* text generation (generate.ts) */
+  /** text -> token ids (BOS added as the vocabulary asks unless addBos is false) */
+  tokenize(text: string, opts: { addBos?: boolean; special?: boolean } = {}): Promise<number[]> { return this.gen.tokenize(text, opts); }
+  /** token ids -> text */
+  detokenize(ids: ArrayLike<number>, opts: { removeSpecial?: boolean; unparseSpecial?: boolean } = {}): Promise<string> { return this.gen.detokenize(ids, opts); }
+  /** one token's text */
+  tokenToPiece(token: number, opts: { special?: boolean } = {}): Promise<string> { return this.gen.tokenToPiece(token, opts); }
+  /** a GGUF metadata value as text (null when absent) */
+  meta(key: string): Promise<string | null> { return this.gen.meta(key); }
+  /** the generated text (not the prompt) in pieces as they come; never splits a character */
+  generate(prompt: string | number[], opts: GenerateOptions = {}): AsyncGenerator<string, Completion | undefined> { return this.gen.generate(prompt, opts); }
+  /** the generated text at once, its tokens and speed */
+  complete(prompt: string | number[], opts: GenerateOptions = {}): Promise<Completion> { return this.gen.complete(prompt, opts); }
+  /** reply to messages through the model's tokenizer.chat_template (ChatML when it has none) */
+  chat(messages: ChatMessage[], opts: ChatOptions = {}): Promise<Completion> { return this.gen.chat(messages, opts); }
+  /** the chat template applied to messages, as chat() would feed the model */
+  applyChatTemplate(messages: ChatMessage[], template?: string) { return this.gen.applyChatTemplate(messages, template); }
+  /** stats of the last finished generate() / complete() */
+  get lastStats(): GenerationStats | null { return this.gen.lastStats; }
 
   /** return the model's memory (tensors taken from it keep it until they are freed) */
   free(): void {

@@ -18,6 +18,8 @@ interface Job {
   resolve: (v: any) => void;
   reject: (e: unknown) => void;
   onProgress?: (p: any) => void;
+  /** streamed output of a running job (generated text pieces) */
+  onPiece?: (text: string) => void;
   signal?: AbortSignal;
   onAbort?: () => void;
   running: boolean;
@@ -47,6 +49,7 @@ export class Scheduler {
     const job = this.current;
     if (!job || msg.id !== job.id) return; // a reply to a job already given up on
     if (msg.t === 'progress') { job.onProgress?.(msg.train ?? { loaded: msg.loaded, total: msg.total }); return; }
+    if (msg.t === 'piece') { if (!job.settled) job.onPiece?.(msg.text); return; }
     if (msg.t !== 'reply') return;
     this.finish(job);
     if (job.settled) { this.pump(); return; } // the caller was already told it was aborted
@@ -72,13 +75,13 @@ export class Scheduler {
     this.pump();
   }
 
-  job<T>(msg: Record<string, unknown>, opts: { signal?: AbortSignal; onProgress?: (p: any) => void; transfer?: Transferable[] } = {}): Promise<T> {
+  job<T>(msg: Record<string, unknown>, opts: { signal?: AbortSignal; onProgress?: (p: any) => void; onPiece?: (text: string) => void; transfer?: Transferable[] } = {}): Promise<T> {
     if (this.closed) return Promise.reject(this.closed);
     if (opts.signal?.aborted) return Promise.reject(new KilnAbortError());
     return new Promise<T>((resolve, reject) => {
       const job: Job = {
         id: this.nextId++, msg, transfer: opts.transfer ?? [], resolve, reject,
-        onProgress: opts.onProgress, signal: opts.signal, running: false, settled: false,
+        onProgress: opts.onProgress, onPiece: opts.onPiece, signal: opts.signal, running: false, settled: false,
       };
       if (job.signal) {
         job.onAbort = () => this.abort(job);

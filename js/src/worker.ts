@@ -8,7 +8,8 @@
  * too) and requires the factory through createRequire.
  *
  * Messages in: init, op, free, data, load, abort, memory, info, modelTensor,
- * train, trainEvaluate, trainClassify, trainGGUF, trainFree.
+ * train, trainEvaluate, trainClassify, trainGGUF, trainFree,
+ * tokenize, detokenize, tokenPiece, meta, llmInfo, generate (streams 'piece').
  * Messages out: {t:'reply', id, ok, value|error} and {t:'progress', id, ...}.
  */
 
@@ -19,6 +20,8 @@ declare const process: any;
 declare const console: any;
 declare const fetch: any;
 declare const AbortController: any;
+declare const TextEncoder: any;
+declare const TextDecoder: any;
 declare const setTimeout: any;
 
 (function () {
@@ -45,6 +48,8 @@ declare const setTimeout: any;
   const cancelers = new Map<number, () => void>(); // interrupt a load waiting on its source
   const tensors = new Map<number, number | WErr>(); // client id -> handle or build error
   const models = new Map<number, number>();
+  const modelOpts = new Map<number, { vocabOnly: boolean; nCtx: number }>();
+  const llms = new Map<number, number>(); // model id -> kw_llm handle (generate.ts)
   let unaryIdx: Record<string, number> = {};
   let binaryIdx: Record<string, number> = {};
   let logLevel = 2;
@@ -370,6 +375,7 @@ declare const setTimeout: any;
       progress(true);
       guard(() => check(M._kw_model_parse(m)));
       models.set(id, m);
+      modelOpts.set(id, { vocabOnly: !!a.vocabOnly, nCtx: a.nCtx ?? 0 });
       const names: string[] = [];
       const n = M._kw_model_n_tensors(m);
       for (let i = 0; i < n; i++) names.push(M.UTF8ToString(M._kw_model_tensor_name(m, i)));
@@ -503,6 +509,114 @@ declare const setTimeout: any;
     }
   }
 
+  /* ---------------------------------------------------------- text generation (generate.ts, kw_llm_*) */
+
+  const encoder = new TextEncoder();
+  const decoder = new TextDecoder();
+  // wasm memory may be shared (mt): TextDecoder wants a copy
+  const textAt = (ptr: number, n: number): string => (n > 0 ? decoder.decode(u8(ptr, n).slice()) : '');
+
+  function llmOf(modelId: number): number {
+    const have = llms.get(modelId);
+    if (have) return have;
+    const m = models.get(modelId);
+    if (!m) throw new WErr('INVALID_HANDLE', 'the model was freed');
+    const o = modelOpts.get(modelId) ?? { vocabOnly: false, nCtx: 0 };
+    const g = check(M._kw_llm_new(m, o.vocabOnly ? 1 : 0, o.nCtx));
+    llms.set(modelId, g);
+    return g;
+  }
+
+  function withBytes<T>(b: Uint8Array, fn: (p: number) => T): T {
+    const p = M._kw_malloc(Math.max(1, b.byteLength));
+    if (!p) fail(-2);
+    try { u8(p, b.byteLength).set(b); return fn(p); } finally { M._kw_free_ptr(p); }
+  }
+
+  function withIds<T>(ids: ArrayLike<number>, fn: (p: number, n: number) => T): T {
+    const n = ids.length;
+    for (let i = 0; i < n; i++) {
+      const v = ids[i];
+      if (!Number.isInteger(v) || v < 0 || v > 2147483647) throw new WErr('INVALID_ARGUMENT', `token id ${String(v)} at ${i} is not a token`);
+    }
+    const p = M._kw_malloc(Math.max(4, n * 4));
+    if (!p) fail(-2);
+    try { new Int32Array(mem(), p >>> 0, n).set(Array.from(ids)); return fn(p, n); } finally { M._kw_free_ptr(p); }
+  }
+
+  function tokenizeText(g: number, text: string, addBos: boolean, special: boolean): Int32Array {
+    const b = encoder.encode(text);
+    const n = withBytes(b, (p) => check(M._kw_llm_tokenize(g, p, b.byteLength, addBos ? 1 : 0, special ? 1 : 0)));
+    return new Int32Array(mem(), M._kw_llm_ids(g) >>> 0, n).slice();
+  }
+
+  function textOp(a: any): any {
+    const g = llmOf(a.model);
+    switch (a.t) {
+      case 'tokenize': return Array.from(tokenizeText(g, String(a.text), a.addBos !== false, !!a.special));
+      case 'detokenize': {
+        const n = withIds(a.ids, (p, k) => check(M._kw_llm_detokenize(g, p, k, a.removeSpecial ? 1 : 0, a.unparseSpecial ? 1 : 0)));
+        return textAt(M._kw_llm_text(g) >>> 0, n);
+      }
+      case 'tokenPiece': {
+        const n = withIds([a.token], () => check(M._kw_llm_token_to_piece(g, a.token, a.special ? 1 : 0)));
+        return textAt(M._kw_llm_text(g) >>> 0, n);
+      }
+      case 'meta': {
+        const n = withString(String(a.key), (p) => M._kw_llm_meta(g, p));
+        if (n === -1) return null;
+        return textAt(M._kw_llm_text(g) >>> 0, check(n));
+      }
+      case 'llmInfo': {
+        const piece = (t: number) => (t >= 0 ? textAt(M._kw_llm_text(g) >>> 0, check(M._kw_llm_token_to_piece(g, t, 1))) : '');
+        const bos = M._kw_llm_bos(g), eos = M._kw_llm_eos(g);
+        return { nCtx: check(M._kw_llm_n_ctx(g)), nVocab: check(M._kw_llm_n_vocab(g)), bos, eos, bosText: piece(bos), eosText: piece(eos) };
+      }
+      default: throw new WErr('INVALID_ARGUMENT', `unknown request ${a.t}`);
+    }
+  }
+
+  const STOP_REASONS = ['', 'eos', 'maxTokens', 'stop', 'context'];
+
+  async function generate(id: number, a: any) {
+    const isAborted = () => aborted.has(id) || (abortWord !== null && Atomics.load(abortWord, 0) === id);
+    try {
+      const g = guard(() => llmOf(a.model));
+      guard(() => {
+        const ids = Array.isArray(a.promptIds) ? a.promptIds : tokenizeText(g, String(a.prompt), a.addBos !== false, !!a.parseSpecial);
+        check(M._kw_llm_clear_stops(g));
+        for (const s of a.stop ?? []) withString(String(s), (p) => check(M._kw_llm_add_stop(g, p)));
+        withIds(ids, (p, n) => check(M._kw_llm_start(g, p, n, a.maxTokens, a.seed, a.temperature, a.topK, a.topP, a.minP,
+          a.repeatPenalty, a.frequencyPenalty, a.presencePenalty, a.penaltyLastN)));
+      });
+      const tokens: number[] = [];
+      let text = '';
+      let k = 0;
+      while (guard(() => M._kw_llm_done(g)) === 0) {
+        if (isAborted()) throw new WErr('ABORTED', 'generation aborted');
+        const tok = guard(() => M._kw_llm_next(g));
+        if (tok < 0 && tok !== -100) fail(tok);
+        if (tok >= 0 && M._kw_llm_done(g) !== 1) tokens.push(tok);
+        const n = M._kw_llm_piece_len(g);
+        if (n > 0) {
+          const piece = textAt(M._kw_llm_piece(g) >>> 0, n);
+          if (a.stream) post({ t: 'piece', id, text: piece });
+          else text += piece;
+        }
+        // without a shared abort word, the 'abort' message needs a turn of the event loop
+        if (!abortWord && ++k % 8 === 0) await new Promise((r) => setTimeout(r, 0));
+      }
+      const pt = M._kw_llm_stat_prompt_tokens(g), gt = M._kw_llm_stat_generated_tokens(g);
+      const ps = M._kw_llm_stat_prompt_seconds(g), gs = M._kw_llm_stat_gen_seconds(g);
+      return {
+        text, tokens, stopReason: STOP_REASONS[M._kw_llm_done(g)] ?? '',
+        stats: { promptTokens: pt, generatedTokens: gt, promptTokensPerSecond: ps > 0 ? pt / ps : 0, tokensPerSecond: gs > 0 ? gt / gs : 0 },
+      };
+    } finally {
+      aborted.delete(id);
+    }
+  }
+
   /* ---------------------------------------------------------- dispatch */
 
   async function handle(msg: any): Promise<any> {
@@ -537,9 +651,16 @@ declare const setTimeout: any;
       case 'freeModel': {
         const m = models.get(a.model);
         models.delete(a.model);
+        modelOpts.delete(a.model);
+        const g = llms.get(a.model);
+        llms.delete(a.model);
+        if (g) guard(() => M._kw_llm_free(g));
         if (m) guard(() => M._kw_model_free(m));
         return undefined;
       }
+      case 'tokenize': case 'detokenize': case 'tokenPiece': case 'meta': case 'llmInfo':
+        return guard(() => textOp(a));
+      case 'generate': return generate(a.id, a);
       case 'memory': return guard(() => ({ used: M._kw_mem_used(), total: M._kw_mem_total(), max: M._kw_mem_max(), handles: M._kw_live_handles() }));
       case 'info': return info();
       case 'train': return train(a.id, a);

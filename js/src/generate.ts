@@ -1,0 +1,202 @@
+/*
+ * generate.ts — text generation on a loaded model: tokenize, detokenize,
+ * generate (streamed pieces), complete, chat. The work runs in the engine
+ * worker (worker.ts, kw_llm_* in wasm/kiln_wasm_generate.c); pieces arrive
+ * as the worker posts them, each made of whole UTF-8 characters.
+ */
+import { KilnAbortError, KilnError } from './errors.js';
+import type { Scheduler } from './scheduler.js';
+
+export interface GenerateOptions {
+  /** tokens to generate at most (default 256; 0: until end of text or a full context) */
+  maxTokens?: number;
+  /** 0: greedy (default 0.8) */
+  temperature?: number;
+  /** default 40; 0: off */
+  topK?: number;
+  /** default 0.95; 1: off */
+  topP?: number;
+  /** default 0.05; 0: off */
+  minP?: number;
+  /** default 1 (off) */
+  repeatPenalty?: number;
+  frequencyPenalty?: number;
+  presencePenalty?: number;
+  /** how many recent tokens the penalties look at (default 64; -1: all) */
+  penaltyLastN?: number;
+  /** same seed, same settings, same prompt: same text (default: random) */
+  seed?: number;
+  /** generation ends before the first of these that appears (it is not part of the text) */
+  stop?: string | string[];
+  signal?: AbortSignal;
+  /** add BOS as the vocabulary asks (default true) */
+  addBos?: boolean;
+  /** text of control tokens in the prompt becomes those tokens (default false) */
+  parseSpecial?: boolean;
+}
+
+export interface GenerationStats {
+  promptTokens: number;
+  generatedTokens: number;
+  promptTokensPerSecond: number;
+  tokensPerSecond: number;
+}
+
+export interface Completion {
+  /** the generated text (without the prompt) */
+  text: string;
+  /** the generated token ids (the end-of-text token excluded) */
+  tokens: number[];
+  stats: GenerationStats;
+  /** 'eos' | 'maxTokens' | 'stop' | 'context' */
+  stopReason: string;
+}
+
+export interface ChatMessage { role: string; content: string }
+export interface ChatOptions extends GenerateOptions {
+  /** a Jinja chat template to use instead of the model's tokenizer.chat_template */
+  template?: string;
+}
+
+interface LlmInfo { nCtx: number; nVocab: number; bos: number; eos: number; bosText: string; eosText: string }
+
+function num(name: string, v: unknown, def: number, check: (x: number) => boolean, what: string): number {
+  if (v === undefined) return def;
+  if (typeof v !== 'number' || !Number.isFinite(v) || !check(v)) throw new KilnError('INVALID_ARGUMENT', `${name} must be ${what}, not ${String(v)}`);
+  return v;
+}
+const isInt = (x: number) => Number.isInteger(x);
+
+/** the worker's request for a generation, options checked */
+export function generateRequest(model: number, prompt: string | number[], o: GenerateOptions, stream: boolean): Record<string, unknown> {
+  if (typeof prompt !== 'string' && !Array.isArray(prompt)) throw new KilnError('INVALID_ARGUMENT', 'generate: the prompt must be a string or an array of token ids');
+  const stop = o.stop === undefined ? [] : Array.isArray(o.stop) ? o.stop : [o.stop];
+  for (const s of stop) if (typeof s !== 'string' || s.length === 0) throw new KilnError('INVALID_ARGUMENT', 'stop strings must be non-empty strings');
+  return {
+    t: 'generate', model, stream,
+    prompt: typeof prompt === 'string' ? prompt : undefined,
+    promptIds: Array.isArray(prompt) ? prompt : undefined,
+    maxTokens: num('maxTokens', o.maxTokens, 256, (x) => isInt(x) && x >= 0 && x < 2 ** 31, 'an integer >= 0'),
+    temperature: num('temperature', o.temperature, 0.8, (x) => x >= 0, 'a number >= 0'),
+    topK: num('topK', o.topK, 40, (x) => isInt(x) && x >= 0 && x < 2 ** 31, 'an integer >= 0'),
+    topP: num('topP', o.topP, 0.95, (x) => x >= 0 && x <= 1, 'in [0, 1]'),
+    minP: num('minP', o.minP, 0.05, (x) => x >= 0 && x <= 1, 'in [0, 1]'),
+    repeatPenalty: num('repeatPenalty', o.repeatPenalty, 1, (x) => x > 0, 'a number > 0'),
+    frequencyPenalty: num('frequencyPenalty', o.frequencyPenalty, 0, () => true, 'a number'),
+    presencePenalty: num('presencePenalty', o.presencePenalty, 0, () => true, 'a number'),
+    penaltyLastN: num('penaltyLastN', o.penaltyLastN, 64, (x) => isInt(x) && x >= -1 && x < 2 ** 31, 'an integer >= -1'),
+    seed: num('seed', o.seed, Math.floor(Math.random() * 2 ** 32), (x) => isInt(x) && x >= 0 && x <= Number.MAX_SAFE_INTEGER, 'an integer >= 0'),
+    stop,
+    addBos: o.addBos !== false,
+    parseSpecial: !!o.parseSpecial,
+  };
+}
+
+/** Text generation bound to one model of one engine (used by Model in kiln.ts). */
+export class TextGen {
+  private info: LlmInfo | null = null;
+  /** stats of the last finished generate() / complete() */
+  lastStats: GenerationStats | null = null;
+
+  constructor(private sched: Scheduler, private model: number) {}
+
+  async tokenize(text: string, opts: { addBos?: boolean; special?: boolean } = {}): Promise<number[]> {
+    if (typeof text !== 'string') throw new KilnError('INVALID_ARGUMENT', 'tokenize: the text must be a string');
+    return this.sched.job<number[]>({ t: 'tokenize', model: this.model, text, addBos: opts.addBos !== false, special: !!opts.special });
+  }
+
+  async detokenize(ids: ArrayLike<number>, opts: { removeSpecial?: boolean; unparseSpecial?: boolean } = {}): Promise<string> {
+    if (!ids || typeof ids.length !== 'number') throw new KilnError('INVALID_ARGUMENT', 'detokenize: ids must be an array of token ids');
+    return this.sched.job<string>({ t: 'detokenize', model: this.model, ids: Array.from(ids), removeSpecial: !!opts.removeSpecial, unparseSpecial: !!opts.unparseSpecial });
+  }
+
+  async tokenToPiece(token: number, opts: { special?: boolean } = {}): Promise<string> {
+    return this.sched.job<string>({ t: 'tokenPiece', model: this.model, token, special: !!opts.special });
+  }
+
+  /** a GGUF metadata value as text, null when absent */
+  async meta(key: string): Promise<string | null> {
+    return this.sched.job<string | null>({ t: 'meta', model: this.model, key: String(key) });
+  }
+
+  async llmInfo(): Promise<LlmInfo> {
+    if (!this.info) this.info = await this.sched.job<LlmInfo>({ t: 'llmInfo', model: this.model });
+    return this.info;
+  }
+
+  /** generated text as it comes, in pieces of whole characters */
+  async *generate(prompt: string | number[], opts: GenerateOptions = {}): AsyncGenerator<string, Completion | undefined> {
+    const req = generateRequest(this.model, prompt, opts, true);
+    if (opts.signal?.aborted) throw new KilnAbortError();
+    // our own controller: a consumer that stops iterating cancels the job
+    const ctl = new AbortController();
+    const onAbort = () => ctl.abort();
+    opts.signal?.addEventListener('abort', onAbort, { once: true });
+    const queue: string[] = [];
+    let wake: (() => void) | null = null;
+    let finished = false;
+    let error: unknown = null;
+    let result: Completion | undefined;
+    const p = this.sched.job<Completion>(req, { signal: ctl.signal, onPiece: (t) => { queue.push(t); wake?.(); } });
+    p.then((r) => { result = r; finished = true; wake?.(); }, (e) => { error = e; finished = true; wake?.(); });
+    try {
+      for (;;) {
+        // nothing more after an abort, even pieces already here
+        if (opts.signal?.aborted) throw new KilnAbortError();
+        if (queue.length > 0) { yield queue.shift()!; continue; }
+        if (finished) {
+          if (error) throw error;
+          if (result) this.lastStats = result.stats;
+          return result;
+        }
+        await new Promise<void>((r) => { wake = r; });
+        wake = null;
+      }
+    } finally {
+      opts.signal?.removeEventListener('abort', onAbort);
+      if (!finished) { ctl.abort(); await p.catch(() => undefined); }
+    }
+  }
+
+  /** the whole generation at once, with token ids and speed */
+  async complete(prompt: string | number[], opts: GenerateOptions = {}): Promise<Completion> {
+    const r = await this.sched.job<Completion>(generateRequest(this.model, prompt, opts, false), { signal: opts.signal });
+    this.lastStats = r.stats;
+    return r;
+  }
+
+  /** the messages as the model's chat template renders them (with the assistant's turn opened) */
+  async applyChatTemplate(messages: ChatMessage[], template?: string): Promise<{ text: string; stop: string[]; addBos: boolean }> {
+    if (!Array.isArray(messages) || messages.some((m) => !m || typeof m.role !== 'string' || typeof m.content !== 'string')) {
+      throw new KilnError('INVALID_ARGUMENT', 'chat: messages must be an array of {role, content} strings');
+    }
+    const info = await this.llmInfo();
+    const tpl = template ?? await this.meta('tokenizer.chat_template');
+    if (!tpl) {
+      // no template in the file: ChatML, which many small models were tuned on
+      const text = messages.map((m) => `<|im_start|>${m.role}\n${m.content}<|im_end|>\n`).join('') + '<|im_start|>assistant\n';
+      return { text, stop: ['<|im_end|>', '<|im_start|>'], addBos: true };
+    }
+    let jinja: any;
+    const modName = '@huggingface/jinja';
+    try { jinja = await import(/* @vite-ignore */ modName); } catch (e: any) {
+      throw new KilnError('UNSUPPORTED', `chat: the model's chat template needs the package @huggingface/jinja, which cannot be loaded here (${e?.message ?? e})`);
+    }
+    let text: string;
+    try {
+      text = new jinja.Template(tpl).render({ messages, add_generation_prompt: true, bos_token: info.bosText, eos_token: info.eosText });
+    } catch (e: any) {
+      throw new KilnError('INVALID_ARGUMENT', `chat: the chat template failed: ${e?.message ?? e}`);
+    }
+    // the template usually writes BOS itself
+    return { text, stop: [], addBos: !(info.bosText && text.startsWith(info.bosText)) };
+  }
+
+  /** reply to a conversation: the chat template applied, then complete() */
+  async chat(messages: ChatMessage[], opts: ChatOptions = {}): Promise<Completion> {
+    const { template, ...rest } = opts;
+    const c = await this.applyChatTemplate(messages, template);
+    const stop = [...c.stop, ...(rest.stop === undefined ? [] : Array.isArray(rest.stop) ? rest.stop : [rest.stop])];
+    return this.complete(c.text, { addBos: c.addBos, parseSpecial: true, ...rest, stop });
+  }
+}
