@@ -338,7 +338,7 @@ test('Train page is in the navigation', async () => {
   const p = await open(isolated, 'train.html');
   const links = await p.$$eval('header nav a', (as) => as.map((a) => a.textContent));
   assert.deepEqual(links, ['Generate', 'Kernels', 'Train']);
-  assert.ok(await p.isVisible('[data-testid=train-placeholder]'));
+  assert.ok(await p.isVisible('[data-testid=train-start]'));
   await p.screenshot({ path: path.join(ARTIFACTS, 'train.png'), fullPage: true });
   await p.close();
 });
