@@ -9,6 +9,9 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 J="$(nproc)"
 
+# a fresh machine: install the Debian packages and npm devDependencies first
+[ "${KILN_SKIP_SETUP:-0}" = 1 ] || bash scripts/setup.sh || { echo "setup failed"; exit 1; }
+
 suite_native() {
   cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null &&
   cmake --build build -j"$J" &&
