@@ -104,7 +104,7 @@ struct tinfo {
     int    n_views;    /* live views on this storage */
     bool   allocated;  /* holds memory right now */
     bool   planned;    /* got an offset in this plan */
-    bool   keep;       /* never released (inputs, outputs, already released) */
+    bool   keep;       /* never released (inputs, outputs) */
     size_t offset;
 };
 
@@ -175,12 +175,10 @@ static size_t plan(struct kiln_gallocr * g, struct kiln_cgraph * graph, struct t
                 if (vi->n_views == 0 && vi->n_children == 0 && vi->allocated && !vi->keep) {
                     va_free(va, vi->offset, kiln_nbytes(src->view_src));
                     vi->allocated = false;
-                    vi->keep = true; /* freed once */
                 }
             } else if (si->allocated && !si->keep) {
                 va_free(va, si->offset, kiln_nbytes(src));
                 si->allocated = false;
-                si->keep = true;
             }
         }
     }
