@@ -20,10 +20,14 @@
 
 static KILN_TLS char g_last_error[512];
 
+static void set_error_v(const char * fmt, va_list ap) {
+    vsnprintf(g_last_error, sizeof(g_last_error), fmt, ap);
+}
+
 void kiln_set_error(const char * fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(g_last_error, sizeof(g_last_error), fmt, ap);
+    set_error_v(fmt, ap);
     va_end(ap);
     kiln_log_internal(KILN_LOG_LEVEL_DEBUG, "error: %s\n", g_last_error);
 }
@@ -31,7 +35,7 @@ void kiln_set_error(const char * fmt, ...) {
 void kiln_set_last_error(const char * fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(g_last_error, sizeof(g_last_error), fmt, ap);
+    set_error_v(fmt, ap);
     va_end(ap);
 }
 

@@ -29,6 +29,13 @@ extern "C" {
 #define KILN_ASSERT(x) assert(x)
 #endif
 
+/* wasm built without -pthread (kiln-st): no threads at all */
+#if defined(__EMSCRIPTEN__) && !defined(__EMSCRIPTEN_PTHREADS__)
+#define KILN_NO_THREADS 1
+#endif
+
+#define KILN_CACHE_LINE 64
+
 /* ---- errors: thread-local last error */
 
 /* Records a formatted message as the last error (and logs it at DEBUG). */
@@ -132,6 +139,10 @@ struct kiln_compute_params {
     void * wdata;
     struct kiln_threadpool * tp;
 };
+
+/* Runs one graph on the pool with n_active threads; the caller is thread 0
+ * (src/cpu/threadpool.c, called by the executor). */
+enum kiln_status kiln_threadpool_run(struct kiln_threadpool * tp, struct kiln_cgraph * g, struct kiln_cplan * cplan, int n_active);
 
 /* All nth threads of this compute meet here. */
 void kiln_barrier(const struct kiln_compute_params * params);

@@ -5,16 +5,9 @@
 
 #include <stdlib.h>
 
-#if defined(__EMSCRIPTEN__) && !defined(__EMSCRIPTEN_PTHREADS__)
-#define KILN_NO_THREADS 1
-#endif
 #ifndef KILN_NO_THREADS
 #include <pthread.h>
 #endif
-
-enum kiln_status kiln_threadpool_run(struct kiln_threadpool * tp, struct kiln_cgraph * g, struct kiln_cplan * cplan, int n_active);
-
-#define CACHE_LINE 64
 
 /* work size of one node for n_threads, from the op table's work column */
 static size_t node_work_size(const struct kiln_tensor * node, int n_threads) {
@@ -44,7 +37,7 @@ struct kiln_cplan kiln_graph_plan(const struct kiln_cgraph * g, int n_threads, s
         if (w > work) work = w;
     }
     /* room for per-thread padding so threads never share a cache line */
-    if (work > 0) work += CACHE_LINE * (size_t) n_threads;
+    if (work > 0) work += KILN_CACHE_LINE * (size_t) n_threads;
     plan.work_size = work;
     plan.n_threads = n_threads;
     plan.threadpool = threadpool;

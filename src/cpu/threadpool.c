@@ -18,28 +18,23 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
-#if defined(__EMSCRIPTEN__) && !defined(__EMSCRIPTEN_PTHREADS__)
-#define KILN_NO_THREADS 1
-#endif
-
 #ifndef KILN_NO_THREADS
 #include <pthread.h>
 #include <sched.h>
 #include <unistd.h>
 #endif
 
-#define CACHE_LINE 64
 #define KILN_DEFAULT_POLL 20000 /* spin iterations before yielding */
 #define KILN_YIELDS 64          /* sched_yield()s before sleeping */
 
 struct kiln_threadpool {
     /* each hot atomic on its own cache line: workers hammer them */
-    _Alignas(CACHE_LINE) atomic_int n_barrier;
-    _Alignas(CACHE_LINE) atomic_int n_barrier_passed;
-    _Alignas(CACHE_LINE) atomic_int current_chunk;
-    _Alignas(CACHE_LINE) atomic_int gen;         /* job generation */
-    _Alignas(CACHE_LINE) atomic_int n_sleepers;  /* threads blocked on cond */
-    _Alignas(CACHE_LINE) atomic_int halt;        /* stop after the current node */
+    _Alignas(KILN_CACHE_LINE) atomic_int n_barrier;
+    _Alignas(KILN_CACHE_LINE) atomic_int n_barrier_passed;
+    _Alignas(KILN_CACHE_LINE) atomic_int current_chunk;
+    _Alignas(KILN_CACHE_LINE) atomic_int gen;         /* job generation */
+    _Alignas(KILN_CACHE_LINE) atomic_int n_sleepers;  /* threads blocked on cond */
+    _Alignas(KILN_CACHE_LINE) atomic_int halt;        /* stop after the current node */
     atomic_int stop;                             /* pool shutting down */
     atomic_int n_done;                           /* workers finished this job */
 
@@ -287,7 +282,7 @@ struct kiln_threadpool * kiln_threadpool_new(struct kiln_threadpool_params param
     }
 #endif
     void * mem = NULL;
-    if (posix_memalign(&mem, CACHE_LINE, sizeof(struct kiln_threadpool)) != 0 || !mem) {
+    if (posix_memalign(&mem, KILN_CACHE_LINE, sizeof(struct kiln_threadpool)) != 0 || !mem) {
         kiln_set_error("threadpool_new: out of memory");
         return NULL;
     }
