@@ -178,7 +178,7 @@ static void test_mul_mat(enum kiln_type t, int64_t K, int64_t N, int64_t M, int6
                             const char * wrow = (const char *) w->data + wb * w->nb[2] + i * rs;
                             float e;
                             if (i < N - N % 4) e = blocksum_ref(t, K, wrow, yq);
-                            else k->vec_dot[t](K, &e, wrow, yq);
+                            else (M == 1 && k->vec_dot_1[t] ? k->vec_dot_1[t] : k->vec_dot[t])(K, &e, wrow, yq); /* mat-vec variant */
                             const float got = ((const float *) yr->data)[(b * M + j) * N + i];
                             if (memcmp(&e, &got, sizeof e) != 0) {
                                 CHECK(0, "%s %s K=%lld N=%lld M=%lld b=%lld/%lld %d threads: [%lld,%lld,%lld] %.9g vs llama.cpp order %.9g",
