@@ -1,7 +1,9 @@
 /* ops.c — developer check (not CI): ops of the llama graph, Kiln against a
  * real libggml-cpu (llama.cpp's prebuilt CPU build shipped by
  * @node-llama-cpp), bit for bit, 1 thread. See run.sh. Each case builds the
- * same op in both libraries over the same bytes and counts differing values. */
+ * same op in both libraries over the same bytes and counts differing values.
+ * Env: MMK=K (mul_mat inner size, default 192), HD=D (attention head size,
+ * default 8). */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -103,7 +105,8 @@ int main(int argc, char ** argv) {
     for (size_t ti = 0; ti < sizeof mtypes / sizeof mtypes[0]; ti++) {
         for (int ci = 0; ci < 4; ci++) {
             fresh();
-            struct pair w = mk(mtypes[ti], 2, 192, 64, 1, 1, 0.5f), x = mk(KILN_TYPE_F32, 2, 192, ncols[ci], 1, 1, 2);
+            const int64_t K = getenv("MMK") ? atoi(getenv("MMK")) : 192;
+            struct pair w = mk(mtypes[ti], 2, K, 64, 1, 1, 0.5f), x = mk(KILN_TYPE_F32, 2, K, ncols[ci], 1, 1, 2);
             snprintf(name, sizeof name, "mul_mat %s x %lld", kiln_type_name((enum kiln_type) mtypes[ti]), (long long) ncols[ci]);
             fails += compare(name, (struct pair) { g_mm(gctx, w.g, x.g), kiln_mul_mat(kctx, w.k, x.k) });
         }
@@ -143,7 +146,7 @@ int main(int argc, char ** argv) {
     for (int kt = 0; kt < 2; kt++) {
         for (int qi = 0; qi < 4; qi++) {
             fresh();
-            const int64_t hd = 8, nq = nqs[qi], nkv = 32, nh = 8, nkvh = 4;
+            const int64_t hd = getenv("HD") ? atoi(getenv("HD")) : 8, nq = nqs[qi], nkv = 32, nh = 8, nkvh = 4;
             const int kvt = kt ? KILN_TYPE_F32 : KILN_TYPE_F16;
             struct pair q = mk(KILN_TYPE_F32, 3, hd, nq, nh, 1, 2), k = mk(kvt, 3, hd, nkv, nkvh, 1, 2), v = mk(kvt, 3, hd, nkv, nkvh, 1, 2);
             const int64_t npad = (nq + 63) / 64 * 64;

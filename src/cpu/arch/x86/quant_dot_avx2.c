@@ -10,6 +10,7 @@
  */
 #include <immintrin.h>
 #include <string.h>
+#include <math.h>
 
 /* F16C: exact fp16 -> fp32 in one instruction */
 #define KQ_H2F(h) _cvtsh_ss(h)
@@ -173,7 +174,7 @@ void iq4_nl_q8_0_vec_dot_gemv__avx2(int64_t n, float * s, const void * vx, const
     float sum = hsum_ps(_mm256_add_ps(acc0, acc1));
     for (; i < nb; i++) {
         const int isum = hsum_i32(dot_i8(iq4nl_lookup(x[i].qs), load32(y[i].qs)));
-        sum += KQ_H2F(x[i].d) * KQ_H2F(y[i].d) * (float) isum;
+        sum = fmaf(KQ_H2F(x[i].d) * KQ_H2F(y[i].d), (float) isum, sum);
     }
     *s = sum;
 }

@@ -63,7 +63,7 @@ static inline float reduce4(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
 }
 
 /* llama.cpp's order (ggml_vec_dot_f32 on AVX2): 4 accumulators over steps
- * of 32, reduced, then the last n % 32 products added in double */
+ * of 32, reduced, then the last n % 32 products added in float, unfused */
 float f32_dot__avx2(int64_t n, const float * x, const float * y) {
     __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
     int64_t i = 0;
@@ -73,9 +73,9 @@ float f32_dot__avx2(int64_t n, const float * x, const float * y) {
         a2 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 16), _mm256_loadu_ps(y + i + 16), a2);
         a3 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 24), _mm256_loadu_ps(y + i + 24), a3);
     }
-    double s = reduce4(a0, a1, a2, a3);
+    float s = reduce4(a0, a1, a2, a3);
     for (; i < n; i++) s += x[i] * y[i];
-    return (float) s;
+    return s;
 }
 
 static inline __m256 load_f16x8(const kiln_fp16_t * p) {
