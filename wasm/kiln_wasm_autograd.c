@@ -163,7 +163,16 @@ KW_EXPORT int kw_backward(int h, int job_id) {
         return kw_fail(KW_E_INVALID, "backward: the loss must be a scalar (one f32 element), not %s; reduce it first (sum, mean)", s);
     }
     if (loss->op == KILN_OP_NONE) {
-        return kw_fail(KW_E_INVALID, "backward: the loss is a leaf tensor; it must be computed by ops from tensors with requiresGrad");
+        /* a one-element parameter is its own loss: d(loss)/d(loss) = 1 */
+        const int ps = (loss->flags & KILN_TENSOR_FLAG_PARAM) ? param_slot_of(loss) : 0;
+        if (!ps || !grow(&g_reached, &g_cap_reached, 1)) {
+            return kw_fail(KW_E_INVALID, "backward: the loss is a leaf tensor without requiresGrad; it must be computed from tensors with requiresGrad");
+        }
+        struct kw_entry * e = kw_entry_slot(ps);
+        ((float *) e->grad->data)[0] += 1.0f;
+        e->has_grad = 1;
+        g_reached[g_n_reached++] = kw_handle_of(ps);
+        return 1;
     }
     for (size_t size = 2048;; size *= 4) {
         const bool last = size >= (1u << 20);

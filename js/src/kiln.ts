@@ -136,7 +136,7 @@ export class Kiln {
     this._info = info;
     // tensors the caller dropped without free() are freed when collected
     this.registry = typeof FinalizationRegistry === 'function'
-      ? new FinalizationRegistry((id: number) => { if (!this.destroyed) this.sched.send({ t: 'free', tensor: id }); })
+      ? new FinalizationRegistry((id: number) => { this.params.delete(id); if (!this.destroyed) this.sched.send({ t: 'free', tensor: id }); })
       : null;
   }
 

@@ -454,4 +454,52 @@ describe.each(BUILDS)('autograd (%s)', (build) => {
     expect(Array.from(await lq.data())).toEqual([25]);
     await usable();
   });
+
+  it('a one-element parameter can be its own loss (gradient 1)', async () => {
+    const p = kiln.param([4], [1]);
+    await p.backward();
+    await p.backward();
+    expect(Array.from(await p.grad!.data())).toEqual([2]);
+  });
+
+  it('400 random autograd calls, good and bad, only ever give results or KilnErrors', async () => {
+    let s = 24681357;
+    const rnd = (n: number) => { s = (Math.imul(s, 1103515245) + 12345) >>> 0; return s % n; };
+    const ps = [kiln.param(rand(6, 131), [3, 2]), kiln.param(rand(2, 132), [2]), kiln.param(rand(3, 133), [3])];
+    const freed = kiln.param([1, 2], [2]);
+    freed.free();
+    const foreign = other.param([1, 2], [2]);
+    const plain = kiln.tensor(rand(6, 134), [3, 2]);
+    const opts = [kiln.optim.sgd({ lr: 0.01, momentum: 0.5 }), kiln.optim.adamw({ lr: 0.01 })];
+    const losses: (() => Tensor)[] = [
+      () => ps[0].matmul(ps[2].reshape([3, 1])).add(ps[1].reshape([2, 1])).sqr().sum(), // good
+      () => ps[0].tanh().sum(),                       // good
+      () => ps[0].sqr(),                              // not a scalar
+      () => ps[0].gelu().sum(),                       // no backward rule
+      () => plain.sum(),                              // no requiresGrad
+      () => ps[0].add(ps[1]).sum(),                   // shapes do not broadcast
+      () => ps[rnd(3)].add(foreign).sum(),            // another engine's tensor
+      () => freed.sum(),                              // freed input
+      () => ps[0].reshape([6]).argmax(),              // i32
+    ];
+    let ok = 0, errs = 0;
+    for (let i = 0; i < 400; i++) {
+      const op = rnd(5);
+      try {
+        if (op === 0 || op === 1) { const l = losses[rnd(losses.length)](); await l.backward(); if (rnd(2)) l.free(); }
+        else if (op === 2) { const pick = [ps[rnd(3)], freed, foreign, plain][rnd(4)]; await opts[rnd(2)].step([pick]); }
+        else if (op === 3) { const pick = [ps[rnd(3)], freed, foreign, plain][rnd(4)]; kiln.zeroGrad([pick]); }
+        else { const g = ps[rnd(3)].grad; if (g) expect((await g.data()).length).toBeGreaterThan(0); }
+        ok++;
+      } catch (e) {
+        expect(e).toBeInstanceOf(KilnError);
+        expect((e as KilnError).code).not.toBe('ENGINE_CRASHED');
+        errs++;
+      }
+    }
+    expect(ok).toBeGreaterThan(50);
+    expect(errs).toBeGreaterThan(50);
+    for (const p of ps) for (const v of (await p.data()) as Float32Array) expect(Number.isFinite(v)).toBe(true);
+    await usable();
+  });
 });
