@@ -206,6 +206,14 @@ describe.each(BUILDS)('autograd (%s)', (build) => {
     await check([a], [[7, 3]], ([A]) => op(A).mul(wt).sum(), ([A]) => dot(map(A, f), w));
   });
 
+  it('a deep graph (1,500 ops) retries with a bigger backward graph', async () => {
+    const a = rand(5, 141);
+    await check([a], [[5]],
+      // A is used 751 times: 751 contributions summed into one gradient
+      ([A]) => { let t = A; for (let i = 0; i < 750; i++) t = t.scale(0.99).add(A); return t.sqr().sum(); },
+      ([A]) => sum(map(A, (a) => { let v = a; for (let i = 0; i < 750; i++) v = 0.99 * v + a; return v * v; })), 1e-8);
+  });
+
   it('gradients accumulate until zeroGrad; a second backward on the same loss adds again', async () => {
     const p = kiln.param([1, -2, 3], [3]);
     const q = kiln.param([5, 5], [2]); // never used by the loss
