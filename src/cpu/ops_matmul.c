@@ -204,7 +204,7 @@ enum kiln_status kiln_cpu_fwd_mul_mat(const struct kiln_compute_params * params,
     const size_t act_work = kiln_mm_act_work(&act, params->nth);
     const bool pack = wants_packing(src0, src1) && k->f32_gemm_packed != NULL;
     const int rep = kiln_repacked_rows(src0);
-    if (rep && (src0->type != KILN_TYPE_Q4_0 && src0->type != KILN_TYPE_Q8_0)) {
+    if (rep && src0->type != KILN_TYPE_Q4_0 && src0->type != KILN_TYPE_Q8_0 && src0->type != KILN_TYPE_IQ4_NL) {
         kiln_set_error("mul_mat: repacked tensor '%s' of unexpected type %s", src0->name, kiln_type_name(src0->type));
         return KILN_STATUS_FAILED;
     }
