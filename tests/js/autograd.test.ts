@@ -199,6 +199,10 @@ describe.each(BUILDS)('autograd (%s)', (build) => {
     ['abs', (t) => t.abs(), Math.abs, (v) => v],
     ['neg', (t) => t.neg(), (v) => -v, (v) => v],
     ['scale', (t) => t.scale(0.7), (v) => 0.7 * v, (v) => v],
+    ['gelu', (t) => t.gelu(), (v) => 0.5 * v * (1 + Math.tanh(0.7978845608028654 * (v + 0.044715 * v ** 3))), (v) => 3 * v],
+    ['geluQuick', (t) => t.geluQuick(), (v) => v * sigm(1.702 * v), (v) => 3 * v],
+    ['elu', (t) => t.elu(), (v) => (v > 0 ? v : Math.exp(v) - 1), (v) => 2 * v],
+    ['leakyRelu', (t) => t.leakyRelu(0.1), (v) => (v > 0 ? v : 0.1 * v), (v) => 2 * v],
   ];
   it.each(UNARY)('unary %s', async (_name, op, f, dom) => {
     const a = rand(7 * 3, 71).map(dom), w = rand(7 * 3, 72);
@@ -422,7 +426,7 @@ describe.each(BUILDS)('autograd (%s)', (build) => {
     // a loss that depends on no tensor with requiresGrad
     expect(await codeOf(() => kiln.tensor([1, 2], [2]).sum().backward())).toMatch(/^INVALID_ARGUMENT: .*requiresGrad/);
     // an op without a backward rule on the path: named
-    expect(await codeOf(() => p.gelu().sum().backward())).toMatch(/^UNSUPPORTED: .*GELU.*backward rule/i);
+    expect(await codeOf(() => p.hardswish().sum().backward())).toMatch(/^UNSUPPORTED: .*HARDSWISH.*backward rule/i);
     expect(await codeOf(() => p.reshape([6]).clamp(-0.5, 0.5).sum().backward())).toMatch(/^UNSUPPORTED: .*clamp.*backward rule/i);
     expect(p.grad).toBeNull(); // failed passes add nothing
     // a freed loss
@@ -483,7 +487,7 @@ describe.each(BUILDS)('autograd (%s)', (build) => {
       () => ps[0].matmul(ps[2].reshape([3, 1])).add(ps[1].reshape([2, 1])).sqr().sum(), // good
       () => ps[0].tanh().sum(),                       // good
       () => ps[0].sqr(),                              // not a scalar
-      () => ps[0].gelu().sum(),                       // no backward rule
+      () => ps[0].hardswish().sum(),                  // no backward rule
       () => plain.sum(),                              // no requiresGrad
       () => ps[0].add(ps[1]).sum(),                   // shapes do not broadcast
       () => ps[rnd(3)].add(foreign).sum(),            // another engine's tensor
