@@ -118,15 +118,15 @@ double f32_sumsq__neon(int64_t n, const float * x) {
 }
 
 double f32_softmax_exp__neon(int64_t n, const float * x, float * y, float max) {
+    /* each vector's sum into a double, as llama.cpp */
     const float32x4_t vmax = vdupq_n_f32(max);
-    float32x4_t acc = vdupq_n_f32(0);
+    double s = 0;
     int64_t i = 0;
     for (; i + 4 <= n; i += 4) {
         const float32x4_t v = exp4(vsubq_f32(vld1q_f32(x + i), vmax));
         vst1q_f32(y + i, v);
-        acc = vaddq_f32(acc, v);
+        s += vaddvq_f32(v);
     }
-    double s = vaddvq_f32(acc);
     for (; i < n; i++) { const float v = expf(x[i] - max); y[i] = v; s += v; }
     return s;
 }

@@ -150,15 +150,16 @@ double f32_sumsq__wasm_simd128(int64_t n, const float * x) {
 }
 
 double f32_softmax_exp__wasm_simd128(int64_t n, const float * x, float * y, float max) {
+    /* each vector's sum into a double, as llama.cpp: a long row summed in
+     * float lanes loses ~1e-5 relative */
     const v128_t vmax = wasm_f32x4_splat(max);
-    v128_t acc = wasm_f32x4_splat(0);
+    double s = 0;
     int64_t i = 0;
     for (; i + 4 <= n; i += 4) {
         const v128_t v = exp4(wasm_f32x4_sub(wasm_v128_load(x + i), vmax));
         wasm_v128_store(y + i, v);
-        acc = wasm_f32x4_add(acc, v);
+        s += hsum4(v);
     }
-    double s = hsum4(acc);
     for (; i < n; i++) { const float v = expf(x[i] - max); y[i] = v; s += v; }
     return s;
 }
