@@ -2,7 +2,7 @@
  * kiln-mnist — train and evaluate the (Fashion-)MNIST example models.
  *
  *   kiln-mnist train --data DIR --model fc|cnn --epochs N --out model.gguf
- *                    [--batch 100] [--lr 1e-3] [--threads N] [--seed S]
+ *                    [--batch 100] [--lr 1e-3] [--lr-decay 1] [--threads N] [--seed S]
  *                    [--subset N] [--val-split 0.05]
  *   kiln-mnist eval  --data DIR --model model.gguf [--threads N]
  *
@@ -106,7 +106,7 @@ static int evaluate(struct kiln_mnist_model * m, struct kiln_opt_dataset * test,
 static void usage(void) {
     fprintf(stderr,
         "usage: kiln-mnist train --data DIR --model fc|cnn [--epochs N] [--out model.gguf] [--batch B] [--lr LR]\n"
-        "                        [--threads N] [--seed S] [--subset N] [--val-split F]\n"
+        "                        [--lr-decay D] [--threads N] [--seed S] [--subset N] [--val-split F]\n"
         "       kiln-mnist eval  --data DIR --model model.gguf [--threads N] [--batch B]\n");
 }
 
@@ -116,7 +116,7 @@ int main(int argc, char ** argv) {
     const char * data = "/usr/share/datasets/fashion-mnist";
     const char * model = NULL, * out = NULL;
     int epochs = 1, nbatch = 100, threads = 2;
-    float lr = 1e-3f, val_split = 0.05f;
+    float lr = 1e-3f, val_split = 0.05f, lr_decay = 1.0f;
     uint64_t seed = 1;
     int64_t subset = 0;
     for (int i = 2; i < argc; i++) {
@@ -130,13 +130,14 @@ int main(int argc, char ** argv) {
         else if (!strcmp(a, "--batch")) nbatch = atoi(v);
         else if (!strcmp(a, "--threads")) threads = atoi(v);
         else if (!strcmp(a, "--lr")) lr = (float) atof(v);
+        else if (!strcmp(a, "--lr-decay")) lr_decay = (float) atof(v);
         else if (!strcmp(a, "--seed")) seed = strtoull(v, NULL, 10);
         else if (!strcmp(a, "--subset")) subset = atoll(v);
         else if (!strcmp(a, "--val-split")) val_split = (float) atof(v);
         else { usage(); return 1; }
         i++;
     }
-    if (!model || nbatch < 1 || epochs < 0 || threads < 1) { usage(); return 1; }
+    if (!model || nbatch < 1 || epochs < 0 || threads < 1 || !(lr_decay > 0.0f && lr_decay <= 1.0f)) { usage(); return 1; }
 
     if (!strcmp(cmd, "eval")) {
         struct kiln_mnist_model * m = kiln_mnist_model_load(model);
@@ -173,12 +174,13 @@ int main(int argc, char ** argv) {
         kiln_opt_dataset_shuffle(train, seed + (uint64_t) e, split);
         kiln_opt_result_reset(rt);
         kiln_opt_result_reset(rv);
-        fprintf(stderr, "epoch %d/%d\n", e + 1, epochs);
+        fprintf(stderr, "epoch %d/%d (lr %.3g)\n", e + 1, epochs, ud.lr);
         if (kiln_opt_epoch(o, train, rt, rv, split, kiln_opt_epoch_callback_progress_bar,
                            kiln_opt_epoch_callback_progress_bar, NULL) != KILN_STATUS_SUCCESS) {
             fprintf(stderr, "kiln-mnist: %s\n", kiln_last_error());
             return 1;
         }
+        ud.lr *= lr_decay; /* per epoch: small late steps settle the weights */
     }
     const double dt = (kiln_time_us() - t0) / 1e6;
     fprintf(stderr, "trained %d epochs in %.1f s (%.0f images/s)\n", epochs, dt, epochs * (double) split / (dt > 0 ? dt : 1));
