@@ -12,8 +12,8 @@
  *   loop between them (the caller's thread never blocks for long), then
  *   says 'filled'. One copy.
  * - kiln-st: the bytes travel in transferred slices, at most two in flight
- *   (the worker acknowledges each one), so the peak is the caller's buffer,
- *   the model buffer and two slices.
+ *   (the worker acknowledges each one and hands its buffer back), so the
+ *   peak is the caller's buffer, the model buffer and two slices.
  * - {transfer: true}: the caller's ArrayBuffer is moved (detached on this
  *   side) instead; kiln-st copies it once into wasm memory, kiln-mt fills
  *   from it as above.
@@ -28,8 +28,6 @@ import type { Progress, Scheduler } from './scheduler.js';
 
 /** a slice sent or written at a time */
 const SLICE = 4 << 20;
-/** kiln-st: bytes in flight to the worker at most */
-const WINDOW = 2 * SLICE;
 
 export interface BytesPlan {
   source: Record<string, unknown>;
@@ -130,13 +128,19 @@ export function planBytes(sched: Scheduler, source: ArrayBuffer | SharedArrayBuf
   }
 
   let sent = 0;
+  // the worker sends each slice's buffer back with its acknowledgement: two
+  // buffers go back and forth, no garbage per slice
+  const spare: ArrayBuffer[] = [];
+  const slice = Math.min(SLICE, total);
   const onFill = (msg: any, live: () => boolean) => {
     const acked = Number(msg.loaded) || 0;
+    if (msg.buffer instanceof ArrayBuffer && msg.buffer.byteLength === slice) spare.push(msg.buffer);
     try {
-      while (sent < total && sent - acked < WINDOW && live()) {
+      while (sent < total && sent - acked < 2 * slice && live()) {
         const n = Math.min(SLICE, total - sent);
-        const slice = view.slice(sent, sent + n);
-        sched.direct({ t: 'fillData', job: msg.id, buffer: slice.buffer, byteLength: n }, [slice.buffer]);
+        const buf = spare.pop() ?? new ArrayBuffer(slice);
+        new Uint8Array(buf, 0, n).set(view.subarray(sent, sent + n));
+        sched.direct({ t: 'fillData', job: msg.id, buffer: buf, byteLength: n }, [buf]);
         sent += n;
       }
     } catch (e: any) {

@@ -313,7 +313,7 @@ declare const setTimeout: any;
             if (msg.error) throw new WErr('BAD_SOURCE', `model: ${msg.error}`);
             if (msg.t !== 'fillData' || !(msg.buffer instanceof ArrayBuffer)) throw new WErr('BAD_SOURCE', 'model: the bytes did not arrive');
             put(new Uint8Array(msg.buffer, 0, Math.min(msg.byteLength, msg.buffer.byteLength)));
-            post({ t: 'fill', id, loaded, total });
+            post({ t: 'fill', id, loaded, total, buffer: msg.buffer }, [msg.buffer]); // for the next slice
           }
         }
       } else if (src.kind === 'path') {
