@@ -21,7 +21,7 @@ fi
 newer() { # newer SRC_DIR TARGET: true when TARGET is missing or a file in SRC_DIR is newer
   [ ! -e "$2" ] || [ -n "$(find "$1" -path "$1/dist" -prune -o -newer "$2" -type f -print -quit)" ]
 }
-if newer js/src js/dist/index.js || newer js/src js/dist/worker.js; then
+if newer js/src js/dist/index.js || newer js/src js/dist/worker.js || [ ! -e js/dist/vendor/jinja/index.js ]; then
   echo "== building js/dist"
   npm run -s build:ts
 fi

@@ -35,12 +35,17 @@ const TYPES = {
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-function resolvePath(urlPath) {
+function resolvePath(urlPath, mounts = {}) {
   let p;
   try { p = decodeURIComponent(urlPath); } catch { return null; }
   if (p.includes('\0')) return null;
+  const mount = Object.keys(mounts).find((pre) => p.startsWith(pre));
+  if (mount) return inside(path.resolve(mounts[mount]), p.slice(mount.length - 1));
   const fromRoot = FROM_ROOT.some((pre) => p.startsWith(pre));
-  const base = fromRoot ? ROOT : DEMO;
+  return inside(fromRoot ? ROOT : DEMO, p);
+}
+
+function inside(base, p) {
   if (p.endsWith('/')) p += 'index.html';
   const full = path.resolve(base, '.' + p);
   // no way out of the served folders
@@ -51,8 +56,9 @@ function resolvePath(urlPath) {
 /**
  * Start the server. Returns {server, url, requests, close()}; `requests`
  * records every request's method and path (tests count model downloads).
+ * `mounts` ({'/fixtures/': '/tmp/dir'}) serves more folders (tests' pages).
  */
-export async function startServer({ port = 8080, host = '127.0.0.1', isolation = true, quiet = false } = {}) {
+export async function startServer({ port = 8080, host = '127.0.0.1', isolation = true, quiet = false, mounts = {} } = {}) {
   const requests = [];
   const server = createServer(async (req, res) => {
     const url = new URL(req.url, 'http://localhost');
@@ -71,7 +77,7 @@ export async function startServer({ port = 8080, host = '127.0.0.1', isolation =
       res.writeHead(405, { ...headers, Allow: 'GET, HEAD' }).end();
       return;
     }
-    const file = resolvePath(url.pathname);
+    const file = resolvePath(url.pathname, mounts);
     let st = null;
     if (file) { try { st = await fsp.stat(file); } catch { st = null; } }
     if (!st || !st.isFile()) {

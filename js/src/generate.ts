@@ -58,6 +58,28 @@ export interface ChatOptions extends GenerateOptions {
   template?: string;
 }
 
+/**
+ * @huggingface/jinja: the copy that `npm run build:ts` puts beside this file
+ * (scripts/vendor-jinja.mjs), found by a relative URL in a plain browser
+ * page and by bundlers; else the package by name (Node, import maps).
+ */
+let jinjaModule: Promise<any> | null = null;
+function loadJinja(): Promise<any> {
+  jinjaModule ??= (async () => {
+    try {
+      // @ts-ignore: copied into js/dist/vendor/ at build time
+      return await import('./vendor/jinja/index.js');
+    } catch (vendored: any) {
+      const name = '@huggingface/jinja';
+      try { return await import(/* @vite-ignore */ name); } catch (e: any) {
+        throw new Error(`${vendored?.message ?? vendored}; ${e?.message ?? e}`);
+      }
+    }
+  })();
+  jinjaModule.catch(() => { jinjaModule = null; });
+  return jinjaModule;
+}
+
 interface LlmInfo { nCtx: number; nVocab: number; bos: number; eos: number; bosText: string; eosText: string }
 
 function num(name: string, v: unknown, def: number, check: (x: number) => boolean, what: string): number {
@@ -178,8 +200,7 @@ export class TextGen {
       return { text, stop: ['<|im_end|>', '<|im_start|>'], addBos: true };
     }
     let jinja: any;
-    const modName = '@huggingface/jinja';
-    try { jinja = await import(/* @vite-ignore */ modName); } catch (e: any) {
+    try { jinja = await loadJinja(); } catch (e: any) {
       throw new KilnError('UNSUPPORTED', `chat: the model's chat template needs the package @huggingface/jinja, which cannot be loaded here (${e?.message ?? e})`);
     }
     let text: string;

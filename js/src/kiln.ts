@@ -8,6 +8,7 @@ import { Scheduler, type Port, type Progress } from './scheduler.js';
 import { train as trainModel, type TrainOptions, type TrainedModel } from './train.js';
 import { loadModelCached, modelCache, type CacheEvent, type ModelCache } from './cache.js';
 import { backward, gradOf, makeOptim, zeroGrad, type BackwardOptions, type Optim } from './autograd.js';
+import { isBytes, planBytes } from './bytes.js';
 import { TextGen, type ChatMessage, type ChatOptions, type Completion, type GenerateOptions, type GenerationStats } from './generate.js';
 
 export type Build = 'st' | 'mt';
@@ -46,7 +47,7 @@ export interface KilnInfo {
 
 export interface MemoryStats { used: number; total: number; max: number; handles: number }
 
-export type ModelSource = string | URL | Blob | ArrayBuffer | ArrayBufferView | ReadableStream<Uint8Array>;
+export type ModelSource = string | URL | Blob | ArrayBuffer | SharedArrayBuffer | ArrayBufferView | ReadableStream<Uint8Array>;
 export interface LoadOptions {
   onProgress?: (p: Progress) => void; signal?: AbortSignal;
   /** URLs in browsers: keep the file in the persistent model cache (cache.ts); 'revalidate' checks size/ETag with a HEAD first */
@@ -57,6 +58,19 @@ export interface LoadOptions {
   vocabOnly?: boolean;
   /** text generation: context length (default: the model's, kept within 512..4096) */
   nCtx?: number;
+  /**
+   * bytes sources (ArrayBuffer / typed array): move the caller's buffer to
+   * the engine instead of copying it. The WHOLE underlying ArrayBuffer is
+   * DETACHED on the caller's side (byteLength 0, unusable) as soon as
+   * loadModel() is called, whether the load then succeeds or not. Without
+   * it the buffer stays intact; kiln-mt then writes it straight into wasm
+   * memory (one copy) and kiln-st sends it in slices (a few MB in flight),
+   * so only kiln-st gains from it. Ignored for other sources, for a
+   * SharedArrayBuffer (shared, never copied on the way) and for buffers that
+   * cannot be transferred (e.g. Node's pooled small Buffers), which are
+   * copied as without it.
+   */
+  transfer?: boolean;
 }
 
 const LEVELS: Record<LogLevel, number> = { debug: 1, info: 2, warn: 3, error: 4, silent: 5 };
@@ -226,6 +240,7 @@ export class Kiln {
   async loadModel(source: ModelSource, opts: LoadOptions = {}): Promise<Model> {
     let src: Record<string, unknown>;
     const transfer: Transferable[] = [];
+    let onFill: ((msg: any, live: () => boolean) => void) | undefined;
     if (opts.cache && !isNode && (source instanceof URL || typeof source === 'string')) {
       const { cache, onCache, ...rest } = opts;
       return loadModelCached<Model>(this, source, { ...rest, cache, onCache });
@@ -234,9 +249,16 @@ export class Kiln {
       src = { kind: 'stream', stream: source, size: opts.size ?? NaN };
       transfer.push(source as unknown as Transferable);
     } else if (typeof Blob !== 'undefined' && source instanceof Blob) src = { kind: 'blob', blob: source };
-    else if (source instanceof ArrayBuffer) src = { kind: 'bytes', buffer: source, byteOffset: 0, byteLength: source.byteLength };
-    else if (ArrayBuffer.isView(source)) src = { kind: 'bytes', buffer: source.buffer, byteOffset: source.byteOffset, byteLength: source.byteLength };
-    else if (source instanceof URL || (typeof source === 'string' && /^(https?|blob|data):/i.test(source))) src = { kind: 'url', url: String(source) };
+    else if (isBytes(source)) {
+      if (opts.nCtx !== undefined && !(Number.isInteger(opts.nCtx) && opts.nCtx >= 0 && opts.nCtx < 2 ** 31)) {
+        throw new KilnError('INVALID_ARGUMENT', `loadModel: nCtx must be an integer >= 0, not ${String(opts.nCtx)}`);
+      }
+      // bytes.ts: no whole second copy on the way to wasm memory
+      const plan = planBytes(this.sched, source, this._info.build, opts);
+      src = plan.source;
+      transfer.push(...plan.transfer);
+      onFill = plan.onFill;
+    } else if (source instanceof URL || (typeof source === 'string' && /^(https?|blob|data):/i.test(source))) src = { kind: 'url', url: String(source) };
     else if (typeof source === 'string' && /^file:/i.test(source) && isNode) src = { kind: 'path', path: decodeURIComponent(new URL(source).pathname) };
     else if (typeof source === 'string') {
       if (isNode) {
@@ -249,7 +271,7 @@ export class Kiln {
     if (opts.nCtx !== undefined && !(Number.isInteger(opts.nCtx) && opts.nCtx >= 0 && opts.nCtx < 2 ** 31)) {
       throw new KilnError('INVALID_ARGUMENT', `loadModel: nCtx must be an integer >= 0, not ${String(opts.nCtx)}`);
     }
-    const r = await this.sched.job<any>({ t: 'load', source: src, vocabOnly: !!opts.vocabOnly, nCtx: opts.nCtx ?? 0 }, { signal: opts.signal, onProgress: opts.onProgress, transfer });
+    const r = await this.sched.job<any>({ t: 'load', source: src, vocabOnly: !!opts.vocabOnly, nCtx: opts.nCtx ?? 0 }, { signal: opts.signal, onProgress: opts.onProgress, transfer, onFill });
     return new Model(this, r.modelId, r);
   }
 

@@ -20,6 +20,8 @@ interface Job {
   onProgress?: (p: any) => void;
   /** streamed output of a running job (generated text pieces) */
   onPiece?: (text: string) => void;
+  /** a running load asks for its bytes (bytes.ts); live() is false once the job is over or aborted */
+  onFill?: (msg: any, live: () => boolean) => void;
   signal?: AbortSignal;
   onAbort?: () => void;
   running: boolean;
@@ -50,6 +52,10 @@ export class Scheduler {
     if (!job || msg.id !== job.id) return; // a reply to a job already given up on
     if (msg.t === 'progress') { job.onProgress?.(msg.train ?? { loaded: msg.loaded, total: msg.total }); return; }
     if (msg.t === 'piece') { if (!job.settled) job.onPiece?.(msg.text); return; }
+    if (msg.t === 'fill') {
+      if (!job.settled) job.onFill?.(msg, () => this.current === job && !job.settled && !job.signal?.aborted && !this.closed);
+      return;
+    }
     if (msg.t !== 'reply') return;
     this.finish(job);
     if (job.settled) { this.pump(); return; } // the caller was already told it was aborted
@@ -75,13 +81,21 @@ export class Scheduler {
     this.pump();
   }
 
-  job<T>(msg: Record<string, unknown>, opts: { signal?: AbortSignal; onProgress?: (p: any) => void; onPiece?: (text: string) => void; transfer?: Transferable[] } = {}): Promise<T> {
+  /** a message for the running job, past the queue (the bytes of a load: bytes.ts) */
+  direct(msg: Record<string, unknown>, transfer: Transferable[] = []) {
+    if (!this.closed) this.port.post(msg, transfer);
+  }
+
+  job<T>(msg: Record<string, unknown>, opts: {
+    signal?: AbortSignal; onProgress?: (p: any) => void; onPiece?: (text: string) => void;
+    onFill?: (msg: any, live: () => boolean) => void; transfer?: Transferable[];
+  } = {}): Promise<T> {
     if (this.closed) return Promise.reject(this.closed);
     if (opts.signal?.aborted) return Promise.reject(new KilnAbortError());
     return new Promise<T>((resolve, reject) => {
       const job: Job = {
         id: this.nextId++, msg, transfer: opts.transfer ?? [], resolve, reject,
-        onProgress: opts.onProgress, onPiece: opts.onPiece, signal: opts.signal, running: false, settled: false,
+        onProgress: opts.onProgress, onPiece: opts.onPiece, onFill: opts.onFill, signal: opts.signal, running: false, settled: false,
       };
       if (job.signal) {
         job.onAbort = () => this.abort(job);

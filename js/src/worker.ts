@@ -292,6 +292,30 @@ declare const setTimeout: any;
           if (isAborted()) abortNow();
           put(b.subarray(off, Math.min(b.byteLength, off + (4 << 20))));
         }
+      } else if (src.kind === 'fill') {
+        // bytes still on the caller's side (bytes.ts): checked and sized here,
+        // then filled in place (mt: 'shared') or sent in slices ('slices')
+        checkHeader(new Uint8Array(src.head));
+        if (src.mode === 'shared' && !(mem() instanceof SharedArrayBuffer)) throw new WErr('BAD_SOURCE', 'model: wasm memory is not shared in this build');
+        allocate(src.byteLength);
+        const inbox = openInbox(id);
+        if (src.mode === 'shared') {
+          post({ t: 'fill', id, memory: mem(), ptr, total });
+          const msg = await inbox.next();
+          if (msg.error) throw new WErr('BAD_SOURCE', `model: ${msg.error}`);
+          if (msg.t !== 'filled') throw new WErr('BAD_SOURCE', 'model: the bytes did not arrive');
+          loaded = total;
+        } else {
+          post({ t: 'fill', id, loaded: 0, total });
+          while (loaded < total) {
+            const msg = await inbox.next();
+            if (isAborted()) abortNow();
+            if (msg.error) throw new WErr('BAD_SOURCE', `model: ${msg.error}`);
+            if (msg.t !== 'fillData' || !(msg.buffer instanceof ArrayBuffer)) throw new WErr('BAD_SOURCE', 'model: the bytes did not arrive');
+            put(new Uint8Array(msg.buffer, 0, Math.min(msg.byteLength, msg.buffer.byteLength)));
+            post({ t: 'fill', id, loaded, total, buffer: msg.buffer }, [msg.buffer]); // for the next slice
+          }
+        }
       } else if (src.kind === 'path') {
         if (!isNode) throw new WErr('BAD_SOURCE', 'file paths can only be loaded in Node');
         const fs = await import('node:fs' as any);
@@ -400,7 +424,27 @@ declare const setTimeout: any;
     } finally {
       aborted.delete(id);
       cancelers.delete(id);
+      inboxes.delete(id);
     }
+  }
+
+  /* messages for a running load from the caller's side ('fillData', 'filled'), in order */
+  const inboxes = new Map<number, (msg: any) => void>();
+  function openInbox(id: number) {
+    const queue: any[] = [];
+    let wake: ((m: any) => void) | null = null;
+    let stop: ((e: any) => void) | null = null;
+    let cancelled = false;
+    inboxes.set(id, (m) => { if (wake) { const w = wake; wake = stop = null; w(m); } else queue.push(m); });
+    // an 'abort' message ends the wait
+    cancelers.set(id, () => { cancelled = true; if (stop) { const s = stop; wake = stop = null; s(new WErr('ABORTED', 'model load aborted')); } });
+    return {
+      next(): Promise<any> {
+        if (cancelled) return Promise.reject(new WErr('ABORTED', 'model load aborted'));
+        if (queue.length > 0) return Promise.resolve(queue.shift());
+        return new Promise((res, rej) => { wake = res; stop = rej; });
+      },
+    };
   }
 
   /* ---------------------------------------------------------- training (train.ts) */
@@ -635,7 +679,8 @@ declare const setTimeout: any;
         return textAt(M._kw_llm_text(g) >>> 0, check(n));
       }
       case 'llmInfo': {
-        const piece = (t: number) => (t >= 0 ? textAt(M._kw_llm_text(g) >>> 0, check(M._kw_llm_token_to_piece(g, t, 1))) : '');
+        // the text buffer may move while the piece is made: its address after
+        const piece = (t: number) => { if (t < 0) return ''; const n = check(M._kw_llm_token_to_piece(g, t, 1)); return textAt(M._kw_llm_text(g) >>> 0, n); };
         const bos = M._kw_llm_bos(g), eos = M._kw_llm_eos(g);
         return { nCtx: check(M._kw_llm_n_ctx(g)), nVocab: check(M._kw_llm_n_vocab(g)), bos, eos, bosText: piece(bos), eosText: piece(eos) };
       }
@@ -759,6 +804,7 @@ declare const setTimeout: any;
 
   function receive(msg: any) {
     if (msg.t === 'abort') { aborted.add(msg.job); cancelers.get(msg.job)?.(); return; }
+    if (msg.t === 'fillData' || msg.t === 'filled') { inboxes.get(msg.job)?.(msg); return; }
     reply(msg.id ?? 0, (async () => handle(msg))());
   }
 

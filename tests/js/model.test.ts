@@ -68,7 +68,11 @@ describe.each(BUILDS)('models (%s)', (build) => {
     const m = await k.loadModel(BYTES);
     expect(m.tensorNames).toContain('token_embd.weight');
     m.free();
-    expect(Array.from(await k.tensor(new Float32Array([3, 4]), [2]).data())).toEqual([3, 4]);
+    // freed here, not by the garbage collector at some later point (the
+    // load/free test counts handles)
+    const t = k.tensor(new Float32Array([3, 4]), [2]);
+    expect(Array.from(await t.data())).toEqual([3, 4]);
+    t.free();
   }
 
   it('loads from a path, a Uint8Array, a Blob and an HTTP URL, progress ending at total', async () => {
