@@ -5,6 +5,7 @@
  * f32x4.relaxed_madd later).
  */
 #include "../arch.h"
+#include "simd128_common.h"
 
 #include <wasm_simd128.h>
 #include <math.h>
@@ -54,17 +55,7 @@ float f32_dot__wasm_simd128(int64_t n, const float * x, const float * y) {
     return s;
 }
 
-/* f16 -> f32 without hardware help: shift the 15 magnitude bits into a
- * float and multiply by 2^112 (which also renormalizes subnormals exactly);
- * inf/nan get the all-ones exponent. */
-static inline v128_t f16x4_to_f32(v128_t h32) {
-    const v128_t sign = wasm_i32x4_shl(wasm_v128_and(h32, wasm_i32x4_splat(0x8000)), 16);
-    const v128_t mag  = wasm_i32x4_shl(wasm_v128_and(h32, wasm_i32x4_splat(0x7fff)), 13);
-    v128_t f = wasm_f32x4_mul(mag, wasm_i32x4_splat(0x77800000)); /* 2^112 */
-    const v128_t infnan = wasm_i32x4_eq(wasm_v128_and(h32, wasm_i32x4_splat(0x7c00)), wasm_i32x4_splat(0x7c00));
-    f = wasm_v128_bitselect(wasm_v128_or(mag, wasm_i32x4_splat(0x7f800000)), f, infnan);
-    return wasm_v128_or(f, sign);
-}
+#define f16x4_to_f32 kiln_simd128_f16x4_to_f32
 static inline void load_f16x8(const kiln_fp16_t * p, v128_t * lo, v128_t * hi) {
     const v128_t v = wasm_v128_load(p);
     *lo = f16x4_to_f32(wasm_u32x4_extend_low_u16x8(v));
