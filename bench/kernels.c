@@ -12,7 +12,8 @@
  * memory, as token generation does. Run by hand; never a timed test. Times
  * are noisy on a shared machine: compare ratios from the same run.
  *
- * Usage: bench-kernels [reps]   (KILN_BENCH_QUICK=1: fewer reps)
+ * Usage: bench-kernels [reps [matvec|gemm]]   (KILN_BENCH_QUICK=1: fewer reps;
+ *        KILN_BENCH_ONLY=matvec|gemm: the same as the second argument)
  */
 #include "kiln.h"
 #include "cpu/kernels.h"
@@ -25,11 +26,19 @@
 
 #define MB (1024.0 * 1024.0)
 
+#if defined(__EMSCRIPTEN__)
+#include <emscripten.h>
+EM_JS(double, node_cpu_us, (void), {
+    if (typeof process === 'object' && process.cpuUsage) { const u = process.cpuUsage(); return u.user + u.system; }
+    return performance.now() * 1000;
+});
+#endif
+
 /* process CPU time in us: with 1 thread, the time the work really took on
  * a shared, oversubscribed machine (the wall clock adds the neighbours) */
 static double cpu_us(void) {
 #if defined(__EMSCRIPTEN__)
-    return (double) kiln_time_us(); /* no process clock: the wall clock */
+    return node_cpu_us(); /* Node's process clock (the wall clock elsewhere) */
 #else
     struct timespec t;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
@@ -196,8 +205,22 @@ int main(int argc, char ** argv) {
     const bool quick = getenv("KILN_BENCH_QUICK") != NULL;
     const int reps = argc > 1 ? atoi(argv[1]) : (quick ? 5 : 15);
     const char * best = kiln_cpu_isa();
-    /* KILN_BENCH_ONLY=matvec: bandwidth + q8_0/q4_0 mat-vec only (quick A/B) */
-    const bool only_matvec = getenv("KILN_BENCH_ONLY") && strcmp(getenv("KILN_BENCH_ONLY"), "matvec") == 0;
+    /* KILN_BENCH_ONLY=matvec: bandwidth + f32/q8_0/q4_0 mat-vec only (quick A/B) */
+    /* (or a second argument: wasm under Node does not see the environment) */
+    const char * only = argc > 2 ? argv[2] : getenv("KILN_BENCH_ONLY");
+    const bool only_matvec = only && strcmp(only, "matvec") == 0;
+    /* KILN_BENCH_ONLY=gemm: the f32 GEMM 1024^3 alone, best ISA, 1 thread (quick A/B) */
+    const bool only_gemm = only && strcmp(only, "gemm") == 0;
+    if (only_gemm) {
+        struct mm_bench b = mm_setup(1024, 1024, 1024, 1);
+        const struct stats st = mm_run(&b, 1, reps);
+        printf("{\"what\":\"mul_mat\",\"shape\":\"1024x1024x1024\",\"type\":\"f32\",\"isa\":\"%s\",\"threads\":1,"
+               "\"median_ms\":%.3f,\"p25_ms\":%.3f,\"p75_ms\":%.3f,\"GFLOPS\":%.2f,\"GFLOPS_cpu\":%.2f}\n",
+               kiln_cpu_isa(), st.median / 1e3, st.p25 / 1e3, st.p75 / 1e3, 2.0 * 1024 * 1024 * 1024 / (st.median * 1e-6) / 1e9,
+               2.0 * 1024 * 1024 * 1024 / (g_cpu_median_us * 1e-6) / 1e9);
+        kiln_free(b.ctx);
+        return 0;
+    }
 
     /* read bandwidth: 3 x 64 MB (6x the L3) */
     const int nbufs = 3;
@@ -215,21 +238,23 @@ int main(int argc, char ** argv) {
     for (int i = 0; i < nbufs; i++) free(bufs[i]);
 
     /* f32 mat-vec 4096x4096, 3 weight matrices of 64 MB in rotation */
-    if (!only_matvec) {
+    {
         struct mm_bench b = mm_setup(4096, 4096, 1, 3);
         const char * isas[2] = { best, "scalar" };
         for (int ii = 0; ii < 2; ii++) {
-            if (ii == 1 && strcmp(best, "scalar") == 0) break;
+            if (ii == 1 && (strcmp(best, "scalar") == 0 || only_matvec)) break;
             kiln_cpu_force_isa(isas[ii]);
             for (int nth = 1; nth <= MAX_THREADS; nth++) {
                 if (ii == 1 && nth == 2) break;
                 const struct stats st = mm_run(&b, nth, reps * 2);
                 const double bytes = 4096.0 * 4096.0 * sizeof(float);
                 const double gbps = bytes / (st.median * 1e-6) / 1e9;
+                const double gcpu = nth == 1 ? bytes / (g_cpu_median_us * 1e-6) / 1e9 : 0;
                 printf("{\"what\":\"mul_mat_vec\",\"shape\":\"4096x4096 . 4096x1\",\"type\":\"f32\",\"isa\":\"%s\",\"threads\":%d,"
-                       "\"median_ms\":%.3f,\"p25_ms\":%.3f,\"p75_ms\":%.3f,\"GFLOPS\":%.2f,\"GBps\":%.2f,\"bw_fraction\":%.3f}\n",
+                       "\"median_ms\":%.3f,\"p25_ms\":%.3f,\"p75_ms\":%.3f,\"GFLOPS\":%.2f,\"GBps\":%.2f,\"bw_fraction\":%.3f,"
+                       "\"GBps_cpu\":%.2f,\"bw_fraction_cpu\":%.3f}\n",
                        kiln_cpu_isa(), nth, st.median / 1e3, st.p25 / 1e3, st.p75 / 1e3,
-                       2.0 * 4096 * 4096 / (st.median * 1e-6) / 1e9, gbps, gbps / bw[nth]);
+                       2.0 * 4096 * 4096 / (st.median * 1e-6) / 1e9, gbps, gbps / bw[nth], gcpu, bw_cpu1 > 0 ? gcpu / bw_cpu1 : 0.0);
                 fflush(stdout);
             }
         }

@@ -101,7 +101,7 @@ static void build_tables(void) {
     k->vec_dot_x4[KILN_TYPE_Q8_0] = q8_0x4_q8_0_vec_dot__scalar;
     k->vec_dot_x4[KILN_TYPE_IQ4_NL] = iq4_nlx4_q8_0_vec_dot__scalar;
     k->f32_gemm_tile = f32_gemm_1x1__scalar; k->gemm_mr = 1; k->gemm_nr = 1;
-    k->f32_gemm_packed = f32_gemm_4x4__scalar; k->pack_mr = 4; k->pack_nr = 4;
+    k->f32_gemm_packed = f32_gemm_4x4__scalar; k->pack_mr = 4; k->pack_nr = 4; k->f32_gemm_pack = f32_gemm_pack4__scalar;
     table_finish(k);
     g_available[KILN_ISA_SCALAR] = true;
 
@@ -137,7 +137,7 @@ static void build_tables(void) {
     k->vec_dot_x4[KILN_TYPE_Q4_0] = q4_0x4_q8_0_vec_dot__wasm_simd128;
     k->vec_dot_x4[KILN_TYPE_Q8_0] = q8_0x4_q8_0_vec_dot__wasm_simd128;
     k->f32_gemm_tile = f32_gemm_3x3__wasm_simd128; k->gemm_mr = 3; k->gemm_nr = 3;
-    k->f32_gemm_packed = f32_gemm_4x8__wasm_simd128; k->pack_mr = 4; k->pack_nr = 8;
+    k->f32_gemm_packed = f32_gemm_2x16__wasm_simd128; k->pack_mr = 2; k->pack_nr = 16; k->f32_gemm_pack = f32_gemm_pack16__wasm_simd128;
     table_finish(k);
     g_available[KILN_ISA_WASM_SIMD128] = true;
 #endif

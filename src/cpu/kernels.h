@@ -64,6 +64,11 @@ typedef void (*kiln_gemm_packed_t)(int64_t k, const float * a, int64_t lda, cons
 #define KILN_GEMM_MAX_MR 8
 #define KILN_GEMM_MAX_NR 16
 
+/* Packs the panel kiln_gemm_packed_t reads: for q < k and r < nr,
+ * bp[q*NR + r] = a[r*lda + q] (rows of src0, stride lda floats), and 0 for
+ * nr <= r < NR (the missing rows of the last panel). 1 <= nr <= NR. */
+typedef void (*kiln_gemm_pack_t)(int64_t k, const float * a, int64_t lda, int nr, float * bp);
+
 struct kiln_kernels {
     const char *  isa;     /* "scalar", "avx2", "neon", "wasm_simd128" */
     enum kiln_isa isa_id;
@@ -97,6 +102,7 @@ struct kiln_kernels {
     /* mul_mat with batch > 1 prefers the packed microkernel when there is one */
     kiln_gemm_packed_t f32_gemm_packed;
     int pack_mr, pack_nr;
+    kiln_gemm_pack_t f32_gemm_pack;   /* its panel packing (NULL: the driver packs) */
 
     /* per weight type: the dot product against its activation type */
     kiln_vec_dot_t    vec_dot     [KILN_TYPE_COUNT];

@@ -96,7 +96,7 @@ static bool check_common(const struct kiln_tensor * dst, const struct kiln_tenso
  * fits any other. */
 #define MM_KC          256
 #define MM_PACK_BLOCK0 48   /* multiple of every pack_nr (4, 8, 16) */
-#define MM_PACK_BLOCK1 240  /* multiple of every pack_mr (4, 6); large, to amortize packing */
+#define MM_PACK_BLOCK1 240  /* multiple of every pack_mr (2, 4, 6); large, to amortize packing */
 
 static size_t pack_scratch_bytes(void) {
     return KILN_PAD(sizeof(float) * (size_t) (MM_PACK_BLOCK0 * MM_KC + KILN_GEMM_MAX_MR * MM_KC + KILN_GEMM_MAX_MR * KILN_GEMM_MAX_NR),
@@ -134,6 +134,11 @@ static void block_packed(const struct kiln_kernels * k, int64_t K,
         const int64_t kc = KILN_MIN((int64_t) MM_KC, K - kb);
         for (int64_t pn = 0; pn < npan; pn++) {
             float * pp = panel + pn * NR * kc;
+            if (k->f32_gemm_pack) {
+                const int64_t ib = i0 + pn * NR;
+                k->f32_gemm_pack(kc, a + ib * lda + kb, lda, (int) KILN_MIN((int64_t) NR, i1 - ib), pp);
+                continue;
+            }
             for (int r = 0; r < NR; r++) {
                 const int64_t i = i0 + pn * NR + r;
                 if (i < i1) {

@@ -277,6 +277,29 @@ static void test_selection(void) {
     CHECK(kiln_kernels_for_isa(KILN_ISA_COUNT) == NULL, "out of range isa");
 }
 
+/* panel packing: every nr, odd k and lda, misaligned rows, against the
+ * contract written out (values, then zeros for the missing rows) */
+static void test_gemm_pack(const struct kiln_kernels * k) {
+    if (!k->f32_gemm_pack) return;
+    const int NR = k->pack_nr;
+    for (int li = 0; li < N_LEN; li++) {
+        const int64_t K = lengths[li], lda = K + 5;
+        float * a = malloc(sizeof(float) * (size_t) (lda * NR + 1));
+        float * bp = malloc(sizeof(float) * (size_t) (K * NR + 1));
+        fill(a, lda * NR + 1, -1.0f, 1.0f);
+        int bad = 0;
+        for (int nr = 1; nr <= NR; nr++) {
+            for (int64_t i = 0; i < K * NR; i++) bp[i] = -777.0f;
+            k->f32_gemm_pack(K, a + 1, lda, nr, bp);
+            for (int64_t q = 0; q < K; q++) {
+                for (int r = 0; r < NR; r++) bad += bp[q * NR + r] != (r < nr ? a[1 + r * lda + q] : 0.0f);
+            }
+        }
+        CHECK(!bad, "%s f32_gemm_pack (NR %d) k=%lld (%d bad)", k->isa, NR, (long long) K, bad);
+        free(a); free(bp);
+    }
+}
+
 int main(void) {
     tu_seed(42);
     test_selection();
@@ -292,6 +315,7 @@ int main(void) {
         test_maps(s, k);
         test_gemm_tile(k);
         test_gemm_packed(k);
+        test_gemm_pack(k);
         test_type_slots(k);
     }
     CHECK(n_isa >= 1, "at least one isa");

@@ -39,6 +39,7 @@
 
 KILN_DECLARE_VEC_KERNELS(scalar)
 void f32_gemm_4x4__scalar(int64_t k, const float * a, int64_t lda, const float * bp, float * c, int64_t ldc, int accumulate);
+void f32_gemm_pack4__scalar(int64_t k, const float * a, int64_t lda, int nr, float * bp);
 void f32_gemm_1x1__scalar(int64_t k, const float * a, int64_t lda, const float * b, int64_t ldb, float * c, int64_t ldc);
 
 #ifdef KILN_ARCH_X86
@@ -52,7 +53,8 @@ void f32_gemm_4x4__neon(int64_t k, const float * a, int64_t lda, const float * b
 #endif
 #ifdef KILN_ARCH_WASM_SIMD
 KILN_DECLARE_VEC_KERNELS(wasm_simd128)
-void f32_gemm_4x8__wasm_simd128(int64_t k, const float * a, int64_t lda, const float * bp, float * c, int64_t ldc, int accumulate);
+void f32_gemm_2x16__wasm_simd128(int64_t k, const float * a, int64_t lda, const float * bp, float * c, int64_t ldc, int accumulate);
+void f32_gemm_pack16__wasm_simd128(int64_t k, const float * a, int64_t lda, int nr, float * bp);
 void f32_gemm_3x3__wasm_simd128(int64_t k, const float * a, int64_t lda, const float * b, int64_t ldb, float * c, int64_t ldc);
 #endif
 

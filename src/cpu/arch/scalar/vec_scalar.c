@@ -101,6 +101,14 @@ void f32_gemm_1x1__scalar(int64_t k, const float * a, int64_t lda, const float *
     c[0] = f32_dot__scalar(k, a, b);
 }
 
+/* reference of the panel packing contract (kernels.h), NR = 4 */
+void f32_gemm_pack4__scalar(int64_t k, const float * a, int64_t lda, int nr, float * bp) {
+    for (int r = 0; r < 4; r++) {
+        const float * src = a + r * lda;
+        for (int64_t q = 0; q < k; q++) bp[q * 4 + r] = r < nr ? src[q] : 0.0f;
+    }
+}
+
 /* reference of the packed microkernel contract (kernels.h), 4 x 4 */
 void f32_gemm_4x4__scalar(int64_t k, const float * a, int64_t lda, const float * bp, float * c, int64_t ldc, int accumulate) {
     float acc[4][4] = { { 0 } };

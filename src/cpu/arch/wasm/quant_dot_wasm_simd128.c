@@ -16,6 +16,7 @@
 #include "../quant_dot.h"
 #include "blocks.h"
 #include "quants_impl.h"
+#include "simd128_common.h"
 
 static inline v128_t dot16(v128_t acc, v128_t a, v128_t b) {
     acc = wasm_i32x4_add(acc, wasm_i32x4_dot_i16x8(wasm_i16x8_extend_low_i8x16(a), wasm_i16x8_extend_low_i8x16(b)));
@@ -54,16 +55,16 @@ static inline void bits_32(const uint8_t * p, v128_t * lo, v128_t * hi) {
 
 /* ---- 32-element blocks -------------------------------------------------- */
 
+/* The i32 lanes of simd128_common.h's q4 product (the x4 kernel makes the
+ * same ones, so repacked and plain rows give bit-identical floats). */
 void q4_0_q8_0_vec_dot__wasm_simd128(int64_t n, float * s, const void * vx, const void * vy) {
     const block_q4_0 * x = vx;
     const block_q8_0 * y = vy;
     v128_t acc = wasm_f32x4_splat(0);
-    const v128_t m4 = wasm_i8x16_splat(0x0f), k8 = wasm_i8x16_splat(8);
-    for (int64_t i = 0; i < n / QK8_0; ++i) {
-        const v128_t b = ld(x[i].qs);
-        const v128_t lo = wasm_i8x16_sub(wasm_v128_and(b, m4), k8);
-        const v128_t hi = wasm_i8x16_sub(wasm_u8x16_shr(b, 4), k8);
-        const v128_t p = dot16(dot16(wasm_i32x4_splat(0), lo, ld(y[i].qs)), hi, ld(y[i].qs + 16));
+    const int nb = (int) (n / QK8_0);
+    for (int i = 0; i < nb; ++i) {
+        const struct kiln_simd128_q8_eo ys = kiln_simd128_q8_split(y[i].qs);
+        const v128_t p = wasm_i32x4_sub(kiln_simd128_q4_dot(ld(x[i].qs), &ys), kiln_simd128_q4_corr(&ys));
         acc = fma4(acc, p, KQ_H2F(x[i].d) * KQ_H2F(y[i].d));
     }
     *s = hsum_f32(acc);

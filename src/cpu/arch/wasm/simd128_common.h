@@ -1,0 +1,58 @@
+/*
+ * simd128_common.h — helpers the wasm SIMD128 kernel files share.
+ */
+#ifndef KILN_SIMD128_COMMON_H
+#define KILN_SIMD128_COMMON_H
+
+#include <wasm_simd128.h>
+
+/* 4 fp16 values (zero-extended u32 lanes) -> f32, exactly, without hardware
+ * help: shift the 15 magnitude bits into a float and multiply by 2^112
+ * (which also renormalizes subnormals exactly); inf/nan get the all-ones
+ * exponent. Branch-free, so a kernel converts its block scales 4 at a time. */
+static inline v128_t kiln_simd128_f16x4_to_f32(v128_t h32) {
+    const v128_t sign = wasm_i32x4_shl(wasm_v128_and(h32, wasm_i32x4_splat(0x8000)), 16);
+    const v128_t mag  = wasm_i32x4_shl(wasm_v128_and(h32, wasm_i32x4_splat(0x7fff)), 13);
+    v128_t f = wasm_f32x4_mul(mag, wasm_i32x4_splat(0x77800000)); /* 2^112 */
+    const v128_t infnan = wasm_i32x4_eq(wasm_v128_and(h32, wasm_i32x4_splat(0x7c00)), wasm_i32x4_splat(0x7c00));
+    f = wasm_v128_bitselect(wasm_v128_or(mag, wasm_i32x4_splat(0x7f800000)), f, infnan);
+    return wasm_v128_or(f, sign);
+}
+
+/* The q4_0 x q8_0 block product in 16-bit lanes, shared by the plain and
+ * the x4 kernel so both make the same i32 lanes (bit-identical floats).
+ *
+ * Read as i16x8, the 16 quant bytes hold in lane i: x[2i] (bits 0-3),
+ * x[2i+16] (4-7), x[2i+1] (8-11), x[2i+17] (12-15); so 3 shifts and 3 ands
+ * give 4 vectors of 16-bit nibbles, with no byte widening. The q8_0 side
+ * splits the same way into its even and odd bytes (sign-extended), and
+ * i32x4.dot_i16x8_s pairs them: i32 lane k sums elements 4k..4k+3 and
+ * 16+4k..16+4k+3. */
+struct kiln_simd128_q8_eo { v128_t e0, o0, e1, o1; };
+
+static inline struct kiln_simd128_q8_eo kiln_simd128_q8_split(const int8_t * qs) {
+    const v128_t y0 = wasm_v128_load(qs), y1 = wasm_v128_load(qs + 16);
+    struct kiln_simd128_q8_eo r;
+    r.e0 = wasm_i16x8_shr(wasm_i16x8_shl(y0, 8), 8);
+    r.o0 = wasm_i16x8_shr(y0, 8);
+    r.e1 = wasm_i16x8_shr(wasm_i16x8_shl(y1, 8), 8);
+    r.o1 = wasm_i16x8_shr(y1, 8);
+    return r;
+}
+
+/* sum over the block of nibble * y (nibbles 0..15, the -8 not applied) */
+static inline v128_t kiln_simd128_q4_dot(v128_t b, const struct kiln_simd128_q8_eo * y) {
+    const v128_t m4 = wasm_i16x8_splat(0x0f);
+    v128_t p = wasm_i32x4_add(wasm_i32x4_dot_i16x8(wasm_v128_and(b, m4), y->e0),
+                              wasm_i32x4_dot_i16x8(wasm_v128_and(wasm_u16x8_shr(b, 8), m4), y->o0));
+    p = wasm_i32x4_add(p, wasm_i32x4_dot_i16x8(wasm_v128_and(wasm_u16x8_shr(b, 4), m4), y->e1));
+    return wasm_i32x4_add(p, wasm_i32x4_dot_i16x8(wasm_u16x8_shr(b, 12), y->o1));
+}
+
+/* 8 * (the y values each i32 lane of kiln_simd128_q4_dot covers): the -8 offset */
+static inline v128_t kiln_simd128_q4_corr(const struct kiln_simd128_q8_eo * y) {
+    const v128_t s = wasm_i16x8_add(wasm_i16x8_add(y->e0, y->o0), wasm_i16x8_add(y->e1, y->o1));
+    return wasm_i32x4_dot_i16x8(s, wasm_i16x8_splat(8));
+}
+
+#endif
