@@ -156,6 +156,7 @@ int kw_slot(int h, int kind, const char * fn) {
 }
 
 void kw_model_release(struct kw_entry * e); /* kiln_wasm_model.c */
+void kw_param_release(struct kw_entry * e); /* kiln_wasm_autograd.c */
 
 static void entry_unref(int slot) {
     /* iterative: chains of ops can be long */
@@ -168,6 +169,7 @@ static void entry_unref(int slot) {
         const int s = (int) (e - g_ent);
         if (--e->refs > 0) continue;
         if (e->kind == KW_KIND_MODEL) kw_model_release(e);
+        if (e->grad) kw_param_release(e);
         if (e->ctx) kiln_free(e->ctx);
         free(e->buf);
         for (int i = 0; i < e->n_deps; i++) {
@@ -397,11 +399,39 @@ static bool abort_cb(void * data) {
     return __atomic_load_n(&g_abort_word, __ATOMIC_SEQ_CST) == g_job || kw_js_abort_word() == g_job;
 }
 
+/* Plans and runs a built graph on the engine's pool; job_id is what the
+ * abort word is compared with. Shared with the autograd ABI. */
+int kw_run_graph(struct kiln_cgraph * g, int job_id, const char * what) {
+    if (!g_tp && kw_init(1) < 0) return KW_E_NOMEM;
+    struct kiln_cplan plan = kiln_graph_plan(g, g_n_threads, g_tp);
+    void * work = NULL;
+    if (plan.work_size > 0) {
+        if (posix_memalign(&work, 64, plan.work_size) != 0 || !work) {
+            return kw_fail(KW_E_NOMEM, "%s: out of memory for a %zu byte work buffer", what, plan.work_size);
+        }
+        plan.work_data = (uint8_t *) work;
+    }
+    g_job = job_id;
+    plan.abort_callback = abort_cb;
+    plan.abort_callback_data = NULL;
+    kiln_clear_error();
+    const enum kiln_status st = kiln_graph_compute(g, &plan);
+    g_job = 0;
+    free(work);
+    switch (st) {
+        case KILN_STATUS_SUCCESS:      return KW_OK;
+        case KILN_STATUS_ABORTED:      return kw_fail(KW_E_ABORTED, "%s aborted", what);
+        case KILN_STATUS_ALLOC_FAILED: return kw_fail_kiln(KW_E_NOMEM, what);
+        case KILN_STATUS_UNSUPPORTED:  return kw_fail_kiln(KW_E_UNSUPPORTED, what);
+        case KILN_STATUS_INVALID_ARG:  return kw_fail_kiln(KW_E_INVALID, what);
+        default:                       return kw_fail_kiln(KW_E_FAILED, what);
+    }
+}
+
 KW_EXPORT int kw_compute(int h, int job_id) {
     struct kiln_tensor * t = kw_tensor(h, "compute");
     if (!t) return KW_E_HANDLE;
     if (!g_tp && kw_init(1) < 0) return KW_E_NOMEM;
-    int rc = KW_OK;
     for (size_t size = 1024;; size *= 4) {
         struct kiln_init_params p = { kiln_graph_overhead_custom(size, false) + 1024, NULL, true };
         struct kiln_context * gctx = kiln_init(p);
@@ -413,31 +443,8 @@ KW_EXPORT int kw_compute(int h, int job_id) {
             if (size < (1u << 20)) continue; /* graph full: retry bigger */
             return kw_fail_kiln(KW_E_NOMEM, "compute: graph");
         }
-        struct kiln_cplan plan = kiln_graph_plan(g, g_n_threads, g_tp);
-        void * work = NULL;
-        if (plan.work_size > 0) {
-            if (posix_memalign(&work, 64, plan.work_size) != 0 || !work) {
-                kiln_free(gctx);
-                return kw_fail(KW_E_NOMEM, "compute: out of memory for a %zu byte work buffer", plan.work_size);
-            }
-            plan.work_data = (uint8_t *) work;
-        }
-        g_job = job_id;
-        plan.abort_callback = abort_cb;
-        plan.abort_callback_data = NULL;
-        kiln_clear_error();
-        const enum kiln_status st = kiln_graph_compute(g, &plan);
-        g_job = 0;
-        free(work);
+        const int rc = kw_run_graph(g, job_id, "compute");
         kiln_free(gctx);
-        switch (st) {
-            case KILN_STATUS_SUCCESS:      rc = KW_OK; break;
-            case KILN_STATUS_ABORTED:      rc = kw_fail(KW_E_ABORTED, "compute aborted"); break;
-            case KILN_STATUS_ALLOC_FAILED: rc = kw_fail_kiln(KW_E_NOMEM, "compute"); break;
-            case KILN_STATUS_UNSUPPORTED:  rc = kw_fail_kiln(KW_E_UNSUPPORTED, "compute"); break;
-            case KILN_STATUS_INVALID_ARG:  rc = kw_fail_kiln(KW_E_INVALID, "compute"); break;
-            default:                       rc = kw_fail_kiln(KW_E_FAILED, "compute"); break;
-        }
         return rc;
     }
 }

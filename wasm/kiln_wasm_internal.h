@@ -46,6 +46,12 @@ struct kw_entry {
     int     n_tensors;
     int     n_kv;
     int     version;
+    /* tensors with requiresGrad (kiln_wasm_autograd.c): the gradient
+     * accumulated by backward passes, in memory of its own */
+    struct kiln_context * gctx;
+    void *  gbuf;
+    struct kiln_tensor * grad;
+    int     has_grad; /* a backward pass has reached this tensor */
 };
 
 int  kw_fail(int code, const char * fmt, ...);
@@ -59,5 +65,6 @@ int  kw_slot(int h, int kind, const char * fn);
 struct kiln_tensor * kw_tensor(int h, const char * fn);
 int  kw_alloc_ctx(struct kw_entry * e);
 struct kiln_context * kw_new_ctx(size_t n_tensors, size_t extra);
+int  kw_run_graph(struct kiln_cgraph * g, int job_id, const char * what);
 
 #endif

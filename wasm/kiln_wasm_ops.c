@@ -19,7 +19,7 @@
     X(kiln_transpose) X(kiln_diag) X(kiln_dup) \
     X(kiln_add) X(kiln_sub) X(kiln_mul) X(kiln_div) X(kiln_mul_mat) X(kiln_out_prod) \
     X(kiln_get_rows) X(kiln_repeat) X(kiln_repeat_back) X(kiln_count_equal) X(kiln_silu_back) \
-    X(kiln_cpy) X(kiln_add1) \
+    X(kiln_cpy) X(kiln_add1) X(kiln_cross_entropy_loss) \
     X(kiln_scale) X(kiln_norm) X(kiln_rms_norm) X(kiln_leaky_relu) X(kiln_clamp) \
     X(kiln_soft_max_ext) X(kiln_rope_ext) X(kiln_reshape_4d) X(kiln_permute) X(kiln_cast) \
     X(kiln_concat) X(kiln_diag_mask_inf) X(kiln_diag_mask_zero) X(kiln_argsort) X(kiln_top_k) \
@@ -46,6 +46,7 @@ static const struct { const char * name; binary_fn fn; } BINARY[] = {
     { "matmul", kiln_mul_mat }, { "outProd", kiln_out_prod }, { "getRows", kiln_get_rows },
     { "repeat", kiln_repeat }, { "repeatBack", kiln_repeat_back }, { "countEqual", kiln_count_equal },
     { "siluBack", kiln_silu_back }, { "cpy", kiln_cpy }, { "add1", kiln_add1 },
+    { "crossEntropyLoss", kiln_cross_entropy_loss },
 };
 #define N_UNARY  ((int) (sizeof UNARY / sizeof UNARY[0]))
 #define N_BINARY ((int) (sizeof BINARY / sizeof BINARY[0]))

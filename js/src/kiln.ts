@@ -7,6 +7,7 @@ import { KilnError } from './errors.js';
 import { Scheduler, type Port, type Progress } from './scheduler.js';
 import { train as trainModel, type TrainOptions, type TrainedModel } from './train.js';
 import { loadModelCached, modelCache, type CacheEvent, type ModelCache } from './cache.js';
+import { backward, gradOf, makeOptim, zeroGrad, type BackwardOptions, type Optim } from './autograd.js';
 import { TextGen, type ChatMessage, type ChatOptions, type Completion, type GenerateOptions, type GenerationStats } from './generate.js';
 
 export type Build = 'st' | 'mt';
@@ -125,13 +126,17 @@ export class Kiln {
   private destroyed = false;
   /** the persistent model cache (OPFS, else the Cache API): list(), delete(url), clear() */
   readonly cache: ModelCache = modelCache;
+  /** optimizers for tensors with requiresGrad: kiln.optim.sgd({lr}), kiln.optim.adamw({lr}) (autograd.ts) */
+  readonly optim: Optim = makeOptim(this);
+  /** @internal tensors with requiresGrad, by id (to mark the ones a backward pass reached) */
+  readonly params = new Map<number, WeakRef<Tensor>>();
 
   private constructor(sched: Scheduler, info: KilnInfo) {
     this.sched = sched;
     this._info = info;
     // tensors the caller dropped without free() are freed when collected
     this.registry = typeof FinalizationRegistry === 'function'
-      ? new FinalizationRegistry((id: number) => { if (!this.destroyed) this.sched.send({ t: 'free', tensor: id }); })
+      ? new FinalizationRegistry((id: number) => { this.params.delete(id); if (!this.destroyed) this.sched.send({ t: 'free', tensor: id }); })
       : null;
   }
 
@@ -174,10 +179,21 @@ export class Kiln {
   /** wasm heap: bytes in use by allocations, and reserved (memory grows on demand up to max) */
   memory(): Promise<MemoryStats> { return this.sched.job<MemoryStats>({ t: 'memory' }); }
 
-  /** a tensor holding a copy of data; shape is ggml's order: shape[0] is the innermost (contiguous) dimension */
-  tensor(data: TensorData | number[], shape?: number[], type?: DType): Tensor {
+  /**
+   * a tensor holding a copy of data; shape is ggml's order: shape[0] is the
+   * innermost (contiguous) dimension. The third argument is the type, or
+   * options: `{type, requiresGrad}` (requiresGrad: a trainable f32 leaf,
+   * see backward() / grad / kiln.optim).
+   */
+  tensor(data: TensorData | number[], shape?: number[], typeOrOptions?: DType | TensorOptions): Tensor {
+    const o: TensorOptions = typeof typeOrOptions === 'object' && typeOrOptions !== null ? typeOrOptions : { type: typeOrOptions };
+    const type = o.type;
     const arr = Array.isArray(data) ? new Float32Array(data) : data;
-    const out = this.newTensor();
+    const out = this.newTensor(!!o.requiresGrad);
+    if (o.requiresGrad) {
+      out.isParam = true;
+      this.params.set(out.id, new WeakRef(out));
+    }
     if (!ArrayBuffer.isView(arr)) {
       this.sched.send({ t: 'tensor', out: out.id, type: -1, shape: [1], buffer: new ArrayBuffer(0), byteOffset: 0, byteLength: 0 });
       return out;
@@ -190,9 +206,18 @@ export class Kiln {
     }
     const view = new Uint8Array(arr.buffer, arr.byteOffset, arr.byteLength);
     const copy = view.slice(); // the caller keeps its array; the copy is transferred
-    this.sched.send({ t: 'tensor', out: out.id, type: TYPE_IDS[t], shape: sh, buffer: copy.buffer, byteOffset: 0, byteLength: copy.byteLength }, [copy.buffer]);
+    this.sched.send({ t: 'tensor', out: out.id, type: TYPE_IDS[t], shape: sh, buffer: copy.buffer, byteOffset: 0, byteLength: copy.byteLength,
+      param: !!o.requiresGrad }, [copy.buffer]);
     return out;
   }
+
+  /** a trainable f32 tensor: kiln.tensor(data, shape, {requiresGrad: true}) */
+  param(data: Float32Array | number[], shape?: number[]): Tensor {
+    return this.tensor(data, shape, { type: 'f32', requiresGrad: true });
+  }
+
+  /** set the gradients of these tensors (with requiresGrad) to zero */
+  zeroGrad(params: Tensor[]): void { zeroGrad(this, params, 'zeroGrad'); }
 
   /** F32 [ceil((stop-start)/step)] */
   arange(start: number, stop: number, step = 1): Tensor { return this.op('arange', [], [start, stop, step]); }
@@ -239,17 +264,18 @@ export class Kiln {
   }
 
   /** @internal */
-  newTensor(): Tensor {
-    const t = new Tensor(this, ++tensorIds);
+  newTensor(requiresGrad = false): Tensor {
+    const t = new Tensor(this, ++tensorIds, requiresGrad);
     this.registry?.register(t, t.id, t);
     return t;
   }
   /** @internal */
-  forget(t: Tensor) { this.registry?.unregister(t); }
+  forget(t: Tensor) { this.registry?.unregister(t); this.params.delete(t.id); }
 
   /** @internal generic op: inputs are tensors (undefined = optional and absent) */
   op(name: string, inputs: (Tensor | undefined)[], params: number[] = []): Tensor {
-    const out = this.newTensor();
+    // as in PyTorch, a result requires gradients when an input does
+    const out = this.newTensor(inputs.some((x) => x instanceof Tensor && x.kiln === this && x.requiresGrad));
     const ids = inputs.map((x) => {
       if (x === undefined) return 0;
       if (!(x instanceof Tensor) || x.kiln !== this) return -1;
@@ -286,6 +312,13 @@ function typedFor(type: number, buf: ArrayBuffer): TensorData {
 
 export interface TensorInfo { shape: number[]; type: DType; nbytes: number }
 
+export interface TensorOptions {
+  /** the element type (default: from the array: Float32Array -> f32, ...) */
+  type?: DType;
+  /** a trainable leaf: backward() computes gradients for it (f32 only) */
+  requiresGrad?: boolean;
+}
+
 export interface RopeOptions {
   mode?: number; nCtxOrig?: number; freqBase?: number; freqScale?: number; extFactor?: number;
   attnFactor?: number; betaFast?: number; betaSlow?: number; freqFactors?: Tensor;
@@ -299,10 +332,18 @@ export interface RopeOptions {
 export class Tensor {
   /** @internal */ readonly kiln: Kiln;
   /** @internal */ readonly id: number;
-  private freed = false;
+  /** @internal */ freed = false;
+  /**
+   * true for tensors made with requiresGrad and for every tensor computed
+   * from one: backward() can be called on such a (scalar) tensor
+   */
+  readonly requiresGrad: boolean;
+  /** @internal a leaf made with requiresGrad */ isParam = false;
+  /** @internal a backward pass has reached it */ hasGrad = false;
+  /** @internal */ gradTensor: Tensor | null = null;
 
   /** @internal */
-  constructor(kiln: Kiln, id: number) { this.kiln = kiln; this.id = id; }
+  constructor(kiln: Kiln, id: number, requiresGrad = false) { this.kiln = kiln; this.id = id; this.requiresGrad = requiresGrad; }
 
   /** compute (if needed) and read the values, in logical order (shape[0] fastest) */
   async data(opts: { signal?: AbortSignal } = {}): Promise<TensorData> {
@@ -322,6 +363,27 @@ export class Tensor {
     this.kiln.forget(this);
     this.kiln.sched.send({ t: 'free', tensor: this.id });
   }
+
+  /**
+   * Backpropagation from this tensor, which must be a scalar (one f32
+   * element): adds d(this)/d(p) into p.grad for every tensor p with
+   * requiresGrad that it depends on. Gradients ACCUMULATE over calls (as in
+   * PyTorch) until zeroGrad(); calling it again on the same loss is allowed
+   * and adds again. Rejects with a KilnError for a non-scalar or non-f32
+   * loss, a loss that depends on no tensor with requiresGrad, a freed
+   * tensor, or an op on the path without a backward rule (the message names
+   * the op; code UNSUPPORTED). The engine stays usable after any of these.
+   */
+  backward(opts: BackwardOptions = {}): Promise<void> { return backward(this, opts); }
+  /**
+   * The accumulated gradient of a tensor with requiresGrad: null until a
+   * backward pass has reached it, then a tensor of the same shape that reads
+   * the gradient as it is when computed (data()). Always null for tensors
+   * without requiresGrad and for results of ops (only leaves keep gradients).
+   */
+  get grad(): Tensor | null { return this.isParam ? gradOf(this) : null; }
+  /** set this tensor's accumulated gradient to zero (requiresGrad tensors only) */
+  zeroGrad(): void { zeroGrad(this.kiln, [this], 'zeroGrad'); }
 
   private u(name: string) { return this.kiln.op(name, [this]); }
   private b(name: string, o: Tensor) { return this.kiln.op(name, [this, o]); }
@@ -361,6 +423,8 @@ export class Tensor {
     const nb = [0, 0, 0].map((d, i) => strides[i] ?? d);
     return this.kiln.op('view', [this], [...ne, ...nb, offset]);
   }
+  /** mean over rows of -Σ targets * log_softmax(this); this: logits [classes, rows], targets: probabilities of the same shape -> f32 [1] */
+  crossEntropyLoss(targets: Tensor) { return this.b('crossEntropyLoss', targets); }
   sum() { return this.u('sum'); }
   sumRows() { return this.u('sumRows'); }
   mean() { return this.u('mean'); }

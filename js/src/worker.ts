@@ -8,6 +8,7 @@
  * too) and requires the factory through createRequire.
  *
  * Messages in: init, op, free, data, load, abort, memory, info, modelTensor,
+ * backward, grad, zeroGrad, optimStep, optimFree (autograd.ts),
  * train, trainEvaluate, trainClassify, trainGGUF, trainFree,
  * tokenize, detokenize, tokenPiece, meta, llmInfo, generate (streams 'piece').
  * Messages out: {t:'reply', id, ok, value|error} and {t:'progress', id, ...}.
@@ -509,6 +510,72 @@ declare const setTimeout: any;
     }
   }
 
+  /* ---------------------------------------------------------- autograd (autograd.ts, kw_param_* / kw_backward / kw_optim_*) */
+
+  const paramIds = new Map<number, number>(); // handle of a tensor with requiresGrad -> client id
+  const optims = new Map<number, number>();   // client optimizer id -> kw optimizer handle
+
+  function markParam(id: number, h: number) {
+    check(M._kw_param_set(h));
+    paramIds.set(h, id);
+  }
+
+  // returns the client ids of the parameters the pass reached
+  function backward(a: any) {
+    const h = handleOf(a.tensor);
+    return guard(() => {
+      const n = check(M._kw_backward(h, a.id));
+      const ids: number[] = [];
+      for (let i = 0; i < n; i++) {
+        const id = paramIds.get(M._kw_backward_param(i));
+        if (id !== undefined) ids.push(id);
+      }
+      return { params: ids };
+    });
+  }
+
+  function optimStep(a: any) {
+    const hs: number[] = (a.params as number[]).map((id) => handleOf(id));
+    return guard(() => {
+      let o = optims.get(a.optim);
+      if (o === undefined) {
+        o = check(M._kw_optim_new(a.kind === 'adamw' ? 1 : 0));
+        optims.set(a.optim, o);
+      }
+      const p = M._kw_malloc(Math.max(4, hs.length * 4));
+      if (!p) fail(-2);
+      try {
+        new Int32Array(mem(), p >>> 0, hs.length).set(hs);
+        const n = check(M._kw_optim_step(o, p, hs.length, a.lr, a.beta1, a.beta2, a.eps, a.weightDecay, a.momentum, a.id));
+        return { updated: n };
+      } finally { M._kw_free_ptr(p); }
+    });
+  }
+
+  function autogradRequest(a: any): any {
+    switch (a.t) {
+      case 'backward': return backward(a);
+      case 'grad':
+        try { tensors.set(a.out, guard(() => check(M._kw_param_grad(handleOf(a.tensor))))); } catch (e: any) { tensors.set(a.out, e instanceof WErr ? e : new WErr('INVALID_ARGUMENT', String(e))); }
+        return undefined;
+      case 'zeroGrad':
+        // a freed parameter has nothing left to zero
+        for (const id of a.tensors as number[]) {
+          const h = tensors.get(id);
+          if (typeof h === 'number') guard(() => M._kw_param_zero_grad(h));
+        }
+        return undefined;
+      case 'optimStep': return optimStep(a);
+      case 'optimFree': {
+        const o = optims.get(a.optim);
+        optims.delete(a.optim);
+        if (o !== undefined) guard(() => M._kw_optim_free(o));
+        return undefined;
+      }
+      default: throw new WErr('INVALID_ARGUMENT', `unknown request ${a.t}`);
+    }
+  }
+
   /* ---------------------------------------------------------- text generation (generate.ts, kw_llm_*) */
 
   const encoder = new TextEncoder();
@@ -624,7 +691,15 @@ declare const setTimeout: any;
     switch (a.t) {
       case 'init': return init(a);
       case 'tensor':
-        try { tensors.set(a.out, guard(() => newTensor(a))); } catch (e: any) { tensors.set(a.out, e instanceof WErr ? e : new WErr('INVALID_ARGUMENT', String(e))); }
+        try {
+          tensors.set(a.out, guard(() => {
+            const h = newTensor(a);
+            if (a.param) {
+              try { markParam(a.out, h); } catch (e) { M._kw_tensor_free(h); throw e; }
+            }
+            return h;
+          }));
+        } catch (e: any) { tensors.set(a.out, e instanceof WErr ? e : new WErr('INVALID_ARGUMENT', String(e))); }
         return undefined;
       case 'op':
         try { tensors.set(a.out, guard(() => buildOp(a))); } catch (e: any) { tensors.set(a.out, e instanceof WErr ? e : new WErr('INVALID_ARGUMENT', String(e))); }
@@ -639,7 +714,7 @@ declare const setTimeout: any;
       case 'free': {
         const h = tensors.get(a.tensor);
         tensors.delete(a.tensor);
-        if (typeof h === 'number') guard(() => M._kw_tensor_free(h));
+        if (typeof h === 'number') { paramIds.delete(h); guard(() => M._kw_tensor_free(h)); }
         return undefined;
       }
       case 'ready': { const h = handleOf(a.tensor); return guard(() => describe(h)); }
@@ -663,6 +738,7 @@ declare const setTimeout: any;
       case 'generate': return generate(a.id, a);
       case 'memory': return guard(() => ({ used: M._kw_mem_used(), total: M._kw_mem_total(), max: M._kw_mem_max(), handles: M._kw_live_handles() }));
       case 'info': return info();
+      case 'backward': case 'grad': case 'zeroGrad': case 'optimStep': case 'optimFree': return autogradRequest(a);
       case 'train': return train(a.id, a);
       case 'trainEvaluate': case 'trainClassify': case 'trainGGUF': case 'trainFree': return trainRequest(a);
       default: throw new WErr('INVALID_ARGUMENT', `unknown request ${a.t}`);

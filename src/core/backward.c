@@ -257,6 +257,26 @@ static void bwd_pool_2d(struct bwd * b, T * node, T * grad) {
 static void bwd_cross_entropy_loss(struct bwd * b, T * node, T * grad) {
     if (NEED0) add_grad(b, SRC0, kiln_cross_entropy_loss_back(CTX, grad, SRC0, SRC1));
 }
+/* GELU, tanh form (the forward's): y = x (1 + tanh u) / 2, u = c (x + a x^3);
+ * dy/dx = (1 + t)/2 + x (1 - t^2) c (1 + 3 a x^2) / 2 with t = tanh u, built
+ * without constant tensors: g/2 + g t/2 + (c/2) (w + 3a w x^2), w = g x (1 - t^2) */
+static T * gelu_grad(struct bwd * b, T * x, T * g) {
+    const float a = 0.044715f, c = 0.79788456080286535587989211986876f;
+    T * x2 = kiln_sqr(CTX, x);
+    T * t = kiln_tanh(CTX, kiln_scale(CTX, kiln_add(CTX, x, kiln_scale(CTX, kiln_mul(CTX, x2, x), a)), c));
+    T * gx = kiln_mul(CTX, g, x);
+    T * w = kiln_sub(CTX, gx, kiln_mul(CTX, gx, kiln_sqr(CTX, t)));
+    T * w2 = kiln_add(CTX, w, kiln_scale(CTX, kiln_mul(CTX, w, x2), 3.0f * a));
+    return kiln_add(CTX, kiln_add(CTX, kiln_scale(CTX, g, 0.5f), kiln_scale(CTX, kiln_mul(CTX, g, t), 0.5f)),
+                    kiln_scale(CTX, w2, 0.5f * c));
+}
+static void bwd_leaky_relu(struct bwd * b, T * node, T * grad) {
+    if (!NEED0) return;
+    /* 1 where x > 0, else the slope */
+    const float slope = kiln_get_op_params_f32(node, 0);
+    T * gm = kiln_mul(CTX, grad, kiln_step(CTX, SRC0));
+    add_grad(b, SRC0, kiln_add(CTX, gm, kiln_scale(CTX, kiln_sub(CTX, grad, gm), slope)));
+}
 static void bwd_unary(struct bwd * b, T * node, T * grad) {
     if (!NEED0) return;
     switch (kiln_get_unary_op(node)) {
@@ -271,6 +291,21 @@ static void bwd_unary(struct bwd * b, T * node, T * grad) {
             add_grad(b, SRC0, kiln_sub(CTX, grad, kiln_mul(CTX, grad, kiln_sqr(CTX, node)))); break;
         case KILN_UNARY_OP_SIGMOID: /* s (1 - s) */
             add_grad(b, SRC0, kiln_mul(CTX, grad, kiln_sub(CTX, node, kiln_sqr(CTX, node)))); break;
+        case KILN_UNARY_OP_GELU:    add_grad(b, SRC0, gelu_grad(b, SRC0, grad)); break;
+        case KILN_UNARY_OP_GELU_QUICK: { /* y = x s(kx): s + k x s (1 - s) */
+            const float k = 1.702f;
+            T * sg = kiln_sigmoid(CTX, kiln_scale(CTX, SRC0, k));
+            T * gx = kiln_mul(CTX, grad, SRC0);
+            add_grad(b, SRC0, kiln_add(CTX, kiln_mul(CTX, grad, sg),
+                                       kiln_scale(CTX, kiln_mul(CTX, gx, kiln_sub(CTX, sg, kiln_sqr(CTX, sg))), k)));
+            break;
+        }
+        case KILN_UNARY_OP_ELU: { /* 1 where x > 0, else e^x = y + 1 */
+            T * m = kiln_step(CTX, SRC0);
+            T * r = kiln_add(CTX, kiln_mul(CTX, grad, node), grad);
+            add_grad(b, SRC0, kiln_add(CTX, kiln_mul(CTX, grad, m), kiln_sub(CTX, r, kiln_mul(CTX, r, m))));
+            break;
+        }
         default:
             kiln_set_error("backward: unary op %s has no backward rule (needed for '%s')",
                            kiln_unary_op_name(kiln_get_unary_op(node)), node->name);

@@ -99,6 +99,7 @@ static void build_tables(void) {
     FILL_TYPES(k, scalar);
     k->vec_dot_x4[KILN_TYPE_Q4_0] = q4_0x4_q8_0_vec_dot__scalar;
     k->vec_dot_x4[KILN_TYPE_Q8_0] = q8_0x4_q8_0_vec_dot__scalar;
+    k->vec_dot_x4[KILN_TYPE_IQ4_NL] = iq4_nlx4_q8_0_vec_dot__scalar;
     k->f32_gemm_tile = f32_gemm_1x1__scalar; k->gemm_mr = 1; k->gemm_nr = 1;
     k->f32_gemm_packed = f32_gemm_4x4__scalar; k->pack_mr = 4; k->pack_nr = 4;
     table_finish(k);
@@ -112,6 +113,7 @@ static void build_tables(void) {
         FILL_TYPES(k, avx2);
         k->vec_dot_x4[KILN_TYPE_Q4_0] = q4_0x4_q8_0_vec_dot__avx2;
         k->vec_dot_x4[KILN_TYPE_Q8_0] = q8_0x4_q8_0_vec_dot__avx2;
+        k->vec_dot_x4[KILN_TYPE_IQ4_NL] = iq4_nlx4_q8_0_vec_dot__avx2;
         k->f32_gemm_tile = f32_gemm_3x4__avx2; k->gemm_mr = 3; k->gemm_nr = 4;
         k->f32_gemm_packed = f32_gemm_6x16__avx2; k->pack_mr = 6; k->pack_nr = 16;
         table_finish(k);

@@ -106,6 +106,11 @@ struct kiln_kernels {
      * 4 dots of one interleaved group of rows, s[0..3]; bit-identical to 4
      * vec_dot calls of the same table. NULL: mul_mat unpacks rows instead. */
     kiln_vec_dot_t    vec_dot_x4  [KILN_TYPE_COUNT];
+    /* per weight type, mat-vec only (src1 is one row): where llama.cpp's CPU
+     * build sums a type in another order there than in its batched kernels
+     * (IQ4_NL on AVX2: two accumulators), so results match it in both.
+     * NULL: vec_dot. */
+    kiln_vec_dot_t    vec_dot_1   [KILN_TYPE_COUNT];
 };
 
 /* The table in use (selected once, or forced). Never NULL. */

@@ -11,13 +11,16 @@
  *
  * With F16 K and V the arithmetic is ggml CPU's, which llama.cpp runs with
  * its default F16 KV cache: Q rounded to F16 before the K dot products
- * (products summed in double), and the softmax*V accumulator kept in F16
- * (each update rounded). ggml ignores the precision hint on the CPU, and so
+ * (the ISA's f16 dot, llama.cpp's order on AVX2), and the softmax*V
+ * accumulator kept in F16
+ * (each update rounded, fused). With F32 K and V likewise: the ISA's f32
+ * dot, fused V updates, an unfused S update. ggml ignores the precision hint on the CPU, and so
  * does this. Keeping these in F32 instead moved stories260K's log-probs by
  * ~1e-2 against llama.cpp and changed greedy continuations of quantized
  * models (tests/oracle).
  */
 #include "ops_nn_common.h"
+#include "kernels.h"
 
 /* per thread: V accumulator (DV), V row in f32 (DV), K row in f32 (DK) */
 size_t kiln_cpu_work_flash_attn_ext(const struct kiln_tensor * dst, int n_threads) {
@@ -44,9 +47,9 @@ static void flash_attn_row_f16(const struct kiln_tensor * k, const struct kiln_t
             if (mv == -INFINITY) continue;
         }
         const kiln_fp16_t * kr = (const kiln_fp16_t *) kiln_row_ptr(k, ic, ik2, ik3);
-        double sd = 0.0;
-        for (int64_t d = 0; d < DK; d++) sd += (double) (kiln_fp16_to_fp32(q16[d]) * kiln_fp16_to_fp32(kr[d]));
-        float s = (float) sd * scale;
+        /* the ISA's f16 dot: on AVX2 llama.cpp's (vectors of 32, then the
+         * rest of the products summed in double) */
+        float s = kiln_kernels()->f16_dot(DK, kr, q16) * scale;
         if (softcap != 0.0f) s = softcap * tanhf(s);
         s += mv;
         float ms = 1.0f, vs = 1.0f;
@@ -127,8 +130,8 @@ enum kiln_status kiln_cpu_fwd_flash_attn_ext(const struct kiln_compute_params * 
             const char * kp = kiln_row_ptr(k, ic, ik2, ik3);
             const float * kr = (const float *) kp;
             if (!k_f32) { kiln_row_to_f32(k->type, kp, krow, DK); kr = krow; }
-            float s = 0.0f;
-            for (int64_t d = 0; d < DK; d++) s += pq[d] * kr[d];
+            /* the ISA's f32 dot (llama.cpp's order on AVX2), k first as there */
+            float s = kiln_kernels()->f32_dot(DK, kr, pq);
             s *= scale;
             if (softcap != 0.0f) s = softcap * tanhf(s);
             s += mv;
@@ -145,7 +148,8 @@ enum kiln_status kiln_cpu_fwd_flash_attn_ext(const struct kiln_compute_params * 
             const char * vp = kiln_row_ptr(v, ic, ik2, ik3);
             const float * vr = (const float *) vp;
             if (!v_f32) { kiln_row_to_f32(v->type, vp, vrow, DV); vr = vrow; }
-            for (int64_t d = 0; d < DV; d++) acc[d] += vr[d] * vs;
+            /* fused as llama.cpp's vector mad; S unfused, as there */
+            for (int64_t d = 0; d < DV; d++) acc[d] = fmaf(vr[d], vs, acc[d]);
             S = S * ms + vs;
         }
         const float S_inv = S == 0.0f ? 0.0f : 1.0f / S;

@@ -204,7 +204,7 @@ enum kiln_status kiln_cpu_fwd_mul_mat(const struct kiln_compute_params * params,
     const size_t act_work = kiln_mm_act_work(&act, params->nth);
     const bool pack = wants_packing(src0, src1) && k->f32_gemm_packed != NULL;
     const int rep = kiln_repacked_rows(src0);
-    if (rep && (src0->type != KILN_TYPE_Q4_0 && src0->type != KILN_TYPE_Q8_0)) {
+    if (rep && src0->type != KILN_TYPE_Q4_0 && src0->type != KILN_TYPE_Q8_0 && src0->type != KILN_TYPE_IQ4_NL) {
         kiln_set_error("mul_mat: repacked tensor '%s' of unexpected type %s", src0->name, kiln_type_name(src0->type));
         return KILN_STATUS_FAILED;
     }
@@ -238,7 +238,8 @@ enum kiln_status kiln_cpu_fwd_mul_mat(const struct kiln_compute_params * params,
     const bool packed = f32_rows && pack;
     const bool tiles = f32_rows && !packed && k->gemm_mr * k->gemm_nr > 1;
     float * scratch = packed ? (float *) ((char *) params->wdata + KILN_PAD(act_work, KILN_MM_ALIGN) + pack_scratch_bytes() * (size_t) params->ith) : NULL;
-    const kiln_vec_dot_t dot = k->vec_dot[src0->type];
+    /* a single src1 row may sum in llama.cpp's mat-vec order (kernels.h) */
+    const kiln_vec_dot_t dot = ne11 == 1 && k->vec_dot_1[src0->type] ? k->vec_dot_1[src0->type] : k->vec_dot[src0->type];
     const kiln_vec_dot_t dot4 = rep ? k->vec_dot_x4[src0->type] : NULL;
     /* rows below nfull are in 4-row groups; blocks start at multiples of 4 */
     const int64_t nfull = rep ? ne01 - ne01 % rep : 0;

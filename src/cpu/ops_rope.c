@@ -99,8 +99,11 @@ static void rotate(const float * cache, const void * src, void * dst, int64_t n,
         const int64_t ic = i0 / div;
         const float c = cache[i0], s = cache[i0 + 1];
         const float x0 = ld(src, ic, f16), x1 = ld(src, ic + off, f16);
-        st(dst, ic,       x0 * c - x1 * s, f16);
-        st(dst, ic + off, x0 * s + x1 * c, f16);
+        /* fused as llama.cpp's x86 build computes it (GCC contracts its
+         * x0*c - x1*s into one FMA): bit-identical to it, checked by
+         * scripts/ggml-op-compare, and the same on every platform */
+        st(dst, ic,       fmaf(x0, c, -(x1 * s)), f16);
+        st(dst, ic + off, fmaf(x0, s, x1 * c), f16);
     }
 }
 

@@ -7,6 +7,7 @@
  * the same); a -inf mask entry alone gives an exact 0.
  */
 #include "ops_nn_common.h"
+#include "kernels.h"
 
 size_t kiln_cpu_work_soft_max(const struct kiln_tensor * dst, int n_threads) {
     return sizeof(float) * (size_t)(dst->ne[0] + KILN_CL_F32) * (size_t) n_threads;
@@ -39,20 +40,16 @@ enum kiln_status kiln_cpu_fwd_soft_max(const struct kiln_compute_params * params
             const char * mrow = kiln_row_ptr(mask, i1, i2 % mask->ne[2], i3 % mask->ne[3]);
             if (mask->type == KILN_TYPE_F16) {
                 const kiln_fp16_t * m = (const kiln_fp16_t *) mrow;
-                for (int64_t i = 0; i < nc; i++) wp[i] += slope * kiln_fp16_to_fp32(m[i]);
+                for (int64_t i = 0; i < nc; i++) wp[i] = fmaf(slope, kiln_fp16_to_fp32(m[i]), wp[i]);
             } else {
                 const float * m = (const float *) mrow;
-                for (int64_t i = 0; i < nc; i++) wp[i] += slope * m[i];
+                for (int64_t i = 0; i < nc; i++) wp[i] = fmaf(slope, m[i], wp[i]);
             }
         }
         float max = -INFINITY;
         for (int64_t i = 0; i < nc; i++) if (wp[i] > max) max = wp[i];
-        double sum = 0.0;
-        for (int64_t i = 0; i < nc; i++) {
-            const float e = expf(wp[i] - max);
-            dp[i] = e;
-            sum += (double) e;
-        }
+        /* the ISA's exp (llama.cpp's vector expf on AVX2), summed in double */
+        const double sum = kiln_kernels()->f32_softmax_exp(nc, wp, dp, max);
         const float inv = (float)(1.0 / sum);
         for (int64_t i = 0; i < nc; i++) dp[i] *= inv;
     }

@@ -1,9 +1,10 @@
 /*
- * repack.c — kiln_repack_tensor(): Q4_0 / Q8_0 weights to the x4 layout
+ * repack.c — kiln_repack_tensor(): Q4_0 / Q8_0 / IQ4_NL weights to the x4 layout
  * of src/cpu/repack.h, in place, marked by tensor->extra.
  */
 #include "repack.h"
 #include "../core/internal.h"
+#include "kernels.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -12,10 +13,21 @@
 struct kiln_repack_tag { enum kiln_type type; int rows; };
 static const struct kiln_repack_tag tag_q4_0 = { KILN_TYPE_Q4_0, KILN_REPACK_ROWS };
 static const struct kiln_repack_tag tag_q8_0 = { KILN_TYPE_Q8_0, KILN_REPACK_ROWS };
+static const struct kiln_repack_tag tag_iq4_nl = { KILN_TYPE_IQ4_NL, KILN_REPACK_ROWS };
+
+static const struct kiln_repack_tag * tag_for(enum kiln_type type) {
+    switch (type) {
+        case KILN_TYPE_Q4_0:   return &tag_q4_0;
+        case KILN_TYPE_Q8_0:   return &tag_q8_0;
+        case KILN_TYPE_IQ4_NL: return &tag_iq4_nl;
+        default:               return NULL;
+    }
+}
 
 int kiln_repacked_rows(const struct kiln_tensor * t) {
     if (!t || !t->extra) return 0;
-    if (t->extra == (const void *) &tag_q4_0 || t->extra == (const void *) &tag_q8_0) {
+    if (t->extra == (const void *) &tag_q4_0 || t->extra == (const void *) &tag_q8_0 ||
+        t->extra == (const void *) &tag_iq4_nl) {
         return ((const struct kiln_repack_tag *) t->extra)->rows;
     }
     return 0;
@@ -25,9 +37,15 @@ bool kiln_tensor_is_repacked(const struct kiln_tensor * tensor) {
     return kiln_repacked_rows(tensor) > 0;
 }
 
+bool kiln_repack_has_kernel(enum kiln_type type) {
+    if ((int) type < 0 || type >= KILN_TYPE_COUNT || !tag_for(type)) return false;
+    const struct kiln_kernels * k = kiln_kernels();
+    return k && k->vec_dot_x4[type] != NULL;
+}
+
 /* bytes of one block's scale, and of its quants */
 static void geometry(enum kiln_type type, size_t * qbytes) {
-    *qbytes = type == KILN_TYPE_Q4_0 ? QK4_0 / 2 : QK8_0;
+    *qbytes = type == KILN_TYPE_Q8_0 ? QK8_0 : QK4_0 / 2; /* q4_0, iq4_nl: 16 bytes of nibbles */
 }
 
 static void pack_group(enum kiln_type type, const char * rows, size_t row_size, int64_t nb, char * out) {
@@ -62,8 +80,8 @@ bool kiln_repack_tensor(struct kiln_tensor * t) {
         kiln_set_error("repack: NULL tensor");
         return false;
     }
-    if (t->type != KILN_TYPE_Q4_0 && t->type != KILN_TYPE_Q8_0) {
-        kiln_set_error("repack: %s weights have no interleaved layout (q4_0 and q8_0 do)", kiln_type_name(t->type));
+    if (!tag_for(t->type)) {
+        kiln_set_error("repack: %s weights have no interleaved layout (q4_0, q8_0 and iq4_nl do)", kiln_type_name(t->type));
         return false;
     }
     if (kiln_repacked_rows(t)) return true;
@@ -97,6 +115,6 @@ bool kiln_repack_tensor(struct kiln_tensor * t) {
         }
     }
     free(tmp);
-    t->extra = (void *) (t->type == KILN_TYPE_Q4_0 ? &tag_q4_0 : &tag_q8_0);
+    t->extra = (void *) tag_for(t->type);
     return true;
 }

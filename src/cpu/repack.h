@@ -8,10 +8,19 @@
  * groups, and the rows past the last full group keep the plain layout.
  *
  * Why: a mat-vec kernel walks one stream of weights instead of four and
- * loads / prepares each activation block once per 4 rows. The x4 kernels
- * run per row the very float operations, in the same order, as the plain
- * vec_dot of the same ISA, so the result is bit-identical to the
- * non-repacked path (tests/c/test_repack.c).
+ * loads / prepares each activation block once per 4 rows.
+ *
+ * Summation order. Q8_0: the x4 kernels run per row the very float
+ * operations, in the same order, as the plain vec_dot of the same ISA, so
+ * the result is bit-identical to the non-repacked path (llama.cpp does not
+ * repack Q8_0 on x86 either). Q4_0 and IQ4_NL: llama.cpp repacks these on
+ * AVX2 (8 rows, when ne[1] % 8 == 0) and its kernels then add, per row and
+ * block, the block's whole integer dot with one FMA:
+ *     acc = fma((float) isum_b, d_x * d_y, acc)
+ * instead of the plain kernel's 8 lane accumulators. The scalar and AVX2 x4
+ * kernels of those two types follow that order (bit-identical to each
+ * other), so Kiln's greedy output equals llama.cpp's on such models; the
+ * wasm x4 kernel of Q4_0 keeps its plain kernel's order.
  *
  * The layout is ISA-independent (one repacked model serves every kernel
  * table); an ISA without x4 kernels unpacks a group's rows into scratch and
@@ -28,6 +37,7 @@
 
 typedef struct { kiln_fp16_t d[4]; uint8_t qs[4 * QK4_0 / 2]; } block_q4_0x4;
 typedef struct { kiln_fp16_t d[4]; int8_t qs[4 * QK8_0]; } block_q8_0x4;
+typedef block_q4_0x4 block_iq4_nlx4; /* same geometry: fp16 scale + 16 bytes of nibbles */
 
 /* s[r] = dot(row r of the x4 group x, y) for r < 4, n values (multiple of 32) */
 typedef void (*kiln_vec_dot_x4_t)(int64_t n, float * s, const void * x, const void * y);
@@ -35,10 +45,14 @@ typedef void (*kiln_vec_dot_x4_t)(int64_t n, float * s, const void * x, const vo
 #define KILN_REPACK_KERNELS(S) \
     void q4_0x4_q8_0_vec_dot__##S(int64_t n, float * s, const void * x, const void * y); \
     void q8_0x4_q8_0_vec_dot__##S(int64_t n, float * s, const void * x, const void * y);
+#define KILN_REPACK_KERNELS_BLOCKSUM(S) \
+    void iq4_nlx4_q8_0_vec_dot__##S(int64_t n, float * s, const void * x, const void * y);
 
 KILN_REPACK_KERNELS(scalar)
+KILN_REPACK_KERNELS_BLOCKSUM(scalar)
 #if defined(__x86_64__) && !defined(__EMSCRIPTEN__)
 KILN_REPACK_KERNELS(avx2)
+KILN_REPACK_KERNELS_BLOCKSUM(avx2)
 #endif
 #if defined(__wasm_simd128__)
 KILN_REPACK_KERNELS(wasm_simd128)

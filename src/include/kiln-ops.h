@@ -89,7 +89,7 @@
     KILN_OP(ARANGE,                  arange,                  "arange(start, stop, step)", 0, ALL, 0, 0) \
     KILN_OP(TIMESTEP_EMBEDDING,      timestep_embedding,      "timestep_embedding(timesteps, dim, max_period)", 1, ALL, 0, 0) \
     KILN_OP(ARGSORT,                 argsort,                 "argsort(x)", 1, ALL, 0, 0) \
-    KILN_OP(LEAKY_RELU,              leaky_relu,              "leaky_relu(x)", 1, ALL, 0, 0) \
+    KILN_OP(LEAKY_RELU,              leaky_relu,              "leaky_relu(x)", 1, ALL, 0, 1) \
     KILN_OP(FLASH_ATTN_EXT,          flash_attn_ext,          "flash_attn_ext(x)", 4, ALL, 1, 0) \
     KILN_OP(SSM_CONV,                ssm_conv,                "ssm_conv(x)", 2, ALL, 0, 0) \
     KILN_OP(SSM_SCAN,                ssm_scan,                "ssm_scan(x)", 6, ALL, 0, 0) \

@@ -302,14 +302,21 @@ KILN_API bool    kiln_is_matrix(const struct kiln_tensor * tensor);
 KILN_API bool    kiln_is_3d    (const struct kiln_tensor * tensor);
 KILN_API bool    kiln_is_transposed(const struct kiln_tensor * tensor);
 KILN_API bool    kiln_is_permuted  (const struct kiln_tensor * tensor);
-/* Rewrite q4_0 / q8_0 weights in place into an interleaved layout (4 rows'
- * blocks side by side) that makes mul_mat mat-vec faster with the exact same
- * results. Afterwards the tensor is valid ONLY as src0 of mul_mat (not for
- * get_rows, copies, views, saving). false + kiln_last_error() when the tensor
- * cannot be repacked (other types, views, fewer than 4 rows); true when
- * repacked (or already). */
+/* Rewrite q4_0 / q8_0 / iq4_nl weights in place into an interleaved layout
+ * (4 rows' blocks side by side) that makes mul_mat mat-vec faster. q8_0
+ * gives the exact same results; q4_0 and iq4_nl then sum in the order of
+ * llama.cpp's repacked x86 kernels (one FMA per block) on the scalar and
+ * AVX2 kernels, so they match llama.cpp bit for bit where it repacks
+ * (src/cpu/repack.h). Afterwards the tensor is valid ONLY as src0 of mul_mat
+ * (not for get_rows, copies, views, saving). false + kiln_last_error() when
+ * the tensor cannot be repacked (other types, views, fewer than 4 rows);
+ * true when repacked (or already). */
 KILN_API bool    kiln_repack_tensor(struct kiln_tensor * tensor);
 KILN_API bool    kiln_tensor_is_repacked(const struct kiln_tensor * tensor);
+/* true when the CPU kernels in use have an interleaved mat-vec kernel for
+ * type (repacking a type without one still works, through a slower
+ * unpacking path) */
+KILN_API bool    kiln_repack_has_kernel(enum kiln_type type);
 KILN_API bool    kiln_is_contiguous(const struct kiln_tensor * tensor);
 KILN_API bool    kiln_is_contiguous_0(const struct kiln_tensor * tensor);
 KILN_API bool    kiln_is_contiguous_1(const struct kiln_tensor * tensor);

@@ -244,23 +244,28 @@ static bool alloc_cache(struct kiln_model * m) {
     return true;
 }
 
-/* q4_0 / q8_0 matmul weights to the interleaved mat-vec layout (same
- * results, faster generation; kiln_repack_tensor). Never the token
+/* matmul weights to the interleaved mat-vec layout (faster generation;
+ * kiln_repack_tensor, src/cpu/repack.h), where the kernels in use have an
+ * interleaved kernel for the type. q8_0: same results. q4_0 / iq4_nl: then
+ * summed in llama.cpp's repacked order, so only where llama.cpp repacks too
+ * (ne[1] % 8 == 0), which keeps greedy output equal to its. Never the token
  * embedding (get_rows reads it, also when the output is tied to it).
  * KILN_NO_REPACK=1 keeps the file layout (for A/B benchmarks). */
+static void repack_one(struct kiln_tensor * w) {
+    if (!w || !kiln_repack_has_kernel(w->type)) return;
+    if (w->type != KILN_TYPE_Q8_0 && w->ne[1] % 8 != 0) return;
+    kiln_repack_tensor(w);
+}
+
 static void repack_weights(struct kiln_model * m) {
     const char * off = getenv("KILN_NO_REPACK");
     if (off && off[0] && strcmp(off, "0") != 0) return;
     for (int il = 0; il < m->n_layer; il++) {
         struct layer * L = &m->layers[il];
         struct kiln_tensor * ws[] = { L->wq, L->wk, L->wv, L->wo, L->ffn_gate, L->ffn_up, L->ffn_down };
-        for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) {
-            if (ws[i] && (ws[i]->type == KILN_TYPE_Q4_0 || ws[i]->type == KILN_TYPE_Q8_0)) kiln_repack_tensor(ws[i]);
-        }
+        for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) repack_one(ws[i]);
     }
-    if (m->output && m->output != m->tok_embd && (m->output->type == KILN_TYPE_Q4_0 || m->output->type == KILN_TYPE_Q8_0)) {
-        kiln_repack_tensor(m->output);
-    }
+    if (m->output != m->tok_embd) repack_one(m->output);
 }
 
 static struct kiln_model * load(struct kiln_gguf_context * g, struct kiln_context * wctx, struct kiln_model_params params, bool may_repack) {

@@ -39,7 +39,10 @@ void kiln_quant_register_kernels(struct kiln_kernels * k) {
 
     switch (k->isa_id) {
 #if defined(__x86_64__) && !defined(__EMSCRIPTEN__)
-        case KILN_ISA_AVX2: SET_SIMD(k, avx2); break;
+        case KILN_ISA_AVX2:
+            SET_SIMD(k, avx2);
+            k->vec_dot_1[KILN_TYPE_IQ4_NL] = iq4_nl_q8_0_vec_dot_gemv__avx2;
+            break;
 #endif
 #if defined(__aarch64__) && !defined(__EMSCRIPTEN__)
         case KILN_ISA_NEON:

@@ -187,6 +187,10 @@ static T * b_silu(struct kiln_context * c, T ** x) { return kiln_silu(c, x[0]); 
 static T * b_exp(struct kiln_context * c, T ** x) { return kiln_exp(c, x[0]); }
 static T * b_tanh(struct kiln_context * c, T ** x) { return kiln_tanh(c, x[0]); }
 static T * b_sigmoid(struct kiln_context * c, T ** x) { return kiln_sigmoid(c, x[0]); }
+static T * b_gelu(struct kiln_context * c, T ** x) { return kiln_gelu(c, x[0]); }
+static T * b_gelu_quick(struct kiln_context * c, T ** x) { return kiln_gelu_quick(c, x[0]); }
+static T * b_elu(struct kiln_context * c, T ** x) { return kiln_elu(c, x[0]); }
+static T * b_leaky_relu(struct kiln_context * c, T ** x) { return kiln_leaky_relu(c, x[0], 0.1f, false); }
 static T * b_cross_entropy(struct kiln_context * c, T ** x) {
     /* labels are not differentiated (as in ggml): random probabilities */
     T * y = kiln_new_tensor_2d(c, KILN_TYPE_F32, x[0]->ne[0], x[0]->ne[1]);
@@ -259,6 +263,10 @@ static const struct gcase cases[] = {
     { "exp",        b_exp,        1, {{7, 3}},                -1, 1, 1e-5 },
     { "tanh",       b_tanh,       1, {{7, 3}},                -1, 1, 1e-5 },
     { "sigmoid",    b_sigmoid,    1, {{7, 3}},                -2, 2, 1e-5 },
+    { "gelu",       b_gelu,       1, {{7, 3}},                -3, 3, 1e-4 },
+    { "gelu_quick", b_gelu_quick, 1, {{7, 3}},                -3, 3, 1e-4 },
+    { "elu",        b_elu,        1, {{7, 3}},                -2, 2, 1e-5 },
+    { "leaky_relu", b_leaky_relu, 1, {{7, 3}},                -2, 2, 1e-5 },
     { "cross_entropy", b_cross_entropy, 1, {{6, 4}},          -2, 2, 1e-4 },
     { "acc",        b_acc,        2, {{6, 4}, {3, 2}},        -1, 1, 1e-5 },
     { "norm",       b_norm,       1, {{8, 3}},                -1, 1, 1e-4 },
@@ -272,7 +280,7 @@ static void test_errors(void) {
     struct kiln_context * ctx = tu_ctx(1 << 20);
     T * x = kiln_new_tensor_1d(ctx, KILN_TYPE_F32, 4);
     kiln_set_param(ctx, x);
-    T * y = kiln_sum(ctx, kiln_elu(ctx, x));
+    T * y = kiln_sum(ctx, kiln_hardswish(ctx, x));
     kiln_set_loss(y);
     struct kiln_cgraph * g = kiln_new_graph(ctx);
     kiln_build_forward_expand(g, y);
@@ -280,7 +288,7 @@ static void test_errors(void) {
           "graph without grads: %s", kiln_last_error());
     struct kiln_cgraph * gg = kiln_new_graph_custom(ctx, 64, true);
     kiln_build_forward_expand(gg, y);
-    CHECK(kiln_build_backward_expand(ctx, gg, NULL) == KILN_STATUS_FAILED && strstr(kiln_last_error(), "ELU"),
+    CHECK(kiln_build_backward_expand(ctx, gg, NULL) == KILN_STATUS_FAILED && strstr(kiln_last_error(), "HARDSWISH"),
           "op without rule named: %s", kiln_last_error());
     kiln_free(ctx);
 }

@@ -1,18 +1,56 @@
 /*
- * test_repack.c — kiln_repack_tensor and the x4 mat-vec kernels: every ISA's
- * x4 kernel bit-identical to its own plain vec_dot (misaligned pointers,
- * 1..9 and 130 blocks) and close to the scalar one; mul_mat on repacked
- * weights bit-identical to the non-repacked path for every ISA, odd row
- * counts (tail rows stay plain), batch 1 and 3, broadcast batches, 1/2/4
- * threads, and close to a double-precision reference; the unpacking
- * fallback of tables without x4 kernels; bad inputs.
+ * test_repack.c — kiln_repack_tensor and the x4 mat-vec kernels. Two
+ * contracts (src/cpu/repack.h):
+ *  - order-preserving x4 kernels (q8_0 everywhere, q4_0 on wasm): bit-
+ *    identical to the ISA's own plain vec_dot;
+ *  - llama.cpp's repacked order (q4_0 and iq4_nl on scalar and AVX2): bit-
+ *    identical to blocksum_ref below — the whole block's integer dot, then
+ *    acc = fmaf(isum, d_x * d_y, acc) — written here from the block layout.
+ * Misaligned pointers, 1..9 and 130 blocks; mul_mat on repacked weights for
+ * every ISA, odd row counts (tail rows stay plain), batch 1 and 3, broadcast
+ * batches, 1/2/4 threads, element by element against the contract and by
+ * NMSE against a double-precision reference; the unpacking fallback of
+ * tables without x4 kernels; bad inputs.
  */
 #include "util/test_util.h"
 #include "blocks.h"
 #include "cpu/kernels.h"
 #include "cpu/repack.h"
 
-static const enum kiln_type types[] = { KILN_TYPE_Q4_0, KILN_TYPE_Q8_0 };
+static const enum kiln_type types[] = { KILN_TYPE_Q4_0, KILN_TYPE_Q8_0, KILN_TYPE_IQ4_NL };
+#define NTYPES 3
+
+/* IQ4_NL's 16 levels (GGUF spec) */
+static const int iq4nl_levels[16] = { -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113 };
+
+static bool blocksum_contract(enum kiln_type t, enum kiln_isa isa) {
+    return t != KILN_TYPE_Q8_0 && (isa == KILN_ISA_SCALAR || isa == KILN_ISA_AVX2);
+}
+
+static float h2f(const void * p) {
+    kiln_fp16_t h;
+    memcpy(&h, p, sizeof h);
+    return kiln_fp16_to_fp32(h);
+}
+
+/* llama.cpp's repacked order for one plain q4_0 / iq4_nl row against q8_0 y */
+static float blocksum_ref(enum kiln_type t, int64_t n, const char * row, const char * y) {
+    float acc = 0;
+    for (int64_t b = 0; b < n / 32; b++) {
+        const char * xb = row + b * 18, * yb = y + b * 34;
+        const uint8_t * q = (const uint8_t *) xb + 2;
+        const int8_t * yq = (const int8_t *) yb + 2;
+        int isum = 0;
+        for (int j = 0; j < 16; j++) {
+            const int lo = q[j] & 15, hi = q[j] >> 4;
+            isum += (t == KILN_TYPE_Q4_0 ? lo - 8 : iq4nl_levels[lo]) * yq[j];
+            isum += (t == KILN_TYPE_Q4_0 ? hi - 8 : iq4nl_levels[hi]) * yq[j + 16];
+        }
+        const float d = h2f(xb) * h2f(yb);
+        acc = fmaf((float) isum, d, acc);
+    }
+    return acc;
+}
 
 static void fill_rows(enum kiln_type t, int64_t n, int nrows, void * out) {
     float * x = malloc(sizeof(float) * (size_t) n);
@@ -25,7 +63,7 @@ static void fill_rows(enum kiln_type t, int64_t n, int nrows, void * out) {
 
 static void test_kernels(void) {
     const struct kiln_kernels * ks = kiln_kernels_for_isa(KILN_ISA_SCALAR);
-    for (int ti = 0; ti < 2; ti++) {
+    for (int ti = 0; ti < NTYPES; ti++) {
         const enum kiln_type t = types[ti];
         const int nbs[] = { 1, 2, 3, 5, 8, 9, 130 };
         for (int bi = 0; bi < 7; bi++) {
@@ -62,8 +100,16 @@ static void test_kernels(void) {
                 for (int r = 0; r < 4; r++) {
                     float s1;
                     k->vec_dot[t](n, &s1, plain + r * rs, yp);
-                    CHECK(memcmp(&s1, &s4[r], sizeof(float)) == 0, "%s x4 %s n=%lld row %d: %.9g vs plain %.9g",
-                          k->isa, kiln_type_name(t), (long long) n, r, s4[r], s1);
+                    if (blocksum_contract(t, (enum kiln_isa) isa)) {
+                        const float e = blocksum_ref(t, n, plain + r * rs, yp);
+                        CHECK(memcmp(&e, &s4[r], sizeof(float)) == 0, "%s x4 %s n=%lld row %d: %.9g vs llama.cpp order %.9g",
+                              k->isa, kiln_type_name(t), (long long) n, r, s4[r], e);
+                        CHECK(fabsf(s4[r] - s1) <= 1e-4f * (1.0f + fabsf(s1)), "%s x4 %s vs plain: %g vs %g",
+                              k->isa, kiln_type_name(t), s4[r], s1);
+                    } else {
+                        CHECK(memcmp(&s1, &s4[r], sizeof(float)) == 0, "%s x4 %s n=%lld row %d: %.9g vs plain %.9g",
+                              k->isa, kiln_type_name(t), (long long) n, r, s4[r], s1);
+                    }
                     CHECK(fabsf(s4[r] - sref[r]) <= 1e-4f * (1.0f + fabsf(sref[r])), "%s x4 %s vs scalar: %g vs %g",
                           k->isa, kiln_type_name(t), s4[r], sref[r]);
                 }
@@ -118,11 +164,41 @@ static void test_mul_mat(enum kiln_type t, int64_t K, int64_t N, int64_t M, int6
         for (int nth = 1; nth <= 4; nth *= 2) {
             CHECK(tu_compute(ctx, y, nth) == KILN_STATUS_SUCCESS, "plain: %s", kiln_last_error());
             CHECK(tu_compute(ctx, yr, nth) == KILN_STATUS_SUCCESS, "repacked: %s", kiln_last_error());
-            CHECK(memcmp(y->data, yr->data, kiln_nbytes(y)) == 0, "%s %s K=%lld N=%lld M=%lld b=%lld/%lld %d threads: repacked differs",
-                  isas[isa], kiln_type_name(t), (long long) K, (long long) N, (long long) M, (long long) ne02, (long long) ne12, nth);
+            if (blocksum_contract(t, (enum kiln_isa) isa)) {
+                /* grouped rows in llama.cpp's order, the tail rows plain */
+                const struct kiln_kernels * k = kiln_kernels_for_isa((enum kiln_isa) isa);
+                const size_t rs = kiln_row_size(t, K), ys = kiln_row_size(KILN_TYPE_Q8_0, K);
+                char * yq = malloc(ys);
+                int bad = 0;
+                for (int64_t b = 0; b < ne12 && !bad; b++) {
+                    const int64_t wb = b / (ne12 / ne02);
+                    for (int64_t j = 0; j < M && !bad; j++) {
+                        k->from_float[KILN_TYPE_Q8_0]((const float *) ((const char *) x->data + b * x->nb[2] + j * x->nb[1]), yq, K);
+                        for (int64_t i = 0; i < N; i++) {
+                            const char * wrow = (const char *) w->data + wb * w->nb[2] + i * rs;
+                            float e;
+                            if (i < N - N % 4) e = blocksum_ref(t, K, wrow, yq);
+                            else (M == 1 && k->vec_dot_1[t] ? k->vec_dot_1[t] : k->vec_dot[t])(K, &e, wrow, yq); /* mat-vec variant */
+                            const float got = ((const float *) yr->data)[(b * M + j) * N + i];
+                            if (memcmp(&e, &got, sizeof e) != 0) {
+                                CHECK(0, "%s %s K=%lld N=%lld M=%lld b=%lld/%lld %d threads: [%lld,%lld,%lld] %.9g vs llama.cpp order %.9g",
+                                      isas[isa], kiln_type_name(t), (long long) K, (long long) N, (long long) M, (long long) ne02,
+                                      (long long) ne12, nth, (long long) i, (long long) j, (long long) b, got, e);
+                                bad = 1;
+                                break;
+                            }
+                        }
+                    }
+                }
+                CHECK(!bad, "blocksum order element by element");
+                free(yq);
+            } else {
+                CHECK(memcmp(y->data, yr->data, kiln_nbytes(y)) == 0, "%s %s K=%lld N=%lld M=%lld b=%lld/%lld %d threads: repacked differs",
+                      isas[isa], kiln_type_name(t), (long long) K, (long long) N, (long long) M, (long long) ne02, (long long) ne12, nth);
+            }
             double * out = tu_to_f64(yr);
             const double e = tu_nmse(out, ref, ny);
-            CHECK(e < (t == KILN_TYPE_Q4_0 ? 1e-4 : 1e-4), "%s %s nmse %g", isas[isa], kiln_type_name(t), e);
+            CHECK(e < 1e-4, "%s %s nmse %g", isas[isa], kiln_type_name(t), e);
             free(out);
         }
     }
@@ -173,7 +249,7 @@ static void test_bad_inputs(void) {
 int main(void) {
     tu_seed(7);
     test_kernels();
-    for (int ti = 0; ti < 2; ti++) {
+    for (int ti = 0; ti < NTYPES; ti++) {
         const enum kiln_type t = types[ti];
         test_mul_mat(t, 32, 4, 1, 1, 1);
         test_mul_mat(t, 64, 7, 1, 1, 1);

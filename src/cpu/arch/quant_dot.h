@@ -31,6 +31,8 @@ KILN_QDOT_SCALAR_ONLY_LIST(KILN_QDOT, scalar)
 
 #if defined(__x86_64__) && !defined(__EMSCRIPTEN__)
 KILN_QDOT_SIMD_LIST(KILN_QDOT, avx2)
+/* mat-vec variant in llama.cpp's order there (kernels.h, vec_dot_1) */
+void iq4_nl_q8_0_vec_dot_gemv__avx2(int64_t n, float * s, const void * vx, const void * vy);
 #endif
 #if defined(__aarch64__) && !defined(__EMSCRIPTEN__)
 KILN_QDOT_SIMD_LIST(KILN_QDOT, neon)

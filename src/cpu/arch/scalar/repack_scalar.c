@@ -1,9 +1,19 @@
 /*
  * repack_scalar.c — the reference x4 mat-vec kernels (see src/cpu/repack.h):
- * per row, the arithmetic of q4_0/q8_0_q8_0_vec_dot__scalar exactly.
+ * q8_0 per row with the arithmetic of q8_0_q8_0_vec_dot__scalar exactly;
+ * q4_0 and iq4_nl in llama.cpp's repacked order (the whole block's integer
+ * dot, then one fused multiply-add per block), which the AVX2 kernels
+ * reproduce bit for bit.
  */
+#include <math.h>
+
 #include "../../repack.h"
 #include "quants_impl.h"
+
+/* fmaf rounds once, like the FMA instruction of the SIMD kernels */
+static inline float blocksum_step(int sumi, float dx, float dy, float acc) {
+    return fmaf((float) sumi, dx * dy, acc);
+}
 
 void q4_0x4_q8_0_vec_dot__scalar(int64_t n, float * s, const void * vx, const void * vy) {
     const block_q4_0x4 * x = vx;
@@ -18,7 +28,26 @@ void q4_0x4_q8_0_vec_dot__scalar(int64_t n, float * s, const void * vx, const vo
                 sumi += ((q[j] & 0x0F) - 8) * y[ib].qs[j];
                 sumi += ((q[j] >> 4) - 8) * y[ib].qs[j + 16];
             }
-            sumf[r] += sumi * (KQ_H2F(x[ib].d[r]) * dy);
+            sumf[r] = blocksum_step(sumi, KQ_H2F(x[ib].d[r]), dy, sumf[r]);
+        }
+    }
+    for (int r = 0; r < 4; r++) s[r] = sumf[r];
+}
+
+void iq4_nlx4_q8_0_vec_dot__scalar(int64_t n, float * s, const void * vx, const void * vy) {
+    const block_iq4_nlx4 * x = vx;
+    const block_q8_0 * y = vy;
+    float sumf[4] = { 0, 0, 0, 0 };
+    for (int64_t ib = 0; ib < n / QK8_0; ++ib) {
+        const float dy = KQ_H2F(y[ib].d);
+        for (int r = 0; r < 4; r++) {
+            const uint8_t * q = x[ib].qs + r * 16;
+            int sumi = 0;
+            for (int j = 0; j < 16; ++j) {
+                sumi += kiln_kvalues_iq4nl[q[j] & 0x0F] * y[ib].qs[j];
+                sumi += kiln_kvalues_iq4nl[q[j] >> 4] * y[ib].qs[j + 16];
+            }
+            sumf[r] = blocksum_step(sumi, KQ_H2F(x[ib].d[r]), dy, sumf[r]);
         }
     }
     for (int r = 0; r < 4; r++) s[r] = sumf[r];

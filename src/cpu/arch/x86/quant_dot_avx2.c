@@ -10,6 +10,7 @@
  */
 #include <immintrin.h>
 #include <string.h>
+#include <math.h>
 
 /* F16C: exact fp16 -> fp32 in one instruction */
 #define KQ_H2F(h) _cvtsh_ss(h)
@@ -152,6 +153,30 @@ void iq4_nl_q8_0_vec_dot__avx2(int64_t n, float * s, const void * vx, const void
         acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_i8(iq4nl_lookup(x[i].qs), load32(y[i].qs))), acc);
     }
     *s = hsum_ps(acc);
+}
+
+/* llama.cpp's mat-vec order for iq4_nl (its AVX2 vec_dot): blocks in
+ * pairs into two accumulators, summed at the end; an odd last block is
+ * added in scalar as (d_x * d_y) * isum. Its batched kernels instead run
+ * the one-accumulator order of iq4_nl_q8_0_vec_dot__avx2. */
+void iq4_nl_q8_0_vec_dot_gemv__avx2(int64_t n, float * s, const void * vx, const void * vy) {
+    const block_iq4_nl * x = vx;
+    const block_q8_0 * y = vy;
+    const int64_t nb = n / QK4_NL;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 1 < nb; i += 2) {
+        const __m256 d0 = _mm256_set1_ps(KQ_H2F(y[i].d) * KQ_H2F(x[i].d));
+        const __m256 d1 = _mm256_set1_ps(KQ_H2F(y[i + 1].d) * KQ_H2F(x[i + 1].d));
+        acc0 = _mm256_fmadd_ps(d0, _mm256_cvtepi32_ps(dot_i8(iq4nl_lookup(x[i].qs), load32(y[i].qs))), acc0);
+        acc1 = _mm256_fmadd_ps(d1, _mm256_cvtepi32_ps(dot_i8(iq4nl_lookup(x[i + 1].qs), load32(y[i + 1].qs))), acc1);
+    }
+    float sum = hsum_ps(_mm256_add_ps(acc0, acc1));
+    for (; i < nb; i++) {
+        const int isum = hsum_i32(dot_i8(iq4nl_lookup(x[i].qs), load32(y[i].qs)));
+        sum = fmaf(KQ_H2F(x[i].d) * KQ_H2F(y[i].d), (float) isum, sum);
+    }
+    *s = sum;
 }
 
 /* ---- k-quants ----------------------------------------------------------- */

@@ -1,13 +1,12 @@
 /*
- * repack_avx2.c — AVX2 x4 mat-vec kernels (see src/cpu/repack.h). Per row,
- * the float arithmetic of q4_0/q8_0_q8_0_vec_dot__avx2 exactly (the same
- * per-lane i32 sums, one FMA accumulator per row in block order — which is
- * llama.cpp's order too — and the same final reduction), so results are
- * bit-identical to the plain path.
+ * repack_avx2.c — AVX2 x4 mat-vec kernels (see src/cpu/repack.h).
  *
- * q4_0: the nibbles stay unsigned (0..15) for maddubs, and the -8 offset
- * comes off as 8 * (pair sums of y), computed once per block for all 4
- * rows: every i32 lane equals the plain kernel's sign-trick lane exactly.
+ * q8_0: per row, the float arithmetic of q8_0_q8_0_vec_dot__avx2 exactly
+ * (the same per-lane i32 sums, one FMA accumulator per row in block order,
+ * the same final reduction), so results are bit-identical to the plain path.
+ *
+ * q4_0, iq4_nl: llama.cpp's repacked order, bit-identical to the scalar x4
+ * kernels (repack_scalar.c).
  */
 #include <immintrin.h>
 #include <string.h>
@@ -37,35 +36,63 @@ static inline __m256i dot_i8(__m256i x, __m256i y) {
     return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
 }
 
+/* the 4 rows' whole-block integer dots, from each row's 8 i32 lanes */
+static inline __m128i block_sums_x4(__m256i p0, __m256i p1, __m256i p2, __m256i p3) {
+    const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(p0, p1), _mm256_hadd_epi32(p2, p3));
+    return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+}
+
+/* q4_0 and iq4_nl: llama.cpp's repacked order (see repack.h) — per row and
+ * block, acc = fma((float) isum, d_x * d_y, acc), the 4 rows in the lanes
+ * of one 128-bit accumulator. Integer sums are exact in any grouping. */
 void q4_0x4_q8_0_vec_dot__avx2(int64_t n, float * s, const void * vx, const void * vy) {
     const block_q4_0x4 * x = vx;
     const block_q8_0 * y = vy;
     const __m256i ones16 = _mm256_set1_epi16(1), eights = _mm256_set1_epi8(8), m4 = _mm256_set1_epi8(0x0f);
-    __m256 a00 = _mm256_setzero_ps(), a01 = a00, a02 = a00, a03 = a00;
+    __m128 acc = _mm_setzero_ps();
     const int64_t nb = n / QK8_0;
-    /* rows r and r+1 share one 32-byte load: their nibbles split, then the
-     * 128-bit halves regroup into each row's (low | high) vector */
-#define PAIR(i, r, accA, accB) do { \
-        const __m256i v = load32(x[i].qs + 16 * (r)); \
-        const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4); \
-        const __m256i pa = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_permute2x128_si256(lo, hi, 0x20), yq), ones16); \
-        const __m256i pb = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_permute2x128_si256(lo, hi, 0x31), yq), ones16); \
-        accA = _mm256_fmadd_ps(_mm256_permutevar8x32_ps(dd, _mm256_set1_epi32(r)), _mm256_cvtepi32_ps(_mm256_sub_epi32(pa, corr)), accA); \
-        accB = _mm256_fmadd_ps(_mm256_permutevar8x32_ps(dd, _mm256_set1_epi32((r) + 1)), _mm256_cvtepi32_ps(_mm256_sub_epi32(pb, corr)), accB); \
-    } while (0)
-#define STEP(i, A0, A1, A2, A3) do { \
-        const __m256i yq = load32(y[i].qs); \
-        const __m256i corr = _mm256_madd_epi16(_mm256_maddubs_epi16(eights, yq), ones16); \
-        const __m256 dd = scales_x4(x[i].d, y[i].d); \
-        PAIR(i, 0, A0, A1); PAIR(i, 2, A2, A3); \
-    } while (0)
-    for (int64_t i = 0; i < nb; i++) STEP(i, a00, a01, a02, a03);
-#undef STEP
-#undef PAIR
-    s[0] = hsum_ps(a00);
-    s[1] = hsum_ps(a01);
-    s[2] = hsum_ps(a02);
-    s[3] = hsum_ps(a03);
+    for (int64_t i = 0; i < nb; i++) {
+        const __m256i yq = load32(y[i].qs);
+        /* the nibbles stay unsigned for maddubs; their -8 comes off as 8 * (pair sums of y) */
+        const __m256i corr = _mm256_madd_epi16(_mm256_maddubs_epi16(eights, yq), ones16);
+        __m256i p[4];
+        for (int r = 0; r < 4; r += 2) {
+            /* rows r and r+1 share one 32-byte load: their nibbles split,
+             * then the 128-bit halves regroup into each row's (low | high) */
+            const __m256i v = load32(x[i].qs + 16 * r);
+            const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+            p[r] = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_permute2x128_si256(lo, hi, 0x20), yq), ones16);
+            p[r + 1] = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_permute2x128_si256(lo, hi, 0x31), yq), ones16);
+            p[r] = _mm256_sub_epi32(p[r], corr);
+            p[r + 1] = _mm256_sub_epi32(p[r + 1], corr);
+        }
+        const __m128i isum = block_sums_x4(p[0], p[1], p[2], p[3]);
+        acc = _mm_fmadd_ps(_mm_cvtepi32_ps(isum), _mm256_castps256_ps128(scales_x4(x[i].d, y[i].d)), acc);
+    }
+    _mm_storeu_ps(s, acc);
+}
+
+void iq4_nlx4_q8_0_vec_dot__avx2(int64_t n, float * s, const void * vx, const void * vy) {
+    const block_iq4_nlx4 * x = vx;
+    const block_q8_0 * y = vy;
+    const __m128i values = _mm_loadu_si128((const __m128i *) kiln_kvalues_iq4nl);
+    const __m256i lut = _mm256_set_m128i(values, values), m4 = _mm256_set1_epi8(0x0f);
+    __m128 acc = _mm_setzero_ps();
+    const int64_t nb = n / QK8_0;
+    for (int64_t i = 0; i < nb; i++) {
+        const __m256i yq = load32(y[i].qs);
+        __m256i p[4];
+        for (int r = 0; r < 4; r += 2) {
+            const __m256i v = load32(x[i].qs + 16 * r);
+            const __m256i lo = _mm256_shuffle_epi8(lut, _mm256_and_si256(v, m4));
+            const __m256i hi = _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
+            p[r] = dot_i8(_mm256_permute2x128_si256(lo, hi, 0x20), yq);
+            p[r + 1] = dot_i8(_mm256_permute2x128_si256(lo, hi, 0x31), yq);
+        }
+        const __m128i isum = block_sums_x4(p[0], p[1], p[2], p[3]);
+        acc = _mm_fmadd_ps(_mm_cvtepi32_ps(isum), _mm256_castps256_ps128(scales_x4(x[i].d, y[i].d)), acc);
+    }
+    _mm_storeu_ps(s, acc);
 }
 
 void q8_0x4_q8_0_vec_dot__avx2(int64_t n, float * s, const void * vx, const void * vy) {

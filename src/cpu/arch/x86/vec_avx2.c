@@ -15,30 +15,36 @@ static inline float hsum8(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
-/* exp(x) for 8 lanes: x = n ln2 + r (Cody-Waite), e^r by a degree-6
- * polynomial (Cephes' expf coefficients, ~1 ulp), times 2^n built in two
- * halves so that n in [-150, 128] needs no special exponent cases. */
+/* exp(x) for 8 lanes, with the arithmetic of llama.cpp's AVX2 build
+ * (ggml's vector expf, after Arm's optimized-routines expf: ~1.5 ulp), so
+ * silu and softmax match it bit for bit (scripts/ggml-op-compare).
+ * n = round(x / ln2) by the 1.5 * 2^23 trick, b = x - n ln2 in two parts,
+ * e^b by a degree-5 polynomial, times 2^n from n's bits; |n| > 126 needs
+ * the scale split in two factors, |n| > 192 saturates to 0 or inf. */
 static inline __m256 exp8(__m256 x) {
-    const __m256 nan_mask = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
-    __m256 xc = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-104.0f)), _mm256_set1_ps(88.8f));
-    const __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504088896341f)),
-                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), xc);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-    const __m256i ni = _mm256_cvtps_epi32(n);
-    const __m256i n1 = _mm256_srai_epi32(ni, 1);
-    const __m256i n2 = _mm256_sub_epi32(ni, n1);
-    const __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, _mm256_set1_epi32(127)), 23));
-    const __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, _mm256_set1_epi32(127)), 23));
-    const __m256 y = _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
-    return _mm256_blendv_ps(y, x, nan_mask);
+    const __m256 shift = _mm256_set1_ps(0x1.8p23f);
+    const __m256 z = _mm256_fmadd_ps(x, _mm256_set1_ps(0x1.715476p+0f), shift);
+    const __m256 n = _mm256_sub_ps(z, shift);
+    const __m256 b = _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.7f7d1cp-20f),
+                                      _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.62e4p-1f), x));
+    const __m256i e = _mm256_slli_epi32(_mm256_castps_si256(z), 23);
+    const __m256 k = _mm256_castsi256_ps(_mm256_add_epi32(e, _mm256_set1_epi32(0x3f800000)));
+    const __m256 an = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), n);
+    const __m256 big = _mm256_cmp_ps(an, _mm256_set1_ps(126.0f), _CMP_GT_OQ);
+    const __m256 u = _mm256_mul_ps(b, b);
+    const __m256 hi = _mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b, _mm256_set1_ps(0x1.573e2ep-5f));
+    const __m256 lo = _mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b, _mm256_set1_ps(0x1.fffdb6p-2f));
+    const __m256 j = _mm256_fmadd_ps(_mm256_fmadd_ps(hi, u, lo), u, _mm256_mul_ps(_mm256_set1_ps(0x1.ffffecp-1f), b));
+    const __m256 normal = _mm256_fmadd_ps(j, k, k);
+    if (!_mm256_movemask_ps(big)) return normal;
+    /* 2^n = s1 * s2 with s1 = 2^127 or 2^-125 (by the sign of n) */
+    const __m256i g = _mm256_and_si256(_mm256_castps_si256(_mm256_cmp_ps(n, _mm256_setzero_ps(), _CMP_LE_OQ)),
+                                       _mm256_set1_epi32((int) 0x82000000u));
+    const __m256 s1 = _mm256_castsi256_ps(_mm256_add_epi32(g, _mm256_set1_epi32(0x7f000000)));
+    const __m256 s2 = _mm256_castsi256_ps(_mm256_sub_epi32(e, g));
+    const __m256 huge = _mm256_cmp_ps(an, _mm256_set1_ps(192.0f), _CMP_GT_OQ);
+    const __m256 scaled = _mm256_mul_ps(_mm256_fmadd_ps(s2, j, s2), s1);
+    return _mm256_blendv_ps(_mm256_blendv_ps(normal, scaled, big), _mm256_mul_ps(s1, s1), huge);
 }
 
 /* masked tail: lanes [0, n) of p, zeros elsewhere */
@@ -47,6 +53,17 @@ static inline __m256i tail_mask(int64_t n) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32((int) n), idx);
 }
 
+/* The reduction of llama.cpp's AVX2 dot products: accumulators 0+2 and
+ * 1+3, then their sum, halves, and two horizontal adds. */
+static inline float reduce4(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
+    const __m256 s = _mm256_add_ps(_mm256_add_ps(a0, a2), _mm256_add_ps(a1, a3));
+    const __m128 t0 = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+    const __m128 t1 = _mm_hadd_ps(t0, t0);
+    return _mm_cvtss_f32(_mm_hadd_ps(t1, t1));
+}
+
+/* llama.cpp's order (ggml_vec_dot_f32 on AVX2): 4 accumulators over steps
+ * of 32, reduced, then the last n % 32 products added in float, unfused */
 float f32_dot__avx2(int64_t n, const float * x, const float * y) {
     __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
     int64_t i = 0;
@@ -56,12 +73,9 @@ float f32_dot__avx2(int64_t n, const float * x, const float * y) {
         a2 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 16), _mm256_loadu_ps(y + i + 16), a2);
         a3 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 24), _mm256_loadu_ps(y + i + 24), a3);
     }
-    for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), a0);
-    if (i < n) {
-        const __m256i m = tail_mask(n - i);
-        a1 = _mm256_fmadd_ps(_mm256_maskload_ps(x + i, m), _mm256_maskload_ps(y + i, m), a1);
-    }
-    return hsum8(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+    float s = reduce4(a0, a1, a2, a3);
+    for (; i < n; i++) s += x[i] * y[i];
+    return s;
 }
 
 static inline __m256 load_f16x8(const kiln_fp16_t * p) {
@@ -72,6 +86,7 @@ static inline __m256 load_bf16x8(const kiln_bf16_t * p) {
     return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
 }
 
+/* llama.cpp's order (ggml_vec_dot_f16 on AVX2), as f32_dot__avx2 */
 float f16_dot__avx2(int64_t n, const kiln_fp16_t * x, const kiln_fp16_t * y) {
     __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
     int64_t i = 0;
@@ -81,10 +96,9 @@ float f16_dot__avx2(int64_t n, const kiln_fp16_t * x, const kiln_fp16_t * y) {
         a2 = _mm256_fmadd_ps(load_f16x8(x + i + 16), load_f16x8(y + i + 16), a2);
         a3 = _mm256_fmadd_ps(load_f16x8(x + i + 24), load_f16x8(y + i + 24), a3);
     }
-    for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(load_f16x8(x + i), load_f16x8(y + i), a0);
-    float s = hsum8(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+    double s = reduce4(a0, a1, a2, a3);
     for (; i < n; i++) s += kiln_fp16_to_fp32(x[i]) * kiln_fp16_to_fp32(y[i]);
-    return s;
+    return (float) s;
 }
 
 float bf16_dot__avx2(int64_t n, const kiln_bf16_t * x, const kiln_bf16_t * y) {
@@ -140,16 +154,17 @@ double f32_sumsq__avx2(int64_t n, const float * x) {
     return hsum8(_mm256_add_ps(a0, a1));
 }
 
+/* llama.cpp's order (ggml_vec_soft_max_f32 on AVX2): each vector of
+ * exponentials summed horizontally into a double, the tail by expf */
 double f32_softmax_exp__avx2(int64_t n, const float * x, float * y, float max) {
     const __m256 vmax = _mm256_set1_ps(max);
-    __m256 acc = _mm256_setzero_ps();
+    double s = 0;
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
         const __m256 v = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), vmax));
         _mm256_storeu_ps(y + i, v);
-        acc = _mm256_add_ps(acc, v);
+        s += hsum8(v);
     }
-    double s = hsum8(acc);
     for (; i < n; i++) { const float v = expf(x[i] - max); y[i] = v; s += v; }
     return s;
 }
@@ -202,10 +217,11 @@ static inline __m256 silu8(__m256 v) {
     return _mm256_div_ps(v, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
 }
 
+/* as llama.cpp: vectors of 8, then the scalar formula with expf */
 void f32_silu__avx2(int64_t n, const float * x, float * y) {
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, silu8(_mm256_loadu_ps(x + i)));
-    MAP_TAIL(n, i, x, y, silu8(v))
+    for (; i < n; i++) y[i] = x[i] / (1.0f + expf(-x[i]));
 }
 
 /* 0.5 x (1 + tanh(u)) == x / (1 + exp(-2u)): no cancellation near u = 0 */

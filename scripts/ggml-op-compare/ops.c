@@ -1,0 +1,169 @@
+/* ops.c — developer check (not CI): ops of the llama graph, Kiln against a
+ * real libggml-cpu (llama.cpp's prebuilt CPU build shipped by
+ * @node-llama-cpp), bit for bit, 1 thread. See run.sh. Each case builds the
+ * same op in both libraries over the same bytes and counts differing values.
+ * Env: MMK=K (mul_mat inner size, default 192), HD=D (attention head size,
+ * default 8). */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <math.h>
+#include "kiln.h"
+
+struct gparams { size_t mem_size; void * mem_buffer; bool no_alloc; };
+typedef void * T;
+static void * hb, * hc;
+#define G(name) ((void * (*)()) dlsym(hb, #name))
+
+static T (*g_init)(struct gparams);
+static T (*g_nt)(T, int, int, const int64_t *);
+static T (*g_gd)(T);
+static T (*g_ng)(T);
+static void (*g_bfe)(T, T);
+static int (*g_gc)(T, T, int);
+static void (*g_free)(T);
+
+static uint64_t rs = 88172645463325252ull;
+static float runi(void) { rs ^= rs << 13; rs ^= rs >> 7; rs ^= rs << 17; return (float) ((rs >> 11) * (1.0 / 9007199254740992.0)) * 2 - 1; }
+
+struct pair { T g; struct kiln_tensor * k; };
+static T gctx; static struct kiln_context * kctx;
+
+/* a tensor of type t holding the same bytes in both: f32 data (scaled
+ * uniform), converted or quantized by Kiln (formats are byte-identical) */
+static struct pair mk(int t, int nd, int64_t n0, int64_t n1, int64_t n2, int64_t n3, float scale) {
+    const int64_t ne[4] = { n0, n1, n2, n3 };
+    struct pair p = { g_nt(gctx, t, nd, ne), kiln_new_tensor(kctx, (enum kiln_type) t, nd, ne) };
+    const int64_t n = n0 * n1 * n2 * n3;
+    if (t == KILN_TYPE_I32) {
+        for (int64_t i = 0; i < n; i++) ((int32_t *) p.k->data)[i] = (int32_t) i;
+    } else {
+        float * f = malloc(sizeof(float) * (size_t) n);
+        for (int64_t i = 0; i < n; i++) f[i] = runi() * scale;
+        if (t == KILN_TYPE_F32) memcpy(p.k->data, f, sizeof(float) * (size_t) n);
+        else if (t == KILN_TYPE_F16) kiln_fp32_to_fp16_row(f, p.k->data, n);
+        else kiln_quantize_chunk((enum kiln_type) t, f, p.k->data, 0, n / n0, n0, NULL);
+        free(f);
+    }
+    memcpy(g_gd(p.g), p.k->data, kiln_nbytes(p.k));
+    return p;
+}
+
+static int compare(const char * name, struct pair out) {
+    T gg = g_ng(gctx);
+    g_bfe(gg, out.g);
+    g_gc(gctx, gg, 1);
+    struct kiln_cgraph * kg = kiln_new_graph(kctx);
+    kiln_build_forward_expand(kg, out.k);
+    if (kiln_graph_compute_with_ctx(kctx, kg, 1) != KILN_STATUS_SUCCESS) { printf("%-40s kiln failed: %s\n", name, kiln_last_error()); return 1; }
+    const int64_t n = kiln_nelements(out.k);
+    const bool f16 = out.k->type == KILN_TYPE_F16;
+    const size_t es = f16 ? 2 : 4;
+    const char * a = g_gd(out.g), * b = out.k->data;
+    int64_t bad = 0, first = -1;
+    for (int64_t i = 0; i < n; i++) if (memcmp(a + i * es, b + i * es, es)) { if (first < 0) first = i; bad++; }
+    printf("%-40s %6lld of %6lld differ", name, (long long) bad, (long long) n);
+    if (bad && !f16) printf("  e.g. [%lld] ggml %.9g kiln %.9g", (long long) first, ((const float *) a)[first], ((const float *) b)[first]);
+    printf("\n");
+    return bad != 0;
+}
+
+static void fresh(void) {
+    if (gctx) { g_free(gctx); kiln_free(kctx); }
+    gctx = g_init((struct gparams) { 256 << 20, NULL, false });
+    kctx = kiln_init((struct kiln_init_params) { 256 << 20, NULL, false });
+}
+
+int main(int argc, char ** argv) {
+    const char * dir = argc > 1 ? argv[1] : ".";
+    char p[4096];
+    snprintf(p, sizeof p, "%s/libggml-base.so", dir);
+    hb = dlopen(p, RTLD_NOW | RTLD_GLOBAL);
+    snprintf(p, sizeof p, "%s/libggml-cpu-%s.so", dir, getenv("GGML_CPU") ? getenv("GGML_CPU") : "haswell");
+    hc = hb ? dlopen(p, RTLD_NOW | RTLD_GLOBAL) : NULL;
+    if (!hb || !hc) { printf("dlopen: %s\n", dlerror()); return 1; }
+    g_init = (void *) G(ggml_init); g_nt = (void *) G(ggml_new_tensor); g_gd = (void *) G(ggml_get_data);
+    g_ng = (void *) G(ggml_new_graph); g_bfe = (void *) G(ggml_build_forward_expand); g_free = (void *) G(ggml_free);
+    g_gc = (void *) dlsym(hc, "ggml_graph_compute_with_ctx");
+    T (*g_mm)(T, T, T) = (void *) G(ggml_mul_mat);
+    T (*g_rms)(T, T, float) = (void *) G(ggml_rms_norm);
+    T (*g_silu)(T, T) = (void *) G(ggml_silu);
+    T (*g_swiglu)(T, T, T) = (void *) G(ggml_swiglu_split);
+    T (*g_mul)(T, T, T) = (void *) G(ggml_mul);
+    T (*g_add)(T, T, T) = (void *) G(ggml_add);
+    T (*g_smx)(T, T, T, float, float) = (void *) G(ggml_soft_max_ext);
+    T (*g_gr)(T, T, T) = (void *) G(ggml_get_rows);
+    T (*g_cpy)(T, T, T) = (void *) G(ggml_cpy);
+    T (*g_fa)(T, T, T, T, T, float, float, float) = (void *) G(ggml_flash_attn_ext);
+    void (*g_fap)(T, int) = (void *) G(ggml_flash_attn_ext_set_prec);
+    int fails = 0;
+    char name[128];
+
+    const int mtypes[] = { KILN_TYPE_F32, KILN_TYPE_F16, KILN_TYPE_Q8_0, KILN_TYPE_Q4_0, KILN_TYPE_Q4_1, KILN_TYPE_Q5_0, KILN_TYPE_Q5_1, KILN_TYPE_IQ4_NL };
+    const int64_t ncols[] = { 1, 2, 5, 29 };
+    for (size_t ti = 0; ti < sizeof mtypes / sizeof mtypes[0]; ti++) {
+        for (int ci = 0; ci < 4; ci++) {
+            fresh();
+            const int64_t K = getenv("MMK") ? atoi(getenv("MMK")) : 192;
+            struct pair w = mk(mtypes[ti], 2, K, 64, 1, 1, 0.5f), x = mk(KILN_TYPE_F32, 2, K, ncols[ci], 1, 1, 2);
+            snprintf(name, sizeof name, "mul_mat %s x %lld", kiln_type_name((enum kiln_type) mtypes[ti]), (long long) ncols[ci]);
+            fails += compare(name, (struct pair) { g_mm(gctx, w.g, x.g), kiln_mul_mat(kctx, w.k, x.k) });
+        }
+    }
+    for (int ci = 0; ci < 4; ci++) {
+        fresh();
+        struct pair x = mk(KILN_TYPE_F32, 2, 64, ncols[ci], 1, 1, 3);
+        snprintf(name, sizeof name, "rms_norm x %lld", (long long) ncols[ci]);
+        fails += compare(name, (struct pair) { g_rms(gctx, x.g, 1e-5f), kiln_rms_norm(kctx, x.k, 1e-5f) });
+        fresh();
+        struct pair a = mk(KILN_TYPE_F32, 2, 192, ncols[ci], 1, 1, 6), b = mk(KILN_TYPE_F32, 2, 192, ncols[ci], 1, 1, 3);
+        snprintf(name, sizeof name, "silu x %lld", (long long) ncols[ci]);
+        fails += compare(name, (struct pair) { g_silu(gctx, a.g), kiln_silu(kctx, a.k) });
+        snprintf(name, sizeof name, "swiglu_split vs silu*mul x %lld", (long long) ncols[ci]);
+        fails += compare(name, (struct pair) { g_swiglu(gctx, a.g, b.g), kiln_mul(kctx, kiln_silu(kctx, a.k), b.k) });
+        snprintf(name, sizeof name, "mul x %lld", (long long) ncols[ci]);
+        fails += compare(name, (struct pair) { g_mul(gctx, a.g, b.g), kiln_mul(kctx, a.k, b.k) });
+        snprintf(name, sizeof name, "add x %lld", (long long) ncols[ci]);
+        fails += compare(name, (struct pair) { g_add(gctx, a.g, b.g), kiln_add(kctx, a.k, b.k) });
+        fresh();
+        struct pair s = mk(KILN_TYPE_F32, 3, 32, ncols[ci], 8, 1, 4), m = mk(KILN_TYPE_F32, 2, 32, ncols[ci], 1, 1, 0);
+        snprintf(name, sizeof name, "soft_max_ext x %lld", (long long) ncols[ci]);
+        fails += compare(name, (struct pair) { g_smx(gctx, s.g, m.g, 0.35f, 0.0f), kiln_soft_max_ext(kctx, s.k, m.k, 0.35f, 0.0f) });
+        fresh();
+        struct pair c = mk(KILN_TYPE_F32, 2, 256, ncols[ci], 1, 1, 3), d = mk(KILN_TYPE_F16, 2, 256, ncols[ci], 1, 1, 1);
+        snprintf(name, sizeof name, "cpy f32->f16 x %lld", (long long) ncols[ci]);
+        fails += compare(name, (struct pair) { g_cpy(gctx, c.g, d.g), kiln_cpy(kctx, c.k, d.k) });
+    }
+    for (size_t ti = 0; ti < sizeof mtypes / sizeof mtypes[0]; ti++) {
+        fresh();
+        struct pair e = mk(mtypes[ti], 2, 64, 512, 1, 1, 0.5f), ids = mk(KILN_TYPE_I32, 1, 7, 1, 1, 1, 0);
+        snprintf(name, sizeof name, "get_rows %s", kiln_type_name((enum kiln_type) mtypes[ti]));
+        fails += compare(name, (struct pair) { g_gr(gctx, e.g, ids.g), kiln_get_rows(kctx, e.k, ids.k) });
+    }
+    /* flash attention: q [hd, nq, nh], k/v [hd, nkv, nkvh] f16, mask [nkv, nq_pad] f16 */
+    const int64_t nqs[] = { 1, 2, 5, 29 };
+    for (int kt = 0; kt < 2; kt++) {
+        for (int qi = 0; qi < 4; qi++) {
+            fresh();
+            const int64_t hd = getenv("HD") ? atoi(getenv("HD")) : 8, nq = nqs[qi], nkv = 32, nh = 8, nkvh = 4;
+            const int kvt = kt ? KILN_TYPE_F32 : KILN_TYPE_F16;
+            struct pair q = mk(KILN_TYPE_F32, 3, hd, nq, nh, 1, 2), k = mk(kvt, 3, hd, nkv, nkvh, 1, 2), v = mk(kvt, 3, hd, nkv, nkvh, 1, 2);
+            const int64_t npad = (nq + 63) / 64 * 64;
+            struct pair m = mk(KILN_TYPE_F16, 2, nkv, npad, 1, 1, 0);
+            /* causal-ish mask: -inf past position nkv - nq + row */
+            kiln_fp16_t * mk16 = m.k->data;
+            for (int64_t r = 0; r < npad; r++) for (int64_t j = 0; j < nkv; j++)
+                mk16[r * nkv + j] = kiln_fp32_to_fp16(j <= nkv - nq + r ? 0.0f : -INFINITY);
+            memcpy(g_gd(m.g), m.k->data, kiln_nbytes(m.k));
+            T ga = g_fa(gctx, q.g, k.g, v.g, m.g, 0.35355f, 0.0f, 0.0f);
+            g_fap(ga, 10 /* GGML_PREC_F32 */);
+            struct kiln_tensor * ka = kiln_flash_attn_ext(kctx, q.k, k.k, v.k, m.k, 0.35355f, 0.0f, 0.0f);
+            kiln_flash_attn_ext_set_prec(ka, KILN_PREC_F32);
+            snprintf(name, sizeof name, "flash_attn_ext %s kv, %lld q", kt ? "f32" : "f16", (long long) nq);
+            fails += compare(name, (struct pair) { ga, ka });
+        }
+    }
+    printf("%d cases differ\n", fails);
+    return fails ? 1 : 0;
+}
