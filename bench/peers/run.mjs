@@ -122,7 +122,7 @@ if (only.includes('browser')) {
       e.bw_frac == null ? '—' : `${(100 * e.bw_frac).toFixed(1)}%`, ratio ? range(ratio) : '—', chk,
       e.load_ms.length ? (stats(e.load_ms).median / 1000).toFixed(1) : '—']);
   }
-  sections.push(`Chromium, greedy, ${nGen} tokens, prompt ${bs.find((b) => b.engines['kiln-mt']?.prompt_n)?.engines['kiln-mt'].prompt_n ?? '?'} tokens (stories260K), rounds: ${bs.map((b) => b.rounds).join('/')} (each engine loads once in its own page, engines take turns per round); tokens/s median (min–max); kiln/wllama: per-round ratio vs wllama at the same threads\n` +
+  sections.push(`Chromium, greedy, ${nGen} tokens, prompt tokens ${bs.map((b) => `${b.model} ${Object.values(b.engines).find((e) => e.prompt_n)?.prompt_n ?? '?'}`).join(', ')}; rounds: ${bs.map((b) => b.rounds).join('/')} (each engine loads once in its own page, engines take turns per round); tokens/s median (min–max); kiln/wllama: per-round ratio vs wllama at the same threads\n` +
     table(rows, ['model', 'engine', 'thr', 'pp tok/s', 'tg tok/s', 'bw frac', 'kiln/wllama', 'same ids as llama.cpp / text as wllama', 'load s']));
   for (const [k, key] of [['synth-q4_0', 'gen_vs_wllama_q4_0'], ['synth-q8_0', 'gen_vs_wllama_q8_0']]) {
     const b = bs.find((x) => x.model === k);
