@@ -5,7 +5,7 @@
  *   bench-generate [-m FILE]... [--threads N]... [--synthetic WIDTH:LAYERS:TYPE]...
  *                  [--prompt N] [--gen N] [--reps N]
  *
- * Defaults: models/stories260K.gguf, and synthetic llama models built in
+ * Defaults (no -m, no --synthetic): models/stories260K.gguf, and synthetic llama models built in
  * memory (random weights, the stories260K tokenizer) 1024 wide with 4 layers
  * in f32 and f16, so that memory bandwidth matters; threads 1 and 2.
  * A type the engine cannot multiply yet (e.g. q4_0 before its dot product
@@ -206,8 +206,9 @@ int main(int argc, char ** argv) {
     if (reps < 1) reps = 1;
     if (reps > 16) reps = 16;
     if (n_threads == 0) { threads[0] = 1; threads[1] = 2; n_threads = 2; }
+    const bool files_given = n_files > 0;
     if (n_files == 0 && !syn_given) files[n_files++] = "models/stories260K.gguf";
-    if (!syn_given) {
+    if (!syn_given && !files_given) {
         syn[0].width = 1024; syn[0].layers = 4; syn[0].type = KILN_TYPE_F32;
         syn[1].width = 1024; syn[1].layers = 4; syn[1].type = KILN_TYPE_F16;
         syn[2].width = 1024; syn[2].layers = 4; syn[2].type = KILN_TYPE_Q8_0;

@@ -19,6 +19,7 @@
 #include <time.h>
 
 int kw_n_threads(void);
+struct kiln_threadpool * kw_threadpool(void);
 volatile int * kw_abort_flag(void);
 
 #define KW_MAX_LLM 64
@@ -85,6 +86,9 @@ KW_EXPORT int kw_llm_new(int model_handle, int vocab_only, int n_ctx) {
     p.vocab_only = vocab_only != 0;
     p.n_ctx = n_ctx;
     p.n_threads = kw_n_threads() > 0 ? kw_n_threads() : 1;
+    /* the engine's pool: kiln-mt's pthread pool holds threads - 1 workers,
+     * all of them in this pool, so the executor's shared pool could start none */
+    p.threadpool = kw_threadpool();
     kiln_clear_error();
     struct kiln_model * m = kiln_model_load_from_buffer(e->mbuf, (size_t) e->msize, p);
     if (!m) return kw_fail_kiln(KW_E_FORMAT, "model");

@@ -12,14 +12,29 @@ export function stats(xs) {
 }
 
 // Runs A B A B ... `reps` times (after `warmup` unrecorded pairs); each side
-// returns a number (higher is better) or an object {value, ...}.
-export async function interleave(reps, warmup, a, b) {
+// returns a number (higher is better) or an object {value, ...}. more(): asked
+// before each pair after the first recorded one; false stops early (a time
+// budget), so at least one pair is always recorded.
+export async function interleave(reps, warmup, a, b, more = () => true) {
   const ra = [], rb = [];
   for (let i = 0; i < warmup + reps; i++) {
+    if (i > warmup && !more()) break;
     const x = await a(i), y = await b(i);
     if (i >= warmup) { ra.push(x); rb.push(y); }
   }
   return [ra, rb];
+}
+
+// A wall-clock budget for the whole run: sections ask before optional work
+// (extra reps and rounds) whether it still fits.
+export function budget(totalS) {
+  const t0 = Date.now();
+  return {
+    elapsedS: () => (Date.now() - t0) / 1e3,
+    leftS: () => totalS - (Date.now() - t0) / 1e3,
+    // time until a point of the budget (a fraction of it), from now
+    untilS: (frac) => totalS * frac - (Date.now() - t0) / 1e3,
+  };
 }
 
 let jsonFile = null;

@@ -43,7 +43,7 @@ async function llamaRun(ctxObj, model, prompt, n, timeoutMs) {
   return { pp, tg, prompt_tokens: input.length, ids };
 }
 
-export async function runNative({ models, threads = [1, 2], prompt, nGen = 16, reps = 3, warmup = 1, ctx = 256, bwGBs = {}, log = console.error, llamaHandle, timeoutMs = 120_000 }) {
+export async function runNative({ models, threads = [1, 2], prompt, nGen = 16, reps = 3, warmup = 1, ctx = 256, bwGBs = {}, log = console.error, llamaHandle, timeoutMs = 120_000, more = () => true }) {
   const bin = path.join(root, 'build/bin/kiln-generate');
   const { llama } = llamaHandle;
   const out = [];
@@ -52,9 +52,10 @@ export async function runNative({ models, threads = [1, 2], prompt, nGen = 16, r
     for (const t of threads) {
       const c = await lm.createContext({ contextSize: ctx, threads: t, batchSize: ctx });
       const ctxObj = { seq: c.getSequence() };
+      await llamaRun(ctxObj, lm, 'Once upon', 2, timeoutMs); // its first evals allocate; kiln-generate runs fresh each time and is timed as such
       const [ka, la] = await interleave(reps, warmup,
         () => kilnRun(bin, mdl.path, prompt, nGen, t, ctx, timeoutMs),
-        () => llamaRun(ctxObj, lm, prompt, nGen, timeoutMs));
+        () => llamaRun(ctxObj, lm, prompt, nGen, timeoutMs), more);
       await c.dispose();
       // same tokens over the common length (a timed-out run stops early)
       const diffAt = (a, b) => { const n = Math.min(a.length, b.length); for (let i = 0; i < n; i++) if (a[i] !== b[i]) return i; return -1; };
@@ -66,7 +67,7 @@ export async function runNative({ models, threads = [1, 2], prompt, nGen = 16, r
       const bw = bwGBs[t] ?? bwGBs[Math.max(...Object.keys(bwGBs).map(Number).filter((x) => x <= t))];
       const frac = (tg) => (bw && mdl.bytesPerToken ? (tg * mdl.bytesPerToken) / (bw * 1e9) : null);
       const rec = emit({
-        what: 'peers_native', model: mdl.name, threads: t, prompt_tokens: ka.find((k) => k.prompt_tokens)?.prompt_tokens ?? null, gen_tokens: nGen,
+        what: 'peers_native', model: mdl.name, threads: t, reps: ka.length, prompt_tokens: ka.find((k) => k.prompt_tokens)?.prompt_tokens ?? null, gen_tokens: nGen,
         kiln_tg: kt, llamacpp_tg: lt, kiln_pp: kp, llamacpp_pp: lp, prompt_tokens_llamacpp: la[0].prompt_tokens,
         kiln: { tg: stats(kt), pp: stats(kp) }, llamacpp: { tg: stats(lt), pp: stats(lp) },
         ratio_tg: stats(kt.map((x, i) => (x != null && lt[i] ? x / lt[i] : NaN))), ratio_pp: stats(kp.map((x, i) => (x != null && lp[i] ? x / lp[i] : NaN))),
@@ -80,4 +81,16 @@ export async function runNative({ models, threads = [1, 2], prompt, nGen = 16, r
     await lm.dispose();
   }
   return out;
+}
+
+// llama.cpp's greedy ids and text for one model (the browser section's
+// reference when the native section did not run)
+export async function llamaReference({ llamaHandle, mdl, prompt, nGen, threads = 1, ctx = 256, timeoutMs = 120_000 }) {
+  const lm = await llamaHandle.llama.loadModel({ modelPath: mdl.path, useMmap: true });
+  try {
+    const c = await lm.createContext({ contextSize: ctx, threads, batchSize: ctx });
+    const r = await llamaRun({ seq: c.getSequence() }, lm, prompt, nGen, timeoutMs);
+    await c.dispose();
+    return { ids: r.ids, text: lm.detokenize(r.ids) };
+  } finally { await lm.dispose(); }
 }

@@ -9,14 +9,19 @@
 // A benchmark, not a test: run by hand, never from scripts/test.sh.
 //
 //   node bench/peers/run.mjs [--only kernels,bw,native,browser] [--models stories,q4_0,q8_0]
-//        [--threads 1,2] [--gen N] [--reps N] [--warmup N] [--rounds N] [--kernel-reps N]
+//        [--threads 1,2] [--gen N] [--prompt TEXT] [--reps N] [--warmup N] [--rounds N] [--browser-reps N]
+//        [--engines wllama,kiln-mt,wllama-1t,kiln-st] [--kernel-reps N] [--budget S]
 //        [--timeout S (one run's limit; a starved machine records what it measured)] [--json FILE]
+// --budget (default 540 s): extra native reps and browser rounds beyond the
+// first are skipped when they would not fit, so the default run ends within
+// ~10 minutes on a shared 2-core machine; the output says what was cut.
+// Longer runs: e.g. --budget 3600 --reps 5 --rounds 5 --gen 32.
 // Needs: build/bin/{kiln-generate,bench-kernels} (Release), wasm/dist + js/dist
 // (npm run build), and for the synthetic models bench/peers/make-models.sh.
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { setJsonFile, table, range, fmt } from './common.mjs';
+import { setJsonFile, table, range, fmt, stats, budget } from './common.mjs';
 import { findModels, weightBytesPerToken } from './models.mjs';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
@@ -25,14 +30,18 @@ const opt = (k, d) => { const i = args.indexOf(`--${k}`); return i >= 0 ? args[i
 const only = opt('only', 'kernels,bw,native,browser').split(',');
 const which = opt('models', 'stories,q4_0,q8_0').split(',');
 const threads = opt('threads', '1,2').split(',').map(Number);
-const nGen = +opt('gen', 16);
-const reps = +opt('reps', 3);
+const nGen = +opt('gen', 12);
+const reps = +opt('reps', 2);
 const rounds = +opt('rounds', 2);
-const kernelReps = +opt('kernel-reps', 5);
+const browserReps = +opt('browser-reps', 1);
+const browserEngines = opt('engines', null)?.split(',') ?? null;
+const kernelReps = +opt('kernel-reps', 3);
 const warmup = +opt('warmup', 1);
+const nativeWarmup = +opt('native-warmup', 0);
 const timeoutS = +opt('timeout', 120);
 const jsonFile = opt('json', path.join(root, 'build/peers.jsonl'));
-const PROMPT = 'Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her friends. One day,';
+const PROMPT = opt('prompt', 'Once upon a time, there was a little girl named Lily. She loved to play outside.');
+const B = budget(+opt('budget', 540));
 mkdirSync(path.dirname(jsonFile), { recursive: true });
 writeFileSync(jsonFile, '');
 setJsonFile(jsonFile);
@@ -73,12 +82,14 @@ if (only.includes('kernels')) {
   } catch (e) { notes.push(`kernels failed: ${e.message}`); log(e); }
 }
 
-const nativeText = {};
+const nativeRef = {};
 if (only.includes('native')) {
   log('native (kiln-generate vs llama.cpp)...');
   const { runNative } = await import('./native.mjs');
-  const ns = await runNative({ models, threads, prompt: PROMPT, nGen, reps, warmup, bwGBs: bw, log, llamaHandle, timeoutMs: timeoutS * 1000 });
-  for (const n of ns) nativeText[n.model] = n.llamacpp_text;
+  const ns = await runNative({ models, threads, prompt: PROMPT, nGen, reps, warmup: nativeWarmup, bwGBs: bw, log, llamaHandle, timeoutMs: timeoutS * 1000, more: () => B.untilS(only.includes('browser') ? 0.4 : 0.95) > 0 });
+  const cut = ns.filter((n) => n.reps < reps);
+  if (cut.length) notes.push(`native: fewer reps than asked (time budget) for ${cut.map((n) => `${n.model}/${n.threads}t: ${n.reps}`).join(', ')}`);
+  for (const n of ns) if (!nativeRef[n.model]) nativeRef[n.model] = { ids: n.llamacpp_ids, text: n.llamacpp_text };
   sections.push(`Native, greedy, ${nGen} tokens, prompt ${ns[0]?.prompt_tokens ?? '?'} tokens; tokens/s median (min–max); bw = generation's fraction of the read bandwidth\n` + table(ns.map((n) => [
     n.model, n.threads, range(n.kiln.pp, 1), range(n.llamacpp.pp, 1), range(n.ratio_pp), range(n.kiln.tg, 2), range(n.llamacpp.tg, 2), range(n.ratio_tg),
     n.kiln_bw_frac == null ? '—' : `${(100 * n.kiln_bw_frac).toFixed(0)}% / ${(100 * n.llamacpp_bw_frac).toFixed(0)}%`, n.same_tokens ? 'yes' : `NO (from ${n.first_diff})`]),
@@ -91,17 +102,28 @@ if (only.includes('native')) {
 if (only.includes('browser')) {
   log('browser (Chromium: kiln vs wllama)...');
   const { runBrowser } = await import('./browser.mjs');
+  const { llamaReference } = await import('./native.mjs');
   const t = Math.max(...threads);
-  const bs = await runBrowser({ models, threads: t, prompt: PROMPT, nGen, rounds, bwGBs: bw, nativeText, log, timeoutMs: 2 * timeoutS * 1000, warmup });
-  const rows = [];
-  for (const b of bs) for (const [name, e] of Object.entries(b.engines)) {
-    rows.push([b.model, name, e.threads, e.error ? `error: ${e.error.slice(0, 40)}` : e.pending ? 'PENDING (no JS generate API)' : range(e.pp_stats, 1), e.error || e.pending ? '—' : range(e.tg_stats, 2),
-      e.bw_frac == null ? '—' : `${(100 * e.bw_frac).toFixed(1)}%`,
-      name === 'kiln-mt' && b.ratio_kiln_mt_vs_wllama ? range(b.ratio_kiln_mt_vs_wllama) : name === 'kiln-st' && b.ratio_kiln_st_vs_wllama_1t ? range(b.ratio_kiln_st_vs_wllama_1t) : '—',
-      name.startsWith('wllama') && b.wllama_text_matches_native != null ? (b.wllama_text_matches_native ? 'yes' : 'NO') : '—']);
-    if (name === 'kiln-mt' && e.pending) notes.push(`browser Kiln side pending for ${b.model}: ${e.pending}`);
+  const reference = {};
+  for (const m of models) {
+    if (nativeRef[m.name]) { reference[m.name] = nativeRef[m.name]; continue; }
+    try { reference[m.name] = await llamaReference({ llamaHandle, mdl: m, prompt: PROMPT, nGen, threads: 1 }); } catch (e) { notes.push(`llama.cpp reference for ${m.name} failed: ${e.message}`); }
   }
-  sections.push(`Chromium, greedy, ${nGen} tokens; tokens/s median (min–max); ratio vs wllama at the same threads\n` + table(rows, ['model', 'engine', 'thr', 'pp tok/s', 'tg tok/s', 'bw frac', 'kiln/wllama', 'same text as llama.cpp']));
+  const bs = await runBrowser({ models, threads: t, prompt: PROMPT, nGen, rounds, reps: browserReps, bwGBs: bw, reference, log, timeoutMs: 2 * timeoutS * 1000, warmup, engines: browserEngines, leftS: () => B.leftS() - 10 });
+  for (const b of bs) if (b.rounds < rounds) notes.push(`browser ${b.model}: ${b.rounds} of ${rounds} rounds (time budget)`);
+  const rows = [];
+  const yn = (x) => (x == null ? '—' : x ? 'yes' : 'NO');
+  for (const b of bs) for (const [name, e] of Object.entries(b.engines)) {
+    const ratio = name === 'kiln-mt' ? b.ratio_kiln_mt_vs_wllama : name === 'kiln-st' ? b.ratio_kiln_st_vs_wllama_1t : null;
+    const c = b.check[name];
+    const chk = c ? `${yn(c.same_tokens_as_llamacpp)}${c.same_tokens_as_llamacpp === false ? ` (from ${c.first_diff})` : ''} / ${yn(c.same_text_as_wllama)}`
+      : name.startsWith('wllama') ? `text ${yn(b.wllama_text_matches_llamacpp)} / —` : '—';
+    rows.push([b.model, name, e.threads, e.error ? `error: ${e.error.slice(0, 48)}` : range(e.pp_stats, 1), e.error ? '—' : range(e.tg_stats, 2),
+      e.bw_frac == null ? '—' : `${(100 * e.bw_frac).toFixed(1)}%`, ratio ? range(ratio) : '—', chk,
+      e.load_ms.length ? (stats(e.load_ms).median / 1000).toFixed(1) : '—']);
+  }
+  sections.push(`Chromium, greedy, ${nGen} tokens, prompt tokens ${bs.map((b) => `${b.model} ${Object.values(b.engines).find((e) => e.prompt_n)?.prompt_n ?? '?'}`).join(', ')}; rounds: ${bs.map((b) => b.rounds).join('/')} (each engine loads once in its own page, engines take turns per round); tokens/s median (min–max); kiln/wllama: per-round ratio vs wllama at the same threads\n` +
+    table(rows, ['model', 'engine', 'thr', 'pp tok/s', 'tg tok/s', 'bw frac', 'kiln/wllama', 'same ids as llama.cpp / text as wllama', 'load s']));
   for (const [k, key] of [['synth-q4_0', 'gen_vs_wllama_q4_0'], ['synth-q8_0', 'gen_vs_wllama_q8_0']]) {
     const b = bs.find((x) => x.model === k);
     summary[key] = b?.ratio_kiln_mt_vs_wllama?.median ?? null;

@@ -128,7 +128,8 @@ struct kiln_model_params {
     int32_t        n_threads;  /* 0: KILN_DEFAULT_N_THREADS */
     bool           vocab_only; /* load only the tokenizer */
     bool           no_copy;    /* kiln_model_load_from_buffer: weights stay in the caller's
-                                  buffer (it must outlive the model) instead of a copy */
+                                  buffer (it must outlive the model) instead of a copy */    struct kiln_threadpool * threadpool; /* compute on this pool (not owned; it must outlive
+                                  the model); NULL: the executor's shared pool */
 };
 
 KILN_API struct kiln_model_params kiln_model_params_default(void);

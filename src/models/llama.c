@@ -52,6 +52,7 @@ struct kiln_model {
     uint8_t * work;
     size_t work_size;
     volatile int * abort_flag;
+    struct kiln_threadpool * threadpool;
 };
 
 struct kiln_model_params kiln_model_params_default(void) {
@@ -62,6 +63,7 @@ struct kiln_model_params kiln_model_params_default(void) {
         .n_threads = 0,
         .vocab_only = false,
         .no_copy = false,
+        .threadpool = NULL,
     };
     return p;
 }
@@ -311,6 +313,7 @@ static struct kiln_model * load(struct kiln_gguf_context * g, struct kiln_contex
     m->n_ctx = params.n_ctx > 0 ? params.n_ctx : m->n_ctx_train;
     m->n_batch = params.n_batch > 0 ? params.n_batch : 64;
     m->n_threads = params.n_threads > 0 ? params.n_threads : KILN_DEFAULT_N_THREADS;
+    m->threadpool = params.threadpool;
     m->kv_type = params.kv_type == KILN_TYPE_F32 ? KILN_TYPE_F32 : KILN_TYPE_F16;
     if (params.kv_type != KILN_TYPE_F32 && params.kv_type != KILN_TYPE_F16) {
         fail_model(m, "model: KV cache type must be f16 or f32, got %s", kiln_type_name(params.kv_type));
@@ -577,7 +580,7 @@ static enum kiln_status eval_batch(struct kiln_model * m, const kiln_token * tok
             mk[i * n_kv + j] = (i < nb && j <= m->n_past + i) ? zero : ninf;
         }
     }
-    struct kiln_cplan plan = kiln_graph_plan(bg.gf, m->n_threads, NULL);
+    struct kiln_cplan plan = kiln_graph_plan(bg.gf, m->n_threads, m->threadpool);
     if (plan.work_size > m->work_size) {
         uint8_t * w = realloc(m->work, plan.work_size);
         if (!w) {
