@@ -13,6 +13,7 @@
  */
 #include "kiln_wasm_internal.h"
 #include "kiln-llama.h"
+#include "kiln-gguf.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -89,9 +90,28 @@ KW_EXPORT int kw_llm_new(int model_handle, int vocab_only, int n_ctx) {
     /* the engine's pool: kiln-mt's pthread pool holds threads - 1 workers,
      * all of them in this pool, so the executor's shared pool could start none */
     p.threadpool = kw_threadpool();
+    if (e->repacked && !p.vocab_only) {
+        return kw_fail(KW_E_INVALID, "llm_new: an earlier generator rearranged this model's weights; load it again");
+    }
+    /* the engine owns the bytes: mat-vec weights may be interleaved in
+     * place (src/cpu/repack.h), unless model tensor handles already see them */
+    p.repack_in_place = !p.vocab_only && e->views == 0 && e->n_tensors > 0 && e->gguf;
+    unsigned char * mask = p.repack_in_place ? calloc((size_t) e->n_tensors, 1) : NULL;
+    if (p.repack_in_place && !mask) return kw_fail(KW_E_NOMEM, "llm_new: out of memory");
     kiln_clear_error();
     struct kiln_model * m = kiln_model_load_from_buffer(e->mbuf, (size_t) e->msize, p);
-    if (!m) return kw_fail_kiln(KW_E_FORMAT, "model");
+    if (!m) { free(mask); return kw_fail_kiln(KW_E_FORMAT, "model"); }
+    if (mask) {
+        /* remember which tensors the bytes no longer hold in file layout */
+        const struct kiln_gguf_context * g = (const struct kiln_gguf_context *) e->gguf;
+        bool any = false;
+        for (int i = 0; i < e->n_tensors; i++) {
+            mask[i] = kiln_tensor_is_repacked(kiln_model_get_tensor(m, kiln_gguf_get_tensor_name(g, i)));
+            any = any || mask[i];
+        }
+        if (any) e->repacked = mask;
+        else free(mask);
+    }
     if (n_ctx == 0 && !vocab_only) {
         /* like llama.cpp's 4096 default, but room for short-context toys
          * (stories260K says 128) and no 32k cache in a 4 GB wasm heap */

@@ -46,6 +46,11 @@ struct kw_entry {
     int     n_tensors;
     int     n_kv;
     int     version;
+    /* a generator rearranged these weights in mbuf for faster mat-vecs
+     * (kiln_repack_tensor): 1 per tensor index; model tensor handles to
+     * them are refused, and no second generator may parse the bytes */
+    unsigned char * repacked;
+    int     views;  /* model tensor handles ever handed out: then no repacking */
     /* tensors with requiresGrad (kiln_wasm_autograd.c): the gradient
      * accumulated by backward passes, in memory of its own */
     struct kiln_context * gctx;

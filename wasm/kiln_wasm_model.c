@@ -50,6 +50,9 @@ void kw_model_release(struct kw_entry * e) {
     if (e->gguf) kiln_gguf_free((struct kiln_gguf_context *) e->gguf);
     if (e->mctx) kiln_free(e->mctx);
     free(e->mbuf);
+    free(e->repacked);
+    e->repacked = NULL;
+    e->views = 0;
     e->gguf = NULL;
     e->mctx = NULL;
     e->mbuf = NULL;
@@ -109,6 +112,14 @@ KW_EXPORT int kw_model_tensor(int h, const char * name) {
     const int ms = h & ((1 << 20) - 1);
     struct kiln_tensor * mt = kiln_get_tensor(e->mctx, name);
     if (!mt) return kw_fail(KW_E_INVALID, "model_tensor: no tensor named '%s'", name);
+    if (e->repacked) {
+        const int64_t ti = kiln_gguf_find_tensor((const struct kiln_gguf_context *) e->gguf, name);
+        if (ti >= 0 && ti < e->n_tensors && e->repacked[ti]) {
+            return kw_fail(KW_E_INVALID, "model_tensor: '%s' was rearranged in memory for generation; "
+                           "read weights before generating, or load the model again", name);
+        }
+    }
+    e->views++;
     const int slot = kw_entry_new(KW_KIND_TENSOR);
     if (slot < 0) return slot;
     struct kw_entry * te = kw_entry_slot(slot);

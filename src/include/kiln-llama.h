@@ -128,7 +128,13 @@ struct kiln_model_params {
     int32_t        n_threads;  /* 0: KILN_DEFAULT_N_THREADS */
     bool           vocab_only; /* load only the tokenizer */
     bool           no_copy;    /* kiln_model_load_from_buffer: weights stay in the caller's
-                                  buffer (it must outlive the model) instead of a copy */    struct kiln_threadpool * threadpool; /* compute on this pool (not owned; it must outlive
+                                  buffer (it must outlive the model) instead of a copy */
+    bool           repack_in_place; /* with no_copy: q4_0 / q8_0 / iq4_nl weights may be
+                                  rearranged in the caller's buffer for faster generation
+                                  (kiln_repack_tensor); the buffer then no longer holds the
+                                  file's layout for those tensors (kiln_model_get_tensor
+                                  tells which: kiln_tensor_is_repacked) */
+    struct kiln_threadpool * threadpool; /* compute on this pool (not owned; it must outlive
                                   the model); NULL: the executor's shared pool */
 };
 
@@ -149,6 +155,8 @@ KILN_API int32_t kiln_model_n_vocab(const struct kiln_model * model);
 KILN_API int32_t kiln_model_n_past(const struct kiln_model * model);
 /* the parsed GGUF file (all metadata: kiln-gguf.h getters); owned by the model */
 KILN_API const struct kiln_gguf_context * kiln_model_gguf(const struct kiln_model * model);
+/* a weight by its GGUF name, or NULL (vocab-only models have none) */
+KILN_API struct kiln_tensor * kiln_model_get_tensor(const struct kiln_model * model, const char * name);
 /* a metadata value rendered as text (strings as is, numbers printed, arrays
  * summarized); returns bytes needed excluding the NUL, or -1 if absent */
 KILN_API int32_t kiln_model_meta_val_str(const struct kiln_model * model, const char * key, char * buf, size_t buf_size);

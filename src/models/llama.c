@@ -63,6 +63,7 @@ struct kiln_model_params kiln_model_params_default(void) {
         .n_threads = 0,
         .vocab_only = false,
         .no_copy = false,
+        .repack_in_place = false,
         .threadpool = NULL,
     };
     return p;
@@ -347,8 +348,8 @@ struct kiln_model * kiln_model_load_from_buffer(const void * data, size_t size, 
     struct kiln_context * wctx = NULL;
     struct kiln_gguf_init_params gp = { .no_alloc = false, .ctx = params.vocab_only ? NULL : &wctx, .no_copy = params.no_copy };
     struct kiln_gguf_context * g = kiln_gguf_init_from_buffer(data, size, gp);
-    /* no_copy: the weights are the caller's bytes, never rewritten */
-    return load(g, wctx, params, !params.no_copy);
+    /* no_copy: the weights are the caller's bytes, rewritten only when allowed */
+    return load(g, wctx, params, !params.no_copy || params.repack_in_place);
 }
 
 void kiln_model_free(struct kiln_model * m) {
@@ -370,6 +371,9 @@ void kiln_model_free(struct kiln_model * m) {
 
 const struct kiln_vocab * kiln_model_vocab(const struct kiln_model * m) { return m ? m->vocab : NULL; }
 const struct kiln_gguf_context * kiln_model_gguf(const struct kiln_model * m) { return m ? m->gguf : NULL; }
+struct kiln_tensor * kiln_model_get_tensor(const struct kiln_model * m, const char * name) {
+    return m && m->wctx && name ? kiln_get_tensor(m->wctx, name) : NULL;
+}
 int32_t kiln_model_n_ctx(const struct kiln_model * m) { return m ? m->n_ctx : 0; }
 int32_t kiln_model_n_vocab(const struct kiln_model * m) { return m ? m->vocab->n_tokens : 0; }
 int32_t kiln_model_n_past(const struct kiln_model * m) { return m ? m->n_past : 0; }
