@@ -36,12 +36,6 @@ static inline __m256i dot_i8(__m256i x, __m256i y) {
     return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
 }
 
-/* the 4 rows' whole-block integer dots, from each row's 8 i32 lanes */
-static inline __m128i block_sums_x4(__m256i p0, __m256i p1, __m256i p2, __m256i p3) {
-    const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(p0, p1), _mm256_hadd_epi32(p2, p3));
-    return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
-}
-
 /* q4_0 and iq4_nl: llama.cpp's repacked order (see repack.h) — per row and
  * block, acc = fma((float) isum, d_x * d_y, acc), the 4 rows in the lanes
  * of one 128-bit accumulator. Integer sums are exact in any grouping. */
@@ -52,21 +46,28 @@ void q4_0x4_q8_0_vec_dot__avx2(int64_t n, float * s, const void * vx, const void
     __m128 acc = _mm_setzero_ps();
     const int64_t nb = n / QK8_0;
     for (int64_t i = 0; i < nb; i++) {
-        const __m256i yq = load32(y[i].qs);
-        /* the nibbles stay unsigned for maddubs; their -8 comes off as 8 * (pair sums of y) */
-        const __m256i corr = _mm256_madd_epi16(_mm256_maddubs_epi16(eights, yq), ones16);
-        __m256i p[4];
-        for (int r = 0; r < 4; r += 2) {
-            /* rows r and r+1 share one 32-byte load: their nibbles split,
-             * then the 128-bit halves regroup into each row's (low | high) */
-            const __m256i v = load32(x[i].qs + 16 * r);
-            const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-            p[r] = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_permute2x128_si256(lo, hi, 0x20), yq), ones16);
-            p[r + 1] = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_permute2x128_si256(lo, hi, 0x31), yq), ones16);
-            p[r] = _mm256_sub_epi32(p[r], corr);
-            p[r + 1] = _mm256_sub_epi32(p[r + 1], corr);
-        }
-        const __m128i isum = block_sums_x4(p[0], p[1], p[2], p[3]);
+        /* one 32-byte load holds rows r and r+1 (16 bytes of nibbles each):
+         * low nibbles are elements 0..15 of both, high nibbles 16..31, so
+         * the activations are broadcast per half instead of the weights
+         * being regrouped. Lanes 0..3 of a pair's sum belong to row r,
+         * 4..7 to row r+1 (each lane: elements 4j..4j+3 and 16+4j..16+4j+3;
+         * maddubs pairs stay below 2*15*127, two of them fit in i16). */
+        const __m256i ya = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *) y[i].qs));
+        const __m256i yb = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *) (y[i].qs + 16)));
+        /* the nibbles stay unsigned; their -8 comes off as 8 * (the same sums of y) */
+        const __m256i corr = _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(eights, ya),
+                                                                 _mm256_maddubs_epi16(eights, yb)), ones16);
+        const __m256i v01 = load32(x[i].qs), v23 = load32(x[i].qs + 32);
+        const __m256i p01 = _mm256_sub_epi32(_mm256_madd_epi16(_mm256_add_epi16(
+            _mm256_maddubs_epi16(_mm256_and_si256(v01, m4), ya),
+            _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v01, 4), m4), yb)), ones16), corr);
+        const __m256i p23 = _mm256_sub_epi32(_mm256_madd_epi16(_mm256_add_epi16(
+            _mm256_maddubs_epi16(_mm256_and_si256(v23, m4), ya),
+            _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v23, 4), m4), yb)), ones16), corr);
+        /* [r0 r0 r2 r2 | r1 r1 r3 r3] then [r0 r2 . . | r1 r3 . .] */
+        const __m256i h = _mm256_hadd_epi32(p01, p23);
+        const __m256i h2 = _mm256_hadd_epi32(h, h);
+        const __m128i isum = _mm_unpacklo_epi32(_mm256_castsi256_si128(h2), _mm256_extracti128_si256(h2, 1));
         acc = _mm_fmadd_ps(_mm_cvtepi32_ps(isum), _mm256_castps256_ps128(scales_x4(x[i].d, y[i].d)), acc);
     }
     _mm_storeu_ps(s, acc);
@@ -80,16 +81,18 @@ void iq4_nlx4_q8_0_vec_dot__avx2(int64_t n, float * s, const void * vx, const vo
     __m128 acc = _mm_setzero_ps();
     const int64_t nb = n / QK8_0;
     for (int64_t i = 0; i < nb; i++) {
-        const __m256i yq = load32(y[i].qs);
-        __m256i p[4];
-        for (int r = 0; r < 4; r += 2) {
-            const __m256i v = load32(x[i].qs + 16 * r);
-            const __m256i lo = _mm256_shuffle_epi8(lut, _mm256_and_si256(v, m4));
-            const __m256i hi = _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
-            p[r] = dot_i8(_mm256_permute2x128_si256(lo, hi, 0x20), yq);
-            p[r + 1] = dot_i8(_mm256_permute2x128_si256(lo, hi, 0x31), yq);
-        }
-        const __m128i isum = block_sums_x4(p[0], p[1], p[2], p[3]);
+        /* as q4_0x4 above: activations broadcast per half; the levels are
+         * signed, so each half's dot goes through dot_i8 and adds in i32 */
+        const __m256i ya = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *) y[i].qs));
+        const __m256i yb = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *) (y[i].qs + 16)));
+        const __m256i v01 = load32(x[i].qs), v23 = load32(x[i].qs + 32);
+        const __m256i p01 = _mm256_add_epi32(dot_i8(_mm256_shuffle_epi8(lut, _mm256_and_si256(v01, m4)), ya),
+                                             dot_i8(_mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(v01, 4), m4)), yb));
+        const __m256i p23 = _mm256_add_epi32(dot_i8(_mm256_shuffle_epi8(lut, _mm256_and_si256(v23, m4)), ya),
+                                             dot_i8(_mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(v23, 4), m4)), yb));
+        const __m256i h = _mm256_hadd_epi32(p01, p23);
+        const __m256i h2 = _mm256_hadd_epi32(h, h);
+        const __m128i isum = _mm_unpacklo_epi32(_mm256_castsi256_si128(h2), _mm256_extracti128_si256(h2, 1));
         acc = _mm_fmadd_ps(_mm_cvtepi32_ps(isum), _mm256_castps256_ps128(scales_x4(x[i].d, y[i].d)), acc);
     }
     _mm_storeu_ps(s, acc);
