@@ -82,6 +82,8 @@ static void table_base(struct kiln_kernels * k, enum kiln_isa isa) {
     k->isa = isa_names[isa];
     k->isa_id = isa;
     for (int t = 0; t < KILN_TYPE_COUNT; t++) k->vec_dot_type[t] = KILN_TYPE_COUNT; /* none */
+    k->f16_mad = f16_mad__scalar;
+    k->f16_scale = f16_scale__scalar;
 }
 
 static void table_finish(struct kiln_kernels * k) {
@@ -114,6 +116,8 @@ static void build_tables(void) {
         k->vec_dot_x4[KILN_TYPE_Q4_0] = q4_0x4_q8_0_vec_dot__avx2;
         k->vec_dot_x4[KILN_TYPE_Q8_0] = q8_0x4_q8_0_vec_dot__avx2;
         k->vec_dot_x4[KILN_TYPE_IQ4_NL] = iq4_nlx4_q8_0_vec_dot__avx2;
+        k->f16_mad = f16_mad__avx2;
+        k->f16_scale = f16_scale__avx2;
         k->f32_gemm_tile = f32_gemm_3x4__avx2; k->gemm_mr = 3; k->gemm_nr = 4;
         k->f32_gemm_packed = f32_gemm_6x16__avx2; k->pack_mr = 6; k->pack_nr = 16;
         table_finish(k);

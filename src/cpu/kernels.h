@@ -95,6 +95,9 @@ struct kiln_kernels {
     /* conversions, bit-exact with kiln_fp32_to_fp16 / kiln_fp16_to_fp32 (RNE) */
     void (*f32_to_f16)(int64_t n, const float * x, kiln_fp16_t * y);
     void (*f16_to_f32)(int64_t n, const kiln_fp16_t * x, float * y);
+    /* F16 accumulators: y = fp16(fma(fp32(x), v, fp32(y))), y = fp16(fp32(y) * v) */
+    void (*f16_mad)  (int64_t n, kiln_fp16_t * y, const kiln_fp16_t * x, float v);
+    void (*f16_scale)(int64_t n, kiln_fp16_t * y, float v);
 
     /* mul_mat: a register tile of dot products (MR src0 rows x NR src1 rows) */
     kiln_gemm_tile_t f32_gemm_tile;
@@ -109,8 +112,10 @@ struct kiln_kernels {
     enum kiln_type    vec_dot_type[KILN_TYPE_COUNT];
     kiln_from_float_t from_float  [KILN_TYPE_COUNT]; /* f32 row -> type (activations) */
     /* per weight type repacked by kiln_repack_tensor (src/cpu/repack.h): the
-     * 4 dots of one interleaved group of rows, s[0..3]; bit-identical to 4
-     * vec_dot calls of the same table. NULL: mul_mat unpacks rows instead. */
+     * 4 dots of one interleaved group of rows, s[0..3]: bit-identical to 4
+     * vec_dot calls of the same table, except q4_0 / iq4_nl on scalar and
+     * AVX2, which sum in llama.cpp's repacked order (repack.h). NULL:
+     * mul_mat unpacks rows instead. */
     kiln_vec_dot_t    vec_dot_x4  [KILN_TYPE_COUNT];
     /* per weight type, mat-vec only (src1 is one row): where llama.cpp's CPU
      * build sums a type in another order there than in its batched kernels

@@ -35,7 +35,8 @@ static void flash_attn_row_f16(const struct kiln_tensor * k, const struct kiln_t
                                kiln_fp16_t * q16, kiln_fp16_t * acc16, float * acc,
                                int64_t DK, int64_t DV, int64_t n_kv, int64_t ik2, int64_t ik3,
                                float scale, float softcap, float slope, float * out) {
-    for (int64_t d = 0; d < DK; d++) q16[d] = kiln_fp32_to_fp16(pq[d]);
+    const struct kiln_kernels * kk = kiln_kernels();
+    kk->f32_to_f16(DK, pq, q16);
     for (int64_t d = 0; d < DV; d++) acc16[d] = 0; /* +0.0 */
     float M = -INFINITY, S = 0.0f;
     for (int64_t ic = 0; ic < n_kv; ic++) {
@@ -49,7 +50,7 @@ static void flash_attn_row_f16(const struct kiln_tensor * k, const struct kiln_t
         const kiln_fp16_t * kr = (const kiln_fp16_t *) kiln_row_ptr(k, ic, ik2, ik3);
         /* the ISA's f16 dot: on AVX2 llama.cpp's (vectors of 32, then the
          * rest of the products summed in double) */
-        float s = kiln_kernels()->f16_dot(DK, kr, q16) * scale;
+        float s = kk->f16_dot(DK, kr, q16) * scale;
         if (softcap != 0.0f) s = softcap * tanhf(s);
         s += mv;
         float ms = 1.0f, vs = 1.0f;
@@ -57,18 +58,16 @@ static void flash_attn_row_f16(const struct kiln_tensor * k, const struct kiln_t
             const float Mold = M;
             M = s;
             ms = expf(Mold - M);
-            for (int64_t d = 0; d < DV; d++) acc16[d] = kiln_fp32_to_fp16(kiln_fp16_to_fp32(acc16[d]) * ms);
+            kk->f16_scale(DV, acc16, ms);
         } else {
             vs = expf(s - M);
         }
         const kiln_fp16_t * vr = (const kiln_fp16_t *) kiln_row_ptr(v, ic, ik2, ik3);
-        for (int64_t d = 0; d < DV; d++) {
-            acc16[d] = kiln_fp32_to_fp16(fmaf(kiln_fp16_to_fp32(vr[d]), vs, kiln_fp16_to_fp32(acc16[d])));
-        }
+        kk->f16_mad(DV, acc16, vr, vs);
         S = S * ms + vs;
     }
     const float S_inv = S == 0.0f ? 0.0f : 1.0f / S;
-    for (int64_t d = 0; d < DV; d++) acc[d] = kiln_fp16_to_fp32(acc16[d]);
+    kk->f16_to_f32(DV, acc16, acc);
     for (int64_t d = 0; d < DV; d++) out[d] = acc[d] * S_inv;
 }
 

@@ -144,6 +144,28 @@ static void test_maps(const struct kiln_kernels * s, const struct kiln_kernels *
             k->f16_to_f32(n, hxp, z); s->f16_to_f32(n, hxp, r);
             bad = 0; for (int64_t i = 0; i < n; i++) bad += isnan(r[i]) ? !isnan(z[i]) : memcmp(&z[i], &r[i], 4) != 0;
             CHECK(!bad, "%s f16_to_f32 n=%lld off=%d (%d bad)", k->isa, (long long) n, off, bad);
+
+            /* F16 accumulators: bit-exact with the reference, and the
+             * reference against a double computation rounded once to f32 */
+            for (int64_t i = 0; i < n; i++) {
+                hxp[i] = kiln_fp32_to_fp16(tu_rand_uniform(-4.0f, 4.0f));
+                hyp[i] = kiln_fp32_to_fp16(tu_rand_uniform(-4.0f, 4.0f));
+            }
+            kiln_fp16_t * ha = malloc(sizeof(kiln_fp16_t) * (size_t) (n + 1)), * hb = malloc(sizeof(kiln_fp16_t) * (size_t) (n + 1));
+            memcpy(ha, hyp, sizeof(kiln_fp16_t) * (size_t) n);
+            memcpy(hb, hyp, sizeof(kiln_fp16_t) * (size_t) n);
+            const float vm = tu_rand_uniform(-2.0f, 2.0f);
+            k->f16_mad(n, ha, hxp, vm); s->f16_mad(n, hb, hxp, vm);
+            bad = 0;
+            for (int64_t i = 0; i < n; i++) {
+                const float ref = (float) ((double) kiln_fp16_to_fp32(hxp[i]) * vm + (double) kiln_fp16_to_fp32(hyp[i]));
+                bad += ha[i] != hb[i] || hb[i] != kiln_fp32_to_fp16(ref);
+            }
+            CHECK(!bad, "%s f16_mad n=%lld off=%d (%d bad)", k->isa, (long long) n, off, bad);
+            k->f16_scale(n, ha, vm); s->f16_scale(n, hb, vm);
+            bad = 0; for (int64_t i = 0; i < n; i++) bad += ha[i] != hb[i];
+            CHECK(!bad, "%s f16_scale n=%lld off=%d (%d bad)", k->isa, (long long) n, off, bad);
+            free(ha); free(hb);
         }
     }
 

@@ -41,11 +41,17 @@ KILN_DECLARE_VEC_KERNELS(scalar)
 void f32_gemm_4x4__scalar(int64_t k, const float * a, int64_t lda, const float * bp, float * c, int64_t ldc, int accumulate);
 void f32_gemm_pack4__scalar(int64_t k, const float * a, int64_t lda, int nr, float * bp);
 void f32_gemm_1x1__scalar(int64_t k, const float * a, int64_t lda, const float * b, int64_t ldb, float * c, int64_t ldc);
+/* F16 accumulators (flash attention's V sum, as ggml keeps it): fused
+ * y = fp16(fp32(x) * v + fp32(y)), and y = fp16(fp32(y) * v), each rounded to nearest even */
+void f16_mad__scalar(int64_t n, kiln_fp16_t * y, const kiln_fp16_t * x, float v);
+void f16_scale__scalar(int64_t n, kiln_fp16_t * y, float v);
 
 #ifdef KILN_ARCH_X86
 KILN_DECLARE_VEC_KERNELS(avx2)
 void f32_gemm_6x16__avx2(int64_t k, const float * a, int64_t lda, const float * bp, float * c, int64_t ldc, int accumulate);
 void f32_gemm_3x4__avx2(int64_t k, const float * a, int64_t lda, const float * b, int64_t ldb, float * c, int64_t ldc);
+void f16_mad__avx2(int64_t n, kiln_fp16_t * y, const kiln_fp16_t * x, float v);
+void f16_scale__avx2(int64_t n, kiln_fp16_t * y, float v);
 #endif
 #ifdef KILN_ARCH_ARM
 KILN_DECLARE_VEC_KERNELS(neon)

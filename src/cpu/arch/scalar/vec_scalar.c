@@ -122,3 +122,11 @@ void f32_gemm_4x4__scalar(int64_t k, const float * a, int64_t lda, const float *
         for (int i = 0; i < 4; i++) c[j * ldc + i] = accumulate ? c[j * ldc + i] + acc[j][i] : acc[j][i];
     }
 }
+
+void f16_mad__scalar(int64_t n, kiln_fp16_t * y, const kiln_fp16_t * x, float v) {
+    for (int64_t i = 0; i < n; i++) y[i] = kiln_fp32_to_fp16(fmaf(kiln_fp16_to_fp32(x[i]), v, kiln_fp16_to_fp32(y[i])));
+}
+
+void f16_scale__scalar(int64_t n, kiln_fp16_t * y, float v) {
+    for (int64_t i = 0; i < n; i++) y[i] = kiln_fp32_to_fp16(kiln_fp16_to_fp32(y[i]) * v);
+}

@@ -325,3 +325,25 @@ void f32_gemm_6x16__avx2(int64_t k, const float * a, int64_t lda, const float * 
         }
     }
 }
+
+/* F16C converts both ways exactly / with round-to-nearest-even, and the
+ * FMA rounds once: bit-identical to the scalar kernels */
+void f16_mad__avx2(int64_t n, kiln_fp16_t * y, const kiln_fp16_t * x, float v) {
+    const __m256 vv = _mm256_set1_ps(v);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 r = _mm256_fmadd_ps(load_f16x8(x + i), vv, load_f16x8(y + i));
+        _mm_storeu_si128((__m128i *)(y + i), _mm256_cvtps_ph(r, _MM_FROUND_TO_NEAREST_INT));
+    }
+    for (; i < n; i++) y[i] = kiln_fp32_to_fp16(fmaf(kiln_fp16_to_fp32(x[i]), v, kiln_fp16_to_fp32(y[i])));
+}
+
+void f16_scale__avx2(int64_t n, kiln_fp16_t * y, float v) {
+    const __m256 vv = _mm256_set1_ps(v);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 r = _mm256_mul_ps(load_f16x8(y + i), vv);
+        _mm_storeu_si128((__m128i *)(y + i), _mm256_cvtps_ph(r, _MM_FROUND_TO_NEAREST_INT));
+    }
+    for (; i < n; i++) y[i] = kiln_fp32_to_fp16(kiln_fp16_to_fp32(y[i]) * v);
+}
