@@ -29,6 +29,14 @@ size_t kiln_cpu_work_flash_attn_ext(const struct kiln_tensor * dst, int n_thread
     return sizeof(float) * (size_t)(k->ne[0] + 2 * v->ne[0] + KILN_CL_F32) * (size_t) n_threads;
 }
 
+/* slope * mask[ic] (0 without a mask) */
+static inline float mask_value(const struct kiln_tensor * mask, const char * mrow, int64_t ic, float slope) {
+    if (!mrow) return 0.0f;
+    const float m = mask->type == KILN_TYPE_F16 ? kiln_fp16_to_fp32(((const kiln_fp16_t *) mrow)[ic])
+                                                : ((const float *) mrow)[ic];
+    return slope * m;
+}
+
 /* one query row with F16 K and V, as ggml's CPU kernel computes it */
 static void flash_attn_row_f16(const struct kiln_tensor * k, const struct kiln_tensor * v,
                                const struct kiln_tensor * mask, const char * mrow, const float * pq,
@@ -40,13 +48,8 @@ static void flash_attn_row_f16(const struct kiln_tensor * k, const struct kiln_t
     for (int64_t d = 0; d < DV; d++) acc16[d] = 0; /* +0.0 */
     float M = -INFINITY, S = 0.0f;
     for (int64_t ic = 0; ic < n_kv; ic++) {
-        float mv = 0.0f;
-        if (mrow) {
-            const float m = mask->type == KILN_TYPE_F16 ? kiln_fp16_to_fp32(((const kiln_fp16_t *) mrow)[ic])
-                                                        : ((const float *) mrow)[ic];
-            mv = slope * m;
-            if (mv == -INFINITY) continue;
-        }
+        const float mv = mask_value(mask, mrow, ic, slope);
+        if (mv == -INFINITY) continue; /* masked out */
         const kiln_fp16_t * kr = (const kiln_fp16_t *) kiln_row_ptr(k, ic, ik2, ik3);
         /* the ISA's f16 dot: on AVX2 llama.cpp's (vectors of 32, then the
          * rest of the products summed in double) */
@@ -119,13 +122,8 @@ enum kiln_status kiln_cpu_fwd_flash_attn_ext(const struct kiln_compute_params * 
         }
 
         for (int64_t ic = 0; ic < n_kv; ic++) {
-            float mv = 0.0f;
-            if (mrow) {
-                const float m = mask->type == KILN_TYPE_F16 ? kiln_fp16_to_fp32(((const kiln_fp16_t *) mrow)[ic])
-                                                            : ((const float *) mrow)[ic];
-                mv = slope * m;
-                if (mv == -INFINITY) continue;
-            }
+            const float mv = mask_value(mask, mrow, ic, slope);
+            if (mv == -INFINITY) continue;
             const char * kp = kiln_row_ptr(k, ic, ik2, ik3);
             const float * kr = (const float *) kp;
             if (!k_f32) { kiln_row_to_f32(k->type, kp, krow, DK); kr = krow; }

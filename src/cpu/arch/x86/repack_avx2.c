@@ -39,6 +39,16 @@ static inline __m256i dot_i8(__m256i x, __m256i y) {
 /* q4_0 and iq4_nl: llama.cpp's repacked order (see repack.h) — per row and
  * block, acc = fma((float) isum, d_x * d_y, acc), the 4 rows in the lanes
  * of one 128-bit accumulator. Integer sums are exact in any grouping. */
+/* llama.cpp's repacked order: p01 holds rows 0 | 1 and p23 rows 2 | 3 of a
+ * block, 4 i32 lanes each; their whole-block sums ([r0 r0 r2 r2 | r1 r1 r3
+ * r3], then [r0 r2 . . | r1 r3 . .]) times d_x * d_y, one FMA per row */
+static inline __m128 blocksum_fma_x4(__m256i p01, __m256i p23, const kiln_fp16_t * dx, kiln_fp16_t dy, __m128 acc) {
+    const __m256i h = _mm256_hadd_epi32(p01, p23);
+    const __m256i h2 = _mm256_hadd_epi32(h, h);
+    const __m128i isum = _mm_unpacklo_epi32(_mm256_castsi256_si128(h2), _mm256_extracti128_si256(h2, 1));
+    return _mm_fmadd_ps(_mm_cvtepi32_ps(isum), _mm256_castps256_ps128(scales_x4(dx, dy)), acc);
+}
+
 void q4_0x4_q8_0_vec_dot__avx2(int64_t n, float * s, const void * vx, const void * vy) {
     const block_q4_0x4 * x = vx;
     const block_q8_0 * y = vy;
@@ -64,11 +74,7 @@ void q4_0x4_q8_0_vec_dot__avx2(int64_t n, float * s, const void * vx, const void
         const __m256i p23 = _mm256_sub_epi32(_mm256_madd_epi16(_mm256_add_epi16(
             _mm256_maddubs_epi16(_mm256_and_si256(v23, m4), ya),
             _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v23, 4), m4), yb)), ones16), corr);
-        /* [r0 r0 r2 r2 | r1 r1 r3 r3] then [r0 r2 . . | r1 r3 . .] */
-        const __m256i h = _mm256_hadd_epi32(p01, p23);
-        const __m256i h2 = _mm256_hadd_epi32(h, h);
-        const __m128i isum = _mm_unpacklo_epi32(_mm256_castsi256_si128(h2), _mm256_extracti128_si256(h2, 1));
-        acc = _mm_fmadd_ps(_mm_cvtepi32_ps(isum), _mm256_castps256_ps128(scales_x4(x[i].d, y[i].d)), acc);
+        acc = blocksum_fma_x4(p01, p23, x[i].d, y[i].d, acc);
     }
     _mm_storeu_ps(s, acc);
 }
@@ -90,10 +96,7 @@ void iq4_nlx4_q8_0_vec_dot__avx2(int64_t n, float * s, const void * vx, const vo
                                              dot_i8(_mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(v01, 4), m4)), yb));
         const __m256i p23 = _mm256_add_epi32(dot_i8(_mm256_shuffle_epi8(lut, _mm256_and_si256(v23, m4)), ya),
                                              dot_i8(_mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(v23, 4), m4)), yb));
-        const __m256i h = _mm256_hadd_epi32(p01, p23);
-        const __m256i h2 = _mm256_hadd_epi32(h, h);
-        const __m128i isum = _mm_unpacklo_epi32(_mm256_castsi256_si128(h2), _mm256_extracti128_si256(h2, 1));
-        acc = _mm_fmadd_ps(_mm_cvtepi32_ps(isum), _mm256_castps256_ps128(scales_x4(x[i].d, y[i].d)), acc);
+        acc = blocksum_fma_x4(p01, p23, x[i].d, y[i].d, acc);
     }
     _mm_storeu_ps(s, acc);
 }
