@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export DEBIAN_FRONTEND=noninteractive
 need=()
-for p in cmake gcc make clang libclang-rt-14-dev emscripten python3-numpy zlib1g-dev qemu-user-static gcc-aarch64-linux-gnu chromium; do
+for p in cmake gcc make clang libclang-rt-14-dev emscripten clang-16 lld-16 llvm-16 python3-numpy zlib1g-dev qemu-user-static gcc-aarch64-linux-gnu chromium; do
   dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
 done
 if [ "${#need[@]}" -gt 0 ]; then

@@ -15,5 +15,7 @@ build/bin/kiln-llama-pad models/stories260K.gguf build/js-fixtures/stories260K-p
 for t in q8_0 q4_0; do
   build/bin/kiln-quantize build/js-fixtures/stories260K-pad.gguf "build/js-fixtures/stories260K-pad-$t.gguf" "$t" >/dev/null
 done
-echo "== JS tests (vitest, wasm st + mt)"
-npx vitest run --config tests/js/vitest.config.mjs "$@"
+echo "== JS tests (vitest, wasm st + mt, SIMD128)"
+KILN_TEST_SIMD=simd128 npx vitest run --config tests/js/vitest.config.mjs "$@"
+echo "== JS tests (vitest, wasm st + mt, relaxed SIMD)"
+KILN_TEST_SIMD=relaxed npx vitest run --config tests/js/vitest.config.mjs "$@"

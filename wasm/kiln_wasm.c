@@ -385,10 +385,10 @@ KW_EXPORT volatile int * kw_abort_flag(void) { return &g_abort_word; }
 
 #ifdef __EMSCRIPTEN__
 /* st builds: memory is not shared, so the flag lives in a separate
- * SharedArrayBuffer the worker can read while it is busy (when one exists) */
-EM_JS(int, kw_js_abort_word, (void), {
-    return Module["kilnAbortWord"] ? Module["kilnAbortWord"]() : 0;
-});
+ * SharedArrayBuffer the worker can read while it is busy (when one exists).
+ * Defined in library.js (a JS library, not EM_JS: the relaxed-SIMD builds
+ * link without wasm-emscripten-finalize, which EM_JS needs under clang 16). */
+extern int kw_js_abort_word(void);
 #else
 static int kw_js_abort_word(void) { return 0; }
 #endif

@@ -12,6 +12,13 @@ import { isBytes, planBytes } from './bytes.js';
 import { TextGen, type ChatMessage, type ChatOptions, type Completion, type GenerateOptions, type GenerationStats } from './generate.js';
 
 export type Build = 'st' | 'mt';
+/**
+ * SIMD flavour of the engine: 'relaxed' adds relaxed SIMD (8-bit dot
+ * products, fused multiply-add: faster q4_0/q8_0 mat-vec and f32 GEMM;
+ * Chrome/Edge 114+, Node 22+, or Node 20 with --experimental-wasm-relaxed-simd),
+ * 'simd128' is plain SIMD128 (every engine; the same results everywhere).
+ */
+export type Simd = 'relaxed' | 'simd128';
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error' | 'silent';
 export type DType = 'f32' | 'f16' | 'bf16' | 'f64' | 'i8' | 'i16' | 'i32' | 'i64'
   | 'q4_0' | 'q4_1' | 'q5_0' | 'q5_1' | 'q8_0' | 'q2_k' | 'q3_k' | 'q4_k' | 'q5_k' | 'q6_k';
@@ -33,10 +40,20 @@ export interface KilnOptions {
   logLevel?: LogLevel;
   /** force a build (tests); default: mt when threads are possible */
   build?: Build;
+  /**
+   * 'auto' (default): relaxed SIMD when the JS engine supports it, else
+   * SIMD128. 'relaxed' fails where it is not supported; 'simd128' never uses
+   * it. Relaxed SIMD's fused multiply-add rounds per CPU (fused on x86 with
+   * FMA3 and on arm64), so f32 results can differ in the last bits between
+   * machines; pick 'simd128' for results that are bit-identical everywhere.
+   */
+  simd?: 'auto' | Simd;
 }
 
 export interface KilnInfo {
   build: Build;
+  /** the engine's SIMD flavour (see KilnOptions.simd) */
+  simdFlavor: Simd;
   threads: number;
   simd: boolean;
   version: string;
@@ -76,6 +93,16 @@ export interface LoadOptions {
 const LEVELS: Record<LogLevel, number> = { debug: 1, info: 2, warn: 3, error: 4, silent: 5 };
 const isNode = typeof process === 'object' && !!(process as any).versions?.node && typeof (globalThis as any).window === 'undefined';
 let warnedSingleThread = false;
+
+/* the smallest module with a relaxed-SIMD instruction
+ * (i32x4.relaxed_dot_i8x16_i7x16_add_s): engines without the feature reject it */
+const RELAXED_PROBE = new Uint8Array([0, 97, 115, 109, 1, 0, 0, 0, 1, 5, 1, 96, 0, 1, 123, 3, 2, 1, 0, 10, 61, 1, 59, 0,
+  ...[0, 1, 2].flatMap(() => [253, 12, ...new Array(16).fill(0)]), 253, 147, 2, 11]);
+
+/** whether this JS engine runs relaxed SIMD */
+export function relaxedSimdSupported(): boolean {
+  try { return WebAssembly.validate(RELAXED_PROBE); } catch { return false; }
+}
 
 function threadsPossible(): { ok: boolean; why: string } {
   if (isNode) return { ok: true, why: '' };
@@ -120,7 +147,7 @@ async function startWorker(): Promise<{ port: Port; listen: (fn: (m: any) => voi
   };
 }
 
-function resolveWasmBase(wasmUrl: string | URL | undefined, build: Build): string {
+function resolveWasmBase(wasmUrl: string | URL | undefined, build: string): string {
   const base = wasmUrl ? new URL(String(wasmUrl).endsWith('/') ? String(wasmUrl) : String(wasmUrl) + '/', isNode ? 'file:///' : (globalThis as any).location?.href)
     : new URL('../../wasm/dist/', import.meta.url);
   const dir = new URL(`${build}/`, base);
@@ -172,6 +199,19 @@ export class Kiln {
       }
     }
     if (build === 'st') threads = 1;
+    const simdOpt = opts.simd ?? 'auto';
+    if (simdOpt !== 'auto' && simdOpt !== 'relaxed' && simdOpt !== 'simd128') {
+      throw new KilnError('INVALID_ARGUMENT', `simd must be 'auto', 'relaxed' or 'simd128', not ${String(simdOpt)}`);
+    }
+    const relaxedOk = relaxedSimdSupported();
+    if (simdOpt === 'relaxed' && !relaxedOk) {
+      throw new KilnError('UNSUPPORTED', 'simd: \'relaxed\' was asked for, but this JS engine does not support relaxed SIMD ' +
+        '(Chrome/Edge 114+, Node 22+, or Node 20 with --experimental-wasm-relaxed-simd); use simd: \'auto\' or \'simd128\'');
+    }
+    const relaxed = simdOpt === 'relaxed' || (simdOpt === 'auto' && relaxedOk);
+    // 'auto' falls back to the SIMD128 files when the relaxed ones are not
+    // served (an older copy of wasm/dist); 'relaxed' does not
+    const variants = relaxed ? [`${build}-relaxed`, ...(simdOpt === 'auto' ? [build] : [])] : [build];
     const { port, listen } = await startWorker();
     const sched = new Scheduler(port);
     listen((m) => sched.receive(m), (e: any) => {
@@ -180,7 +220,8 @@ export class Kiln {
     // st: the abort word lives in its own shared buffer when one can exist
     const abortSab = build === 'st' && typeof SharedArrayBuffer !== 'undefined' && (isNode || (globalThis as any).crossOriginIsolated)
       ? new SharedArrayBuffer(4) : null;
-    const r = await sched.job<any>({ t: 'init', build, threads, wasmBase: resolveWasmBase(opts.wasmUrl, build), logLevel, abortSab })
+    const r = await sched.job<any>({ t: 'init', build, threads, logLevel, abortSab,
+      variants: variants.map((v) => ({ name: `kiln-${v}`, base: resolveWasmBase(opts.wasmUrl, v) })) })
       .catch((e) => { port.terminate(); throw e; });
     if (r.abortMemory) sched.setAbortWord(new Int32Array(r.abortMemory, r.abortPtr, 1));
     else if (abortSab) sched.setAbortWord(new Int32Array(abortSab));

@@ -84,28 +84,22 @@ declare const setTimeout: any;
 
   async function init(a: any) {
     logLevel = a.logLevel;
-    const name = `kiln-${a.build}`;
-    const base: string = a.wasmBase;
     const print = (s: string) => { if (logLevel <= 2) console.log(`[kiln] ${s}`); };
     const printErr = (s: string) => { if (logLevel <= 3) console.warn(`[kiln] ${s}`); };
-    let factory: any, wasmBinary: Uint8Array, locate: (p: string) => string;
-    if (isNode) {
-      const { createRequire } = await import('node:module' as any);
-      const path = await import('node:path' as any);
-      const fs = await import('node:fs' as any);
-      const dir: string = base;
-      const req = createRequire(path.join(dir, `${name}.js`));
-      factory = req(path.join(dir, `${name}.js`));
-      wasmBinary = fs.readFileSync(path.join(dir, `${name}.wasm`));
-      locate = (p: string) => path.join(dir, p);
-    } else {
-      importScripts(base + `${name}.js`);
-      factory = self.createKilnModule;
-      const r = await fetch(base + `${name}.wasm`);
-      if (!r.ok) throw new WErr('BAD_SOURCE', `cannot fetch ${base}${name}.wasm: HTTP ${r.status}`);
-      wasmBinary = new Uint8Array(await r.arrayBuffer());
-      locate = (p: string) => base + p;
+    // the first variant whose files load (kiln.ts lists relaxed, then SIMD128 for 'auto')
+    let factory: any = null, wasmBinary: Uint8Array | null = null, locate: (p: string) => string = (p) => p, name = '';
+    let firstErr: unknown = null;
+    for (const v of a.variants as { name: string; base: string }[]) {
+      try {
+        ({ factory, wasmBinary, locate } = await loadVariant(v.name, v.base));
+        name = v.name;
+        break;
+      } catch (e) {
+        firstErr ??= e;
+        if (logLevel <= 1) console.warn(`[kiln] ${v.name}: ${(e as Error)?.message ?? e}`);
+      }
     }
+    if (!factory || !wasmBinary) throw firstErr;
     M = await factory({
       wasmBinary,
       locateFile: locate,
@@ -131,11 +125,32 @@ declare const setTimeout: any;
     };
   }
 
+  async function loadVariant(name: string, base: string) {
+    if (isNode) {
+      const { createRequire } = await import('node:module' as any);
+      const path = await import('node:path' as any);
+      const fs = await import('node:fs' as any);
+      const dir: string = base;
+      // the .wasm first: a missing variant fails before its loader runs
+      const wasmBinary: Uint8Array = fs.readFileSync(path.join(dir, `${name}.wasm`));
+      const req = createRequire(path.join(dir, `${name}.js`));
+      const factory = req(path.join(dir, `${name}.js`));
+      return { factory, wasmBinary, locate: (p: string) => path.join(dir, p) };
+    }
+    const r = await fetch(base + `${name}.wasm`);
+    if (!r.ok) throw new WErr('BAD_SOURCE', `cannot fetch ${base}${name}.wasm: HTTP ${r.status}`);
+    const wasmBinary = new Uint8Array(await r.arrayBuffer());
+    (self as any).createKilnModule = undefined;
+    importScripts(base + `${name}.js`);
+    return { factory: self.createKilnModule, wasmBinary, locate: (p: string) => base + p };
+  }
+
   function info() {
     return {
       build: M._kw_is_mt() ? 'mt' : 'st',
       threads: M._kw_n_threads(),
       simd: !!M._kw_simd(),
+      simdFlavor: M.UTF8ToString(M._kw_isa()) === 'wasm_relaxed' ? 'relaxed' : 'simd128',
       version: M.UTF8ToString(M._kw_version()),
       isa: M.UTF8ToString(M._kw_isa()),
       ops: [...Object.keys(unaryIdx).filter((k) => M._kw_unary_built(unaryIdx[k])),

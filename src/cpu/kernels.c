@@ -49,6 +49,11 @@ DEFINE_TYPE_DOTS(neon)
 #ifdef KILN_ARCH_WASM_SIMD
 DEFINE_TYPE_DOTS(wasm_simd128)
 #endif
+#ifdef KILN_ARCH_WASM_RELAXED
+static void vec_dot_f32__wasm_relaxed(int64_t n, float * s, const void * x, const void * y) {
+    *s = f32_dot__wasm_relaxed(n, (const float *) x, (const float *) y);
+}
+#endif
 
 static void from_float_f32(const float * x, void * y, int64_t n) {
     memcpy(y, x, (size_t) n * sizeof(float));
@@ -71,7 +76,7 @@ static bool g_available[KILN_ISA_COUNT];
 static _Atomic(const struct kiln_kernels *) g_current = NULL;
 static atomic_int g_init_state = 0; /* 0 none, 1 building, 2 ready */
 
-static const char * const isa_names[KILN_ISA_COUNT] = { "scalar", "avx2", "neon", "wasm_simd128" };
+static const char * const isa_names[KILN_ISA_COUNT] = { "scalar", "avx2", "neon", "wasm_simd128", "wasm_relaxed" };
 
 const char * kiln_isa_name(enum kiln_isa isa) {
     return (isa >= 0 && isa < KILN_ISA_COUNT) ? isa_names[isa] : "unknown";
@@ -144,6 +149,21 @@ static void build_tables(void) {
     k->f32_gemm_packed = f32_gemm_2x16__wasm_simd128; k->pack_mr = 2; k->pack_nr = 16; k->f32_gemm_pack = f32_gemm_pack16__wasm_simd128;
     table_finish(k);
     g_available[KILN_ISA_WASM_SIMD128] = true;
+#endif
+#ifdef KILN_ARCH_WASM_RELAXED
+    /* SIMD128's table with the relaxed kernels in (kernels_wasm_relaxed.c);
+     * the quant registration sees the ISA and swaps q4_0/q8_0 */
+    k = &g_tables[KILN_ISA_WASM_RELAXED];
+    *k = g_tables[KILN_ISA_WASM_SIMD128];
+    k->isa = isa_names[KILN_ISA_WASM_RELAXED];
+    k->isa_id = KILN_ISA_WASM_RELAXED;
+    k->f32_dot = f32_dot__wasm_relaxed;
+    k->vec_dot[KILN_TYPE_F32] = vec_dot_f32__wasm_relaxed;
+    k->vec_dot_x4[KILN_TYPE_Q4_0] = q4_0x4_q8_0_vec_dot__wasm_relaxed;
+    k->vec_dot_x4[KILN_TYPE_Q8_0] = q8_0x4_q8_0_vec_dot__wasm_relaxed;
+    k->f32_gemm_packed = f32_gemm_2x16__wasm_relaxed;
+    table_finish(k);
+    g_available[KILN_ISA_WASM_RELAXED] = true;
 #endif
 }
 

@@ -42,6 +42,7 @@ enum kiln_isa {
     KILN_ISA_AVX2,          /* x86-64: AVX2 + FMA + F16C */
     KILN_ISA_NEON,          /* arm64 */
     KILN_ISA_WASM_SIMD128,  /* wasm: compile-time */
+    KILN_ISA_WASM_RELAXED,  /* wasm built with -mrelaxed-simd: SIMD128 + relaxed kernels */
     KILN_ISA_COUNT,
 };
 
@@ -70,7 +71,7 @@ typedef void (*kiln_gemm_packed_t)(int64_t k, const float * a, int64_t lda, cons
 typedef void (*kiln_gemm_pack_t)(int64_t k, const float * a, int64_t lda, int nr, float * bp);
 
 struct kiln_kernels {
-    const char *  isa;     /* "scalar", "avx2", "neon", "wasm_simd128" */
+    const char *  isa;     /* "scalar", "avx2", "neon", "wasm_simd128", "wasm_relaxed" */
     enum kiln_isa isa_id;
 
     /* reductions: accumulate in float lanes, return the total */

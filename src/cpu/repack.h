@@ -57,6 +57,9 @@ KILN_REPACK_KERNELS_BLOCKSUM(avx2)
 #if defined(__wasm_simd128__)
 KILN_REPACK_KERNELS(wasm_simd128)
 #endif
+#if defined(__wasm_simd128__) && defined(__wasm_relaxed_simd__)
+KILN_REPACK_KERNELS(wasm_relaxed)
+#endif
 
 /* rows per interleaved group of t (0: t is not repacked) */
 int kiln_repacked_rows(const struct kiln_tensor * t);

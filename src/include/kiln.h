@@ -727,10 +727,11 @@ KILN_API int kiln_cpu_has_fp16_va    (void);
 KILN_API int kiln_cpu_has_dotprod    (void);
 KILN_API int kiln_cpu_has_wasm_simd  (void);
 KILN_API int kiln_cpu_has_wasm_relaxed_simd(void);
-/* The ISA the kernel table selected: "avx2", "neon", "wasm_simd128", "scalar" … */
+/* The ISA the kernel table selected: "avx2", "neon", "wasm_simd128",
+ * "wasm_relaxed" (a relaxed-SIMD build), "scalar" … */
 KILN_API const char * kiln_cpu_isa(void);
 /* Select the kernel table by ISA name ("scalar", "avx2", "neon",
- * "wasm_simd128"; NULL or "auto" = the detected best), for tests and
+ * "wasm_simd128", "wasm_relaxed"; NULL or "auto" = the detected best), for tests and
  * benchmarks that compare ISAs. An unavailable ISA changes nothing and sets
  * kiln_last_error(); check kiln_cpu_isa() afterwards. */
 KILN_API void kiln_cpu_force_isa(const char * isa);

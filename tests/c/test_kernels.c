@@ -285,6 +285,9 @@ static void test_selection(void) {
     if (kiln_cpu_has_avx2() && kiln_cpu_has_fma() && kiln_cpu_has_f16c()) CHECK(strcmp(best, "avx2") == 0, "avx2 machine picks avx2, got %s", best);
 #elif defined(__aarch64__)
     CHECK(strcmp(best, "neon") == 0, "arm64 picks neon, got %s", best);
+#elif defined(__wasm_relaxed_simd__)
+    CHECK(strcmp(best, "wasm_relaxed") == 0, "a relaxed-SIMD build picks wasm_relaxed, got %s", best);
+    CHECK(kiln_kernels_for_isa(KILN_ISA_WASM_SIMD128) != NULL, "and keeps the SIMD128 table");
 #elif defined(__wasm_simd128__)
     CHECK(strcmp(best, "wasm_simd128") == 0, "wasm picks simd128, got %s", best);
 #endif

@@ -184,8 +184,54 @@ static void test_direct_variants(void) {
 #endif
 }
 
+/* The relaxed-SIMD table (wasm builds with -mrelaxed-simd): its q4_0 dot
+ * makes the SIMD128 kernel's i32 lanes, so the two agree bit for bit; its
+ * q8_0 dot must stay exact at the extremes of the 8-bit range, where the
+ * i16 pair sums of relaxed_dot come closest to saturating (2 * 127 * 127). */
+static void test_wasm_relaxed(void) {
+#if defined(__wasm_relaxed_simd__)
+    tu_case = "wasm_relaxed";
+    const struct kiln_kernels * kr = kiln_kernels_for_isa(KILN_ISA_WASM_RELAXED);
+    const struct kiln_kernels * kb = kiln_kernels_for_isa(KILN_ISA_WASM_SIMD128);
+    const struct kiln_kernels * ks = kiln_kernels_for_isa(KILN_ISA_SCALAR);
+    CHECK(kr && kb, "relaxed and SIMD128 tables present");
+    if (!kr || !kb) return;
+    tu_seed(303);
+    const int64_t n = 32 * 40;
+    uint8_t * x = malloc(kiln_row_size(KILN_TYPE_Q8_0, n));
+    uint8_t * y = malloc(kiln_row_size(KILN_TYPE_Q8_0, n));
+    float * act = malloc(sizeof(float) * n);
+    int same = 0;
+    for (int rep = 0; rep < 20; rep++) {
+        make_weights(KILN_TYPE_Q4_0, n, x);
+        for (int64_t i = 0; i < n; i++) act[i] = tu_rand_uniform(-1, 1) * (rep % 2 ? 50.f : 1.f);
+        ks->from_float[KILN_TYPE_Q8_0](act, y, n);
+        float a = 0, b = 0;
+        kr->vec_dot[KILN_TYPE_Q4_0](n, &a, x, y);
+        kb->vec_dot[KILN_TYPE_Q4_0](n, &b, x, y);
+        same += memcmp(&a, &b, sizeof a) == 0;
+    }
+    CHECK(same == 20, "q4_0: relaxed == SIMD128 bit for bit (%d of 20)", same);
+    /* q8_0 at +-127 in both operands, all sign combinations */
+    static const int8_t vals[4][2] = { { 127, 127 }, { -127, -127 }, { 127, -127 }, { -127, 127 } };
+    for (int c = 0; c < 4; c++) {
+        block_q8_0 * bx = (block_q8_0 *) x, * by = (block_q8_0 *) y;
+        for (int64_t b = 0; b < n / 32; b++) {
+            bx[b].d = kiln_fp32_to_fp16(0.5f); by[b].d = kiln_fp32_to_fp16(0.25f);
+            for (int j = 0; j < 32; j++) { bx[b].qs[j] = vals[c][0]; by[b].qs[j] = (j % 3 == 0) ? 0 : vals[c][1]; }
+        }
+        float r = 0, s0 = 0;
+        kr->vec_dot[KILN_TYPE_Q8_0](n, &r, x, y);
+        ks->vec_dot[KILN_TYPE_Q8_0](n, &s0, x, y);
+        CHECK(r == s0, "q8_0 extremes %d x %d: relaxed %.9g, scalar %.9g", vals[c][0], vals[c][1], r, s0);
+    }
+    free(x); free(y); free(act);
+#endif
+}
+
 int main(void) {
     test_direct_variants();
+    test_wasm_relaxed();
     test_scalar_vs_reference();
     test_isa_vs_scalar();
     return tu_finish();

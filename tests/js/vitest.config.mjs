@@ -11,5 +11,9 @@ export default defineConfig({
     // files at a time on small CI machines
     maxWorkers: 2,
     pool: 'forks',
+    // KILN_TEST_SIMD=relaxed (scripts/test-js.sh, second pass): Node 20 runs
+    // relaxed SIMD behind a V8 flag; with it every engine the tests start
+    // picks kiln-st-relaxed / kiln-mt-relaxed ('auto'), without it SIMD128
+    execArgv: process.env.KILN_TEST_SIMD === 'relaxed' ? ['--experimental-wasm-relaxed-simd'] : [],
   },
 });

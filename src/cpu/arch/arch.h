@@ -17,6 +17,9 @@
 #if defined(__wasm_simd128__)
 #define KILN_ARCH_WASM_SIMD 1
 #endif
+#if defined(__wasm_simd128__) && defined(__wasm_relaxed_simd__)
+#define KILN_ARCH_WASM_RELAXED 1
+#endif
 
 /* one block of declarations per ISA suffix */
 #define KILN_DECLARE_VEC_KERNELS(S) \
@@ -62,6 +65,11 @@ KILN_DECLARE_VEC_KERNELS(wasm_simd128)
 void f32_gemm_2x16__wasm_simd128(int64_t k, const float * a, int64_t lda, const float * bp, float * c, int64_t ldc, int accumulate);
 void f32_gemm_pack16__wasm_simd128(int64_t k, const float * a, int64_t lda, int nr, float * bp);
 void f32_gemm_3x3__wasm_simd128(int64_t k, const float * a, int64_t lda, const float * b, int64_t ldb, float * c, int64_t ldc);
+#endif
+#ifdef KILN_ARCH_WASM_RELAXED
+/* the relaxed-SIMD kernels; the rest of that table is SIMD128's */
+float f32_dot__wasm_relaxed(int64_t n, const float * x, const float * y);
+void f32_gemm_2x16__wasm_relaxed(int64_t k, const float * a, int64_t lda, const float * bp, float * c, int64_t ldc, int accumulate);
 #endif
 
 /* the constants ggml's GELU uses (tanh approximation) */

@@ -41,5 +41,10 @@ KILN_QDOT_SIMD_LIST(KILN_QDOT, neon_dotprod)
 #if defined(__wasm_simd128__)
 KILN_QDOT_SIMD_LIST(KILN_QDOT, wasm_simd128)
 #endif
+#if defined(__wasm_simd128__) && defined(__wasm_relaxed_simd__)
+/* relaxed SIMD replaces these two; the other types keep SIMD128's */
+KILN_QDOT(q4_0_q8_0, wasm_relaxed)
+KILN_QDOT(q8_0_q8_0, wasm_relaxed)
+#endif
 
 #endif

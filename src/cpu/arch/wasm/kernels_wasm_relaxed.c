@@ -1,0 +1,197 @@
+/*
+ * kernels_wasm_relaxed.c — the kernels a relaxed-SIMD build (-mrelaxed-simd,
+ * kiln-st-relaxed / kiln-mt-relaxed) swaps into the SIMD128 table, as the
+ * "wasm_relaxed" ISA. Everything else in that table is SIMD128.
+ *
+ * Why these: SIMD128 has no 8-bit dot product and no FMA, so q8_0 mat-vec
+ * and the f32 GEMM are compute-bound in a browser (bench/peers). Relaxed
+ * SIMD adds both, lowered by V8 on x86 to pmaddubsw(+pmaddwd) and vfmadd.
+ *
+ * Determinism. The integer dots are exact whatever the engine does, as long
+ * as the second operand of relaxed_dot is in 0..127 (x86 reads it unsigned,
+ * arm signed; they agree there) — both kernels below keep it so:
+ *   q4_0: the nibbles 0..15, with the -8 offset taken off as a per-block sum
+ *         (the SIMD128 kernel's correction). The i16 products stay below
+ *         2*15*128, so adding the two halves in i16 cannot overflow, and the
+ *         i32 lanes cover the same elements as simd128_common.h's: this
+ *         kernel is bit-identical to the SIMD128 one.
+ *   q8_0: |y| as the 7-bit operand and the weights with y's sign moved onto
+ *         them, (w ^ m) - m with m = (y < 0). The activation side is prepared once
+ *         per block and shared by the x4 kernel's 4 rows. A weight of -128
+ *         with a negative y would wrap; ggml's and Kiln's quantizers write
+ *         -127..127 only. Lanes group pairs of 4 bytes, so the floats
+ *         differ from the SIMD128 kernel's in rounding; plain and x4 kernels
+ *         here agree bit for bit (the repack contract).
+ * relaxed_madd is fused or not at the engine's choice (fused on x86 with
+ * FMA3), so the f32 GEMM and dot round per machine; they are tested against
+ * the double-precision reference with a tolerance like every float kernel.
+ */
+#if defined(__wasm_relaxed_simd__)
+#include <wasm_simd128.h>
+
+#include "../arch.h"
+#include "../quant_dot.h"
+#include "../../repack.h"
+#include "blocks.h"
+#include "quants_impl.h"
+#include "simd128_common.h"
+
+static inline v128_t ld(const void * p) { return wasm_v128_load(p); }
+
+static inline float hsum_f32(v128_t v) {
+    return wasm_f32x4_extract_lane(v, 0) + wasm_f32x4_extract_lane(v, 1) +
+           wasm_f32x4_extract_lane(v, 2) + wasm_f32x4_extract_lane(v, 3);
+}
+
+#define RMADD(a, b, c) __builtin_wasm_relaxed_madd_f32x4(a, b, c)
+#define LANE(v, r) wasm_i32x4_shuffle(v, v, r, r, r, r)
+
+/* ---- q4_0 -------------------------------------------------------------- */
+
+/* sum over the block of nibble * y (the -8 not applied): i32 lane k holds
+ * elements 4k..4k+3 and 16+4k..16+4k+3, as kiln_simd128_q4_dot's */
+static inline v128_t q4_dot(v128_t b, v128_t y0, v128_t y1) {
+    const v128_t lo = wasm_v128_and(b, wasm_i8x16_splat(0x0f));
+    const v128_t hi = wasm_u8x16_shr(b, 4);
+    const v128_t p = wasm_i16x8_add(__builtin_wasm_relaxed_dot_i8x16_i7x16_s_i16x8(y0, lo),
+                                    __builtin_wasm_relaxed_dot_i8x16_i7x16_s_i16x8(y1, hi));
+    return wasm_i32x4_extadd_pairwise_i16x8(p);
+}
+
+/* 8 * the y values of each lane of q4_dot */
+static inline v128_t q4_corr(v128_t y0, v128_t y1) {
+    const v128_t s = wasm_i16x8_add(wasm_i16x8_extadd_pairwise_i8x16(y0), wasm_i16x8_extadd_pairwise_i8x16(y1));
+    return wasm_i32x4_shl(wasm_i32x4_extadd_pairwise_i16x8(s), 3);
+}
+
+void q4_0_q8_0_vec_dot__wasm_relaxed(int64_t n, float * s, const void * vx, const void * vy) {
+    const block_q4_0 * x = vx;
+    const block_q8_0 * y = vy;
+    v128_t acc = wasm_f32x4_splat(0);
+    const int nb = (int) (n / QK8_0);
+    for (int i = 0; i < nb; ++i) {
+        const v128_t y0 = ld(y[i].qs), y1 = ld(y[i].qs + 16);
+        const v128_t p = wasm_i32x4_sub(q4_dot(ld(x[i].qs), y0, y1), q4_corr(y0, y1));
+        acc = wasm_f32x4_add(acc, wasm_f32x4_mul(wasm_f32x4_convert_i32x4(p), wasm_f32x4_splat(KQ_H2F(x[i].d) * KQ_H2F(y[i].d))));
+    }
+    *s = hsum_f32(acc);
+}
+
+/* the 4 rows' scales times y's, as the plain kernels multiply them */
+static inline v128_t scales4(const kiln_fp16_t * dx, float dy) {
+    const v128_t h = wasm_u32x4_extend_low_u16x8(wasm_v128_load64_zero(dx));
+    return wasm_f32x4_mul(kiln_simd128_f16x4_to_f32(h), wasm_f32x4_splat(dy));
+}
+
+void q4_0x4_q8_0_vec_dot__wasm_relaxed(int64_t n, float * s, const void * vx, const void * vy) {
+    const block_q4_0x4 * x = vx;
+    const block_q8_0 * y = vy;
+    v128_t acc0 = wasm_f32x4_splat(0), acc1 = acc0, acc2 = acc0, acc3 = acc0;
+    const int nb = (int) (n / QK8_0);
+    for (int i = 0; i < nb; ++i) {
+        const v128_t y0 = ld(y[i].qs), y1 = ld(y[i].qs + 16);
+        const v128_t corr = q4_corr(y0, y1);
+        const v128_t d = scales4(x[i].d, KQ_H2F(y[i].d));
+#define ROW(r, acc) do { \
+            const v128_t p = wasm_i32x4_sub(q4_dot(ld(x[i].qs + 16 * (r)), y0, y1), corr); \
+            acc = wasm_f32x4_add(acc, wasm_f32x4_mul(wasm_f32x4_convert_i32x4(p), LANE(d, r))); \
+        } while (0)
+        ROW(0, acc0); ROW(1, acc1); ROW(2, acc2); ROW(3, acc3);
+#undef ROW
+    }
+    s[0] = hsum_f32(acc0); s[1] = hsum_f32(acc1); s[2] = hsum_f32(acc2); s[3] = hsum_f32(acc3);
+}
+
+/* ---- q8_0 -------------------------------------------------------------- */
+
+/* the activation side of a q8_0 block: |y| and y's sign mask, per half */
+struct q8_act { v128_t a0, m0, a1, m1; };
+
+static inline struct q8_act q8_act_load(const int8_t * qs) {
+    const v128_t y0 = ld(qs), y1 = ld(qs + 16), zero = wasm_i8x16_splat(0);
+    struct q8_act r = { wasm_i8x16_abs(y0), wasm_i8x16_lt(y0, zero), wasm_i8x16_abs(y1), wasm_i8x16_lt(y1, zero) };
+    return r;
+}
+
+/* sum over the block of w * y: lane k holds elements 4k..4k+3 and
+ * 16+4k..16+4k+3. Each half goes through the i16 dot (pairs of products,
+ * at most 2*128*127: no saturation) and widens on its own, as two halves
+ * together could overflow i16. */
+static inline v128_t q8_dot(const int8_t * w, const struct q8_act * a) {
+    const v128_t w0 = wasm_i8x16_sub(wasm_v128_xor(ld(w), a->m0), a->m0);
+    const v128_t w1 = wasm_i8x16_sub(wasm_v128_xor(ld(w + 16), a->m1), a->m1);
+    return wasm_i32x4_add(wasm_i32x4_extadd_pairwise_i16x8(__builtin_wasm_relaxed_dot_i8x16_i7x16_s_i16x8(w0, a->a0)),
+                          wasm_i32x4_extadd_pairwise_i16x8(__builtin_wasm_relaxed_dot_i8x16_i7x16_s_i16x8(w1, a->a1)));
+}
+
+void q8_0_q8_0_vec_dot__wasm_relaxed(int64_t n, float * s, const void * vx, const void * vy) {
+    const block_q8_0 * x = vx;
+    const block_q8_0 * y = vy;
+    v128_t acc = wasm_f32x4_splat(0);
+    const int nb = (int) (n / QK8_0);
+    for (int i = 0; i < nb; ++i) {
+        const struct q8_act a = q8_act_load(y[i].qs);
+        const v128_t p = q8_dot(x[i].qs, &a);
+        acc = wasm_f32x4_add(acc, wasm_f32x4_mul(wasm_f32x4_convert_i32x4(p), wasm_f32x4_splat(KQ_H2F(x[i].d) * KQ_H2F(y[i].d))));
+    }
+    *s = hsum_f32(acc);
+}
+
+void q8_0x4_q8_0_vec_dot__wasm_relaxed(int64_t n, float * s, const void * vx, const void * vy) {
+    const block_q8_0x4 * x = vx;
+    const block_q8_0 * y = vy;
+    v128_t acc0 = wasm_f32x4_splat(0), acc1 = acc0, acc2 = acc0, acc3 = acc0;
+    const int nb = (int) (n / QK8_0);
+    for (int i = 0; i < nb; ++i) {
+        const struct q8_act a = q8_act_load(y[i].qs);
+        const v128_t d = scales4(x[i].d, KQ_H2F(y[i].d));
+#define ROW(r, acc) do { \
+            const v128_t p = q8_dot(x[i].qs + 32 * (r), &a); \
+            acc = wasm_f32x4_add(acc, wasm_f32x4_mul(wasm_f32x4_convert_i32x4(p), LANE(d, r))); \
+        } while (0)
+        ROW(0, acc0); ROW(1, acc1); ROW(2, acc2); ROW(3, acc3);
+#undef ROW
+    }
+    s[0] = hsum_f32(acc0); s[1] = hsum_f32(acc1); s[2] = hsum_f32(acc2); s[3] = hsum_f32(acc3);
+}
+
+/* ---- f32 ---------------------------------------------------------------- */
+
+/* f32_dot__wasm_simd128's shape with fused multiply-adds */
+float f32_dot__wasm_relaxed(int64_t n, const float * x, const float * y) {
+    v128_t a0 = wasm_f32x4_splat(0), a1 = a0, a2 = a0, a3 = a0;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        a0 = RMADD(ld(x + i),      ld(y + i),      a0);
+        a1 = RMADD(ld(x + i + 4),  ld(y + i + 4),  a1);
+        a2 = RMADD(ld(x + i + 8),  ld(y + i + 8),  a2);
+        a3 = RMADD(ld(x + i + 12), ld(y + i + 12), a3);
+    }
+    for (; i + 4 <= n; i += 4) a0 = RMADD(ld(x + i), ld(y + i), a0);
+    float s = hsum_f32(wasm_f32x4_add(wasm_f32x4_add(a0, a1), wasm_f32x4_add(a2, a3)));
+    for (; i < n; i++) s += x[i] * y[i];
+    return s;
+}
+
+/* f32_gemm_2x16__wasm_simd128 with fused multiply-adds: 8 FMAs against 4
+ * panel loads and 2 broadcasts per k */
+void f32_gemm_2x16__wasm_relaxed(int64_t k, const float * a, int64_t lda, const float * bp, float * c, int64_t ldc, int accumulate) {
+    v128_t c00 = wasm_f32x4_splat(0), c01 = c00, c02 = c00, c03 = c00, c10 = c00, c11 = c00, c12 = c00, c13 = c00;
+    const float * a0 = a, * a1 = a + lda;
+    for (int p = (int) k; p > 0; p--) {
+        const v128_t y0 = ld(bp), y1 = ld(bp + 4), y2 = ld(bp + 8), y3 = ld(bp + 12);
+        const v128_t x0 = wasm_v128_load32_splat(a0), x1 = wasm_v128_load32_splat(a1);
+        c00 = RMADD(x0, y0, c00); c01 = RMADD(x0, y1, c01); c02 = RMADD(x0, y2, c02); c03 = RMADD(x0, y3, c03);
+        c10 = RMADD(x1, y0, c10); c11 = RMADD(x1, y1, c11); c12 = RMADD(x1, y2, c12); c13 = RMADD(x1, y3, c13);
+        bp += 16; a0++; a1++;
+    }
+    const v128_t r[2][4] = { { c00, c01, c02, c03 }, { c10, c11, c12, c13 } };
+    for (int j = 0; j < 2; j++) {
+        float * cj = c + j * ldc;
+        for (int v = 0; v < 4; v++) {
+            wasm_v128_store(cj + 4 * v, accumulate ? wasm_f32x4_add(ld(cj + 4 * v), r[j][v]) : r[j][v]);
+        }
+    }
+}
+
+#endif /* __wasm_relaxed_simd__ */
