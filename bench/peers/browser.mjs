@@ -83,7 +83,13 @@ export async function runBrowser({ models, threads = 2, prompt, nGen = 16, round
     { name: 'wllama-1t', fn: 'wllama', threads: 1 },
     { name: 'kiln-st', fn: 'kiln', threads: 1, build: 'st' },
   ];
-  if (which) engines = engines.filter((e) => which.includes(e.name));
+  // on request only (--engines): Kiln forced to plain SIMD128, beside the
+  // default ('auto': relaxed SIMD in Chromium), to show what relaxed SIMD adds
+  const extra = [
+    { name: 'kiln-mt-simd128', fn: 'kiln', threads, build: 'mt', simd: 'simd128' },
+    { name: 'kiln-st-simd128', fn: 'kiln', threads: 1, build: 'st', simd: 'simd128' },
+  ];
+  if (which) engines = [...engines, ...extra].filter((e) => which.includes(e.name));
   const out = [];
   try {
     for (const [mi, mdl] of models.entries()) {
@@ -96,7 +102,7 @@ export async function runBrowser({ models, threads = 2, prompt, nGen = 16, round
       try {
         for (const e of engines) {
           const o = res[e.name];
-          const h = await openEngine({ engine: e.fn, url: `/gguf/${path.basename(mdl.path)}`, threads: e.threads, build: e.build, ctx, warmup });
+          const h = await openEngine({ engine: e.fn, url: `/gguf/${path.basename(mdl.path)}`, threads: e.threads, build: e.build, simd: e.simd, ctx, warmup });
           pages[e.name] = h;
           if (h.opened.error) { o.error = h.opened.error; log(`  browser ${mdl.name} ${e.name}: error ${h.opened.error} ${h.opened.pageErrors?.join(' | ') ?? ''}`); continue; }
           o.load_ms.push(h.opened.loadMs); o.info = h.opened.info;

@@ -25,6 +25,19 @@ export async function interleave(reps, warmup, a, b, more = () => true) {
   return [ra, rb];
 }
 
+// interleave for any number of sides: A B C A B C ...
+export async function interleaveN(reps, warmup, fns, more = () => true) {
+  const rs = fns.map(() => []);
+  for (let i = 0; i < warmup + reps; i++) {
+    if (i > warmup && !more()) break;
+    for (let f = 0; f < fns.length; f++) {
+      const x = await fns[f](i);
+      if (i >= warmup) rs[f].push(x);
+    }
+  }
+  return rs;
+}
+
 // A wall-clock budget for the whole run: sections ask before optional work
 // (extra reps and rounds) whether it still fits.
 export function budget(totalS) {

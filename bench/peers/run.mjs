@@ -76,8 +76,10 @@ if (only.includes('kernels')) {
   const { runKernels } = await import('./kernels.mjs');
   try {
     const ks = await runKernels({ reps: kernelReps, warmup, log });
-    sections.push('Kernels, Node, 1 thread: Kiln kiln-st (npm package) vs tfjs-backend-wasm (SIMD), GFLOPS, median (min–max)\n' + table(ks.map((k) => [k.case, k.shape, range(k.kiln), range(k.tfjs), range(k.ratio), k.agree ? 'yes' : 'NO']),
-      ['case', 'shape', 'kiln GFLOPS', 'tfjs GFLOPS', 'kiln/tfjs', 'same result']));
+    const two = ks.some((k) => k.kiln_simd128);
+    sections.push(`Kernels, Node, 1 thread: Kiln ${ks[0]?.kiln_build ?? 'kiln-st'}${two ? ' and kiln-st (SIMD128)' : ''} (npm package) vs tfjs-backend-wasm (SIMD), GFLOPS, median (min–max)\n` +
+      table(ks.map((k) => [k.case, k.shape, range(k.kiln), ...(two ? [range(k.kiln_simd128)] : []), range(k.tfjs), range(k.ratio), ...(two ? [range(k.ratio_simd128)] : []), k.agree ? 'yes' : 'NO']),
+        ['case', 'shape', `${ks[0]?.kiln_build ?? 'kiln'} GFLOPS`, ...(two ? ['kiln-st GFLOPS'] : []), 'tfjs GFLOPS', 'kiln/tfjs', ...(two ? ['kiln-st/tfjs'] : []), 'same result']));
     summary.gemm_vs_tfjs = ks.find((k) => k.case === 'gemm_f32')?.ratio.median ?? null;
   } catch (e) { notes.push(`kernels failed: ${e.message}`); log(e); }
 }

@@ -54,9 +54,9 @@ function kilnEngine() {
   let k = null, model = null;
   const greedy = { temperature: 0, repeatPenalty: 1 };
   return {
-    async open({ url, threads, build, ctx, warmup }) {
+    async open({ url, threads, build, simd, ctx, warmup }) {
       const { Kiln } = await import('/js/dist/index.js');
-      k = await Kiln.create({ threads, build, wasmUrl: '/wasm/dist/' });
+      k = await Kiln.create({ threads, build, simd: simd ?? 'auto', wasmUrl: '/wasm/dist/' });
       const t0 = performance.now();
       model = await k.loadModel(url, { nCtx: ctx });
       const loadMs = performance.now() - t0;

@@ -77,11 +77,6 @@ void q4_0_q8_0_vec_dot__wasm_relaxed(int64_t n, float * s, const void * vx, cons
     *s = hsum_f32(acc);
 }
 
-/* the 4 rows' scales times y's, as the plain kernels multiply them */
-static inline v128_t scales4(const kiln_fp16_t * dx, float dy) {
-    const v128_t h = wasm_u32x4_extend_low_u16x8(wasm_v128_load64_zero(dx));
-    return wasm_f32x4_mul(kiln_simd128_f16x4_to_f32(h), wasm_f32x4_splat(dy));
-}
 
 void q4_0x4_q8_0_vec_dot__wasm_relaxed(int64_t n, float * s, const void * vx, const void * vy) {
     const block_q4_0x4 * x = vx;
@@ -91,7 +86,7 @@ void q4_0x4_q8_0_vec_dot__wasm_relaxed(int64_t n, float * s, const void * vx, co
     for (int i = 0; i < nb; ++i) {
         const v128_t y0 = ld(y[i].qs), y1 = ld(y[i].qs + 16);
         const v128_t corr = q4_corr(y0, y1);
-        const v128_t d = scales4(x[i].d, KQ_H2F(y[i].d));
+        const v128_t d = kiln_simd128_scales4(x[i].d, &y[i].d);
 #define ROW(r, acc) do { \
             const v128_t p = wasm_i32x4_sub(q4_dot(ld(x[i].qs + 16 * (r)), y0, y1), corr); \
             acc = wasm_f32x4_add(acc, wasm_f32x4_mul(wasm_f32x4_convert_i32x4(p), LANE(d, r))); \
@@ -144,7 +139,7 @@ void q8_0x4_q8_0_vec_dot__wasm_relaxed(int64_t n, float * s, const void * vx, co
     const int nb = (int) (n / QK8_0);
     for (int i = 0; i < nb; ++i) {
         const struct q8_act a = q8_act_load(y[i].qs);
-        const v128_t d = scales4(x[i].d, KQ_H2F(y[i].d));
+        const v128_t d = kiln_simd128_scales4(x[i].d, &y[i].d);
 #define ROW(r, acc) do { \
             const v128_t p = q8_dot(x[i].qs + 32 * (r), &a); \
             acc = wasm_f32x4_add(acc, wasm_f32x4_mul(wasm_f32x4_convert_i32x4(p), LANE(d, r))); \

@@ -27,14 +27,6 @@ static inline v128_t dot_i8w(v128_t a, v128_t ylo, v128_t yhi) {
                           wasm_i32x4_dot_i16x8(wasm_i16x8_extend_high_i8x16(a), yhi));
 }
 
-/* the 4 rows' scales times y's, as the plain kernels multiply them
- * (KQ_H2F(dx) * KQ_H2F(dy): exact conversions, one rounding) */
-static inline v128_t scales4(const kiln_fp16_t * dx, float dy) {
-    /* a 64-bit load and a zero-extend: engines lower load16x4 to a shuffle
-     * whose mask they rebuild every iteration */
-    const v128_t h = wasm_u32x4_extend_low_u16x8(wasm_v128_load64_zero(dx));
-    return wasm_f32x4_mul(kiln_simd128_f16x4_to_f32(h), wasm_f32x4_splat(dy));
-}
 
 #define LANE(v, r) wasm_i32x4_shuffle(v, v, r, r, r, r)
 
@@ -46,7 +38,7 @@ void q4_0x4_q8_0_vec_dot__wasm_simd128(int64_t n, float * s, const void * vx, co
     for (int i = 0; i < nb; ++i) {
         const struct kiln_simd128_q8_eo ys = kiln_simd128_q8_split(y[i].qs);
         const v128_t corr = kiln_simd128_q4_corr(&ys);
-        const v128_t d = scales4(x[i].d, KQ_H2F(y[i].d));
+        const v128_t d = kiln_simd128_scales4(x[i].d, &y[i].d);
 #define ROW(r, acc) do { \
             const v128_t p = wasm_i32x4_sub(kiln_simd128_q4_dot(ld(x[i].qs + 16 * (r)), &ys), corr); \
             acc = wasm_f32x4_add(acc, wasm_f32x4_mul(wasm_f32x4_convert_i32x4(p), LANE(d, r))); \
@@ -66,7 +58,7 @@ void q8_0x4_q8_0_vec_dot__wasm_simd128(int64_t n, float * s, const void * vx, co
         const v128_t y0 = ld(y[i].qs), y1 = ld(y[i].qs + 16);
         const v128_t y0l = wasm_i16x8_extend_low_i8x16(y0), y0h = wasm_i16x8_extend_high_i8x16(y0);
         const v128_t y1l = wasm_i16x8_extend_low_i8x16(y1), y1h = wasm_i16x8_extend_high_i8x16(y1);
-        const v128_t d = scales4(x[i].d, KQ_H2F(y[i].d));
+        const v128_t d = kiln_simd128_scales4(x[i].d, &y[i].d);
 #define ROW(r, acc) do { \
             const int8_t * q = x[i].qs + 32 * (r); \
             const v128_t p = wasm_i32x4_add(dot_i8w(ld(q), y0l, y0h), dot_i8w(ld(q + 16), y1l, y1h)); \

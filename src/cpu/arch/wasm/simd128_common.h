@@ -19,6 +19,20 @@ static inline v128_t kiln_simd128_f16x4_to_f32(v128_t h32) {
     return wasm_v128_or(f, sign);
 }
 
+/* The 4 block scales of an x4 group times the activation block's scale:
+ * fp16(dx[r]) * fp16(*dy) in lane r, both converted exactly, one rounding:
+ * the same floats as KQ_H2F(dx[r]) * KQ_H2F(*dy). In vector code because
+ * the scalar conversion (no F16C in wasm) is a branchy ~30 instructions per
+ * block; and with the zero-extends written as an unpack and a mask, which
+ * engines lower to one instruction each (an extend of a 64-bit load became a
+ * byte shuffle whose mask V8 rebuilt every iteration). */
+static inline v128_t kiln_simd128_scales4(const void * dx, const void * dy) {
+    const v128_t zero = wasm_i32x4_splat(0);
+    const v128_t hx = wasm_i16x8_shuffle(wasm_v128_load64_zero(dx), zero, 0, 8, 1, 9, 2, 10, 3, 11);
+    const v128_t hy = wasm_v128_and(wasm_v128_load16_splat(dy), wasm_i32x4_splat(0xffff));
+    return wasm_f32x4_mul(kiln_simd128_f16x4_to_f32(hx), kiln_simd128_f16x4_to_f32(hy));
+}
+
 /* The q4_0 x q8_0 block product in 16-bit lanes, shared by the plain and
  * the x4 kernel so both make the same i32 lanes (bit-identical floats).
  *
