@@ -196,6 +196,53 @@ static void test_maps(const struct kiln_kernels * s, const struct kiln_kernels *
     bad = 0;
     for (int i = 0; i < 12; i++) bad += eo[i] != er[i];
     CHECK(!bad, "%s f32_to_f16 rounding edges (%d bad)", k->isa, bad);
+
+    /* f32 -> f16 over the whole float range: every exponent with mantissas
+     * just below, at and above the fp16 rounding point (ties included),
+     * signs, subnormals, inf and nan payloads */
+    enum { NS = 1 << 16 };
+    static float sw[NS];
+    static kiln_fp16_t so[NS], sr[NS];
+    bad = 0;
+    for (uint32_t base = 0; base < 512; base++) {            /* sign + exponent */
+        for (int j = 0; j < NS; j++) {
+            const uint32_t m = ((uint32_t) (j >> 2) << 13) & 0x7fffff;   /* kept bits */
+            static const uint32_t low[4] = { 0x0fff, 0x1000, 0x1001, 0x0000 };
+            const uint32_t bits = (base << 23) | m | low[j & 3];
+            memcpy(&sw[j], &bits, 4);
+        }
+        k->f32_to_f16(NS, sw, so); s->f32_to_f16(NS, sw, sr);
+        for (int j = 0; j < NS; j++) bad += so[j] != sr[j];
+    }
+    CHECK(!bad, "%s f32_to_f16 over all exponents, ties and specials (%d bad)", k->isa, bad);
+
+    /* the F16 accumulator with every fp16 pattern as x (inf, nan,
+     * subnormals) and as y, against the scalar fmaf path */
+    static kiln_fp16_t ya[65536], yb[65536];
+    const float vs[5] = { 0.7f, -3.0f, 1e-3f, 65504.0f, 1.0000001f };
+    bad = 0;
+    for (int vi = 0; vi < 5; vi++) {
+        for (int i = 0; i < 65536; i++) ya[i] = yb[i] = (kiln_fp16_t) ((i * 40503u + (unsigned) vi * 7919u) & 0xffff);
+        k->f16_mad(65536, ya, all, vs[vi]); s->f16_mad(65536, yb, all, vs[vi]);
+        for (int i = 0; i < 65536; i++) {
+            const int an = (ya[i] & 0x7c00) == 0x7c00 && (ya[i] & 0x3ff), bn = (yb[i] & 0x7c00) == 0x7c00 && (yb[i] & 0x3ff);
+            bad += (an || bn) ? an != bn : ya[i] != yb[i];
+        }
+    }
+    CHECK(!bad, "%s f16_mad over all fp16 patterns (%d bad)", k->isa, bad);
+    /* and full-precision multipliers, where a sum rounded twice would show */
+    bad = 0;
+    for (int rep = 0; rep < 64; rep++) {
+        const float v = tu_rand_uniform(-8.0f, 8.0f) * ldexpf(1.0f, (int) (tu_rand_u64() % 40) - 30);
+        for (int i = 0; i < 4096; i++) {
+            all[i] = kiln_fp32_to_fp16(tu_rand_uniform(-1.0f, 1.0f) * ldexpf(1.0f, (int) (tu_rand_u64() % 30) - 15));
+            ya[i] = yb[i] = kiln_fp32_to_fp16(tu_rand_uniform(-1.0f, 1.0f) * ldexpf(1.0f, (int) (tu_rand_u64() % 30) - 15));
+        }
+        k->f16_mad(4096, ya, all, v); s->f16_mad(4096, yb, all, v);
+        for (int i = 0; i < 4096; i++) bad += ya[i] != yb[i];
+    }
+    for (int i = 0; i < 65536; i++) all[i] = (kiln_fp16_t) i;
+    CHECK(!bad, "%s f16_mad with full-precision multipliers (%d bad)", k->isa, bad);
 }
 
 static void test_gemm_tile(const struct kiln_kernels * k) {

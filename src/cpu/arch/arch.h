@@ -65,6 +65,8 @@ KILN_DECLARE_VEC_KERNELS(wasm_simd128)
 void f32_gemm_2x16__wasm_simd128(int64_t k, const float * a, int64_t lda, const float * bp, float * c, int64_t ldc, int accumulate);
 void f32_gemm_pack16__wasm_simd128(int64_t k, const float * a, int64_t lda, int nr, float * bp);
 void f32_gemm_3x3__wasm_simd128(int64_t k, const float * a, int64_t lda, const float * b, int64_t ldb, float * c, int64_t ldc);
+void f16_mad__wasm_simd128(int64_t n, kiln_fp16_t * y, const kiln_fp16_t * x, float v);
+void f16_scale__wasm_simd128(int64_t n, kiln_fp16_t * y, float v);
 #endif
 #ifdef KILN_ARCH_WASM_RELAXED
 /* the relaxed-SIMD kernels; the rest of that table is SIMD128's */

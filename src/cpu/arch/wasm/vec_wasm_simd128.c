@@ -1,8 +1,8 @@
 /*
  * vec_wasm_simd128.c — vector primitives for WebAssembly SIMD128 (fixed at
  * compile time: the build is -msimd128). No FMA in plain SIMD128, so
- * multiply and add are separate (a relaxed-SIMD build may swap in
- * f32x4.relaxed_madd later).
+ * multiply and add are separate (the relaxed-SIMD build swaps in
+ * f32x4.relaxed_madd for the f32 GEMM and dot: kernels_wasm_relaxed.c).
  */
 #include "../arch.h"
 #include "simd128_common.h"
@@ -219,8 +219,91 @@ void f32_gelu__wasm_simd128(int64_t n, const float * x, float * y) {
     MAP_TAIL(n, i, x, y, gelu4(v))
 }
 
+/* 4 floats -> 4 fp16 bit patterns (in u32 lanes), kiln_fp32_to_fp16's
+ * results exactly, branch-free:
+ *   normal: adding 0xfff plus the kept mantissa's lowest bit carries into
+ *     bit 13 exactly when round-to-nearest-even rounds up;
+ *   subnormal (|x| < 2^-14): x + 0.5f makes the FPU round (to nearest even,
+ *     wasm's only mode) at the fp16 subnormal step, 2^-24; the bits above
+ *     0.5's are the result (0 below 2^-25, as the scalar code);
+ *   >= 65520 overflows to inf; inf stays inf; nan keeps its top payload bits
+ *     and is made quiet. */
+static inline v128_t f32x4_to_f16(v128_t x) {
+    const v128_t sign = wasm_v128_and(wasm_u32x4_shr(x, 16), wasm_i32x4_splat(0x8000));
+    const v128_t a = wasm_v128_and(x, wasm_i32x4_splat(0x7fffffff));
+    const v128_t lsb = wasm_v128_and(wasm_u32x4_shr(a, 13), wasm_i32x4_splat(1));
+    const v128_t nrm = wasm_i32x4_sub(wasm_u32x4_shr(wasm_i32x4_add(wasm_i32x4_add(a, wasm_i32x4_splat(0xfff)), lsb), 13),
+                                      wasm_i32x4_splat(112 << 10));
+    const v128_t sub = wasm_i32x4_sub(wasm_f32x4_add(a, wasm_f32x4_splat(0.5f)), wasm_i32x4_splat(0x3f000000));
+    const v128_t nan = wasm_v128_or(wasm_i32x4_splat(0x7e00), wasm_v128_and(wasm_u32x4_shr(a, 13), wasm_i32x4_splat(0x3ff)));
+    v128_t h = wasm_v128_bitselect(sub, nrm, wasm_u32x4_lt(a, wasm_i32x4_splat(0x38800000)));
+    h = wasm_v128_bitselect(wasm_i32x4_splat(0x7c00), h, wasm_u32x4_ge(a, wasm_i32x4_splat(0x477ff000)));
+    h = wasm_v128_bitselect(nan, h, wasm_u32x4_gt(a, wasm_i32x4_splat(0x7f800000)));
+    return wasm_v128_or(h, sign);
+}
+
+/* 8 floats -> 8 fp16 stored */
+static inline void store_f16x8(kiln_fp16_t * p, v128_t lo, v128_t hi) {
+    wasm_v128_store(p, wasm_u16x8_narrow_i32x4(f32x4_to_f16(lo), f32x4_to_f16(hi)));
+}
+
 void f32_to_f16__wasm_simd128(int64_t n, const float * x, kiln_fp16_t * y) {
-    for (int64_t i = 0; i < n; i++) y[i] = kiln_fp32_to_fp16(x[i]);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) store_f16x8(y + i, wasm_v128_load(x + i), wasm_v128_load(x + i + 4));
+    for (; i < n; i++) y[i] = kiln_fp32_to_fp16(x[i]);
+}
+
+/* fmaf(a, b, c) for 2 lanes of doubles made from floats, rounded once to
+ * float: a*b is exact in double; the sum, rounded to odd (a TwoSum error
+ * term decides whether an even last bit must step toward the exact value),
+ * then rounds to float as the exact sum would (53 >= 24 + 2 bits). Wasm has
+ * no FMA without relaxed SIMD, and relaxed_madd may not fuse. */
+static inline v128_t fma_f64x2_to_f32(v128_t a, v128_t b, v128_t c) {
+    const v128_t p = wasm_f64x2_mul(a, b);
+    const v128_t s = wasm_f64x2_add(p, c);
+    const v128_t bb = wasm_f64x2_sub(s, p);
+    const v128_t err = wasm_f64x2_add(wasm_f64x2_sub(p, wasm_f64x2_sub(s, bb)), wasm_f64x2_sub(c, bb));
+    const v128_t zero = wasm_f64x2_splat(0.0);
+    /* err is nan where an operand is inf or nan: then nothing moves */
+    const v128_t inexact = wasm_v128_or(wasm_f64x2_lt(err, zero), wasm_f64x2_gt(err, zero));
+    const v128_t inexact_even = wasm_v128_and(inexact,
+                                              wasm_i64x2_eq(wasm_v128_and(s, wasm_i64x2_splat(1)), wasm_i64x2_splat(0)));
+    /* toward err: +1 in the bits when err and s have the same sign, else -1 */
+    const v128_t same = wasm_i64x2_eq(wasm_f64x2_gt(err, zero), wasm_f64x2_gt(s, zero));
+    const v128_t step = wasm_v128_bitselect(wasm_i64x2_splat(1), wasm_i64x2_splat(-1), same);
+    return wasm_f32x4_demote_f64x2_zero(wasm_i64x2_add(s, wasm_v128_and(step, inexact_even)));
+}
+
+static inline v128_t fma_f32x4(v128_t a, v128_t b, v128_t c) {
+    const v128_t lo = fma_f64x2_to_f32(wasm_f64x2_promote_low_f32x4(a), wasm_f64x2_promote_low_f32x4(b), wasm_f64x2_promote_low_f32x4(c));
+    const v128_t a2 = wasm_i64x2_shuffle(a, a, 1, 0), b2 = wasm_i64x2_shuffle(b, b, 1, 0), c2 = wasm_i64x2_shuffle(c, c, 1, 0);
+    const v128_t hi = fma_f64x2_to_f32(wasm_f64x2_promote_low_f32x4(a2), wasm_f64x2_promote_low_f32x4(b2), wasm_f64x2_promote_low_f32x4(c2));
+    return wasm_i64x2_shuffle(lo, hi, 0, 2);
+}
+
+/* the F16 accumulators of flash attention: bit-identical to the scalar ones
+ * (exact conversions, one rounding in the fma, RNE to fp16) */
+void f16_mad__wasm_simd128(int64_t n, kiln_fp16_t * y, const kiln_fp16_t * x, float v) {
+    const v128_t vv = wasm_f32x4_splat(v);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        v128_t xl, xh, yl, yh;
+        load_f16x8(x + i, &xl, &xh);
+        load_f16x8(y + i, &yl, &yh);
+        store_f16x8(y + i, fma_f32x4(xl, vv, yl), fma_f32x4(xh, vv, yh));
+    }
+    for (; i < n; i++) y[i] = kiln_fp32_to_fp16(fmaf(kiln_fp16_to_fp32(x[i]), v, kiln_fp16_to_fp32(y[i])));
+}
+
+void f16_scale__wasm_simd128(int64_t n, kiln_fp16_t * y, float v) {
+    const v128_t vv = wasm_f32x4_splat(v);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        v128_t yl, yh;
+        load_f16x8(y + i, &yl, &yh);
+        store_f16x8(y + i, wasm_f32x4_mul(yl, vv), wasm_f32x4_mul(yh, vv));
+    }
+    for (; i < n; i++) y[i] = kiln_fp32_to_fp16(kiln_fp16_to_fp32(y[i]) * v);
 }
 
 void f16_to_f32__wasm_simd128(int64_t n, const kiln_fp16_t * x, float * y) {
