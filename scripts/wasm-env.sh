@@ -1,6 +1,11 @@
 # Sourced by the wasm scripts: makes emcc usable, installing it if missing.
 # Debian's emscripten (3.1.6) needs Debian's acorn for its JS optimizer.
 export NODE_PATH="${NODE_PATH:+$NODE_PATH:}/usr/share/nodejs"
+# emcc runs binaryen's tools from PATH, and `npm test` / `npm run` put
+# node_modules/.bin first, where the npm binaryen (for the relaxed builds
+# only, see below) would shadow Debian's: the SIMD128 builds keep Debian's
+PATH="$(printf '%s' "$PATH" | tr ':' '\n' | grep -v '/node_modules/\.bin$' | paste -sd: -)"
+export PATH
 if ! command -v emcc >/dev/null 2>&1; then
   bash "$(dirname "${BASH_SOURCE[0]}")/setup-wasm.sh"
 fi
