@@ -49,11 +49,7 @@ DEFINE_TYPE_DOTS(neon)
 #ifdef KILN_ARCH_WASM_SIMD
 DEFINE_TYPE_DOTS(wasm_simd128)
 #endif
-#ifdef KILN_ARCH_WASM_RELAXED
-static void vec_dot_f32__wasm_relaxed(int64_t n, float * s, const void * x, const void * y) {
-    *s = f32_dot__wasm_relaxed(n, (const float *) x, (const float *) y);
-}
-#endif
+
 
 static void from_float_f32(const float * x, void * y, int64_t n) {
     memcpy(y, x, (size_t) n * sizeof(float));
@@ -159,8 +155,6 @@ static void build_tables(void) {
     *k = g_tables[KILN_ISA_WASM_SIMD128];
     k->isa = isa_names[KILN_ISA_WASM_RELAXED];
     k->isa_id = KILN_ISA_WASM_RELAXED;
-    k->f32_dot = f32_dot__wasm_relaxed;
-    k->vec_dot[KILN_TYPE_F32] = vec_dot_f32__wasm_relaxed;
     k->vec_dot_x4[KILN_TYPE_Q4_0] = q4_0x4_q8_0_vec_dot__wasm_relaxed;
     k->vec_dot_x4[KILN_TYPE_Q8_0] = q8_0x4_q8_0_vec_dot__wasm_relaxed;
     k->f32_gemm_packed = f32_gemm_2x16__wasm_relaxed;

@@ -70,7 +70,6 @@ void f16_scale__wasm_simd128(int64_t n, kiln_fp16_t * y, float v);
 #endif
 #ifdef KILN_ARCH_WASM_RELAXED
 /* the relaxed-SIMD kernels; the rest of that table is SIMD128's */
-float f32_dot__wasm_relaxed(int64_t n, const float * x, const float * y);
 void f32_gemm_2x16__wasm_relaxed(int64_t k, const float * a, int64_t lda, const float * bp, float * c, int64_t ldc, int accumulate);
 #endif
 

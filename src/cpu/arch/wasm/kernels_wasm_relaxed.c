@@ -23,8 +23,10 @@
  *         differ from the SIMD128 kernel's in rounding; plain and x4 kernels
  *         here agree bit for bit (the repack contract).
  * relaxed_madd is fused or not at the engine's choice (fused on x86 with
- * FMA3), so the f32 GEMM and dot round per machine; they are tested against
- * the double-precision reference with a tolerance like every float kernel.
+ * FMA3), so the f32 GEMM rounds per machine; it is tested against the
+ * double-precision reference with a tolerance like every float kernel. Only
+ * the GEMM takes it: the f32 dot of mat-vec is memory-bound (no gain
+ * measured) and keeps SIMD128's bit-reproducible sums.
  */
 #if defined(__wasm_relaxed_simd__)
 #include <wasm_simd128.h>
@@ -151,22 +153,6 @@ void q8_0x4_q8_0_vec_dot__wasm_relaxed(int64_t n, float * s, const void * vx, co
 }
 
 /* ---- f32 ---------------------------------------------------------------- */
-
-/* f32_dot__wasm_simd128's shape with fused multiply-adds */
-float f32_dot__wasm_relaxed(int64_t n, const float * x, const float * y) {
-    v128_t a0 = wasm_f32x4_splat(0), a1 = a0, a2 = a0, a3 = a0;
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        a0 = RMADD(ld(x + i),      ld(y + i),      a0);
-        a1 = RMADD(ld(x + i + 4),  ld(y + i + 4),  a1);
-        a2 = RMADD(ld(x + i + 8),  ld(y + i + 8),  a2);
-        a3 = RMADD(ld(x + i + 12), ld(y + i + 12), a3);
-    }
-    for (; i + 4 <= n; i += 4) a0 = RMADD(ld(x + i), ld(y + i), a0);
-    float s = hsum_f32(wasm_f32x4_add(wasm_f32x4_add(a0, a1), wasm_f32x4_add(a2, a3)));
-    for (; i < n; i++) s += x[i] * y[i];
-    return s;
-}
 
 /* f32_gemm_2x16__wasm_simd128 with fused multiply-adds: 8 FMAs against 4
  * panel loads and 2 broadcasts per k */

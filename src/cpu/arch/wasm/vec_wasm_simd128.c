@@ -2,7 +2,7 @@
  * vec_wasm_simd128.c — vector primitives for WebAssembly SIMD128 (fixed at
  * compile time: the build is -msimd128). No FMA in plain SIMD128, so
  * multiply and add are separate (the relaxed-SIMD build swaps in
- * f32x4.relaxed_madd for the f32 GEMM and dot: kernels_wasm_relaxed.c).
+ * f32x4.relaxed_madd for the f32 GEMM: kernels_wasm_relaxed.c).
  */
 #include "../arch.h"
 #include "simd128_common.h"
