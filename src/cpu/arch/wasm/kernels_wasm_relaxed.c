@@ -157,22 +157,7 @@ void q8_0x4_q8_0_vec_dot__wasm_relaxed(int64_t n, float * s, const void * vx, co
 /* f32_gemm_2x16__wasm_simd128 with fused multiply-adds: 8 FMAs against 4
  * panel loads and 2 broadcasts per k */
 void f32_gemm_2x16__wasm_relaxed(int64_t k, const float * a, int64_t lda, const float * bp, float * c, int64_t ldc, int accumulate) {
-    v128_t c00 = wasm_f32x4_splat(0), c01 = c00, c02 = c00, c03 = c00, c10 = c00, c11 = c00, c12 = c00, c13 = c00;
-    const float * a0 = a, * a1 = a + lda;
-    for (int p = (int) k; p > 0; p--) {
-        const v128_t y0 = ld(bp), y1 = ld(bp + 4), y2 = ld(bp + 8), y3 = ld(bp + 12);
-        const v128_t x0 = wasm_v128_load32_splat(a0), x1 = wasm_v128_load32_splat(a1);
-        c00 = RMADD(x0, y0, c00); c01 = RMADD(x0, y1, c01); c02 = RMADD(x0, y2, c02); c03 = RMADD(x0, y3, c03);
-        c10 = RMADD(x1, y0, c10); c11 = RMADD(x1, y1, c11); c12 = RMADD(x1, y2, c12); c13 = RMADD(x1, y3, c13);
-        bp += 16; a0++; a1++;
-    }
-    const v128_t r[2][4] = { { c00, c01, c02, c03 }, { c10, c11, c12, c13 } };
-    for (int j = 0; j < 2; j++) {
-        float * cj = c + j * ldc;
-        for (int v = 0; v < 4; v++) {
-            wasm_v128_store(cj + 4 * v, accumulate ? wasm_f32x4_add(ld(cj + 4 * v), r[j][v]) : r[j][v]);
-        }
-    }
+    KILN_SIMD128_GEMM_2X16_BODY(RMADD);
 }
 
 #endif /* __wasm_relaxed_simd__ */

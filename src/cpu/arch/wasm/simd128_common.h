@@ -69,4 +69,28 @@ static inline v128_t kiln_simd128_q4_corr(const struct kiln_simd128_q8_eo * y) {
     return wasm_i32x4_dot_i16x8(s, wasm_i16x8_splat(8));
 }
 
+/* The body of the 2x16 packed GEMM microkernel (kernels.h,
+ * kiln_gemm_packed_t), shared by the SIMD128 kernel and the relaxed one,
+ * which differ only in MADD_(a, b, c) = a * b + c: separate multiply and
+ * add, or f32x4.relaxed_madd. */
+#define KILN_SIMD128_GEMM_2X16_BODY(MADD_) do { \
+    v128_t c00 = wasm_f32x4_splat(0), c01 = c00, c02 = c00, c03 = c00, c10 = c00, c11 = c00, c12 = c00, c13 = c00; \
+    const float * a0 = a, * a1 = a + lda; \
+    for (int p = (int) k; p > 0; p--) { \
+        const v128_t y0 = wasm_v128_load(bp), y1 = wasm_v128_load(bp + 4); \
+        const v128_t y2 = wasm_v128_load(bp + 8), y3 = wasm_v128_load(bp + 12); \
+        const v128_t x0 = wasm_v128_load32_splat(a0), x1 = wasm_v128_load32_splat(a1); \
+        c00 = MADD_(x0, y0, c00); c01 = MADD_(x0, y1, c01); c02 = MADD_(x0, y2, c02); c03 = MADD_(x0, y3, c03); \
+        c10 = MADD_(x1, y0, c10); c11 = MADD_(x1, y1, c11); c12 = MADD_(x1, y2, c12); c13 = MADD_(x1, y3, c13); \
+        bp += 16; a0++; a1++; \
+    } \
+    const v128_t r_[2][4] = { { c00, c01, c02, c03 }, { c10, c11, c12, c13 } }; \
+    for (int j = 0; j < 2; j++) { \
+        float * cj = c + j * ldc; \
+        for (int v = 0; v < 4; v++) { \
+            wasm_v128_store(cj + 4 * v, accumulate ? wasm_f32x4_add(wasm_v128_load(cj + 4 * v), r_[j][v]) : r_[j][v]); \
+        } \
+    } \
+} while (0)
+
 #endif

@@ -357,23 +357,7 @@ void f32_gemm_3x3__wasm_simd128(int64_t k, const float * a, int64_t lda, const f
  * V8 (Node 20). Every output is the same sum in the same order as before,
  * so results did not change. */
 void f32_gemm_2x16__wasm_simd128(int64_t k, const float * a, int64_t lda, const float * bp, float * c, int64_t ldc, int accumulate) {
-    v128_t c00 = wasm_f32x4_splat(0), c01 = c00, c02 = c00, c03 = c00, c10 = c00, c11 = c00, c12 = c00, c13 = c00;
-    const float * a0 = a, * a1 = a + lda;
-    for (int p = (int) k; p > 0; p--) {
-        const v128_t y0 = wasm_v128_load(bp), y1 = wasm_v128_load(bp + 4);
-        const v128_t y2 = wasm_v128_load(bp + 8), y3 = wasm_v128_load(bp + 12);
-        const v128_t x0 = wasm_v128_load32_splat(a0), x1 = wasm_v128_load32_splat(a1);
-        c00 = MADD(x0, y0, c00); c01 = MADD(x0, y1, c01); c02 = MADD(x0, y2, c02); c03 = MADD(x0, y3, c03);
-        c10 = MADD(x1, y0, c10); c11 = MADD(x1, y1, c11); c12 = MADD(x1, y2, c12); c13 = MADD(x1, y3, c13);
-        bp += 16; a0++; a1++;
-    }
-    const v128_t r[2][4] = { { c00, c01, c02, c03 }, { c10, c11, c12, c13 } };
-    for (int j = 0; j < 2; j++) {
-        float * cj = c + j * ldc;
-        for (int v = 0; v < 4; v++) {
-            wasm_v128_store(cj + 4 * v, accumulate ? wasm_f32x4_add(wasm_v128_load(cj + 4 * v), r[j][v]) : r[j][v]);
-        }
-    }
+    KILN_SIMD128_GEMM_2X16_BODY(MADD);
 }
 
 /* The 16-row panel of f32_gemm_2x16: 4 rows x 4 k at a time through a 4x4
