@@ -16,13 +16,7 @@ export function stats(xs) {
 // before each pair after the first recorded one; false stops early (a time
 // budget), so at least one pair is always recorded.
 export async function interleave(reps, warmup, a, b, more = () => true) {
-  const ra = [], rb = [];
-  for (let i = 0; i < warmup + reps; i++) {
-    if (i > warmup && !more()) break;
-    const x = await a(i), y = await b(i);
-    if (i >= warmup) { ra.push(x); rb.push(y); }
-  }
-  return [ra, rb];
+  return interleaveN(reps, warmup, [a, b], more);
 }
 
 // interleave for any number of sides: A B C A B C ...

@@ -40,10 +40,7 @@
 
 static inline v128_t ld(const void * p) { return wasm_v128_load(p); }
 
-static inline float hsum_f32(v128_t v) {
-    return wasm_f32x4_extract_lane(v, 0) + wasm_f32x4_extract_lane(v, 1) +
-           wasm_f32x4_extract_lane(v, 2) + wasm_f32x4_extract_lane(v, 3);
-}
+#define hsum_f32 kiln_simd128_hsum_f32
 
 #define RMADD(a, b, c) __builtin_wasm_relaxed_madd_f32x4(a, b, c)
 #define LANE(v, r) wasm_i32x4_shuffle(v, v, r, r, r, r)
@@ -78,7 +75,6 @@ void q4_0_q8_0_vec_dot__wasm_relaxed(int64_t n, float * s, const void * vx, cons
     }
     *s = hsum_f32(acc);
 }
-
 
 void q4_0x4_q8_0_vec_dot__wasm_relaxed(int64_t n, float * s, const void * vx, const void * vy) {
     const block_q4_0x4 * x = vx;

@@ -28,10 +28,7 @@ static inline int hsum_i32(v128_t v) {
            wasm_i32x4_extract_lane(v, 2) + wasm_i32x4_extract_lane(v, 3);
 }
 
-static inline float hsum_f32(v128_t v) {
-    return wasm_f32x4_extract_lane(v, 0) + wasm_f32x4_extract_lane(v, 1) +
-           wasm_f32x4_extract_lane(v, 2) + wasm_f32x4_extract_lane(v, 3);
-}
+#define hsum_f32 kiln_simd128_hsum_f32
 
 static inline int dot16_sum(v128_t a, v128_t b) { return hsum_i32(dot16(wasm_i32x4_splat(0), a, b)); }
 

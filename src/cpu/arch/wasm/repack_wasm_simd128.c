@@ -16,10 +16,7 @@
 
 static inline v128_t ld(const void * p) { return wasm_v128_load(p); }
 
-static inline float hsum_f32(v128_t v) {
-    return wasm_f32x4_extract_lane(v, 0) + wasm_f32x4_extract_lane(v, 1) +
-           wasm_f32x4_extract_lane(v, 2) + wasm_f32x4_extract_lane(v, 3);
-}
+#define hsum_f32 kiln_simd128_hsum_f32
 
 /* sum over the 4 i16 quarters: a (16 signed bytes of x) against y widened */
 static inline v128_t dot_i8w(v128_t a, v128_t ylo, v128_t yhi) {

@@ -6,6 +6,13 @@
 
 #include <wasm_simd128.h>
 
+/* the 4 float lanes summed left to right (the order every kernel's results
+ * depend on) */
+static inline float kiln_simd128_hsum_f32(v128_t v) {
+    return wasm_f32x4_extract_lane(v, 0) + wasm_f32x4_extract_lane(v, 1) +
+           wasm_f32x4_extract_lane(v, 2) + wasm_f32x4_extract_lane(v, 3);
+}
+
 /* 4 fp16 values (zero-extended u32 lanes) -> f32, exactly, without hardware
  * help: shift the 15 magnitude bits into a float and multiply by 2^112
  * (which also renormalizes subnormals exactly); inf/nan get the all-ones

@@ -10,10 +10,7 @@
 #include <wasm_simd128.h>
 #include <math.h>
 
-static inline float hsum4(v128_t v) {
-    return wasm_f32x4_extract_lane(v, 0) + wasm_f32x4_extract_lane(v, 1) +
-           wasm_f32x4_extract_lane(v, 2) + wasm_f32x4_extract_lane(v, 3);
-}
+#define hsum4 kiln_simd128_hsum_f32
 
 #define MADD(a, b, c) wasm_f32x4_add(wasm_f32x4_mul(a, b), c)
 
@@ -292,7 +289,7 @@ void f16_mad__wasm_simd128(int64_t n, kiln_fp16_t * y, const kiln_fp16_t * x, fl
         load_f16x8(y + i, &yl, &yh);
         store_f16x8(y + i, fma_f32x4(xl, vv, yl), fma_f32x4(xh, vv, yh));
     }
-    for (; i < n; i++) y[i] = kiln_fp32_to_fp16(fmaf(kiln_fp16_to_fp32(x[i]), v, kiln_fp16_to_fp32(y[i])));
+    f16_mad__scalar(n - i, y + i, x + i, v);
 }
 
 void f16_scale__wasm_simd128(int64_t n, kiln_fp16_t * y, float v) {
@@ -303,7 +300,7 @@ void f16_scale__wasm_simd128(int64_t n, kiln_fp16_t * y, float v) {
         load_f16x8(y + i, &yl, &yh);
         store_f16x8(y + i, wasm_f32x4_mul(yl, vv), wasm_f32x4_mul(yh, vv));
     }
-    for (; i < n; i++) y[i] = kiln_fp32_to_fp16(kiln_fp16_to_fp32(y[i]) * v);
+    f16_scale__scalar(n - i, y + i, v);
 }
 
 void f16_to_f32__wasm_simd128(int64_t n, const kiln_fp16_t * x, float * y) {
