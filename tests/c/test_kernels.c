@@ -6,6 +6,7 @@
  */
 #include "util/test_util.h"
 #include "cpu/kernels.h"
+#include "cpu/arch/arch.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -391,5 +392,15 @@ int main(void) {
         test_type_slots(k);
     }
     CHECK(n_isa >= 1, "at least one isa");
+#if defined(__wasm_relaxed_simd__)
+    /* the relaxed fp16 accumulator (checked above against scalar fmaf) is
+     * in the table exactly where relaxed_madd fuses, as on x86 with FMA */
+    {
+        const bool fuses = kiln_wasm_relaxed_madd_fuses();
+        const struct kiln_kernels * kr = kiln_kernels_for_isa(KILN_ISA_WASM_RELAXED);
+        printf("relaxed_madd fuses: %s\n", fuses ? "yes" : "no");
+        CHECK(kr && kr->f16_mad == (fuses ? f16_mad__wasm_relaxed : f16_mad__wasm_simd128), "wasm_relaxed f16_mad follows the fuse probe");
+    }
+#endif
     return tu_finish();
 }

@@ -19,9 +19,10 @@
  *         them, (w ^ m) - m with m = (y < 0). The activation side is prepared once
  *         per block and shared by the x4 kernel's 4 rows. A weight of -128
  *         with a negative y would wrap; ggml's and Kiln's quantizers write
- *         -127..127 only. Lanes group pairs of 4 bytes, so the floats
- *         differ from the SIMD128 kernel's in rounding; plain and x4 kernels
- *         here agree bit for bit (the repack contract).
+ *         -127..127 only. Each block's integer sum is exact, and the float
+ *         work follows the scalar reference (sum += isum * (dx * dy)), so
+ *         plain, x4 and scalar kernels agree bit for bit; SIMD128's float
+ *         lanes round differently.
  * relaxed_madd is fused or not at the engine's choice (fused on x86 with
  * FMA3), so the f32 GEMM rounds per machine; it is tested against the
  * double-precision reference with a tolerance like every float kernel. Only
@@ -29,6 +30,8 @@
  * measured) and keeps SIMD128's bit-reproducible sums.
  */
 #if defined(__wasm_relaxed_simd__)
+#include <stdbool.h>
+#include <string.h>
 #include <wasm_simd128.h>
 
 #include "../arch.h"
@@ -117,35 +120,80 @@ static inline v128_t q8_dot(const int8_t * w, const struct q8_act * a) {
                           wasm_i32x4_extadd_pairwise_i16x8(__builtin_wasm_relaxed_dot_i8x16_i7x16_s_i16x8(w1, a->a1)));
 }
 
+/* the whole block's integer sum (exact) */
+static inline int32_t i32x4_hsum(v128_t p) {
+    return wasm_i32x4_extract_lane(p, 0) + wasm_i32x4_extract_lane(p, 1) + wasm_i32x4_extract_lane(p, 2) + wasm_i32x4_extract_lane(p, 3);
+}
+
 void q8_0_q8_0_vec_dot__wasm_relaxed(int64_t n, float * s, const void * vx, const void * vy) {
     const block_q8_0 * x = vx;
     const block_q8_0 * y = vy;
-    v128_t acc = wasm_f32x4_splat(0);
+    float sumf = 0;
     const int nb = (int) (n / QK8_0);
     for (int i = 0; i < nb; ++i) {
         const struct q8_act a = q8_act_load(y[i].qs);
-        const v128_t p = q8_dot(x[i].qs, &a);
-        acc = wasm_f32x4_add(acc, wasm_f32x4_mul(wasm_f32x4_convert_i32x4(p), wasm_f32x4_splat(KQ_H2F(x[i].d) * KQ_H2F(y[i].d))));
+        sumf += (float) i32x4_hsum(q8_dot(x[i].qs, &a)) * (KQ_H2F(x[i].d) * KQ_H2F(y[i].d));
     }
-    *s = hsum_f32(acc);
+    *s = sumf;
 }
 
+/* the 4 rows' block sums in one vector: lane r = the sum of p_r's lanes */
+static inline v128_t i32x4_hsum4(v128_t p0, v128_t p1, v128_t p2, v128_t p3) {
+    const v128_t q01 = wasm_i32x4_add(wasm_i32x4_shuffle(p0, p1, 0, 1, 4, 5), wasm_i32x4_shuffle(p0, p1, 2, 3, 6, 7));
+    const v128_t q23 = wasm_i32x4_add(wasm_i32x4_shuffle(p2, p3, 0, 1, 4, 5), wasm_i32x4_shuffle(p2, p3, 2, 3, 6, 7));
+    return wasm_i32x4_add(wasm_i32x4_shuffle(q01, q23, 0, 2, 4, 6), wasm_i32x4_shuffle(q01, q23, 1, 3, 5, 7));
+}
+
+/* fp16 -> f32 for finite values only: kiln_simd128_f16x4_to_f32 without its
+ * inf/nan fix-up (exponent 31 would come out finite), which the x4 kernel
+ * pays only when scales_special() says so */
+static inline v128_t f16x4_finite_to_f32(v128_t h32) {
+    const v128_t sign = wasm_i32x4_shl(wasm_v128_and(h32, wasm_i32x4_splat(0x8000)), 16);
+    const v128_t mag = wasm_i32x4_shl(wasm_v128_and(h32, wasm_i32x4_splat(0x7fff)), 13);
+    return wasm_v128_or(wasm_f32x4_mul(mag, wasm_i32x4_splat(0x77800000)), sign); /* 2^112 */
+}
+
+/* an x4 block's 4 scales (one u64) or the activation's scale inf or nan:
+ * a 16-bit lane's exponent field plus one exponent step reaches bit 15
+ * exactly when the field is all ones. Scalar work, beside the vector
+ * pipes; true in corrupt or overflowed data only. */
+static inline bool scales_special(uint64_t dx4, uint16_t dy) {
+    return ((((dx4 & 0x7c007c007c007c00ull) + 0x0400040004000400ull) & 0x8000800080008000ull) | ((dy & 0x7c00u) == 0x7c00u)) != 0;
+}
+
+__attribute__((noinline)) static v128_t scales4_exact(const kiln_fp16_t * dx, const kiln_fp16_t * dy) {
+    return kiln_simd128_scales4(dx, dy);
+}
+
+/* Per row and block: the exact integer sum times fp16(dx) * fp16(dy), added
+ * to the row's float: the scalar reference's operations in its order, so
+ * this kernel and the plain one above are bit-identical to
+ * q8_0x4_q8_0_vec_dot__scalar. Summing the 4 rows' integers across lanes
+ * first leaves one convert, multiply and add per block for all 4 rows, and
+ * the scales take the short conversion unless one is inf or nan: together
+ * 7-8 % over per-row float lanes in Chromium (bench/peers). */
 void q8_0x4_q8_0_vec_dot__wasm_relaxed(int64_t n, float * s, const void * vx, const void * vy) {
     const block_q8_0x4 * x = vx;
     const block_q8_0 * y = vy;
-    v128_t acc0 = wasm_f32x4_splat(0), acc1 = acc0, acc2 = acc0, acc3 = acc0;
+    const v128_t zero = wasm_i32x4_splat(0);
+    v128_t acc = zero;
     const int nb = (int) (n / QK8_0);
     for (int i = 0; i < nb; ++i) {
         const struct q8_act a = q8_act_load(y[i].qs);
-        const v128_t d = kiln_simd128_scales4(x[i].d, &y[i].d);
-#define ROW(r, acc) do { \
-            const v128_t p = q8_dot(x[i].qs + 32 * (r), &a); \
-            acc = wasm_f32x4_add(acc, wasm_f32x4_mul(wasm_f32x4_convert_i32x4(p), LANE(d, r))); \
-        } while (0)
-        ROW(0, acc0); ROW(1, acc1); ROW(2, acc2); ROW(3, acc3);
-#undef ROW
+        uint64_t dx4;
+        memcpy(&dx4, x[i].d, sizeof(dx4));
+        const uint16_t dy = y[i].d;
+        v128_t d;
+        if (__builtin_expect(scales_special(dx4, dy), 0)) {
+            d = scales4_exact(x[i].d, &y[i].d);
+        } else {
+            const v128_t hx = wasm_i16x8_shuffle(wasm_i64x2_splat((int64_t) dx4), zero, 0, 8, 1, 9, 2, 10, 3, 11);
+            d = wasm_f32x4_mul(f16x4_finite_to_f32(hx), f16x4_finite_to_f32(wasm_i32x4_splat(dy)));
+        }
+        const v128_t p = i32x4_hsum4(q8_dot(x[i].qs, &a), q8_dot(x[i].qs + 32, &a), q8_dot(x[i].qs + 64, &a), q8_dot(x[i].qs + 96, &a));
+        acc = wasm_f32x4_add(acc, wasm_f32x4_mul(wasm_f32x4_convert_i32x4(p), d));
     }
-    s[0] = hsum_f32(acc0); s[1] = hsum_f32(acc1); s[2] = hsum_f32(acc2); s[3] = hsum_f32(acc3);
+    wasm_v128_store(s, acc);
 }
 
 /* ---- f32 ---------------------------------------------------------------- */
@@ -154,6 +202,36 @@ void q8_0x4_q8_0_vec_dot__wasm_relaxed(int64_t n, float * s, const void * vx, co
  * panel loads and 2 broadcasts per k */
 void f32_gemm_2x16__wasm_relaxed(int64_t k, const float * a, int64_t lda, const float * bp, float * c, int64_t ldc, int accumulate) {
     KILN_SIMD128_GEMM_2X16_BODY(RMADD);
+}
+
+/* ---- fp16 accumulator ---------------------------------------------------- */
+
+/* Engines fuse relaxed_madd where the CPU has FMA (V8 on x86 with FMA3, and
+ * on arm64) and round twice elsewhere. One case tells them apart: with
+ * a = b = 1 + 2^-12 and c = -(1 + 2^-11), a*b + c is 2^-24 exactly, while
+ * a*b rounded first (a tie, to even) leaves 0. The operands come through
+ * volatile so the compiler cannot fold the answer in. */
+bool kiln_wasm_relaxed_madd_fuses(void) {
+    static volatile float in[3] = { 1.0f + 0x1p-12f, 1.0f + 0x1p-12f, -(1.0f + 0x1p-11f) };
+    const v128_t r = RMADD(wasm_f32x4_splat(in[0]), wasm_f32x4_splat(in[1]), wasm_f32x4_splat(in[2]));
+    return wasm_f32x4_extract_lane(r, 0) == 0x1p-24f;
+}
+
+/* y += x * v in fp16, each step fmaf then round to fp16: the scalar
+ * kernel's (and llama.cpp's F16C + FMA) results. The table takes it only
+ * where kiln_wasm_relaxed_madd_fuses(); SIMD128's version gets the same
+ * bits through an exact fma emulated in f64, several times the work, and
+ * flash attention's V accumulation runs this per cached position. */
+void f16_mad__wasm_relaxed(int64_t n, kiln_fp16_t * y, const kiln_fp16_t * x, float v) {
+    const v128_t vv = wasm_f32x4_splat(v);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        v128_t xl, xh, yl, yh;
+        kiln_simd128_load_f16x8(x + i, &xl, &xh);
+        kiln_simd128_load_f16x8(y + i, &yl, &yh);
+        kiln_simd128_store_f16x8(y + i, RMADD(xl, vv, yl), RMADD(xh, vv, yh));
+    }
+    f16_mad__scalar(n - i, y + i, x + i, v);
 }
 
 #endif /* __wasm_relaxed_simd__ */

@@ -26,6 +26,41 @@ static inline v128_t kiln_simd128_f16x4_to_f32(v128_t h32) {
     return wasm_v128_or(f, sign);
 }
 
+/* 8 fp16 -> 2 x 4 floats, exactly */
+static inline void kiln_simd128_load_f16x8(const kiln_fp16_t * p, v128_t * lo, v128_t * hi) {
+    const v128_t v = wasm_v128_load(p);
+    *lo = kiln_simd128_f16x4_to_f32(wasm_u32x4_extend_low_u16x8(v));
+    *hi = kiln_simd128_f16x4_to_f32(wasm_u32x4_extend_high_u16x8(v));
+}
+
+/* 4 floats -> 4 fp16 bit patterns (in u32 lanes), kiln_fp32_to_fp16's
+ * results exactly, branch-free:
+ *   normal: adding 0xfff plus the kept mantissa's lowest bit carries into
+ *     bit 13 exactly when round-to-nearest-even rounds up;
+ *   subnormal (|x| < 2^-14): x + 0.5f makes the FPU round (to nearest even,
+ *     wasm's only mode) at the fp16 subnormal step, 2^-24; the bits above
+ *     0.5's are the result (0 below 2^-25, as the scalar code);
+ *   >= 65520 overflows to inf; inf stays inf; nan keeps its top payload bits
+ *     and is made quiet. */
+static inline v128_t kiln_simd128_f32x4_to_f16(v128_t x) {
+    const v128_t sign = wasm_v128_and(wasm_u32x4_shr(x, 16), wasm_i32x4_splat(0x8000));
+    const v128_t a = wasm_v128_and(x, wasm_i32x4_splat(0x7fffffff));
+    const v128_t lsb = wasm_v128_and(wasm_u32x4_shr(a, 13), wasm_i32x4_splat(1));
+    const v128_t nrm = wasm_i32x4_sub(wasm_u32x4_shr(wasm_i32x4_add(wasm_i32x4_add(a, wasm_i32x4_splat(0xfff)), lsb), 13),
+                                      wasm_i32x4_splat(112 << 10));
+    const v128_t sub = wasm_i32x4_sub(wasm_f32x4_add(a, wasm_f32x4_splat(0.5f)), wasm_i32x4_splat(0x3f000000));
+    const v128_t nan = wasm_v128_or(wasm_i32x4_splat(0x7e00), wasm_v128_and(wasm_u32x4_shr(a, 13), wasm_i32x4_splat(0x3ff)));
+    v128_t h = wasm_v128_bitselect(sub, nrm, wasm_u32x4_lt(a, wasm_i32x4_splat(0x38800000)));
+    h = wasm_v128_bitselect(wasm_i32x4_splat(0x7c00), h, wasm_u32x4_ge(a, wasm_i32x4_splat(0x477ff000)));
+    h = wasm_v128_bitselect(nan, h, wasm_u32x4_gt(a, wasm_i32x4_splat(0x7f800000)));
+    return wasm_v128_or(h, sign);
+}
+
+/* 8 floats -> 8 fp16 stored */
+static inline void kiln_simd128_store_f16x8(kiln_fp16_t * p, v128_t lo, v128_t hi) {
+    wasm_v128_store(p, wasm_u16x8_narrow_i32x4(kiln_simd128_f32x4_to_f16(lo), kiln_simd128_f32x4_to_f16(hi)));
+}
+
 /* The 4 block scales of an x4 group times the activation block's scale:
  * fp16(dx[r]) * fp16(*dy) in lane r, both converted exactly, one rounding:
  * the same floats as KQ_H2F(dx[r]) * KQ_H2F(*dy). In vector code because
