@@ -30,8 +30,6 @@
  * measured) and keeps SIMD128's bit-reproducible sums.
  */
 #if defined(__wasm_relaxed_simd__)
-#include <stdbool.h>
-#include <string.h>
 #include <wasm_simd128.h>
 
 #include "../arch.h"
@@ -120,11 +118,6 @@ static inline v128_t q8_dot(const int8_t * w, const struct q8_act * a) {
                           wasm_i32x4_extadd_pairwise_i16x8(__builtin_wasm_relaxed_dot_i8x16_i7x16_s_i16x8(w1, a->a1)));
 }
 
-/* the whole block's integer sum (exact) */
-static inline int32_t i32x4_hsum(v128_t p) {
-    return wasm_i32x4_extract_lane(p, 0) + wasm_i32x4_extract_lane(p, 1) + wasm_i32x4_extract_lane(p, 2) + wasm_i32x4_extract_lane(p, 3);
-}
-
 void q8_0_q8_0_vec_dot__wasm_relaxed(int64_t n, float * s, const void * vx, const void * vy) {
     const block_q8_0 * x = vx;
     const block_q8_0 * y = vy;
@@ -132,37 +125,9 @@ void q8_0_q8_0_vec_dot__wasm_relaxed(int64_t n, float * s, const void * vx, cons
     const int nb = (int) (n / QK8_0);
     for (int i = 0; i < nb; ++i) {
         const struct q8_act a = q8_act_load(y[i].qs);
-        sumf += (float) i32x4_hsum(q8_dot(x[i].qs, &a)) * (KQ_H2F(x[i].d) * KQ_H2F(y[i].d));
+        sumf += (float) kiln_simd128_i32_hsum(q8_dot(x[i].qs, &a)) * (KQ_H2F(x[i].d) * KQ_H2F(y[i].d));
     }
     *s = sumf;
-}
-
-/* the 4 rows' block sums in one vector: lane r = the sum of p_r's lanes */
-static inline v128_t i32x4_hsum4(v128_t p0, v128_t p1, v128_t p2, v128_t p3) {
-    const v128_t q01 = wasm_i32x4_add(wasm_i32x4_shuffle(p0, p1, 0, 1, 4, 5), wasm_i32x4_shuffle(p0, p1, 2, 3, 6, 7));
-    const v128_t q23 = wasm_i32x4_add(wasm_i32x4_shuffle(p2, p3, 0, 1, 4, 5), wasm_i32x4_shuffle(p2, p3, 2, 3, 6, 7));
-    return wasm_i32x4_add(wasm_i32x4_shuffle(q01, q23, 0, 2, 4, 6), wasm_i32x4_shuffle(q01, q23, 1, 3, 5, 7));
-}
-
-/* fp16 -> f32 for finite values only: kiln_simd128_f16x4_to_f32 without its
- * inf/nan fix-up (exponent 31 would come out finite), which the x4 kernel
- * pays only when scales_special() says so */
-static inline v128_t f16x4_finite_to_f32(v128_t h32) {
-    const v128_t sign = wasm_i32x4_shl(wasm_v128_and(h32, wasm_i32x4_splat(0x8000)), 16);
-    const v128_t mag = wasm_i32x4_shl(wasm_v128_and(h32, wasm_i32x4_splat(0x7fff)), 13);
-    return wasm_v128_or(wasm_f32x4_mul(mag, wasm_i32x4_splat(0x77800000)), sign); /* 2^112 */
-}
-
-/* an x4 block's 4 scales (one u64) or the activation's scale inf or nan:
- * a 16-bit lane's exponent field plus one exponent step reaches bit 15
- * exactly when the field is all ones. Scalar work, beside the vector
- * pipes; true in corrupt or overflowed data only. */
-static inline bool scales_special(uint64_t dx4, uint16_t dy) {
-    return ((((dx4 & 0x7c007c007c007c00ull) + 0x0400040004000400ull) & 0x8000800080008000ull) | ((dy & 0x7c00u) == 0x7c00u)) != 0;
-}
-
-__attribute__((noinline)) static v128_t scales4_exact(const kiln_fp16_t * dx, const kiln_fp16_t * dy) {
-    return kiln_simd128_scales4(dx, dy);
 }
 
 /* Per row and block: the exact integer sum times fp16(dx) * fp16(dy), added
@@ -175,22 +140,12 @@ __attribute__((noinline)) static v128_t scales4_exact(const kiln_fp16_t * dx, co
 void q8_0x4_q8_0_vec_dot__wasm_relaxed(int64_t n, float * s, const void * vx, const void * vy) {
     const block_q8_0x4 * x = vx;
     const block_q8_0 * y = vy;
-    const v128_t zero = wasm_i32x4_splat(0);
-    v128_t acc = zero;
+    v128_t acc = wasm_f32x4_splat(0);
     const int nb = (int) (n / QK8_0);
     for (int i = 0; i < nb; ++i) {
         const struct q8_act a = q8_act_load(y[i].qs);
-        uint64_t dx4;
-        memcpy(&dx4, x[i].d, sizeof(dx4));
-        const uint16_t dy = y[i].d;
-        v128_t d;
-        if (__builtin_expect(scales_special(dx4, dy), 0)) {
-            d = scales4_exact(x[i].d, &y[i].d);
-        } else {
-            const v128_t hx = wasm_i16x8_shuffle(wasm_i64x2_splat((int64_t) dx4), zero, 0, 8, 1, 9, 2, 10, 3, 11);
-            d = wasm_f32x4_mul(f16x4_finite_to_f32(hx), f16x4_finite_to_f32(wasm_i32x4_splat(dy)));
-        }
-        const v128_t p = i32x4_hsum4(q8_dot(x[i].qs, &a), q8_dot(x[i].qs + 32, &a), q8_dot(x[i].qs + 64, &a), q8_dot(x[i].qs + 96, &a));
+        const v128_t d = kiln_simd128_scales4_fast(x[i].d, y[i].d);
+        const v128_t p = kiln_simd128_i32_hsum4(q8_dot(x[i].qs, &a), q8_dot(x[i].qs + 32, &a), q8_dot(x[i].qs + 64, &a), q8_dot(x[i].qs + 96, &a));
         acc = wasm_f32x4_add(acc, wasm_f32x4_mul(wasm_f32x4_convert_i32x4(p), d));
     }
     wasm_v128_store(s, acc);

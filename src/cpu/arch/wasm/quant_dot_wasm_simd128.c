@@ -122,12 +122,14 @@ void q5_1_q8_1_vec_dot__wasm_simd128(int64_t n, float * s, const void * vx, cons
 void q8_0_q8_0_vec_dot__wasm_simd128(int64_t n, float * s, const void * vx, const void * vy) {
     const block_q8_0 * x = vx;
     const block_q8_0 * y = vy;
-    v128_t acc = wasm_f32x4_splat(0);
+    /* the scalar reference's float order (one exact integer sum per
+     * block), which the x4 kernel shares with one convert per 4 rows */
+    float sumf = 0;
     for (int64_t i = 0; i < n / QK8_0; ++i) {
         const v128_t p = dot16(dot16(wasm_i32x4_splat(0), ld(x[i].qs), ld(y[i].qs)), ld(x[i].qs + 16), ld(y[i].qs + 16));
-        acc = fma4(acc, p, KQ_H2F(x[i].d) * KQ_H2F(y[i].d));
+        sumf += (float) kiln_simd128_i32_hsum(p) * (KQ_H2F(x[i].d) * KQ_H2F(y[i].d));
     }
-    *s = hsum_f32(acc);
+    *s = sumf;
 }
 
 static inline void iq4nl_lookup(const uint8_t * qs, v128_t * lo, v128_t * hi) {

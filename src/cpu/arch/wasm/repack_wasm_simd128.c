@@ -1,7 +1,8 @@
 /*
  * repack_wasm_simd128.c — wasm SIMD128 x4 mat-vec kernels (see
  * src/cpu/repack.h). Per row, the float arithmetic of
- * q4_0/q8_0_q8_0_vec_dot__wasm_simd128 exactly; what is shared across the
+ * q4_0/q8_0_q8_0_vec_dot__wasm_simd128 exactly (for q8_0 that is the
+ * scalar reference's: sum += isum * (dx * dy) per block); what is shared across the
  * 4 rows is the activation side: y's bytes widen (q8_0) or split into
  * even/odd i16 (q4_0, simd128_common.h) once per block, and for q4_0 the
  * -8 offset comes off as one per-block correction, so every i32 lane
@@ -49,20 +50,17 @@ void q4_0x4_q8_0_vec_dot__wasm_simd128(int64_t n, float * s, const void * vx, co
 void q8_0x4_q8_0_vec_dot__wasm_simd128(int64_t n, float * s, const void * vx, const void * vy) {
     const block_q8_0x4 * x = vx;
     const block_q8_0 * y = vy;
-    v128_t acc0 = wasm_f32x4_splat(0), acc1 = acc0, acc2 = acc0, acc3 = acc0;
+    v128_t acc = wasm_f32x4_splat(0);
     const int nb = (int) (n / QK8_0);
     for (int i = 0; i < nb; ++i) {
         const v128_t y0 = ld(y[i].qs), y1 = ld(y[i].qs + 16);
         const v128_t y0l = wasm_i16x8_extend_low_i8x16(y0), y0h = wasm_i16x8_extend_high_i8x16(y0);
         const v128_t y1l = wasm_i16x8_extend_low_i8x16(y1), y1h = wasm_i16x8_extend_high_i8x16(y1);
-        const v128_t d = kiln_simd128_scales4(x[i].d, &y[i].d);
-#define ROW(r, acc) do { \
-            const int8_t * q = x[i].qs + 32 * (r); \
-            const v128_t p = wasm_i32x4_add(dot_i8w(ld(q), y0l, y0h), dot_i8w(ld(q + 16), y1l, y1h)); \
-            acc = wasm_f32x4_add(acc, wasm_f32x4_mul(wasm_f32x4_convert_i32x4(p), LANE(d, r))); \
-        } while (0)
-        ROW(0, acc0); ROW(1, acc1); ROW(2, acc2); ROW(3, acc3);
+        const v128_t d = kiln_simd128_scales4_fast(x[i].d, y[i].d);
+#define ROW(r) wasm_i32x4_add(dot_i8w(ld(x[i].qs + 32 * (r)), y0l, y0h), dot_i8w(ld(x[i].qs + 32 * (r) + 16), y1l, y1h))
+        const v128_t p = kiln_simd128_i32_hsum4(ROW(0), ROW(1), ROW(2), ROW(3));
 #undef ROW
+        acc = wasm_f32x4_add(acc, wasm_f32x4_mul(wasm_f32x4_convert_i32x4(p), d));
     }
-    s[0] = hsum_f32(acc0); s[1] = hsum_f32(acc1); s[2] = hsum_f32(acc2); s[3] = hsum_f32(acc3);
+    wasm_v128_store(s, acc);
 }
