@@ -1,9 +1,10 @@
 /*
  * test_repack.c — kiln_repack_tensor and the x4 mat-vec kernels. Two
  * contracts (src/cpu/repack.h):
- *  - order-preserving x4 kernels (q8_0 everywhere, q4_0 on wasm): bit-
- *    identical to the ISA's own plain vec_dot;
- *  - llama.cpp's repacked order (q4_0 and iq4_nl on scalar and AVX2): bit-
+ *  - order-preserving x4 kernels (q8_0 everywhere, q4_0 on wasm SIMD128):
+ *    bit-identical to the ISA's own plain vec_dot;
+ *  - llama.cpp's repacked order (q4_0 and iq4_nl on scalar and AVX2, q4_0
+ *    on relaxed SIMD where relaxed_madd fuses): bit-
  *    identical to blocksum_ref below — the whole block's integer dot, then
  *    acc = fmaf(isum, d_x * d_y, acc) — written here from the block layout.
  * Misaligned pointers, 1..9 and 130 blocks; mul_mat on repacked weights for
@@ -16,6 +17,7 @@
 #include "blocks.h"
 #include "cpu/kernels.h"
 #include "cpu/repack.h"
+#include "cpu/arch/arch.h"
 
 static const enum kiln_type types[] = { KILN_TYPE_Q4_0, KILN_TYPE_Q8_0, KILN_TYPE_IQ4_NL };
 #define NTYPES 3
@@ -24,6 +26,10 @@ static const enum kiln_type types[] = { KILN_TYPE_Q4_0, KILN_TYPE_Q8_0, KILN_TYP
 static const int iq4nl_levels[16] = { -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113 };
 
 static bool blocksum_contract(enum kiln_type t, enum kiln_isa isa) {
+#if defined(__wasm_relaxed_simd__)
+    /* relaxed SIMD: q4_0 x4 follows it where relaxed_madd fuses */
+    if (isa == KILN_ISA_WASM_RELAXED && t == KILN_TYPE_Q4_0) return kiln_wasm_relaxed_madd_fuses();
+#endif
     return t != KILN_TYPE_Q8_0 && (isa == KILN_ISA_SCALAR || isa == KILN_ISA_AVX2);
 }
 
@@ -157,10 +163,10 @@ static void test_mul_mat(enum kiln_type t, int64_t K, int64_t N, int64_t M, int6
             }
         }
     }
-    const char * isas[] = { "scalar", "avx2", "neon", "wasm_simd128" };
+    /* each table by its own name (the enum grows with new ISAs) */
     for (int isa = 0; isa < KILN_ISA_COUNT; isa++) {
         if (!kiln_kernels_for_isa((enum kiln_isa) isa)) continue;
-        kiln_cpu_force_isa(isas[isa]);
+        kiln_cpu_force_isa(kiln_kernels_for_isa((enum kiln_isa) isa)->isa);
         for (int nth = 1; nth <= 4; nth *= 2) {
             CHECK(tu_compute(ctx, y, nth) == KILN_STATUS_SUCCESS, "plain: %s", kiln_last_error());
             CHECK(tu_compute(ctx, yr, nth) == KILN_STATUS_SUCCESS, "repacked: %s", kiln_last_error());
@@ -182,7 +188,7 @@ static void test_mul_mat(enum kiln_type t, int64_t K, int64_t N, int64_t M, int6
                             const float got = ((const float *) yr->data)[(b * M + j) * N + i];
                             if (memcmp(&e, &got, sizeof e) != 0) {
                                 CHECK(0, "%s %s K=%lld N=%lld M=%lld b=%lld/%lld %d threads: [%lld,%lld,%lld] %.9g vs llama.cpp order %.9g",
-                                      isas[isa], kiln_type_name(t), (long long) K, (long long) N, (long long) M, (long long) ne02,
+                                      kiln_kernels_for_isa((enum kiln_isa) isa)->isa, kiln_type_name(t), (long long) K, (long long) N, (long long) M, (long long) ne02,
                                       (long long) ne12, nth, (long long) i, (long long) j, (long long) b, got, e);
                                 bad = 1;
                                 break;
@@ -194,11 +200,11 @@ static void test_mul_mat(enum kiln_type t, int64_t K, int64_t N, int64_t M, int6
                 free(yq);
             } else {
                 CHECK(memcmp(y->data, yr->data, kiln_nbytes(y)) == 0, "%s %s K=%lld N=%lld M=%lld b=%lld/%lld %d threads: repacked differs",
-                      isas[isa], kiln_type_name(t), (long long) K, (long long) N, (long long) M, (long long) ne02, (long long) ne12, nth);
+                      kiln_kernels_for_isa((enum kiln_isa) isa)->isa, kiln_type_name(t), (long long) K, (long long) N, (long long) M, (long long) ne02, (long long) ne12, nth);
             }
             double * out = tu_to_f64(yr);
             const double e = tu_nmse(out, ref, ny);
-            CHECK(e < 1e-4, "%s %s nmse %g", isas[isa], kiln_type_name(t), e);
+            CHECK(e < 1e-4, "%s %s nmse %g", kiln_kernels_for_isa((enum kiln_isa) isa)->isa, kiln_type_name(t), e);
             free(out);
         }
     }
