@@ -158,12 +158,8 @@ static void build_tables(void) {
     k->vec_dot_x4[KILN_TYPE_Q4_0] = q4_0x4_q8_0_vec_dot__wasm_relaxed;
     k->vec_dot_x4[KILN_TYPE_Q8_0] = q8_0x4_q8_0_vec_dot__wasm_relaxed;
     k->f32_gemm_packed = f32_gemm_2x16__wasm_relaxed;
-    /* bit-identical to the scalar fmaf kernels only where the engine fuses:
-     * the fp16 accumulator, and q4_0 x4 in llama.cpp's repacked order */
-    if (kiln_wasm_relaxed_madd_fuses()) {
-        k->f16_mad = f16_mad__wasm_relaxed;
-        k->vec_dot_x4[KILN_TYPE_Q4_0] = q4_0x4_q8_0_vec_dot__wasm_relaxed_fma;
-    }
+    /* bit-identical to the scalar fmaf kernel only where the engine fuses */
+    if (kiln_wasm_relaxed_madd_fuses()) k->f16_mad = f16_mad__wasm_relaxed;
     table_finish(k);
     g_available[KILN_ISA_WASM_RELAXED] = true;
 #endif

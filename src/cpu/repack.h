@@ -20,8 +20,8 @@
  * instead of the plain kernel's 8 lane accumulators. The scalar and AVX2 x4
  * kernels of those two types follow that order (bit-identical to each
  * other), so Kiln's greedy output equals llama.cpp's on such models; the
- * SIMD128 x4 kernel of Q4_0 keeps its plain kernel's order; the relaxed-SIMD one
- * follows llama.cpp's where relaxed_madd fuses (an FMA), else SIMD128's.
+ * wasm x4 kernels of Q4_0 keep their plain kernel's order (that of ggml's
+ * wasm kernel, so wllama's results).
  *
  * The layout is ISA-independent (one repacked model serves every kernel
  * table); an ISA without x4 kernels unpacks a group's rows into scratch and

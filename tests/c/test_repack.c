@@ -1,10 +1,9 @@
 /*
  * test_repack.c — kiln_repack_tensor and the x4 mat-vec kernels. Two
  * contracts (src/cpu/repack.h):
- *  - order-preserving x4 kernels (q8_0 everywhere, q4_0 on wasm SIMD128):
- *    bit-identical to the ISA's own plain vec_dot;
- *  - llama.cpp's repacked order (q4_0 and iq4_nl on scalar and AVX2, q4_0
- *    on relaxed SIMD where relaxed_madd fuses): bit-
+ *  - order-preserving x4 kernels (q8_0 everywhere, q4_0 on wasm): bit-
+ *    identical to the ISA's own plain vec_dot;
+ *  - llama.cpp's repacked order (q4_0 and iq4_nl on scalar and AVX2): bit-
  *    identical to blocksum_ref below — the whole block's integer dot, then
  *    acc = fmaf(isum, d_x * d_y, acc) — written here from the block layout.
  * Misaligned pointers, 1..9 and 130 blocks; mul_mat on repacked weights for
@@ -17,7 +16,6 @@
 #include "blocks.h"
 #include "cpu/kernels.h"
 #include "cpu/repack.h"
-#include "cpu/arch/arch.h"
 
 static const enum kiln_type types[] = { KILN_TYPE_Q4_0, KILN_TYPE_Q8_0, KILN_TYPE_IQ4_NL };
 #define NTYPES 3
@@ -26,10 +24,6 @@ static const enum kiln_type types[] = { KILN_TYPE_Q4_0, KILN_TYPE_Q8_0, KILN_TYP
 static const int iq4nl_levels[16] = { -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113 };
 
 static bool blocksum_contract(enum kiln_type t, enum kiln_isa isa) {
-#if defined(__wasm_relaxed_simd__)
-    /* relaxed SIMD: q4_0 x4 follows it where relaxed_madd fuses */
-    if (isa == KILN_ISA_WASM_RELAXED && t == KILN_TYPE_Q4_0) return kiln_wasm_relaxed_madd_fuses();
-#endif
     return t != KILN_TYPE_Q8_0 && (isa == KILN_ISA_SCALAR || isa == KILN_ISA_AVX2);
 }
 

@@ -72,7 +72,6 @@ void f16_scale__wasm_simd128(int64_t n, kiln_fp16_t * y, float v);
 /* the relaxed-SIMD kernels; the rest of that table is SIMD128's */
 void f32_gemm_2x16__wasm_relaxed(int64_t k, const float * a, int64_t lda, const float * bp, float * c, int64_t ldc, int accumulate);
 void f16_mad__wasm_relaxed(int64_t n, kiln_fp16_t * y, const kiln_fp16_t * x, float v);
-void q4_0x4_q8_0_vec_dot__wasm_relaxed_fma(int64_t n, float * s, const void * vx, const void * vy);
 /* whether this engine's f32x4.relaxed_madd rounds once (a real FMA) */
 bool kiln_wasm_relaxed_madd_fuses(void);
 #endif

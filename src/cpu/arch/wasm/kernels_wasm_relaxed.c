@@ -13,9 +13,14 @@
  *   q4_0: the nibbles 0..15, with the -8 offset taken off as a per-block sum
  *         (the SIMD128 kernel's correction). The i16 products stay below
  *         2*15*128, so adding the two halves in i16 cannot overflow, and the
- *         i32 lanes cover the same elements as simd128_common.h's: the
- *         plain kernel and the lane-order x4 kernel are bit-identical to
- *         SIMD128's; the fma x4 kernel follows llama.cpp's repacked order.
+ *         i32 lanes cover the same elements as simd128_common.h's: plain
+ *         and x4 kernels are bit-identical to SIMD128's, whose lanes are
+ *         those of ggml's own wasm kernel (wllama's results). llama.cpp's
+ *         AVX2 repacked order (one fma per block sum) was tried here with a
+ *         fused relaxed_madd: bit-identical to the scalar x4 kernel, 10-15 %
+ *         faster, but greedy tokens on bench/peers' synthetic Q4_0 model then
+ *         matched neither wllama nor native llama.cpp (the other wasm ops
+ *         round unlike AVX2's), so the lane order stays.
  *   q8_0: |y| as the 7-bit operand and the weights with y's sign moved onto
  *         them, (w ^ m) - m with m = (y < 0). The activation side is prepared once
  *         per block and shared by the x4 kernel's 4 rows. A weight of -128
@@ -29,8 +34,8 @@
  * against the double-precision reference with a tolerance like every float
  * kernel. The f32 dot of mat-vec is memory-bound (no gain measured) and
  * keeps SIMD128's bit-reproducible sums. Where kiln_wasm_relaxed_madd_fuses()
- * finds a real FMA, the table also takes the kernels whose results must
- * equal the scalar fmaf ones bit for bit: the fp16 accumulator and q4_0 x4.
+ * finds a real FMA, the table also takes the fp16 accumulator, whose results
+ * must equal the scalar fmaf ones bit for bit.
  */
 #if defined(__wasm_relaxed_simd__)
 #include <wasm_simd128.h>
@@ -88,7 +93,7 @@ void q4_0x4_q8_0_vec_dot__wasm_relaxed(int64_t n, float * s, const void * vx, co
     for (int i = 0; i < nb; ++i) {
         const v128_t y0 = ld(y[i].qs), y1 = ld(y[i].qs + 16);
         const v128_t corr = q4_corr(y0, y1);
-        const v128_t d = kiln_simd128_scales4(x[i].d, &y[i].d);
+        const v128_t d = kiln_simd128_scales4_fast(x[i].d, y[i].d);
 #define ROW(r, acc) do { \
             const v128_t p = wasm_i32x4_sub(q4_dot(ld(x[i].qs + 16 * (r)), y0, y1), corr); \
             acc = wasm_f32x4_add(acc, wasm_f32x4_mul(wasm_f32x4_convert_i32x4(p), LANE(d, r))); \
@@ -97,30 +102,6 @@ void q4_0x4_q8_0_vec_dot__wasm_relaxed(int64_t n, float * s, const void * vx, co
 #undef ROW
     }
     s[0] = hsum_f32(acc0); s[1] = hsum_f32(acc1); s[2] = hsum_f32(acc2); s[3] = hsum_f32(acc3);
-}
-
-/* llama.cpp's repacked order (repack.h; the scalar and AVX2 x4 kernels):
- * per row and block, acc = fma((float) isum, d_x * d_y, acc). With a
- * relaxed_madd that fuses, this is bit-identical to them, so a browser
- * gets native llama.cpp's mat-vec floats on Q4_0; the table takes it only
- * where kiln_wasm_relaxed_madd_fuses() (else the kernel above, in the
- * plain kernel's lane order). The rows' integer sums meet in one vector
- * (kiln_simd128_i32_hsum4), so one convert and one madd serve 4 rows. */
-void q4_0x4_q8_0_vec_dot__wasm_relaxed_fma(int64_t n, float * s, const void * vx, const void * vy) {
-    const block_q4_0x4 * x = vx;
-    const block_q8_0 * y = vy;
-    v128_t acc = wasm_f32x4_splat(0);
-    const int nb = (int) (n / QK8_0);
-    for (int i = 0; i < nb; ++i) {
-        const v128_t y0 = ld(y[i].qs), y1 = ld(y[i].qs + 16);
-        const v128_t corr = q4_corr(y0, y1);
-        const v128_t d = kiln_simd128_scales4_fast(x[i].d, y[i].d);
-#define ROW(r) wasm_i32x4_sub(q4_dot(ld(x[i].qs + 16 * (r)), y0, y1), corr)
-        const v128_t p = kiln_simd128_i32_hsum4(ROW(0), ROW(1), ROW(2), ROW(3));
-#undef ROW
-        acc = RMADD(wasm_f32x4_convert_i32x4(p), d, acc);
-    }
-    wasm_v128_store(s, acc);
 }
 
 /* ---- q8_0 -------------------------------------------------------------- */

@@ -36,7 +36,7 @@ void q4_0x4_q8_0_vec_dot__wasm_simd128(int64_t n, float * s, const void * vx, co
     for (int i = 0; i < nb; ++i) {
         const struct kiln_simd128_q8_eo ys = kiln_simd128_q8_split(y[i].qs);
         const v128_t corr = kiln_simd128_q4_corr(&ys);
-        const v128_t d = kiln_simd128_scales4(x[i].d, &y[i].d);
+        const v128_t d = kiln_simd128_scales4_fast(x[i].d, y[i].d);
 #define ROW(r, acc) do { \
             const v128_t p = wasm_i32x4_sub(kiln_simd128_q4_dot(ld(x[i].qs + 16 * (r)), &ys), corr); \
             acc = wasm_f32x4_add(acc, wasm_f32x4_mul(wasm_f32x4_convert_i32x4(p), LANE(d, r))); \
