@@ -142,6 +142,7 @@ static void build_tables(void) {
     k->vec_dot_x4[KILN_TYPE_Q4_0] = q4_0x4_q8_0_vec_dot__wasm_simd128;
     k->vec_dot_x4[KILN_TYPE_Q8_0] = q8_0x4_q8_0_vec_dot__wasm_simd128;
     k->f16_mad = f16_mad__wasm_simd128;
+    k->f32_dot2 = f32_dot2__wasm_simd128;
     k->f16_scale = f16_scale__wasm_simd128;
     k->f32_gemm_tile = f32_gemm_3x3__wasm_simd128; k->gemm_mr = 3; k->gemm_nr = 3;
     k->f32_gemm_packed = f32_gemm_2x16__wasm_simd128; k->pack_mr = 2; k->pack_nr = 16; k->f32_gemm_pack = f32_gemm_pack16__wasm_simd128;

@@ -76,6 +76,11 @@ struct kiln_kernels {
 
     /* reductions: accumulate in float lanes, return the total */
     float  (*f32_dot) (int64_t n, const float * x, const float * y);
+    /* two rows' f32_dot against one y, s[r] bit-identical to f32_dot(x_r):
+     * y is loaded once for both and two weight streams run side by side,
+     * which lifts an f32 mat-vec toward the read bandwidth (wasm). NULL:
+     * mul_mat calls f32_dot per row. */
+    void   (*f32_dot2)(int64_t n, float * s, const float * x0, const float * x1, const float * y);
     float  (*f16_dot) (int64_t n, const kiln_fp16_t * x, const kiln_fp16_t * y);
     float  (*bf16_dot)(int64_t n, const kiln_bf16_t * x, const kiln_bf16_t * y);
     float  (*f32_sum) (int64_t n, const float * x);

@@ -50,6 +50,14 @@ static void test_reductions(const struct kiln_kernels * s, const struct kiln_ker
             CHECK(close_rel(k->f32_sum(n, x), sum, sabs, tol), "%s f32_sum n=%lld off=%d", k->isa, (long long) n, off);
             CHECK(close_rel(k->f32_sumsq(n, x), sq, sq, tol), "%s f32_sumsq n=%lld off=%d", k->isa, (long long) n, off);
             CHECK(k->f32_max(n, x) == s->f32_max(n, x), "%s f32_max n=%lld off=%d", k->isa, (long long) n, off);
+            if (k->f32_dot2) {
+                /* two rows at once: each exactly f32_dot's float (x and y as the rows) */
+                float d2[2];
+                k->f32_dot2(n, d2, x, y, x);
+                const float e0 = k->f32_dot(n, x, x), e1 = k->f32_dot(n, y, x);
+                CHECK(memcmp(&d2[0], &e0, 4) == 0 && memcmp(&d2[1], &e1, 4) == 0, "%s f32_dot2 == f32_dot bit for bit n=%lld off=%d",
+                      k->isa, (long long) n, off);
+            }
 
             kiln_fp16_t * hxp = hx + off, * hyp = hy + off;
             kiln_bf16_t * bxp = bx + off, * byp = by + off;

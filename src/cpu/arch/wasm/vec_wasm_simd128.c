@@ -52,6 +52,35 @@ float f32_dot__wasm_simd128(int64_t n, const float * x, const float * y) {
     return s;
 }
 
+/* f32_dot__wasm_simd128 for two rows at once, each row's operations in
+ * that kernel's order (4 accumulators over 16-float steps, the same tail):
+ * in Node a 4096 x 4096 mat-vec reads 13-29 % faster with two streams and
+ * y loaded once (4 rows would need 16 accumulators, more than V8 keeps in
+ * registers, or another order) */
+void f32_dot2__wasm_simd128(int64_t n, float * s, const float * x0, const float * x1, const float * y) {
+    v128_t a0 = wasm_f32x4_splat(0), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        v128_t yv = wasm_v128_load(y + i);
+        a0 = MADD(wasm_v128_load(x0 + i), yv, a0); b0 = MADD(wasm_v128_load(x1 + i), yv, b0);
+        yv = wasm_v128_load(y + i + 4);
+        a1 = MADD(wasm_v128_load(x0 + i + 4), yv, a1); b1 = MADD(wasm_v128_load(x1 + i + 4), yv, b1);
+        yv = wasm_v128_load(y + i + 8);
+        a2 = MADD(wasm_v128_load(x0 + i + 8), yv, a2); b2 = MADD(wasm_v128_load(x1 + i + 8), yv, b2);
+        yv = wasm_v128_load(y + i + 12);
+        a3 = MADD(wasm_v128_load(x0 + i + 12), yv, a3); b3 = MADD(wasm_v128_load(x1 + i + 12), yv, b3);
+    }
+    const int64_t i4 = i;
+    for (; i + 4 <= n; i += 4) a0 = MADD(wasm_v128_load(x0 + i), wasm_v128_load(y + i), a0);
+    float sa = hsum4(wasm_f32x4_add(wasm_f32x4_add(a0, a1), wasm_f32x4_add(a2, a3)));
+    for (; i < n; i++) sa += x0[i] * y[i];
+    for (i = i4; i + 4 <= n; i += 4) b0 = MADD(wasm_v128_load(x1 + i), wasm_v128_load(y + i), b0);
+    float sb = hsum4(wasm_f32x4_add(wasm_f32x4_add(b0, b1), wasm_f32x4_add(b2, b3)));
+    for (; i < n; i++) sb += x1[i] * y[i];
+    s[0] = sa;
+    s[1] = sb;
+}
+
 #define load_f16x8 kiln_simd128_load_f16x8
 static inline void load_bf16x8(const kiln_bf16_t * p, v128_t * lo, v128_t * hi) {
     const v128_t v = wasm_v128_load(p);
