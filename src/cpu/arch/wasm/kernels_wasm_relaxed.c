@@ -186,15 +186,7 @@ bool kiln_wasm_relaxed_madd_fuses(void) {
  * bits through an exact fma emulated in f64, several times the work, and
  * flash attention's V accumulation runs this per cached position. */
 void f16_mad__wasm_relaxed(int64_t n, kiln_fp16_t * y, const kiln_fp16_t * x, float v) {
-    const v128_t vv = wasm_f32x4_splat(v);
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        v128_t xl, xh, yl, yh;
-        kiln_simd128_load_f16x8(x + i, &xl, &xh);
-        kiln_simd128_load_f16x8(y + i, &yl, &yh);
-        kiln_simd128_store_f16x8(y + i, RMADD(xl, vv, yl), RMADD(xh, vv, yh));
-    }
-    f16_mad__scalar(n - i, y + i, x + i, v);
+    KILN_SIMD128_F16_MAD_BODY(RMADD);
 }
 
 #endif /* __wasm_relaxed_simd__ */

@@ -86,6 +86,22 @@ static inline v128_t kiln_simd128_scales4(const void * dx, const void * dy) {
     return wasm_f32x4_mul(kiln_simd128_f16x4_to_f32(hx), kiln_simd128_f16x4_to_f32(hy));
 }
 
+/* y += x * v over fp16 rows, 8 values per step through FMA_(a, b, c) =
+ * a * b + c rounded once to float (SIMD128 emulates it, relaxed SIMD has
+ * it where the engine fuses), then RNE to fp16; the tail goes to the
+ * scalar kernel, whose fmaf gives the same bits */
+#define KILN_SIMD128_F16_MAD_BODY(FMA_) do { \
+    const v128_t vv_ = wasm_f32x4_splat(v); \
+    int64_t i_ = 0; \
+    for (; i_ + 8 <= n; i_ += 8) { \
+        v128_t xl_, xh_, yl_, yh_; \
+        kiln_simd128_load_f16x8(x + i_, &xl_, &xh_); \
+        kiln_simd128_load_f16x8(y + i_, &yl_, &yh_); \
+        kiln_simd128_store_f16x8(y + i_, FMA_(xl_, vv_, yl_), FMA_(xh_, vv_, yh_)); \
+    } \
+    f16_mad__scalar(n - i_, y + i_, x + i_, v); \
+} while (0)
+
 /* an integer vector's lanes summed (exact) */
 static inline int32_t kiln_simd128_i32_hsum(v128_t p) {
     return wasm_i32x4_extract_lane(p, 0) + wasm_i32x4_extract_lane(p, 1) + wasm_i32x4_extract_lane(p, 2) + wasm_i32x4_extract_lane(p, 3);

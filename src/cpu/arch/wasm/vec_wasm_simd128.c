@@ -279,15 +279,7 @@ static inline v128_t fma_f32x4(v128_t a, v128_t b, v128_t c) {
 /* the F16 accumulators of flash attention: bit-identical to the scalar ones
  * (exact conversions, one rounding in the fma, RNE to fp16) */
 void f16_mad__wasm_simd128(int64_t n, kiln_fp16_t * y, const kiln_fp16_t * x, float v) {
-    const v128_t vv = wasm_f32x4_splat(v);
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        v128_t xl, xh, yl, yh;
-        load_f16x8(x + i, &xl, &xh);
-        load_f16x8(y + i, &yl, &yh);
-        store_f16x8(y + i, fma_f32x4(xl, vv, yl), fma_f32x4(xh, vv, yh));
-    }
-    f16_mad__scalar(n - i, y + i, x + i, v);
+    KILN_SIMD128_F16_MAD_BODY(fma_f32x4);
 }
 
 void f16_scale__wasm_simd128(int64_t n, kiln_fp16_t * y, float v) {
