@@ -48,6 +48,8 @@ enum kiln_isa {
 
 /* s = dot(x, y) over n values; x is a row of the weight type, y of its vec_dot_type */
 typedef void (*kiln_vec_dot_t)(int64_t n, float * s, const void * x, const void * y);
+/* s[r] = f32_dot(n, x_r, y) for two rows */
+typedef void (*kiln_f32_dot2_t)(int64_t n, float * s, const float * x0, const float * x1, const float * y);
 
 /* A register tile of dot products for mul_mat: for i < MR rows of a (src0)
  * and j < NR rows of b (src1), c[j*ldc + i] = dot(a + i*lda, b + j*ldb) over
@@ -80,7 +82,7 @@ struct kiln_kernels {
      * y is loaded once for both and two weight streams run side by side,
      * which lifts an f32 mat-vec toward the read bandwidth (wasm). NULL:
      * mul_mat calls f32_dot per row. */
-    void   (*f32_dot2)(int64_t n, float * s, const float * x0, const float * x1, const float * y);
+    kiln_f32_dot2_t f32_dot2;
     float  (*f16_dot) (int64_t n, const kiln_fp16_t * x, const kiln_fp16_t * y);
     float  (*bf16_dot)(int64_t n, const kiln_bf16_t * x, const kiln_bf16_t * y);
     float  (*f32_sum) (int64_t n, const float * x);

@@ -247,8 +247,7 @@ enum kiln_status kiln_cpu_fwd_mul_mat(const struct kiln_compute_params * params,
     const kiln_vec_dot_t dot = ne11 == 1 && k->vec_dot_1[src0->type] ? k->vec_dot_1[src0->type] : k->vec_dot[src0->type];
     const kiln_vec_dot_t dot4 = rep ? k->vec_dot_x4[src0->type] : NULL;
     /* f32 mat-vec: two rows per call where the table has it (same sums) */
-    void (* const dot2)(int64_t, float *, const float *, const float *, const float *) =
-        gemv && src0->type == KILN_TYPE_F32 && act.vdt == KILN_TYPE_F32 ? k->f32_dot2 : NULL;
+    const kiln_f32_dot2_t dot2 = gemv && src0->type == KILN_TYPE_F32 && act.vdt == KILN_TYPE_F32 ? k->f32_dot2 : NULL;
     /* rows below nfull are in 4-row groups; blocks start at multiples of 4 */
     const int64_t nfull = rep ? ne01 - ne01 % rep : 0;
     char * unpacked = rep ? (char *) params->wdata + KILN_PAD(act_work, KILN_MM_ALIGN) + unpack_scratch_bytes(src0) * (size_t) params->ith : NULL;

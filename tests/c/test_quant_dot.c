@@ -197,46 +197,44 @@ static void test_q8_0_reference_order(const struct kiln_kernels * k, const struc
     const int64_t n = 32 * 40;
     uint8_t * y = malloc(kiln_row_size(KILN_TYPE_Q8_0, n));
     float * act = malloc(sizeof(float) * n);
-    {
-        const int64_t nb = n / 32;
-        block_q8_0 * rows = malloc(sizeof(block_q8_0) * nb * 4);
-        block_q8_0x4 * grp = malloc(sizeof(block_q8_0x4) * nb);
-        int same_plain = 0, same_x4 = 0, total = 0;
-        for (int rep = 0; rep < 24; rep++) {
-            for (int64_t i = 0; i < n; i++) act[i] = tu_rand_uniform(-1, 1) * (rep % 3 ? 3.f : 0.02f);
-            ks->from_float[KILN_TYPE_Q8_0](act, y, n);
-            block_q8_0 * by = (block_q8_0 *) y;
-            for (int r = 0; r < 4; r++) {
-                for (int64_t b = 0; b < nb; b++) {
-                    block_q8_0 * q = &rows[r * nb + b];
-                    q->d = kiln_fp32_to_fp16(tu_rand_uniform(0.001f, 0.05f) * (tu_rand_uniform(0, 1) < 0.3f ? -1.f : 1.f));
-                    for (int j = 0; j < 32; j++) q->qs[j] = (int8_t) (tu_rand_uniform(-127.49f, 127.49f));
-                }
-            }
-            if (rep >= 8) { /* specials */
-                const uint16_t sp[6] = { 0x7c00, 0xfc00, 0x7e00, 0x0001, 0x83ff, 0x0000 };
-                rows[(rep % 4) * nb + rep % nb].d = sp[rep % 6];
-                if (rep % 2) by[(rep * 7) % nb].d = sp[(rep + 3) % 6];
-                if (rep >= 20) for (int64_t b = 0; b < nb; b++) rows[b].d = 0x0200; /* all subnormal */
-            }
+    const int64_t nb = n / 32;
+    block_q8_0 * rows = malloc(sizeof(block_q8_0) * nb * 4);
+    block_q8_0x4 * grp = malloc(sizeof(block_q8_0x4) * nb);
+    int same_plain = 0, same_x4 = 0, total = 0;
+    for (int rep = 0; rep < 24; rep++) {
+        for (int64_t i = 0; i < n; i++) act[i] = tu_rand_uniform(-1, 1) * (rep % 3 ? 3.f : 0.02f);
+        ks->from_float[KILN_TYPE_Q8_0](act, y, n);
+        block_q8_0 * by = (block_q8_0 *) y;
+        for (int r = 0; r < 4; r++) {
             for (int64_t b = 0; b < nb; b++) {
-                for (int r = 0; r < 4; r++) { grp[b].d[r] = rows[r * nb + b].d; memcpy(grp[b].qs + 32 * r, rows[r * nb + b].qs, 32); }
-            }
-            float g4[4];
-            k->vec_dot_x4[KILN_TYPE_Q8_0](n, g4, grp, y);
-            for (int r = 0; r < 4; r++) {
-                float ref = 0, pl = 0;
-                ks->vec_dot[KILN_TYPE_Q8_0](n, &ref, &rows[r * nb], y);
-                k->vec_dot[KILN_TYPE_Q8_0](n, &pl, &rows[r * nb], y);
-                same_plain += memcmp(&pl, &ref, 4) == 0 || (isnan(pl) && isnan(ref));
-                same_x4 += memcmp(&g4[r], &ref, 4) == 0 || (isnan(g4[r]) && isnan(ref));
-                total++;
+                block_q8_0 * q = &rows[r * nb + b];
+                q->d = kiln_fp32_to_fp16(tu_rand_uniform(0.001f, 0.05f) * (tu_rand_uniform(0, 1) < 0.3f ? -1.f : 1.f));
+                for (int j = 0; j < 32; j++) q->qs[j] = (int8_t) (tu_rand_uniform(-127.49f, 127.49f));
             }
         }
-        CHECK(same_plain == total, "q8_0: plain == scalar bit for bit (%d of %d)", same_plain, total);
-        CHECK(same_x4 == total, "q8_0: x4 == scalar bit for bit, specials included (%d of %d)", same_x4, total);
-        free(rows); free(grp);
+        if (rep >= 8) { /* specials */
+            const uint16_t sp[6] = { 0x7c00, 0xfc00, 0x7e00, 0x0001, 0x83ff, 0x0000 };
+            rows[(rep % 4) * nb + rep % nb].d = sp[rep % 6];
+            if (rep % 2) by[(rep * 7) % nb].d = sp[(rep + 3) % 6];
+            if (rep >= 20) for (int64_t b = 0; b < nb; b++) rows[b].d = 0x0200; /* all subnormal */
+        }
+        for (int64_t b = 0; b < nb; b++) {
+            for (int r = 0; r < 4; r++) { grp[b].d[r] = rows[r * nb + b].d; memcpy(grp[b].qs + 32 * r, rows[r * nb + b].qs, 32); }
+        }
+        float g4[4];
+        k->vec_dot_x4[KILN_TYPE_Q8_0](n, g4, grp, y);
+        for (int r = 0; r < 4; r++) {
+            float ref = 0, pl = 0;
+            ks->vec_dot[KILN_TYPE_Q8_0](n, &ref, &rows[r * nb], y);
+            k->vec_dot[KILN_TYPE_Q8_0](n, &pl, &rows[r * nb], y);
+            same_plain += memcmp(&pl, &ref, 4) == 0 || (isnan(pl) && isnan(ref));
+            same_x4 += memcmp(&g4[r], &ref, 4) == 0 || (isnan(g4[r]) && isnan(ref));
+            total++;
+        }
     }
+    CHECK(same_plain == total, "q8_0: plain == scalar bit for bit (%d of %d)", same_plain, total);
+    CHECK(same_x4 == total, "q8_0: x4 == scalar bit for bit, specials included (%d of %d)", same_x4, total);
+    free(rows); free(grp);
     free(y); free(act);
 }
 #endif

@@ -157,16 +157,16 @@ static void test_mul_mat(enum kiln_type t, int64_t K, int64_t N, int64_t M, int6
             }
         }
     }
-    /* each table by its own name (the enum grows with new ISAs) */
     for (int isa = 0; isa < KILN_ISA_COUNT; isa++) {
-        if (!kiln_kernels_for_isa((enum kiln_isa) isa)) continue;
-        kiln_cpu_force_isa(kiln_kernels_for_isa((enum kiln_isa) isa)->isa);
+        const struct kiln_kernels * kt = kiln_kernels_for_isa((enum kiln_isa) isa);
+        if (!kt) continue;
+        kiln_cpu_force_isa(kt->isa);
         for (int nth = 1; nth <= 4; nth *= 2) {
             CHECK(tu_compute(ctx, y, nth) == KILN_STATUS_SUCCESS, "plain: %s", kiln_last_error());
             CHECK(tu_compute(ctx, yr, nth) == KILN_STATUS_SUCCESS, "repacked: %s", kiln_last_error());
             if (blocksum_contract(t, (enum kiln_isa) isa)) {
                 /* grouped rows in llama.cpp's order, the tail rows plain */
-                const struct kiln_kernels * k = kiln_kernels_for_isa((enum kiln_isa) isa);
+                const struct kiln_kernels * k = kt;
                 const size_t rs = kiln_row_size(t, K), ys = kiln_row_size(KILN_TYPE_Q8_0, K);
                 char * yq = malloc(ys);
                 int bad = 0;
@@ -182,7 +182,7 @@ static void test_mul_mat(enum kiln_type t, int64_t K, int64_t N, int64_t M, int6
                             const float got = ((const float *) yr->data)[(b * M + j) * N + i];
                             if (memcmp(&e, &got, sizeof e) != 0) {
                                 CHECK(0, "%s %s K=%lld N=%lld M=%lld b=%lld/%lld %d threads: [%lld,%lld,%lld] %.9g vs llama.cpp order %.9g",
-                                      kiln_kernels_for_isa((enum kiln_isa) isa)->isa, kiln_type_name(t), (long long) K, (long long) N, (long long) M, (long long) ne02,
+                                      kt->isa, kiln_type_name(t), (long long) K, (long long) N, (long long) M, (long long) ne02,
                                       (long long) ne12, nth, (long long) i, (long long) j, (long long) b, got, e);
                                 bad = 1;
                                 break;
@@ -194,11 +194,11 @@ static void test_mul_mat(enum kiln_type t, int64_t K, int64_t N, int64_t M, int6
                 free(yq);
             } else {
                 CHECK(memcmp(y->data, yr->data, kiln_nbytes(y)) == 0, "%s %s K=%lld N=%lld M=%lld b=%lld/%lld %d threads: repacked differs",
-                      kiln_kernels_for_isa((enum kiln_isa) isa)->isa, kiln_type_name(t), (long long) K, (long long) N, (long long) M, (long long) ne02, (long long) ne12, nth);
+                      kt->isa, kiln_type_name(t), (long long) K, (long long) N, (long long) M, (long long) ne02, (long long) ne12, nth);
             }
             double * out = tu_to_f64(yr);
             const double e = tu_nmse(out, ref, ny);
-            CHECK(e < 1e-4, "%s %s nmse %g", kiln_kernels_for_isa((enum kiln_isa) isa)->isa, kiln_type_name(t), e);
+            CHECK(e < 1e-4, "%s %s nmse %g", kt->isa, kiln_type_name(t), e);
             free(out);
         }
     }

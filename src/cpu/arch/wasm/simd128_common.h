@@ -134,9 +134,11 @@ __attribute__((noinline)) static v128_t kiln_simd128_scales4_slow(const kiln_fp1
  * nan or subnormal. SWAR on the 15 magnitude bits m of each 16-bit lane:
  * m >= 0x7c00 (inf/nan) carries into bit 15 when 0x0400 is added; a
  * subnormal has m >= 1 (bit 15 of (m | 0x8000) - 1) but not m >= 0x400
- * (bit 15 of m + 0x7c00). Scalar work beside the vector pipes; with it the
+ * (bit 15 of m + 0x7c00); zero lanes pass, so the y scale alone is one
+ * more call. Scalar work beside the vector pipes; with it the
  * q8_0 x4 kernels gain 7-8 % in Chromium (bench/peers). Subnormal scales
- * are rare in real models but every ffn_down block of the synthetic ones. */
+ * are rare in real models but every attn_output / ffn_down block of the
+ * synthetic ones. */
 static inline bool kiln_simd128_f16_lanes_special(uint64_t h4) {
     const uint64_t H = 0x8000800080008000ull, m = h4 & 0x7fff7fff7fff7fffull;
     const uint64_t infnan = (m + 0x0400040004000400ull) & H;
@@ -148,8 +150,7 @@ static inline bool kiln_simd128_f16_lanes_special(uint64_t h4) {
 static inline v128_t kiln_simd128_scales4_fast(const kiln_fp16_t * dx, kiln_fp16_t dy) {
     uint64_t dx4;
     memcpy(&dx4, dx, sizeof(dx4));
-    const uint32_t my = dy & 0x7fffu;
-    if (__builtin_expect(kiln_simd128_f16_lanes_special(dx4) || my >= 0x7c00u || my - 1u < 0x3ffu, 0)) return kiln_simd128_scales4_slow(dx, &dy);
+    if (__builtin_expect(kiln_simd128_f16_lanes_special(dx4) || kiln_simd128_f16_lanes_special(dy), 0)) return kiln_simd128_scales4_slow(dx, &dy);
     const v128_t hx = wasm_i16x8_shuffle(wasm_i64x2_splat((int64_t) dx4), wasm_i32x4_splat(0), 0, 8, 1, 9, 2, 10, 3, 11);
     return wasm_f32x4_mul(kiln_simd128_f16x4_normal_to_f32(hx), kiln_simd128_f16x4_normal_to_f32(wasm_i32x4_splat(dy)));
 }
