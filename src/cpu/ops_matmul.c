@@ -13,6 +13,7 @@
 #include "repack.h"
 
 #include <limits.h>
+#include <math.h>
 
 bool kiln_mm_act_plan(const struct kiln_kernels * k, const char * op, const struct kiln_tensor * src0,
                       const struct kiln_tensor * src1, struct kiln_mm_act * p) {
@@ -250,6 +251,9 @@ enum kiln_status kiln_cpu_fwd_mul_mat(const struct kiln_compute_params * params,
     const kiln_f32_dot2_t dot2 = gemv && src0->type == KILN_TYPE_F32 && act.vdt == KILN_TYPE_F32 ? k->f32_dot2 : NULL;
     /* rows below nfull are in 4-row groups; blocks start at multiples of 4 */
     const int64_t nfull = rep ? ne01 - ne01 % rep : 0;
+    /* x4 results of scales stored times 2^shift (repack.h): exact undo */
+    const int shift = rep ? kiln_repack_scale_shift(src0) : 0;
+    const float unshift = ldexpf(1.0f, -shift);
     char * unpacked = rep ? (char *) params->wdata + KILN_PAD(act_work, KILN_MM_ALIGN) + unpack_scratch_bytes(src0) * (size_t) params->ith : NULL;
 
     int64_t c;
@@ -283,9 +287,12 @@ enum kiln_status kiln_cpu_fwd_mul_mat(const struct kiln_compute_params * params,
                     const char * group = a + i * src0->nb[1];
                     if (dot4) {
                         dot4(ne00, &drow[i], group, brow);
+                        if (shift) {
+                            for (int r = 0; r < rep; r++) drow[i + r] *= unshift;
+                        }
                     } else {
                         for (int r = 0; r < rep; r++) {
-                            kiln_repack_unpack_row(src0->type, group, r, ne00, unpacked);
+                            kiln_repack_unpack_row(src0->type, shift, group, r, ne00, unpacked);
                             dot(ne00, &drow[i + r], unpacked, brow);
                         }
                     }

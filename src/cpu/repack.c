@@ -6,31 +6,49 @@
 #include "../core/internal.h"
 #include "kernels.h"
 
+#include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* the marker: extra points at one of these, so no allocation to free */
-struct kiln_repack_tag { enum kiln_type type; int rows; };
-static const struct kiln_repack_tag tag_q4_0 = { KILN_TYPE_Q4_0, KILN_REPACK_ROWS };
-static const struct kiln_repack_tag tag_q8_0 = { KILN_TYPE_Q8_0, KILN_REPACK_ROWS };
-static const struct kiln_repack_tag tag_iq4_nl = { KILN_TYPE_IQ4_NL, KILN_REPACK_ROWS };
+/* The marker: extra points at one of these, so no allocation to free; one
+ * per type and scale shift (see choose_shift). */
+struct kiln_repack_tag { enum kiln_type type; int rows; int shift; };
+#define TAG_TYPES 3
+#define TAG(t, s) { t, KILN_REPACK_ROWS, s }
+#define TAGS(t) { TAG(t, 0), TAG(t, 1), TAG(t, 2), TAG(t, 3), TAG(t, 4), TAG(t, 5), TAG(t, 6), TAG(t, 7), \
+                  TAG(t, 8), TAG(t, 9), TAG(t, 10) }
+static const struct kiln_repack_tag tags[TAG_TYPES][KILN_REPACK_MAX_SHIFT + 1] = {
+    TAGS(KILN_TYPE_Q4_0), TAGS(KILN_TYPE_Q8_0), TAGS(KILN_TYPE_IQ4_NL),
+};
+#undef TAGS
+#undef TAG
 
-static const struct kiln_repack_tag * tag_for(enum kiln_type type) {
+static int type_index(enum kiln_type type) {
     switch (type) {
-        case KILN_TYPE_Q4_0:   return &tag_q4_0;
-        case KILN_TYPE_Q8_0:   return &tag_q8_0;
-        case KILN_TYPE_IQ4_NL: return &tag_iq4_nl;
-        default:               return NULL;
+        case KILN_TYPE_Q4_0:   return 0;
+        case KILN_TYPE_Q8_0:   return 1;
+        case KILN_TYPE_IQ4_NL: return 2;
+        default:               return -1;
     }
 }
 
+static const struct kiln_repack_tag * tag_of(const struct kiln_tensor * t) {
+    if (!t || !t->extra) return NULL;
+    const struct kiln_repack_tag * g = (const struct kiln_repack_tag *) t->extra;
+    /* extra may belong to another backend: only pointers into the table count */
+    const uintptr_t p = (uintptr_t) t->extra, lo = (uintptr_t) &tags[0][0], hi = (uintptr_t) &tags[TAG_TYPES - 1][KILN_REPACK_MAX_SHIFT];
+    return p >= lo && p <= hi && (p - lo) % sizeof(tags[0][0]) == 0 ? g : NULL;
+}
+
 int kiln_repacked_rows(const struct kiln_tensor * t) {
-    if (!t || !t->extra) return 0;
-    if (t->extra == (const void *) &tag_q4_0 || t->extra == (const void *) &tag_q8_0 ||
-        t->extra == (const void *) &tag_iq4_nl) {
-        return ((const struct kiln_repack_tag *) t->extra)->rows;
-    }
-    return 0;
+    const struct kiln_repack_tag * g = tag_of(t);
+    return g ? g->rows : 0;
+}
+
+int kiln_repack_scale_shift(const struct kiln_tensor * t) {
+    const struct kiln_repack_tag * g = tag_of(t);
+    return g ? g->shift : 0;
 }
 
 bool kiln_tensor_is_repacked(const struct kiln_tensor * tensor) {
@@ -38,7 +56,7 @@ bool kiln_tensor_is_repacked(const struct kiln_tensor * tensor) {
 }
 
 bool kiln_repack_has_kernel(enum kiln_type type) {
-    if ((int) type < 0 || type >= KILN_TYPE_COUNT || !tag_for(type)) return false;
+    if ((int) type < 0 || type >= KILN_TYPE_COUNT || type_index(type) < 0) return false;
     const struct kiln_kernels * k = kiln_kernels();
     return k && k->vec_dot_x4[type] != NULL;
 }
@@ -48,7 +66,17 @@ static void geometry(enum kiln_type type, size_t * qbytes) {
     *qbytes = type == KILN_TYPE_Q8_0 ? QK8_0 : QK4_0 / 2; /* q4_0, iq4_nl: 16 bytes of nibbles */
 }
 
-static void pack_group(enum kiln_type type, const char * rows, size_t row_size, int64_t nb, char * out) {
+/* an fp16 scale times 2^shift (shift may be negative): exact for the
+ * shifts choose_shift allows, which keep every value finite and non-zero */
+static void scale_fp16(void * p, int shift) {
+    if (shift == 0) return;
+    kiln_fp16_t h;
+    memcpy(&h, p, sizeof h);
+    h = kiln_fp32_to_fp16(ldexpf(kiln_fp16_to_fp32(h), shift));
+    memcpy(p, &h, sizeof h);
+}
+
+static void pack_group(enum kiln_type type, int shift, const char * rows, size_t row_size, int64_t nb, char * out) {
     size_t qb;
     geometry(type, &qb);
     const size_t bs = sizeof(kiln_fp16_t) + qb; /* plain block */
@@ -57,12 +85,50 @@ static void pack_group(enum kiln_type type, const char * rows, size_t row_size, 
         for (int r = 0; r < 4; r++) {
             const char * src = rows + (size_t) r * row_size + (size_t) b * bs;
             memcpy(xb + r * sizeof(kiln_fp16_t), src, sizeof(kiln_fp16_t));
+            scale_fp16(xb + r * sizeof(kiln_fp16_t), shift);
             memcpy(xb + 4 * sizeof(kiln_fp16_t) + r * qb, src + sizeof(kiln_fp16_t), qb);
         }
     }
 }
 
-void kiln_repack_unpack_row(enum kiln_type type, const void * group, int r, int64_t n, void * out) {
+/* The block scales of the grouped rows, raised by 2^shift so that none is
+ * an fp16 subnormal, where the largest leaves room (exponent <= 30 after).
+ * Why: wasm has no fp16 conversion, and the kernels' short one (a subnormal
+ * would be a float subnormal operand: a microcode assist per block on x86)
+ * sends such blocks down an exact, slower path — every attn_output /
+ * ffn_down block of a Q8_0 model whose weights are below ~0.008. Every x4
+ * kernel computes sums of integer x (dx * dy) terms, each product and sum
+ * rounded once in f32; scaling dx by a power of two scales all of them
+ * exactly (the values stay far inside f32's normal range: products
+ * >= 2^-48, block terms < 2^51, sums < 2^81 for rows under 2^35 values), so mul_mat multiplies the 4 results by 2^-shift
+ * and gets the unshifted kernel's bits. inf / nan scales: no shift. */
+static int choose_shift(enum kiln_type type, const char * data, size_t row_size, int64_t nrows_grouped, int64_t nmat,
+                        size_t mat_stride, int64_t nb) {
+    size_t qb;
+    geometry(type, &qb);
+    const size_t bs = sizeof(kiln_fp16_t) + qb;
+    unsigned min_sub = 0x400, max_mag = 0;
+    for (int64_t m = 0; m < nmat; m++) {
+        for (int64_t r = 0; r < nrows_grouped; r++) {
+            const char * row = data + (size_t) m * mat_stride + (size_t) r * row_size;
+            for (int64_t b = 0; b < nb; b++) {
+                kiln_fp16_t h;
+                memcpy(&h, row + (size_t) b * bs, sizeof h);
+                const unsigned mag = h & 0x7fffu;
+                if (mag >= 0x7c00u) return 0;
+                if (mag > max_mag) max_mag = mag;
+                if (mag != 0 && mag < min_sub) min_sub = mag;
+            }
+        }
+    }
+    if (min_sub >= 0x400) return 0;
+    int need = 0;
+    while ((min_sub << need) < 0x400u) need++;
+    const int room = 30 - (int) (max_mag >> 10);
+    return KILN_MAX(0, KILN_MIN(need, room));
+}
+
+void kiln_repack_unpack_row(enum kiln_type type, int shift, const void * group, int r, int64_t n, void * out) {
     size_t qb;
     geometry(type, &qb);
     const size_t bs = sizeof(kiln_fp16_t) + qb;
@@ -71,6 +137,7 @@ void kiln_repack_unpack_row(enum kiln_type type, const void * group, int r, int6
         const char * xb = (const char *) group + (size_t) b * 4 * bs;
         char * dst = (char *) out + (size_t) b * bs;
         memcpy(dst, xb + r * sizeof(kiln_fp16_t), sizeof(kiln_fp16_t));
+        scale_fp16(dst, -shift);
         memcpy(dst + sizeof(kiln_fp16_t), xb + 4 * sizeof(kiln_fp16_t) + r * qb, qb);
     }
 }
@@ -80,7 +147,8 @@ bool kiln_repack_tensor(struct kiln_tensor * t) {
         kiln_set_error("repack: NULL tensor");
         return false;
     }
-    if (!tag_for(t->type)) {
+    const int ti = type_index(t->type);
+    if (ti < 0) {
         kiln_set_error("repack: %s weights have no interleaved layout (q4_0, q8_0 and iq4_nl do)", kiln_type_name(t->type));
         return false;
     }
@@ -101,6 +169,7 @@ bool kiln_repack_tensor(struct kiln_tensor * t) {
         return false;
     }
     const size_t row_size = t->nb[1];
+    const int shift = choose_shift(t->type, (const char *) t->data, row_size, ngroups * 4, nmat, t->nb[2], ne00 / 32);
     char * tmp = malloc(4 * row_size);
     if (!tmp) {
         kiln_set_error("repack: out of memory");
@@ -110,11 +179,11 @@ bool kiln_repack_tensor(struct kiln_tensor * t) {
         char * mat = (char *) t->data + (size_t) m * t->nb[2];
         for (int64_t g = 0; g < ngroups; g++) {
             char * rows = mat + (size_t) g * 4 * row_size;
-            pack_group(t->type, rows, row_size, ne00 / 32, tmp);
+            pack_group(t->type, shift, rows, row_size, ne00 / 32, tmp);
             memcpy(rows, tmp, 4 * row_size);
         }
     }
     free(tmp);
-    t->extra = (void *) tag_for(t->type);
+    t->extra = (void *) &tags[ti][shift];
     return true;
 }

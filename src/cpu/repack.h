@@ -64,7 +64,14 @@ KILN_REPACK_KERNELS(wasm_relaxed)
 
 /* rows per interleaved group of t (0: t is not repacked) */
 int kiln_repacked_rows(const struct kiln_tensor * t);
-/* row r (< 4) of the x4 group at `group` back to plain blocks, n values */
-void kiln_repack_unpack_row(enum kiln_type type, const void * group, int r, int64_t n, void * out);
+/* Subnormal block scales: the x4 groups of a repacked tensor may hold every
+ * block scale times 2^shift (0..KILN_REPACK_MAX_SHIFT, repack.c's
+ * choose_shift), so an x4 kernel's results are exactly 2^shift times the
+ * plain ones and mul_mat takes the factor off. */
+#define KILN_REPACK_MAX_SHIFT 10
+int kiln_repack_scale_shift(const struct kiln_tensor * t);
+/* row r (< 4) of the x4 group at `group` back to plain blocks (scales
+ * shifted back), n values */
+void kiln_repack_unpack_row(enum kiln_type type, int shift, const void * group, int r, int64_t n, void * out);
 
 #endif

@@ -52,13 +52,57 @@ static float blocksum_ref(enum kiln_type t, int64_t n, const char * row, const c
     return acc;
 }
 
+/* weights uniform in +-amp; spike != 0: the first value of the first row
+ * (a large block scale that limits the subnormal shift, repack.h) */
+static float amp = 1.0f, spike = 0.0f;
+
 static void fill_rows(enum kiln_type t, int64_t n, int nrows, void * out) {
     float * x = malloc(sizeof(float) * (size_t) n);
     for (int r = 0; r < nrows; r++) {
-        for (int64_t i = 0; i < n; i++) x[i] = tu_rand_uniform(-1, 1);
+        for (int64_t i = 0; i < n; i++) x[i] = amp * tu_rand_uniform(-1, 1);
+        if (r == 0 && spike != 0) x[0] = spike;
         kiln_get_type_traits(t)->from_float_ref(x, (char *) out + (size_t) r * kiln_row_size(t, n), n);
     }
     free(x);
+}
+
+static unsigned scale_bits(const char * blk) {
+    kiln_fp16_t h;
+    memcpy(&h, blk, sizeof h);
+    return h & 0x7fffu;
+}
+
+/* The shift repack chose for rows plain[0..nrows) (scales first in each
+ * block, 32 values per block): none when no scale is subnormal; else the
+ * least that makes the smallest one normal, unless the largest would then
+ * pass fp16's top exponent (30). The x4 blocks hold the scales times
+ * 2^shift, bit for bit. */
+static void check_shift(enum kiln_type t, const char * plain, int nrows, int64_t n, const struct kiln_tensor * w, int shift) {
+    const size_t bs = t == KILN_TYPE_Q8_0 ? 34 : 18, rs = kiln_row_size(t, n);
+    unsigned min_sub = 0x400, max_mag = 0;
+    for (int r = 0; r < nrows; r++) {
+        for (int64_t b = 0; b < n / 32; b++) {
+            const unsigned m = scale_bits(plain + r * rs + b * bs);
+            if (m && m < min_sub) min_sub = m;
+            if (m > max_mag) max_mag = m;
+        }
+    }
+    int want = 0;
+    if (min_sub < 0x400) {
+        while (min_sub * (1u << want) < 0x400u && (int) (max_mag >> 10) + want < 30) want++;
+    }
+    CHECK(shift == want, "%s: scale shift %d, expected %d (smallest subnormal 0x%x, largest 0x%x)",
+          kiln_type_name(t), shift, want, min_sub, max_mag);
+    for (int r = 0; r < 4 && r < nrows; r++) {
+        for (int64_t b = 0; b < n / 32; b++) {
+            const float d0 = h2f(plain + r * rs + b * bs);
+            const float d1 = h2f((const char *) w->data + b * 4 * bs + r * sizeof(kiln_fp16_t));
+            if (d1 != ldexpf(d0, shift)) {
+                CHECK(0, "%s row %d block %lld: x4 scale %g is not %g * 2^%d", kiln_type_name(t), r, (long long) b, d1, d0, shift);
+                return;
+            }
+        }
+    }
 }
 
 static void test_kernels(void) {
@@ -76,10 +120,12 @@ static void test_kernels(void) {
             memcpy(plain, w->data, 4 * rs);
             CHECK(kiln_repack_tensor(w), "repack %s n=%lld: %s", kiln_type_name(t), (long long) n, kiln_last_error());
             CHECK(memcmp(plain, w->data, 4 * rs) != 0 || n == 0, "repack changed nothing");
+            const int shift = kiln_repack_scale_shift(w);
+            check_shift(t, plain, 4, n, w, shift);
             /* the layout round-trips */
             char * row = malloc(rs);
             for (int r = 0; r < 4; r++) {
-                kiln_repack_unpack_row(t, w->data, r, n, row);
+                kiln_repack_unpack_row(t, shift, w->data, r, n, row);
                 CHECK(memcmp(row, plain + r * rs, rs) == 0, "%s unpack row %d differs", kiln_type_name(t), r);
             }
             free(row);
@@ -98,6 +144,8 @@ static void test_kernels(void) {
                 k->vec_dot_x4[t](n, s4, xp, yp);
                 ks->vec_dot_x4[t](n, sref, xp, yp);
                 for (int r = 0; r < 4; r++) {
+                    s4[r] = ldexpf(s4[r], -shift); /* exact: what mul_mat does */
+                    sref[r] = ldexpf(sref[r], -shift);
                     float s1;
                     k->vec_dot[t](n, &s1, plain + r * rs, yp);
                     if (blocksum_contract(t, (enum kiln_isa) isa)) {
@@ -142,6 +190,7 @@ static void test_mul_mat(enum kiln_type t, int64_t K, int64_t N, int64_t M, int6
     }
     double * xf = tu_to_f64(x);
     CHECK(kiln_repack_tensor(wr), "repack: %s", kiln_last_error());
+    if (amp < 1e-3f) CHECK(kiln_repack_scale_shift(wr) > 0, "%s: subnormal scales, no shift", kiln_type_name(t));
     CHECK(kiln_tensor_is_repacked(wr) && !kiln_tensor_is_repacked(w), "repacked flag");
     struct kiln_tensor * y = kiln_mul_mat(ctx, w, x);
     struct kiln_tensor * yr = kiln_mul_mat(ctx, wr, x);
@@ -249,6 +298,13 @@ static void test_bad_inputs(void) {
 int main(void) {
     tu_seed(7);
     test_kernels();
+    /* subnormal block scales, raised by a power of two at repack and taken
+     * off after the kernel: same bits as the plain path (repack.h) */
+    amp = 1e-4f; /* q8_0 / iq4_nl scales ~8e-7, q4_0 ~1.3e-5: all subnormal */
+    test_kernels();
+    amp = 2e-5f; spike = 60000.0f; /* the spike's scale leaves less room than needed */
+    test_kernels();
+    amp = 1.0f; spike = 0.0f;
     for (int ti = 0; ti < NTYPES; ti++) {
         const enum kiln_type t = types[ti];
         test_mul_mat(t, 32, 4, 1, 1, 1);
@@ -258,6 +314,12 @@ int main(void) {
         test_mul_mat(t, 128, 37, 3, 1, 1);
         test_mul_mat(t, 64, 9, 1, 2, 4);
         test_mul_mat(t, 2048, 70, 1, 1, 1);
+        amp = 1e-4f;
+        test_mul_mat(t, 256, 67, 1, 1, 1);
+        test_mul_mat(t, 128, 37, 3, 1, 1);
+        amp = 2e-5f; spike = 60000.0f;
+        test_mul_mat(t, 96, 13, 2, 1, 1);
+        amp = 1.0f; spike = 0.0f;
     }
     test_bad_inputs();
     return tu_finish();

@@ -136,9 +136,10 @@ __attribute__((noinline)) static v128_t kiln_simd128_scales4_slow(const kiln_fp1
  * subnormal has m >= 1 (bit 15 of (m | 0x8000) - 1) but not m >= 0x400
  * (bit 15 of m + 0x7c00); zero lanes pass, so the y scale alone is one
  * more call. Scalar work beside the vector pipes; with it the
- * q8_0 x4 kernels gain 7-8 % in Chromium (bench/peers). Subnormal scales
- * are rare in real models but every attn_output / ffn_down block of the
- * synthetic ones. */
+ * q8_0 x4 kernels gain 7-8 % in Chromium (bench/peers). Subnormal x
+ * scales are rare in real models, and repack raises a tensor's by a power
+ * of two where it can (repack.h), so the exact path is mostly for
+ * activations' scales and the plain kernels. */
 static inline bool kiln_simd128_f16_lanes_special(uint64_t h4) {
     const uint64_t H = 0x8000800080008000ull, m = h4 & 0x7fff7fff7fff7fffull;
     const uint64_t infnan = (m + 0x0400040004000400ull) & H;
