@@ -51,6 +51,11 @@ typedef void (*kiln_vec_dot_t)(int64_t n, float * s, const void * x, const void 
 /* s[r] = f32_dot(n, x_r, y) for two rows */
 typedef void (*kiln_f32_dot2_t)(int64_t n, float * s, const float * x0, const float * x1, const float * y);
 
+/* One interleaved group of 4 weight rows (repack.h) against ncols
+ * activation rows y + c * ys bytes: s[c * ss + r] (ss in floats) for r < 4,
+ * c < ncols, bit-identical to ncols calls of the table's vec_dot_x4. */
+typedef void (*kiln_gemm_x4_t)(int64_t n, int ncols, float * s, size_t ss, const void * x, const void * y, size_t ys);
+
 /* A register tile of dot products for mul_mat: for i < MR rows of a (src0)
  * and j < NR rows of b (src1), c[j*ldc + i] = dot(a + i*lda, b + j*ldb) over
  * k values. Strides lda, ldb, ldc are in floats. */
@@ -125,6 +130,9 @@ struct kiln_kernels {
      * AVX2, which sum in llama.cpp's repacked order (repack.h). NULL:
      * mul_mat unpacks rows instead. */
     kiln_vec_dot_t    vec_dot_x4  [KILN_TYPE_COUNT];
+    /* the same for a batch of activation rows (prompt processing); NULL:
+     * vec_dot_x4 per row */
+    kiln_gemm_x4_t    gemm_x4     [KILN_TYPE_COUNT];
     /* per weight type, mat-vec only (src1 is one row): where llama.cpp's CPU
      * build sums a type in another order there than in its batched kernels
      * (IQ4_NL on AVX2: two accumulators), so results match it in both.

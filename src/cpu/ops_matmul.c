@@ -247,6 +247,7 @@ enum kiln_status kiln_cpu_fwd_mul_mat(const struct kiln_compute_params * params,
     /* a single src1 row may sum in llama.cpp's mat-vec order (kernels.h) */
     const kiln_vec_dot_t dot = ne11 == 1 && k->vec_dot_1[src0->type] ? k->vec_dot_1[src0->type] : k->vec_dot[src0->type];
     const kiln_vec_dot_t dot4 = rep ? k->vec_dot_x4[src0->type] : NULL;
+    const kiln_gemm_x4_t gemm4 = dot4 && !gemv && dst->nb[1] % sizeof(float) == 0 ? k->gemm_x4[src0->type] : NULL;
     /* f32 mat-vec: two rows per call where the table has it (same sums) */
     const kiln_f32_dot2_t dot2 = gemv && src0->type == KILN_TYPE_F32 && act.vdt == KILN_TYPE_F32 ? k->f32_dot2 : NULL;
     /* rows below nfull are in 4-row groups; blocks start at multiples of 4 */
@@ -276,6 +277,25 @@ enum kiln_status kiln_cpu_fwd_mul_mat(const struct kiln_compute_params * params,
             block_f32(k, ne00, (const float *) a, (int64_t)(src0->nb[1] / sizeof(float)), i0, i1,
                       (const float *) b, (int64_t)(act_stride / sizeof(float)), j0, j1,
                       (float *) d, (int64_t)(dst->nb[1] / sizeof(float)));
+            continue;
+        }
+        if (rep && gemm4 && j1 - j0 > 1) {
+            /* a batch: each group against all the block's src1 rows, then
+             * the tail rows plain (the same per-element kernels as below) */
+            const size_t ldd = dst->nb[1] / sizeof(float);
+            int64_t i = i0;
+            for (; i + rep <= i1 && i + rep <= nfull; i += rep) {
+                float * dcol = (float *) (d + j0 * dst->nb[1]) + i;
+                gemm4(ne00, (int) (j1 - j0), dcol, ldd, a + i * src0->nb[1], b + j0 * act_stride, act_stride);
+                if (shift) {
+                    for (int64_t j = 0; j < j1 - j0; j++) {
+                        for (int r = 0; r < rep; r++) dcol[j * ldd + r] *= unshift;
+                    }
+                }
+            }
+            for (int64_t j = j0; j < j1; j++) {
+                for (int64_t ii = i; ii < i1; ii++) dot(ne00, (float *) (d + j * dst->nb[1]) + ii, a + ii * src0->nb[1], b + j * act_stride);
+            }
             continue;
         }
         if (rep) {

@@ -43,9 +43,16 @@ typedef block_q4_0x4 block_iq4_nlx4; /* same geometry: fp16 scale + 16 bytes of 
 /* s[r] = dot(row r of the x4 group x, y) for r < 4, n values (multiple of 32) */
 typedef void (*kiln_vec_dot_x4_t)(int64_t n, float * s, const void * x, const void * y);
 
+/* The batched form (kiln_gemm_x4_t, kernels.h): one x4 group against
+ * ncols activation rows at once, each result bit-identical to vec_dot_x4's
+ * for that row; the weights are loaded and unpacked once per block for all
+ * of them. */
 #define KILN_REPACK_KERNELS(S) \
     void q4_0x4_q8_0_vec_dot__##S(int64_t n, float * s, const void * x, const void * y); \
     void q8_0x4_q8_0_vec_dot__##S(int64_t n, float * s, const void * x, const void * y);
+#define KILN_REPACK_GEMM_KERNELS(S) \
+    void q4_0x4_q8_0_gemm__##S(int64_t n, int ncols, float * s, size_t ss, const void * x, const void * y, size_t ys); \
+    void q8_0x4_q8_0_gemm__##S(int64_t n, int ncols, float * s, size_t ss, const void * x, const void * y, size_t ys);
 #define KILN_REPACK_KERNELS_BLOCKSUM(S) \
     void iq4_nlx4_q8_0_vec_dot__##S(int64_t n, float * s, const void * x, const void * y);
 
@@ -54,6 +61,7 @@ KILN_REPACK_KERNELS_BLOCKSUM(scalar)
 #if defined(__x86_64__) && !defined(__EMSCRIPTEN__)
 KILN_REPACK_KERNELS(avx2)
 KILN_REPACK_KERNELS_BLOCKSUM(avx2)
+KILN_REPACK_GEMM_KERNELS(avx2)
 #endif
 #if defined(__wasm_simd128__)
 KILN_REPACK_KERNELS(wasm_simd128)

@@ -105,6 +105,41 @@ static void check_shift(enum kiln_type t, const char * plain, int nrows, int64_t
     }
 }
 
+
+/* the batched kernel against vec_dot_x4 of the same table, bit for bit:
+ * 1..7 activation rows at a misaligned stride, results at a stride */
+static void test_gemm_x4(const struct kiln_kernels * k, enum kiln_type t, int64_t n, const void * group) {
+    const enum kiln_type vt = k->vec_dot_type[t];
+    const size_t rs = kiln_row_size(t, n), ys = kiln_row_size(vt, n) + 6, ss = 9;
+    char * xb = malloc(4 * rs + 1 + 64), * yb = malloc(7 * ys + 1 + 64);
+    char * xp = xb + 1, * yp = yb + 1;
+    memcpy(xp, group, 4 * rs);
+    float * yf = malloc(sizeof(float) * (size_t) n);
+    for (int c = 0; c < 7; c++) {
+        for (int64_t i = 0; i < n; i++) yf[i] = tu_rand_uniform(-3, 3);
+        k->from_float[vt](yf, yp + c * ys, n);
+    }
+    for (int ncols = 1; ncols <= 7; ncols++) {
+        float s[7 * 9];
+        for (int i = 0; i < 7 * 9; i++) s[i] = -1234.5f;
+        k->gemm_x4[t](n, ncols, s, ss, xp, yp, ys);
+        for (int c = 0; c < 7; c++) {
+            float e[4];
+            k->vec_dot_x4[t](n, e, xp, yp + c * ys);
+            for (int r = 0; r < 9; r++) {
+                const float got = s[c * ss + r];
+                if (c >= ncols || r >= 4) {
+                    CHECK(got == -1234.5f, "%s gemm_x4 %s ncols %d wrote outside its results (col %d row %d)", k->isa, kiln_type_name(t), ncols, c, r);
+                } else {
+                    CHECK(memcmp(&got, &e[r], sizeof got) == 0, "%s gemm_x4 %s n=%lld ncols %d col %d row %d: %.9g vs x4 %.9g",
+                          k->isa, kiln_type_name(t), (long long) n, ncols, c, r, got, e[r]);
+                }
+            }
+        }
+    }
+    free(yf); free(xb); free(yb);
+}
+
 static void test_kernels(void) {
     const struct kiln_kernels * ks = kiln_kernels_for_isa(KILN_ISA_SCALAR);
     for (int ti = 0; ti < NTYPES; ti++) {
@@ -162,6 +197,7 @@ static void test_kernels(void) {
                           k->isa, kiln_type_name(t), s4[r], sref[r]);
                 }
                 free(xb); free(yb);
+                if (k->gemm_x4[t]) test_gemm_x4(k, t, n, w->data);
             }
             free(yf);
             free(plain);
