@@ -68,6 +68,7 @@ KILN_REPACK_KERNELS(wasm_simd128)
 #endif
 #if defined(__wasm_simd128__) && defined(__wasm_relaxed_simd__)
 KILN_REPACK_KERNELS(wasm_relaxed)
+void q4_0x4_q8_0_gemm__wasm_relaxed(int64_t n, int ncols, float * s, size_t ss, const void * x, const void * y, size_t ys);
 #endif
 
 /* rows per interleaved group of t (0: t is not repacked) */

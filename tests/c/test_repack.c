@@ -307,6 +307,28 @@ static void test_mul_mat(enum kiln_type t, int64_t K, int64_t N, int64_t M, int6
     kiln_free(ctx);
 }
 
+/* an inf or nan block scale anywhere in the grouped rows: no shift (the
+ * scaled sums would not be exact); an all-zero tensor: none either */
+static void test_shift_specials(void) {
+    const kiln_fp16_t specials[] = { 0x7c00, 0xfc00, 0x7e00 };
+    for (int ti = 0; ti < NTYPES; ti++) {
+        const enum kiln_type t = types[ti];
+        const size_t bs = t == KILN_TYPE_Q8_0 ? 34 : 18;
+        for (int si = 0; si < 4; si++) {
+            struct kiln_context * ctx = tu_ctx(1 << 20);
+            struct kiln_tensor * w = kiln_new_tensor_2d(ctx, t, 64, 8);
+            amp = 1e-4f;
+            fill_rows(t, 64, 8, w->data);
+            amp = 1.0f;
+            if (si < 3) memcpy((char *) w->data + 5 * w->nb[1] + bs, &specials[si], sizeof(kiln_fp16_t)); /* row 5, block 1 */
+            else memset(w->data, 0, kiln_nbytes(w));
+            CHECK(kiln_repack_tensor(w), "repack: %s", kiln_last_error());
+            CHECK(kiln_repack_scale_shift(w) == 0, "%s case %d: shift %d, expected none", kiln_type_name(t), si, kiln_repack_scale_shift(w));
+            kiln_free(ctx);
+        }
+    }
+}
+
 static void test_bad_inputs(void) {
     struct kiln_context * ctx = tu_ctx(1 << 20);
     CHECK(!kiln_repack_tensor(NULL) && strstr(kiln_last_error(), "NULL"), "NULL tensor");
@@ -357,6 +379,7 @@ int main(void) {
         test_mul_mat(t, 96, 13, 2, 1, 1);
         amp = 1.0f; spike = 0.0f;
     }
+    test_shift_specials();
     test_bad_inputs();
     return tu_finish();
 }

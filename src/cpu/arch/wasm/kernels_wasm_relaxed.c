@@ -58,12 +58,14 @@ static inline v128_t ld(const void * p) { return wasm_v128_load(p); }
 
 /* sum over the block of nibble * y (the -8 not applied): i32 lane k holds
  * elements 4k..4k+3 and 16+4k..16+4k+3, as kiln_simd128_q4_dot's */
-static inline v128_t q4_dot(v128_t b, v128_t y0, v128_t y1) {
-    const v128_t lo = wasm_v128_and(b, wasm_i8x16_splat(0x0f));
-    const v128_t hi = wasm_u8x16_shr(b, 4);
+static inline v128_t q4_dot_nib(v128_t lo, v128_t hi, v128_t y0, v128_t y1) {
     const v128_t p = wasm_i16x8_add(__builtin_wasm_relaxed_dot_i8x16_i7x16_s_i16x8(y0, lo),
                                     __builtin_wasm_relaxed_dot_i8x16_i7x16_s_i16x8(y1, hi));
     return wasm_i32x4_extadd_pairwise_i16x8(p);
+}
+
+static inline v128_t q4_dot(v128_t b, v128_t y0, v128_t y1) {
+    return q4_dot_nib(wasm_v128_and(b, wasm_i8x16_splat(0x0f)), wasm_u8x16_shr(b, 4), y0, y1);
 }
 
 /* 8 * the y values of each lane of q4_dot */
@@ -102,6 +104,43 @@ void q4_0x4_q8_0_vec_dot__wasm_relaxed(int64_t n, float * s, const void * vx, co
 #undef ROW
     }
     s[0] = hsum_f32(acc0); s[1] = hsum_f32(acc1); s[2] = hsum_f32(acc2); s[3] = hsum_f32(acc3);
+}
+
+/* q4_0x4 against 2 activation rows (prompt processing): the nibbles are
+ * split once per block and row for both; per row and column the very
+ * lanes and float steps of the x4 kernel above (bit-identical) */
+static void q4_0x4_2cols(int64_t n, float * s0, float * s1, const block_q4_0x4 * x, const block_q8_0 * ya, const block_q8_0 * yb) {
+    v128_t a0[4], a1[4];
+    for (int r = 0; r < 4; r++) a0[r] = a1[r] = wasm_f32x4_splat(0);
+    const int nb = (int) (n / QK8_0);
+    for (int i = 0; i < nb; ++i) {
+        const v128_t ya0 = ld(ya[i].qs), ya1 = ld(ya[i].qs + 16), yb0 = ld(yb[i].qs), yb1 = ld(yb[i].qs + 16);
+        const v128_t ca = q4_corr(ya0, ya1), cb = q4_corr(yb0, yb1);
+        const v128_t da = kiln_simd128_scales4_fast(x[i].d, ya[i].d), db = kiln_simd128_scales4_fast(x[i].d, yb[i].d);
+#define ROW(r) do { \
+            const v128_t b = ld(x[i].qs + 16 * (r)); \
+            const v128_t lo = wasm_v128_and(b, wasm_i8x16_splat(0x0f)), hi = wasm_u8x16_shr(b, 4); \
+            const v128_t pa = wasm_i32x4_sub(q4_dot_nib(lo, hi, ya0, ya1), ca); \
+            const v128_t pb = wasm_i32x4_sub(q4_dot_nib(lo, hi, yb0, yb1), cb); \
+            a0[r] = wasm_f32x4_add(a0[r], wasm_f32x4_mul(wasm_f32x4_convert_i32x4(pa), LANE(da, r))); \
+            a1[r] = wasm_f32x4_add(a1[r], wasm_f32x4_mul(wasm_f32x4_convert_i32x4(pb), LANE(db, r))); \
+        } while (0)
+        ROW(0); ROW(1); ROW(2); ROW(3);
+#undef ROW
+    }
+    for (int r = 0; r < 4; r++) {
+        s0[r] = hsum_f32(a0[r]);
+        s1[r] = hsum_f32(a1[r]);
+    }
+}
+
+void q4_0x4_q8_0_gemm__wasm_relaxed(int64_t n, int ncols, float * s, size_t ss, const void * x, const void * y, size_t ys) {
+    int c = 0;
+    for (; c + 2 <= ncols; c += 2) {
+        const char * yc = (const char *) y + (size_t) c * ys;
+        q4_0x4_2cols(n, s + (size_t) c * ss, s + (size_t) (c + 1) * ss, x, (const block_q8_0 *) yc, (const block_q8_0 *) (yc + ys));
+    }
+    if (c < ncols) q4_0x4_q8_0_vec_dot__wasm_relaxed(n, s + (size_t) c * ss, x, (const char *) y + (size_t) c * ys);
 }
 
 /* ---- q8_0 -------------------------------------------------------------- */
