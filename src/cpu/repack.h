@@ -47,6 +47,19 @@ typedef void (*kiln_vec_dot_x4_t)(int64_t n, float * s, const void * x, const vo
  * ncols activation rows at once, each result bit-identical to vec_dot_x4's
  * for that row; the weights are loaded and unpacked once per block for all
  * of them. */
+/* The column loop of a batched kernel built from a 2-column one,
+ * PAIR(n, s0, s1, x, y0, y1): pairs of activation rows, then an odd last
+ * one through the x4 mat-vec kernel ONE (the same sums by contract). */
+#define KILN_GEMM_X4_BY_PAIRS(PAIR, ONE, n, ncols, s, ss, x, y, ys) do { \
+    int c_ = 0; \
+    for (; c_ + 2 <= (ncols); c_ += 2) { \
+        const char * yc_ = (const char *) (y) + (size_t) c_ * (ys); \
+        PAIR((n), (s) + (size_t) c_ * (ss), (s) + (size_t) (c_ + 1) * (ss), (x), (const block_q8_0 *) yc_, \
+             (const block_q8_0 *) (yc_ + (ys))); \
+    } \
+    if (c_ < (ncols)) ONE((n), (s) + (size_t) c_ * (ss), (x), (const char *) (y) + (size_t) c_ * (ys)); \
+} while (0)
+
 #define KILN_REPACK_KERNELS(S) \
     void q4_0x4_q8_0_vec_dot__##S(int64_t n, float * s, const void * x, const void * y); \
     void q8_0x4_q8_0_vec_dot__##S(int64_t n, float * s, const void * x, const void * y);

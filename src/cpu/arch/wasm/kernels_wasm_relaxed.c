@@ -135,12 +135,7 @@ static void q4_0x4_2cols(int64_t n, float * s0, float * s1, const block_q4_0x4 *
 }
 
 void q4_0x4_q8_0_gemm__wasm_relaxed(int64_t n, int ncols, float * s, size_t ss, const void * x, const void * y, size_t ys) {
-    int c = 0;
-    for (; c + 2 <= ncols; c += 2) {
-        const char * yc = (const char *) y + (size_t) c * ys;
-        q4_0x4_2cols(n, s + (size_t) c * ss, s + (size_t) (c + 1) * ss, x, (const block_q8_0 *) yc, (const block_q8_0 *) (yc + ys));
-    }
-    if (c < ncols) q4_0x4_q8_0_vec_dot__wasm_relaxed(n, s + (size_t) c * ss, x, (const char *) y + (size_t) c * ys);
+    KILN_GEMM_X4_BY_PAIRS(q4_0x4_2cols, q4_0x4_q8_0_vec_dot__wasm_relaxed, n, ncols, s, ss, x, y, ys);
 }
 
 /* ---- q8_0 -------------------------------------------------------------- */

@@ -131,49 +131,40 @@ void q8_0x4_q8_0_vec_dot__avx2(int64_t n, float * s, const void * vx, const void
  * (any grouping of exact i32 adds), and the float step is the same
  * fma(isum, d_x * d_y, acc) per row and block, the 2 x 4 rows in the 8
  * lanes of one accumulator: bit-identical to two q4_0x4 calls. */
-static inline __attribute__((always_inline)) void q4_0x4_cols(int64_t n, int NC, float * s, size_t ss, const block_q4_0x4 * x, const char * y, size_t ys) {
+static void q4_0x4_2cols(int64_t n, float * s0, float * s1, const block_q4_0x4 * x, const block_q8_0 * y0, const block_q8_0 * y1) {
     const __m256i ones16 = _mm256_set1_epi16(1), eights = _mm256_set1_epi8(8), m4 = _mm256_set1_epi8(0x0f);
-    /* hadd(hadd(p01, p23) of row 0, of row 1) leaves [r0 r2 r0' r2' | r1 r3 r1' r3'] */
+    /* hadd(hadd(p01, p23) of column 0, of column 1) leaves [r0 r2 r0' r2' | r1 r3 r1' r3'] */
     const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
-    __m256 acc[2] = { _mm256_setzero_ps(), _mm256_setzero_ps() };
+    __m256 acc = _mm256_setzero_ps();
     const int64_t nb = n / QK8_0;
     for (int64_t i = 0; i < nb; i++) {
         const __m256i v01 = load32(x[i].qs), v23 = load32(x[i].qs + 32);
         const __m256i l01 = _mm256_and_si256(v01, m4), h01 = _mm256_and_si256(_mm256_srli_epi16(v01, 4), m4);
         const __m256i l23 = _mm256_and_si256(v23, m4), h23 = _mm256_and_si256(_mm256_srli_epi16(v23, 4), m4);
-        const __m128 dx = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *) x[i].d));
-        for (int cp = 0; cp < NC; cp += 2) {
-            __m256i h[2];
-            for (int c = 0; c < 2; c++) {
-                const block_q8_0 * yb = (const block_q8_0 *) (y + (size_t) (cp + c) * ys) + i;
-                const __m256i ya = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *) yb->qs));
-                const __m256i yh = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *) (yb->qs + 16)));
-                const __m256i corr = _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(eights, ya),
-                                                                         _mm256_maddubs_epi16(eights, yh)), ones16);
-                const __m256i p01 = _mm256_sub_epi32(_mm256_madd_epi16(_mm256_add_epi16(
-                    _mm256_maddubs_epi16(l01, ya), _mm256_maddubs_epi16(h01, yh)), ones16), corr);
-                const __m256i p23 = _mm256_sub_epi32(_mm256_madd_epi16(_mm256_add_epi16(
-                    _mm256_maddubs_epi16(l23, ya), _mm256_maddubs_epi16(h23, yh)), ones16), corr);
-                h[c] = _mm256_hadd_epi32(p01, p23);
-            }
-            const __m256i isum = _mm256_permutevar8x32_epi32(_mm256_hadd_epi32(h[0], h[1]), order);
-            const float dy0 = KQ_H2F(((const block_q8_0 *) (y + (size_t) cp * ys))[i].d);
-            const float dy1 = KQ_H2F(((const block_q8_0 *) (y + (size_t) (cp + 1) * ys))[i].d);
-            const __m256 d = _mm256_mul_ps(_mm256_set_m128(dx, dx), _mm256_set_m128(_mm_set1_ps(dy1), _mm_set1_ps(dy0)));
-            acc[cp / 2] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), d, acc[cp / 2]);
+        __m256i h[2];
+        for (int c = 0; c < 2; c++) {
+            const block_q8_0 * yb = c ? &y1[i] : &y0[i];
+            const __m256i ya = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *) yb->qs));
+            const __m256i yh = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *) (yb->qs + 16)));
+            const __m256i corr = _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(eights, ya),
+                                                                     _mm256_maddubs_epi16(eights, yh)), ones16);
+            const __m256i p01 = _mm256_sub_epi32(_mm256_madd_epi16(_mm256_add_epi16(
+                _mm256_maddubs_epi16(l01, ya), _mm256_maddubs_epi16(h01, yh)), ones16), corr);
+            const __m256i p23 = _mm256_sub_epi32(_mm256_madd_epi16(_mm256_add_epi16(
+                _mm256_maddubs_epi16(l23, ya), _mm256_maddubs_epi16(h23, yh)), ones16), corr);
+            h[c] = _mm256_hadd_epi32(p01, p23);
         }
+        const __m256i isum = _mm256_permutevar8x32_epi32(_mm256_hadd_epi32(h[0], h[1]), order);
+        const __m128 dx = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *) x[i].d));
+        const __m256 d = _mm256_mul_ps(_mm256_set_m128(dx, dx), _mm256_set_m128(_mm_set1_ps(KQ_H2F(y1[i].d)), _mm_set1_ps(KQ_H2F(y0[i].d))));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), d, acc);
     }
-    for (int cp = 0; cp < NC; cp += 2) {
-        _mm_storeu_ps(s + (size_t) cp * ss, _mm256_castps256_ps128(acc[cp / 2]));
-        _mm_storeu_ps(s + (size_t) (cp + 1) * ss, _mm256_extractf128_ps(acc[cp / 2], 1));
-    }
+    _mm_storeu_ps(s0, _mm256_castps256_ps128(acc));
+    _mm_storeu_ps(s1, _mm256_extractf128_ps(acc, 1));
 }
 
 void q4_0x4_q8_0_gemm__avx2(int64_t n, int ncols, float * s, size_t ss, const void * x, const void * y, size_t ys) {
-    int c = 0;
-    for (; c + 4 <= ncols; c += 4) q4_0x4_cols(n, 4, s + (size_t) c * ss, ss, x, (const char *) y + (size_t) c * ys, ys);
-    for (; c + 2 <= ncols; c += 2) q4_0x4_cols(n, 2, s + (size_t) c * ss, ss, x, (const char *) y + (size_t) c * ys, ys);
-    if (c < ncols) q4_0x4_q8_0_vec_dot__avx2(n, s + (size_t) c * ss, x, (const char *) y + (size_t) c * ys);
+    KILN_GEMM_X4_BY_PAIRS(q4_0x4_2cols, q4_0x4_q8_0_vec_dot__avx2, n, ncols, s, ss, x, y, ys);
 }
 
 /* q8_0 against 2 activation rows: per row and column the very operations of
@@ -203,10 +194,5 @@ static void q8_0x4_2cols(int64_t n, float * s0, float * s1, const block_q8_0x4 *
 }
 
 void q8_0x4_q8_0_gemm__avx2(int64_t n, int ncols, float * s, size_t ss, const void * x, const void * y, size_t ys) {
-    int c = 0;
-    for (; c + 2 <= ncols; c += 2) {
-        const char * yc = (const char *) y + (size_t) c * ys;
-        q8_0x4_2cols(n, s + (size_t) c * ss, s + (size_t) (c + 1) * ss, x, (const block_q8_0 *) yc, (const block_q8_0 *) (yc + ys));
-    }
-    if (c < ncols) q8_0x4_q8_0_vec_dot__avx2(n, s + (size_t) c * ss, x, (const char *) y + (size_t) c * ys);
+    KILN_GEMM_X4_BY_PAIRS(q8_0x4_2cols, q8_0x4_q8_0_vec_dot__avx2, n, ncols, s, ss, x, y, ys);
 }
