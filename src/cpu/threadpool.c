@@ -158,8 +158,21 @@ static void record_failure(struct kiln_threadpool * tp, enum kiln_status st, con
  * needs no barrier between its nodes: on small models (and on the
  * element-wise nodes of any model at batch 1) a barrier round costs more
  * than the work it would split, the more so on a loaded machine. The
- * measure is elements of dst, or multiply-adds for mul_mat. */
+ * measure is elements of dst, multiply-adds for mul_mat, an estimate for
+ * flash attention (node_solo). */
+#if defined(__EMSCRIPTEN__)
+/* In a browser a worker that waits soon sleeps in Atomics.wait, and waking
+ * it costs tens of microseconds, so splitting pays later than natively.
+ * With this bound every node of a stories260K token is solo, the graph
+ * runs on the caller alone (kiln_threadpool_run), and kiln-mt at 2 threads
+ * went from 704 to 1533 tok/s in Chromium (1 thread: 1400-1800); a model
+ * of 29M multiply-adds a token (512 wide) and bench/peers' 2048-wide one
+ * kept their 2-thread speed (A/B, 3 rounds each). A spin 10x longer
+ * before sleeping measured no better. */
+#define SOLO_MAX_WORK 65536
+#else
 #define SOLO_MAX_WORK 16384
+#endif
 
 /* KILN_SOLO_MAX_WORK overrides the threshold (0: every node on all
  * threads, as before), for A/B benchmarks */
@@ -186,12 +199,24 @@ static bool node_solo(const struct kiln_tensor * node) {
     int64_t work = kiln_nelements(node);
     if (node->op == KILN_OP_MUL_MAT && node->src[0] && node->src[1]) {
         work = node->src[0]->ne[0] * node->src[0]->ne[1] * kiln_nrows(node->src[1]);
-    } else if (node->op == KILN_OP_MUL_MAT_ID || node->op == KILN_OP_FLASH_ATTN_EXT || node->op == KILN_OP_OUT_PROD ||
+    } else if (node->op == KILN_OP_FLASH_ATTN_EXT && node->src[0] && node->src[1] && node->src[2]) {
+        /* q rows x cached positions x (K and V widths); x8 for the fp16
+         * conversions and the online softmax around each multiply-add */
+        const struct kiln_tensor * q = node->src[0], * k = node->src[1], * v = node->src[2];
+        work = 8 * q->ne[1] * q->ne[2] * q->ne[3] * k->ne[1] * (k->ne[0] + v->ne[0]);
+    } else if (node->op == KILN_OP_MUL_MAT_ID || node->op == KILN_OP_OUT_PROD ||
                /* user callbacks are promised their n_tasks */
                node->op == KILN_OP_MAP_CUSTOM1 || node->op == KILN_OP_MAP_CUSTOM2 || node->op == KILN_OP_MAP_CUSTOM3) {
         return false;
     }
     return work <= limit;
+}
+
+static bool graph_all_solo(const struct kiln_cgraph * g) {
+    for (int i = 0; i < g->n_nodes; i++) {
+        if (!node_skipped(g->nodes[i]) && !node_solo(g->nodes[i])) return false;
+    }
+    return true;
 }
 
 /* The walk every thread of a job does. */
@@ -354,11 +379,14 @@ enum kiln_status kiln_threadpool_run(struct kiln_threadpool * tp, struct kiln_cg
     tp->status = KILN_STATUS_SUCCESS;
     tp->error[0] = 0;
     tp->n_active = KILN_MAX(1, KILN_MIN(n_active, tp->n_threads));
+    /* a graph of solo nodes only (a small model's token) runs on the
+     * caller: waking the workers would cost more than the whole job */
+    if (tp->n_active > 1 && graph_all_solo(g)) tp->n_active = 1;
     atomic_store(&tp->halt, 0);
     atomic_store(&tp->n_barrier, 0);
     atomic_store(&tp->current_chunk, 0);
 #ifndef KILN_NO_THREADS
-    if (tp->n_threads > 1) {
+    if (tp->n_active > 1) {
         atomic_store(&tp->n_done, 0);
         atomic_fetch_add(&tp->gen, 1);
         wake_all(tp);
