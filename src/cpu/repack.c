@@ -100,8 +100,9 @@ static void pack_group(enum kiln_type type, int shift, const char * rows, size_t
  * kernel computes sums of integer x (dx * dy) terms, each product and sum
  * rounded once in f32; scaling dx by a power of two scales all of them
  * exactly (the values stay far inside f32's normal range: products
- * >= 2^-48, block terms < 2^51, sums < 2^81 for rows under 2^35 values), so mul_mat multiplies the 4 results by 2^-shift
- * and gets the unshifted kernel's bits. inf / nan scales: no shift. */
+ * >= 2^-48, block terms < 2^51, sums < 2^81 for rows under 2^35 values),
+ * so mul_mat multiplies the 4 results by 2^-shift and gets the unshifted
+ * kernel's bits. inf / nan scales: no shift. */
 static int choose_shift(enum kiln_type type, const char * data, size_t row_size, int64_t nrows_grouped, int64_t nmat,
                         size_t mat_stride, int64_t nb) {
     size_t qb;
