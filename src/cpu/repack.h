@@ -43,13 +43,12 @@ typedef block_q4_0x4 block_iq4_nlx4; /* same geometry: fp16 scale + 16 bytes of 
 /* s[r] = dot(row r of the x4 group x, y) for r < 4, n values (multiple of 32) */
 typedef void (*kiln_vec_dot_x4_t)(int64_t n, float * s, const void * x, const void * y);
 
-/* The batched form (kiln_gemm_x4_t, kernels.h): one x4 group against
- * ncols activation rows at once, each result bit-identical to vec_dot_x4's
- * for that row; the weights are loaded and unpacked once per block for all
- * of them. */
-/* The column loop of a batched kernel built from a 2-column one,
- * PAIR(n, s0, s1, x, y0, y1): pairs of activation rows, then an odd last
- * one through the x4 mat-vec kernel ONE (the same sums by contract). */
+/* The batched form (kiln_gemm_x4_t, kernels.h) runs one x4 group against
+ * several activation rows, loading and unpacking the weights once per
+ * block for all of them, each result bit-identical to vec_dot_x4's. This
+ * is its column loop around a 2-column kernel PAIR(n, s0, s1, x, y0, y1):
+ * pairs of activation rows, then an odd last one through the x4 mat-vec
+ * kernel ONE. */
 #define KILN_GEMM_X4_BY_PAIRS(PAIR, ONE, n, ncols, s, ss, x, y, ys) do { \
     int c_ = 0; \
     for (; c_ + 2 <= (ncols); c_ += 2) { \
