@@ -111,8 +111,8 @@ static void check_shift(enum kiln_type t, const char * plain, int nrows, int64_t
 static void test_gemm_x4(const struct kiln_kernels * k, enum kiln_type t, int64_t n, const void * group) {
     const enum kiln_type vt = k->vec_dot_type[t];
     const size_t rs = kiln_row_size(t, n), ys = kiln_row_size(vt, n) + 6, ss = 9;
-    char * xb = malloc(4 * rs + 1 + 64), * yb = malloc(7 * ys + 1 + 64);
-    char * xp = xb + 1, * yp = yb + 1;
+    char * xb = malloc(4 * rs + 2 + 64), * yb = malloc(7 * ys + 2 + 64);
+    char * xp = xb + 2, * yp = yb + 2; /* misaligned, keeping the blocks' 2-byte alignment */
     memcpy(xp, group, 4 * rs);
     float * yf = malloc(sizeof(float) * (size_t) n);
     for (int c = 0; c < 7; c++) {
