@@ -200,6 +200,45 @@ static void block_f32(const struct kiln_kernels * k, int64_t K,
     }
 }
 
+/* One block of repacked src0 (repack.h): each 4-row group against the
+ * block's src1 rows (j0..j1) — in one batched call where the table has
+ * one, else per row through the x4 kernel, else through unpacked rows —
+ * with the groups' 2^shift scale factor taken off (exact); then the tail
+ * rows past the last group, plain. Every element gets the same kernel
+ * arithmetic whichever way its group went. */
+static void block_repacked(const struct kiln_kernels * k, const struct kiln_tensor * src0, kiln_vec_dot_t dot, int rep,
+                           int64_t nfull, const char * a, int64_t i0, int64_t i1, const char * b, size_t bs,
+                           int64_t j0, int64_t j1, char * d, size_t ds, char * unpacked) {
+    const int64_t ne00 = src0->ne[0];
+    const size_t as = src0->nb[1], ldd = ds / sizeof(float);
+    const kiln_vec_dot_t dot4 = k->vec_dot_x4[src0->type];
+    const kiln_gemm_x4_t gemm4 = dot4 && j1 - j0 > 1 && ds % sizeof(float) == 0 ? k->gemm_x4[src0->type] : NULL;
+    const int shift = kiln_repack_scale_shift(src0);
+    const float unshift = ldexpf(1.0f, -shift);
+    int64_t i = i0;
+    for (; i + rep <= i1 && i + rep <= nfull; i += rep) {
+        const char * group = a + i * as;
+        if (gemm4) gemm4(ne00, (int) (j1 - j0), (float *) (d + j0 * ds) + i, ldd, group, b + j0 * bs, bs);
+        for (int64_t j = j0; j < j1; j++) {
+            float * dr = (float *) (d + j * ds) + i;
+            if (!dot4) {
+                for (int r = 0; r < rep; r++) {
+                    kiln_repack_unpack_row(src0->type, shift, group, r, ne00, unpacked);
+                    dot(ne00, &dr[r], unpacked, b + j * bs);
+                }
+                continue;
+            }
+            if (!gemm4) dot4(ne00, dr, group, b + j * bs);
+            if (shift) {
+                for (int r = 0; r < rep; r++) dr[r] *= unshift;
+            }
+        }
+    }
+    for (int64_t j = j0; j < j1; j++) {
+        for (int64_t ii = i; ii < i1; ii++) dot(ne00, (float *) (d + j * ds) + ii, a + ii * as, b + j * bs);
+    }
+}
+
 enum kiln_status kiln_cpu_fwd_mul_mat(const struct kiln_compute_params * params, struct kiln_tensor * dst) {
     const struct kiln_tensor * src0 = dst->src[0];
     const struct kiln_tensor * src1 = dst->src[1];
@@ -246,15 +285,10 @@ enum kiln_status kiln_cpu_fwd_mul_mat(const struct kiln_compute_params * params,
     float * scratch = packed ? (float *) ((char *) params->wdata + KILN_PAD(act_work, KILN_MM_ALIGN) + pack_scratch_bytes() * (size_t) params->ith) : NULL;
     /* a single src1 row may sum in llama.cpp's mat-vec order (kernels.h) */
     const kiln_vec_dot_t dot = ne11 == 1 && k->vec_dot_1[src0->type] ? k->vec_dot_1[src0->type] : k->vec_dot[src0->type];
-    const kiln_vec_dot_t dot4 = rep ? k->vec_dot_x4[src0->type] : NULL;
-    const kiln_gemm_x4_t gemm4 = dot4 && !gemv && dst->nb[1] % sizeof(float) == 0 ? k->gemm_x4[src0->type] : NULL;
     /* f32 mat-vec: two rows per call where the table has it (same sums) */
     const kiln_f32_dot2_t dot2 = gemv && src0->type == KILN_TYPE_F32 && act.vdt == KILN_TYPE_F32 ? k->f32_dot2 : NULL;
     /* rows below nfull are in 4-row groups; blocks start at multiples of 4 */
     const int64_t nfull = rep ? ne01 - ne01 % rep : 0;
-    /* x4 results of scales stored times 2^shift (repack.h): exact undo */
-    const int shift = rep ? kiln_repack_scale_shift(src0) : 0;
-    const float unshift = ldexpf(1.0f, -shift);
     char * unpacked = rep ? (char *) params->wdata + KILN_PAD(act_work, KILN_MM_ALIGN) + unpack_scratch_bytes(src0) * (size_t) params->ith : NULL;
 
     int64_t c;
@@ -279,46 +313,8 @@ enum kiln_status kiln_cpu_fwd_mul_mat(const struct kiln_compute_params * params,
                       (float *) d, (int64_t)(dst->nb[1] / sizeof(float)));
             continue;
         }
-        if (rep && gemm4 && j1 - j0 > 1) {
-            /* a batch: each group against all the block's src1 rows, then
-             * the tail rows plain (the same per-element kernels as below) */
-            const size_t ldd = dst->nb[1] / sizeof(float);
-            int64_t i = i0;
-            for (; i + rep <= i1 && i + rep <= nfull; i += rep) {
-                float * dcol = (float *) (d + j0 * dst->nb[1]) + i;
-                gemm4(ne00, (int) (j1 - j0), dcol, ldd, a + i * src0->nb[1], b + j0 * act_stride, act_stride);
-                if (shift) {
-                    for (int64_t j = 0; j < j1 - j0; j++) {
-                        for (int r = 0; r < rep; r++) dcol[j * ldd + r] *= unshift;
-                    }
-                }
-            }
-            for (int64_t j = j0; j < j1; j++) {
-                for (int64_t ii = i; ii < i1; ii++) dot(ne00, (float *) (d + j * dst->nb[1]) + ii, a + ii * src0->nb[1], b + j * act_stride);
-            }
-            continue;
-        }
         if (rep) {
-            for (int64_t j = j0; j < j1; j++) {
-                const char * brow = b + j * act_stride;
-                float * drow = (float *) (d + j * dst->nb[1]);
-                int64_t i = i0;
-                for (; i + rep <= i1 && i + rep <= nfull; i += rep) {
-                    const char * group = a + i * src0->nb[1];
-                    if (dot4) {
-                        dot4(ne00, &drow[i], group, brow);
-                        if (shift) {
-                            for (int r = 0; r < rep; r++) drow[i + r] *= unshift;
-                        }
-                    } else {
-                        for (int r = 0; r < rep; r++) {
-                            kiln_repack_unpack_row(src0->type, shift, group, r, ne00, unpacked);
-                            dot(ne00, &drow[i + r], unpacked, brow);
-                        }
-                    }
-                }
-                for (; i < i1; i++) dot(ne00, &drow[i], a + i * src0->nb[1], brow);
-            }
+            block_repacked(k, src0, dot, rep, nfull, a, i0, i1, b, act_stride, j0, j1, d, dst->nb[1], unpacked);
             continue;
         }
         for (int64_t j = j0; j < j1; j++) {
