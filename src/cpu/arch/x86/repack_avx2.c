@@ -49,31 +49,39 @@ static inline __m128 blocksum_fma_x4(__m256i p01, __m256i p23, const kiln_fp16_t
     return _mm_fmadd_ps(_mm_cvtepi32_ps(isum), _mm256_castps256_ps128(scales_x4(dx, dy)), acc);
 }
 
+/* q4_0x4: one activation block (halves broadcast as ya, yh) against the
+ * nibbles of rows 0|1 (l01 low, h01 high) and 2|3: the i32 lane sums p01,
+ * p23 (rows r and r+1 in the two 128-bit halves; each lane: elements
+ * 4j..4j+3 and 16+4j..16+4j+3; maddubs pairs stay below 2*15*127, two of
+ * them fit in i16). The nibbles stay unsigned; their -8 comes off as 8 *
+ * (the same sums of y). */
+static inline void q4_0x4_isums(__m256i l01, __m256i h01, __m256i l23, __m256i h23, __m256i ya, __m256i yh,
+                                __m256i * p01, __m256i * p23) {
+    const __m256i ones16 = _mm256_set1_epi16(1), eights = _mm256_set1_epi8(8);
+    const __m256i corr = _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(eights, ya),
+                                                             _mm256_maddubs_epi16(eights, yh)), ones16);
+    *p01 = _mm256_sub_epi32(_mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(l01, ya), _mm256_maddubs_epi16(h01, yh)), ones16), corr);
+    *p23 = _mm256_sub_epi32(_mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(l23, ya), _mm256_maddubs_epi16(h23, yh)), ones16), corr);
+}
+
+static inline __m256i bcast16(const int8_t * p) { return _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *) p)); }
+
 void q4_0x4_q8_0_vec_dot__avx2(int64_t n, float * s, const void * vx, const void * vy) {
     const block_q4_0x4 * x = vx;
     const block_q8_0 * y = vy;
-    const __m256i ones16 = _mm256_set1_epi16(1), eights = _mm256_set1_epi8(8), m4 = _mm256_set1_epi8(0x0f);
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
     __m128 acc = _mm_setzero_ps();
     const int64_t nb = n / QK8_0;
     for (int64_t i = 0; i < nb; i++) {
         /* one 32-byte load holds rows r and r+1 (16 bytes of nibbles each):
          * low nibbles are elements 0..15 of both, high nibbles 16..31, so
          * the activations are broadcast per half instead of the weights
-         * being regrouped. Lanes 0..3 of a pair's sum belong to row r,
-         * 4..7 to row r+1 (each lane: elements 4j..4j+3 and 16+4j..16+4j+3;
-         * maddubs pairs stay below 2*15*127, two of them fit in i16). */
-        const __m256i ya = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *) y[i].qs));
-        const __m256i yb = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *) (y[i].qs + 16)));
-        /* the nibbles stay unsigned; their -8 comes off as 8 * (the same sums of y) */
-        const __m256i corr = _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(eights, ya),
-                                                                 _mm256_maddubs_epi16(eights, yb)), ones16);
+         * being regrouped */
         const __m256i v01 = load32(x[i].qs), v23 = load32(x[i].qs + 32);
-        const __m256i p01 = _mm256_sub_epi32(_mm256_madd_epi16(_mm256_add_epi16(
-            _mm256_maddubs_epi16(_mm256_and_si256(v01, m4), ya),
-            _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v01, 4), m4), yb)), ones16), corr);
-        const __m256i p23 = _mm256_sub_epi32(_mm256_madd_epi16(_mm256_add_epi16(
-            _mm256_maddubs_epi16(_mm256_and_si256(v23, m4), ya),
-            _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v23, 4), m4), yb)), ones16), corr);
+        __m256i p01, p23;
+        q4_0x4_isums(_mm256_and_si256(v01, m4), _mm256_and_si256(_mm256_srli_epi16(v01, 4), m4),
+                     _mm256_and_si256(v23, m4), _mm256_and_si256(_mm256_srli_epi16(v23, 4), m4),
+                     bcast16(y[i].qs), bcast16(y[i].qs + 16), &p01, &p23);
         acc = blocksum_fma_x4(p01, p23, x[i].d, y[i].d, acc);
     }
     _mm_storeu_ps(s, acc);
@@ -132,7 +140,7 @@ void q8_0x4_q8_0_vec_dot__avx2(int64_t n, float * s, const void * vx, const void
  * fma(isum, d_x * d_y, acc) per row and block, the 2 x 4 rows in the 8
  * lanes of one accumulator: bit-identical to two q4_0x4 calls. */
 static void q4_0x4_2cols(int64_t n, float * s0, float * s1, const block_q4_0x4 * x, const block_q8_0 * y0, const block_q8_0 * y1) {
-    const __m256i ones16 = _mm256_set1_epi16(1), eights = _mm256_set1_epi8(8), m4 = _mm256_set1_epi8(0x0f);
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
     /* hadd(hadd(p01, p23) of column 0, of column 1) leaves [r0 r2 r0' r2' | r1 r3 r1' r3'] */
     const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
     __m256 acc = _mm256_setzero_ps();
@@ -141,20 +149,10 @@ static void q4_0x4_2cols(int64_t n, float * s0, float * s1, const block_q4_0x4 *
         const __m256i v01 = load32(x[i].qs), v23 = load32(x[i].qs + 32);
         const __m256i l01 = _mm256_and_si256(v01, m4), h01 = _mm256_and_si256(_mm256_srli_epi16(v01, 4), m4);
         const __m256i l23 = _mm256_and_si256(v23, m4), h23 = _mm256_and_si256(_mm256_srli_epi16(v23, 4), m4);
-        __m256i h[2];
-        for (int c = 0; c < 2; c++) {
-            const block_q8_0 * yb = c ? &y1[i] : &y0[i];
-            const __m256i ya = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *) yb->qs));
-            const __m256i yh = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *) (yb->qs + 16)));
-            const __m256i corr = _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(eights, ya),
-                                                                     _mm256_maddubs_epi16(eights, yh)), ones16);
-            const __m256i p01 = _mm256_sub_epi32(_mm256_madd_epi16(_mm256_add_epi16(
-                _mm256_maddubs_epi16(l01, ya), _mm256_maddubs_epi16(h01, yh)), ones16), corr);
-            const __m256i p23 = _mm256_sub_epi32(_mm256_madd_epi16(_mm256_add_epi16(
-                _mm256_maddubs_epi16(l23, ya), _mm256_maddubs_epi16(h23, yh)), ones16), corr);
-            h[c] = _mm256_hadd_epi32(p01, p23);
-        }
-        const __m256i isum = _mm256_permutevar8x32_epi32(_mm256_hadd_epi32(h[0], h[1]), order);
+        __m256i p01, p23, q01, q23;
+        q4_0x4_isums(l01, h01, l23, h23, bcast16(y0[i].qs), bcast16(y0[i].qs + 16), &p01, &p23);
+        q4_0x4_isums(l01, h01, l23, h23, bcast16(y1[i].qs), bcast16(y1[i].qs + 16), &q01, &q23);
+        const __m256i isum = _mm256_permutevar8x32_epi32(_mm256_hadd_epi32(_mm256_hadd_epi32(p01, p23), _mm256_hadd_epi32(q01, q23)), order);
         const __m128 dx = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *) x[i].d));
         const __m256 d = _mm256_mul_ps(_mm256_set_m128(dx, dx), _mm256_set_m128(_mm_set1_ps(KQ_H2F(y1[i].d)), _mm_set1_ps(KQ_H2F(y0[i].d))));
         acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), d, acc);
