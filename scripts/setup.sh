@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export DEBIAN_FRONTEND=noninteractive
 need=()
-for p in cmake gcc make clang libclang-rt-14-dev emscripten clang-16 lld-16 llvm-16 python3-numpy zlib1g-dev qemu-user-static gcc-aarch64-linux-gnu chromium; do
+for p in cmake gcc make clang libclang-rt-14-dev emscripten clang-16 lld-16 llvm-16 python3-numpy zlib1g-dev qemu-user-static gcc-aarch64-linux-gnu chromium espeak-ng sox; do
   dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
 done
 if [ "${#need[@]}" -gt 0 ]; then
@@ -18,5 +18,6 @@ if [ "${#need[@]}" -gt 0 ]; then
   fi
 fi
 if [ ! -d node_modules/vitest ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
-  npm ci --no-audit --no-fund
+  # onnxruntime-node (the VAD oracle) would fetch CUDA providers from nuget.org; CPU is bundled
+  ONNXRUNTIME_NODE_INSTALL=skip npm ci --no-audit --no-fund
 fi

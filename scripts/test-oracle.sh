@@ -17,3 +17,6 @@ cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$B" -j"${KILN_JOBS:-2}" --target kiln-generate kiln-tokenize kiln-quantize kiln-llama-pad >/dev/null
 bash scripts/make-oracle-fixtures.sh "$B" >/dev/null
 node tests/oracle/oracle.mjs --build "$B" --json build/oracle/result.json
+# Silero VAD against whisper.cpp (@fugood/whisper.node) and onnxruntime-node
+cmake --build "$B" -j"${KILN_JOBS:-2}" --target kiln-vad >/dev/null
+node tests/audio/vad-oracle.mjs --build "$B" 2> >(grep -v '^whisper_' >&2)

