@@ -12,6 +12,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 
 #define KAISER_BETA 8.0
@@ -62,58 +63,133 @@ int64_t kiln_resample_len(int64_t n, int rate_in, int rate_out) {
     return (n * (int64_t) rate_out + rate_in - 1) / rate_in;
 }
 
+struct kiln_resampler {
+    int rate_in, rate_out;
+    int64_t L, M;          /* rate_out / rate_in = L / M in lowest terms */
+    int W, taps;
+    float * table;         /* [L][taps], or NULL: the kernel evaluated per output */
+    float * wrow;
+    float * hist;          /* input samples from absolute index base on */
+    int64_t base, hist_len, hist_cap;
+    int64_t n_in;          /* samples pushed so far */
+    int64_t j;             /* next output */
+    float * out;           /* the outputs of the last call */
+    int64_t out_cap;
+};
+
+struct kiln_resampler * kiln_resampler_new(int rate_in, int rate_out) {
+    if (rate_in <= 0 || rate_out <= 0 || rate_in > 1000000 || rate_out > 1000000) {
+        kiln_set_last_error("resample: bad rates %d Hz -> %d Hz", rate_in, rate_out);
+        return NULL;
+    }
+    struct kiln_resampler * r = (struct kiln_resampler *) calloc(1, sizeof(*r));
+    if (!r) { kiln_set_last_error("resample: out of memory"); return NULL; }
+    r->rate_in = rate_in; r->rate_out = rate_out;
+    const int64_t g = gcd64(rate_in, rate_out);
+    r->L = rate_out / g; r->M = rate_in / g;
+    r->W = rate_in == rate_out ? 1 : (int) ceil(kiln_resample_kernel_halfwidth(rate_in, rate_out));
+    r->taps = 2 * r->W;
+    if (rate_in != rate_out) {
+        if (r->L * r->taps <= TABLE_MAX) {
+            r->table = (float *) malloc((size_t) r->L * (size_t) r->taps * sizeof(float));
+            if (r->table)
+                for (int64_t p = 0; p < r->L; p++)
+                    for (int i = 0; i < r->taps; i++)
+                        r->table[p * r->taps + i] = (float) kiln_resample_kernel((double) p / (double) r->L + (r->W - 1 - i), rate_in, rate_out);
+        } else {
+            r->wrow = (float *) malloc((size_t) r->taps * sizeof(float));
+        }
+        if (!r->table && !r->wrow) { kiln_resampler_free(r); kiln_set_last_error("resample: out of memory for the filter"); return NULL; }
+    }
+    return r;
+}
+
+void kiln_resampler_free(struct kiln_resampler * r) {
+    if (!r) return;
+    free(r->table); free(r->wrow); free(r->hist); free(r->out);
+    free(r);
+}
+
+static bool grow(float ** p, int64_t * cap, int64_t need) {
+    if (need <= *cap) return true;
+    int64_t c = *cap ? *cap : 1024;
+    while (c < need) c *= 2;
+    float * q = (float *) realloc(*p, (size_t) c * sizeof(float));
+    if (!q) { kiln_set_last_error("resample: out of memory"); return false; }
+    *p = q; *cap = c;
+    return true;
+}
+
+/* outputs j while their support ends before `limit` (absolute input index);
+ * samples at or beyond n_in count as zero */
+static int64_t produce(struct kiln_resampler * r, int64_t j_end, bool need_support) {
+    int64_t m = 0;
+    for (;; r->j++) {
+        const int64_t num = r->j * r->M, fl = num / r->L, p = num % r->L;
+        if (r->j >= j_end || (need_support && fl + r->W >= r->n_in)) break;
+        if (!grow(&r->out, &r->out_cap, m + 1)) return -1;
+        if (r->rate_in == r->rate_out) { r->out[m++] = r->hist[fl - r->base]; continue; }
+        const float * w = r->table ? r->table + p * r->taps : r->wrow;
+        if (!r->table)
+            for (int i = 0; i < r->taps; i++) r->wrow[i] = (float) kiln_resample_kernel((double) p / (double) r->L + (r->W - 1 - i), r->rate_in, r->rate_out);
+        const int64_t k0 = fl - r->W + 1;
+        int i0 = 0, i1 = r->taps;
+        if (k0 < 0) i0 = (int)(-k0);
+        if (k0 + r->taps > r->n_in) i1 = (int)(r->n_in - k0);
+        const float * x = r->hist + (k0 + i0 - r->base); /* x[i - i0] is input k0 + i */
+        float acc0 = 0.0f, acc1 = 0.0f;
+        int i = i0;
+        for (; i + 1 < i1; i += 2) { acc0 += w[i] * x[i - i0]; acc1 += w[i + 1] * x[i + 1 - i0]; }
+        for (; i < i1; i++) acc0 += w[i] * x[i - i0];
+        r->out[m++] = acc0 + acc1;
+    }
+    /* drop the input no later output reaches */
+    const int64_t keep_from = (r->j * r->M) / r->L - r->W + 1;
+    if (keep_from > r->base) {
+        const int64_t drop = keep_from - r->base < r->hist_len ? keep_from - r->base : r->hist_len;
+        memmove(r->hist, r->hist + drop, (size_t)(r->hist_len - drop) * sizeof(float));
+        r->hist_len -= drop;
+        r->base += drop;
+    }
+    return m;
+}
+
+int64_t kiln_resampler_push(struct kiln_resampler * r, const float * x, int64_t n, const float ** out) {
+    if (out) *out = NULL;
+    if (!r || (!x && n > 0) || n < 0) { kiln_set_last_error("resample: bad arguments to kiln_resampler_push"); return -1; }
+    if (!grow(&r->hist, &r->hist_cap, r->hist_len + n)) return -1;
+    if (n > 0) memcpy(r->hist + r->hist_len, x, (size_t) n * sizeof(float));
+    r->hist_len += n;
+    r->n_in += n;
+    const int64_t m = produce(r, INT64_MAX, true);
+    if (out) *out = r->out;
+    return m;
+}
+
+int64_t kiln_resampler_flush(struct kiln_resampler * r, const float ** out) {
+    if (out) *out = NULL;
+    if (!r) { kiln_set_last_error("resample: NULL resampler"); return -1; }
+    const int64_t m = produce(r, kiln_resample_len(r->n_in, r->rate_in, r->rate_out), false);
+    if (out) *out = r->out;
+    return m;
+}
+
 float * kiln_resample(const float * x, int64_t n, int rate_in, int rate_out, int64_t * n_out) {
     if (n_out) *n_out = 0;
     if (!x && n > 0) { kiln_set_last_error("resample: input is NULL"); return NULL; }
-    if (n < 0 || rate_in <= 0 || rate_out <= 0 || rate_in > 1000000 || rate_out > 1000000) {
-        kiln_set_last_error("resample: bad arguments (n=%lld, %d Hz -> %d Hz)", (long long) n, rate_in, rate_out);
-        return NULL;
-    }
+    if (n < 0) { kiln_set_last_error("resample: negative length"); return NULL; }
+    struct kiln_resampler * r = kiln_resampler_new(rate_in, rate_out);
+    if (!r) return NULL;
     const int64_t m = kiln_resample_len(n, rate_in, rate_out);
     float * y = (float *) malloc((size_t)(m > 0 ? m : 1) * sizeof(float));
-    if (!y) { kiln_set_last_error("resample: out of memory"); return NULL; }
-    if (rate_in == rate_out) {
-        if (n > 0) memcpy(y, x, (size_t) n * sizeof(float));
-        if (n_out) *n_out = n;
-        return y;
-    }
-    const int64_t g = gcd64(rate_in, rate_out);
-    const int64_t L = rate_out / g, M = rate_in / g;
-    const int W = (int) ceil(kiln_resample_kernel_halfwidth(rate_in, rate_out));
-    const int taps = 2 * W;
-    /* table[p][i]: the weight of x[k0 + i], k0 = floor(t) - W + 1, for phase p = frac(t) * L */
-    float * table = NULL;
-    if ((int64_t) L * taps <= TABLE_MAX) {
-        table = (float *) malloc((size_t) L * (size_t) taps * sizeof(float));
-        if (!table) { free(y); kiln_set_last_error("resample: out of memory for the filter table"); return NULL; }
-        for (int64_t p = 0; p < L; p++)
-            for (int i = 0; i < taps; i++)
-                table[p * taps + i] = (float) kiln_resample_kernel((double) p / (double) L + (W - 1 - i), rate_in, rate_out);
-    }
-    float * wrow = table ? NULL : (float *) malloc((size_t) taps * sizeof(float));
-    if (!table && !wrow) { free(y); kiln_set_last_error("resample: out of memory"); return NULL; }
-    for (int64_t j = 0; j < m; j++) {
-        const int64_t num = j * M;
-        const int64_t fl = num / L, p = num % L;
-        const float * w;
-        if (table) {
-            w = table + p * taps;
-        } else {
-            for (int i = 0; i < taps; i++) wrow[i] = (float) kiln_resample_kernel((double) p / (double) L + (W - 1 - i), rate_in, rate_out);
-            w = wrow;
-        }
-        const int64_t k0 = fl - W + 1;
-        int i0 = 0, i1 = taps;
-        if (k0 < 0) i0 = (int)(-k0);
-        if (k0 + taps > n) i1 = (int)(n - k0);
-        float acc0 = 0.0f, acc1 = 0.0f;
-        int i = i0;
-        for (; i + 1 < i1; i += 2) { acc0 += w[i] * x[k0 + i]; acc1 += w[i + 1] * x[k0 + i + 1]; }
-        for (; i < i1; i++) acc0 += w[i] * x[k0 + i];
-        y[j] = acc0 + acc1;
-    }
-    free(table);
-    free(wrow);
+    if (!y) { kiln_resampler_free(r); kiln_set_last_error("resample: out of memory"); return NULL; }
+    const float * o;
+    const int64_t a = kiln_resampler_push(r, x, n, &o);
+    if (a > 0) memcpy(y, o, (size_t) a * sizeof(float));
+    const int64_t b = a >= 0 ? kiln_resampler_flush(r, &o) : -1;
+    if (b > 0) memcpy(y + a, o, (size_t) b * sizeof(float));
+    kiln_resampler_free(r);
+    if (a < 0 || b < 0 || a + b != m) { free(y); if (a >= 0 && b >= 0) kiln_set_last_error("resample: internal length mismatch"); return NULL; }
     if (n_out) *n_out = m;
     return y;
 }

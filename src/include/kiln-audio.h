@@ -48,6 +48,17 @@ int64_t kiln_resample_len(int64_t n, int rate_in, int rate_out);
  * input time j * rate_in / rate_out; outside the input the signal is zero. */
 float * kiln_resample(const float * x, int64_t n, int rate_in, int rate_out, int64_t * n_out);
 
+/* The same resampler fed in pieces (a stream): push() returns how many
+ * output samples are ready (their filter support is complete) and points
+ * *out at them (valid until the next call); flush() ends the stream (the
+ * input beyond the end counts as zero). Pieces of any size give the same
+ * samples as kiln_resample() on the whole. */
+struct kiln_resampler;
+struct kiln_resampler * kiln_resampler_new(int rate_in, int rate_out);
+int64_t kiln_resampler_push (struct kiln_resampler * r, const float * x, int64_t n, const float ** out);
+int64_t kiln_resampler_flush(struct kiln_resampler * r, const float ** out);
+void    kiln_resampler_free (struct kiln_resampler * r);
+
 /* The resampler's impulse response h(t), t in input samples, for the ratio
  * rate_in -> rate_out (what the polyphase table holds at t = phase offsets);
  * exposed so tests can compute the same filter in double precision. */
