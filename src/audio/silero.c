@@ -22,6 +22,7 @@
  * ggml, so the activations entering them are rounded to f16 as in whisper.cpp.
  */
 #include "kiln-audio.h"
+#include "audio_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -261,22 +262,12 @@ struct kiln_vad * kiln_vad_load_mem(const void * data, size_t size, int n_thread
 }
 
 struct kiln_vad * kiln_vad_load_file(const char * path, int n_threads) {
-    FILE * f = path ? fopen(path, "rb") : NULL;
-    if (!f) { kiln_set_last_error("vad: cannot open %s", path ? path : "(null)"); return NULL; }
-    long size = -1;
-    if (fseek(f, 0, SEEK_END) == 0) size = ftell(f);
-    if (size < 0 || fseek(f, 0, SEEK_SET) != 0) { fclose(f); kiln_set_last_error("vad: cannot read %s", path); return NULL; }
-    uint8_t * buf = (uint8_t *) malloc((size_t) size + 1);
-    if (!buf) { fclose(f); kiln_set_last_error("vad: out of memory reading %s", path); return NULL; }
-    const size_t got = fread(buf, 1, (size_t) size, f);
-    fclose(f);
-    struct kiln_vad * v = kiln_vad_load_mem(buf, got, n_threads);
+    size_t size;
+    uint8_t * buf = kiln_audio_read_file("vad", path, &size);
+    if (!buf) return NULL;
+    struct kiln_vad * v = kiln_vad_load_mem(buf, size, n_threads);
     free(buf);
-    if (!v) {
-        char msg[256];
-        snprintf(msg, sizeof msg, "%s", kiln_last_error());
-        kiln_set_last_error("%s (%s)", msg, path);
-    }
+    if (!v) kiln_audio_error_path(path);
     return v;
 }
 

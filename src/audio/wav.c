@@ -3,6 +3,7 @@
  * float32/64, plain or WAVE_FORMAT_EXTENSIBLE, mixed down to mono float.
  */
 #include "kiln-audio.h"
+#include "audio_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -91,25 +92,34 @@ bool kiln_wav_read_mem(const void * data, size_t size, struct kiln_wav * out) {
     return true;
 }
 
+uint8_t * kiln_audio_read_file(const char * who, const char * path, size_t * size) {
+    *size = 0;
+    FILE * f = path ? fopen(path, "rb") : NULL;
+    if (!f) { kiln_set_last_error("%s: cannot open %s", who, path ? path : "(null)"); return NULL; }
+    long n = -1;
+    if (fseek(f, 0, SEEK_END) == 0) n = ftell(f);
+    if (n < 0 || fseek(f, 0, SEEK_SET) != 0) { fclose(f); kiln_set_last_error("%s: cannot read %s", who, path); return NULL; }
+    uint8_t * buf = (uint8_t *) malloc((size_t) n + 1);
+    if (!buf) { fclose(f); kiln_set_last_error("%s: out of memory reading %s", who, path); return NULL; }
+    *size = fread(buf, 1, (size_t) n, f);
+    fclose(f);
+    return buf;
+}
+
+void kiln_audio_error_path(const char * path) {
+    char msg[256];
+    snprintf(msg, sizeof msg, "%s", kiln_last_error());
+    kiln_set_last_error("%s (%s)", msg, path);
+}
+
 bool kiln_wav_read_file(const char * path, struct kiln_wav * out) {
     if (out) memset(out, 0, sizeof(*out));
-    FILE * f = path ? fopen(path, "rb") : NULL;
-    if (!f) { kiln_set_last_error("wav: cannot open %s", path ? path : "(null)"); return false; }
-    uint8_t * buf = NULL;
-    long size = -1;
-    if (fseek(f, 0, SEEK_END) == 0) size = ftell(f);
-    if (size < 0 || fseek(f, 0, SEEK_SET) != 0) { fclose(f); kiln_set_last_error("wav: cannot read %s", path); return false; }
-    buf = (uint8_t *) malloc((size_t) size + 1);
-    if (!buf) { fclose(f); kiln_set_last_error("wav: out of memory reading %s", path); return false; }
-    const size_t got = fread(buf, 1, (size_t) size, f);
-    fclose(f);
-    const bool ok = kiln_wav_read_mem(buf, got, out);
+    size_t size;
+    uint8_t * buf = kiln_audio_read_file("wav", path, &size);
+    if (!buf) return false;
+    const bool ok = kiln_wav_read_mem(buf, size, out);
     free(buf);
-    if (!ok) {
-        char msg[256];
-        snprintf(msg, sizeof msg, "%s", kiln_last_error());
-        kiln_set_last_error("%s (%s)", msg, path);
-    }
+    if (!ok) kiln_audio_error_path(path);
     return ok;
 }
 
