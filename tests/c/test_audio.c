@@ -149,13 +149,13 @@ static void test_resample(void) {
             const float * o;
             const int64_t k = kiln_resampler_push(rs, x + off, piece, &o);
             fits = k >= 0 && got + k <= m;
-            if (fits) { memcpy(ys + got, o, (size_t) k * sizeof(float)); got += k; }
+            if (fits && k > 0) { memcpy(ys + got, o, (size_t) k * sizeof(float)); got += k; }
             off += piece;
         }
         const float * o;
         const int64_t k = fits ? kiln_resampler_flush(rs, &o) : -1;
         fits = fits && k >= 0 && got + k == m;
-        if (fits) memcpy(ys + got, o, (size_t) k * sizeof(float));
+        if (fits && k > 0) memcpy(ys + got, o, (size_t) k * sizeof(float));
         CHECK(fits && memcmp(ys, y, (size_t) m * sizeof(float)) == 0, "%d -> %d: streamed resampling differs from one-shot", ri, ro);
         free(ys);
         kiln_resampler_free(rs);
