@@ -9,3 +9,5 @@ export { TrainController, TrainedModel } from './train.js';
 export type { TrainOptions, TrainProgress } from './train.js';
 export { Optimizer } from './autograd.js';
 export type { Optim, SGDOptions, AdamWOptions, BackwardOptions } from './autograd.js';
+export { Vad, VadStream } from './vad.js';
+export type { VadSource, VadOptions, VadSegment, VadResult, VadStreamOptions, AudioBufferLike } from './vad.js';

@@ -6,6 +6,7 @@
 import { KilnError } from './errors.js';
 import { Scheduler, type Port, type Progress } from './scheduler.js';
 import { train as trainModel, type TrainOptions, type TrainedModel } from './train.js';
+import { loadVad, type Vad, type VadSource } from './vad.js';
 import { loadModelCached, modelCache, type CacheEvent, type ModelCache } from './cache.js';
 import { backward, gradOf, makeOptim, zeroGrad, type BackwardOptions, type Optim } from './autograd.js';
 import { isBytes, planBytes } from './bytes.js';
@@ -318,6 +319,9 @@ export class Kiln {
 
   /** train an example model (Fashion-MNIST FC/CNN) in the engine worker (train.ts) */
   train(opts: TrainOptions): Promise<TrainedModel> { return trainModel(this, opts); }
+
+  /** Silero VAD from whisper.cpp's model file, run in the engine worker (vad.ts) */
+  loadVad(source: VadSource): Promise<Vad> { return loadVad(this, source); }
 
   /** stop the engine; everything pending fails with ENGINE_CLOSED */
   destroy() {

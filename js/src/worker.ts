@@ -801,8 +801,41 @@ declare const setTimeout: any;
       case 'backward': case 'grad': case 'zeroGrad': case 'optimStep': case 'optimFree': return autogradRequest(a);
       case 'train': return train(a.id, a);
       case 'trainEvaluate': case 'trainClassify': case 'trainGGUF': case 'trainFree': return trainRequest(a);
+      case 'vadLoad': case 'vadDetect': case 'vadStreamBegin': case 'vadStreamPush': case 'vadStreamEnd': case 'vadFree': return vadRequest(a);
       default: throw new WErr('INVALID_ARGUMENT', `unknown request ${a.t}`);
     }
+  }
+
+  /* ---------------------------------------------------------- Silero VAD (vad.ts, wasm/kiln_wasm_audio.c) */
+
+  const vads = new Map<number, number>(); // client id -> kw_vad handle
+
+  function vadRequest(a: any): any {
+    const h = a.t === 'vadLoad' ? 0 : vads.get(a.vad);
+    if (h === undefined) throw new WErr('INVALID_HANDLE', 'the VAD model was freed');
+    const withF32 = <T>(x: Float32Array, fn: (p: number) => T): T => withBytes(new Uint8Array(x.buffer, x.byteOffset, x.byteLength), fn);
+    const probsOut = (n: number) => new Float32Array(mem(), M._kw_vad_probs_ptr(h) >>> 0, n).slice();
+    return guard(() => {
+      switch (a.t) {
+        case 'vadLoad': vads.set(a.vad, check(withBytes(new Uint8Array(a.bytes), (p) => M._kw_vad_load(p, a.bytes.byteLength)))); return undefined;
+        case 'vadDetect': {
+          const x = new Float32Array(a.samples);
+          const n = check(withF32(x, (p) => M._kw_vad_detect(h, p, x.length, a.rate)));
+          const o = a.opts;
+          const ns = check(M._kw_vad_segments(h, n, o.threshold, o.minSpeechMs, o.minSilenceMs, o.maxSpeechS, o.speechPadMs));
+          const segs = Array.from(new Int32Array(mem(), M._kw_vad_segments_ptr(h) >>> 0, ns * 4));
+          return { buffer: probsOut(n).buffer, segs };
+        }
+        case 'vadStreamBegin': check(M._kw_vad_stream_begin(h, a.rate)); return undefined;
+        case 'vadStreamPush': case 'vadStreamEnd': {
+          const x = new Float32Array(a.samples ?? new ArrayBuffer(0));
+          const n = check(a.t === 'vadStreamEnd' ? M._kw_vad_stream_end(h) : withF32(x, (p) => M._kw_vad_stream_push(h, p, x.length)));
+          return { buffer: probsOut(n).buffer };
+        }
+        case 'vadFree': vads.delete(a.vad); M._kw_vad_free(h); return undefined;
+        default: throw new WErr('INVALID_ARGUMENT', `unknown request ${a.t}`);
+      }
+    });
   }
 
   function reply(id: number, p: Promise<any>) {
