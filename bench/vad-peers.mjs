@@ -22,12 +22,17 @@ const out = (o) => console.log(JSON.stringify({ bench: 'vad', cpu, ...o }));
 
 for (const [impl, cmd, args] of [
   ['kiln-native', path.join(root, 'build/bin/bench-vad'), []],
-  ['kiln-wasm-node', process.execPath, [path.join(root, 'build-wasm-st/bin/bench-vad.js')]],
+  // emscripten 3.1.6's loader would fetch() the .wasm by path under Node 20
+  ['kiln-wasm-node', process.execPath, ['--no-experimental-fetch', path.join(root, 'build-wasm-st/bin/bench-vad.js')]],
 ]) {
-  const bin = args.length ? args[0] : cmd;
+  const bin = args.length ? args[args.length - 1] : cmd;
   if (!fs.existsSync(bin)) { out({ impl, skipped: `${bin} not built` }); continue; }
-  const line = execFileSync(cmd, [...args, model, jfk, String(seconds), '5']).toString().trim();
-  out({ ...JSON.parse(line), impl });
+  try {
+    const line = execFileSync(cmd, [...args, model, jfk, String(seconds), '5'], { stdio: ['ignore', 'pipe', 'pipe'] }).toString().trim();
+    out({ ...JSON.parse(line), impl });
+  } catch (e) {
+    out({ impl, failed: String(e.stderr ?? e).split('\n').slice(-3).join(' ') });
+  }
 }
 
 // the same 60 s of samples for the ONNX runs

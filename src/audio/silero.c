@@ -18,8 +18,9 @@
  *      (129 -> 128 -> 64 -> 64 -> 128 channels; 4 -> 4 -> 2 -> 1 -> 1 frames)
  *   -> LSTM cell (gates i, f, g, o) on frame 0 with the carried (h, c)
  *   -> ReLU -> conv1d 128 -> 1 -> sigmoid.
- * The convolutions go through im2col in the kernel's type (f16), as in
- * ggml, so the activations entering them are rounded to f16 as in whisper.cpp.
+ * In whisper.cpp the convolutions go through im2col in the kernel's type
+ * (f16), so the activations entering them are rounded to f16; here too
+ * (round_f16), with the kernels widened to f32.
  */
 #include "kiln-audio.h"
 #include "audio_internal.h"
@@ -42,7 +43,8 @@ struct kiln_vad {
     int  lstm_in, lstm_hidden, final_in, final_out;
 
     struct kiln_context * ctx_w;    /* weights */
-    struct kiln_tensor  * t[T_COUNT];
+    struct kiln_tensor  * t[T_COUNT];   /* as in the file */
+    struct kiln_tensor  * w[T_COUNT];   /* what the graph uses: the f16 ones widened to f32 */
     struct kiln_context * ctx_c;    /* the graph, its tensors and the LSTM state */
     struct kiln_cgraph  * gf;
     struct kiln_tensor  * frame, * prob, * h_state, * c_state;
@@ -128,7 +130,7 @@ static bool read_tensors(struct kiln_vad * v, struct rd * r) {
     for (int i = 0; i < T_COUNT; i++) {
         int64_t ne[3]; enum kiln_type ty;
         tensor_desc(v, i, ne, &ty);
-        bytes += (size_t)(ne[0] * ne[1] * ne[2]) * (ty == KILN_TYPE_F16 ? 2 : 4);
+        bytes += (size_t)(ne[0] * ne[1] * ne[2]) * (ty == KILN_TYPE_F16 ? 2 + 4 : 4) + kiln_tensor_overhead() + 64;
     }
     struct kiln_init_params ip = { bytes, NULL, false };
     v->ctx_w = kiln_init(ip);
@@ -175,14 +177,44 @@ static bool read_tensors(struct kiln_vad * v, struct rd * r) {
         for (int i = 0; i < T_COUNT; i++) if (!loaded[i]) { kiln_set_last_error("vad: tensor '%s' is missing (file truncated?)", tensor_name(i, nb, sizeof nb)); break; }
         return false;
     }
+    for (int i = 0; i < T_COUNT; i++) {
+        struct kiln_tensor * t = v->t[i];
+        if (t->type != KILN_TYPE_F16) { v->w[i] = t; continue; }
+        v->w[i] = kiln_new_tensor(v->ctx_w, KILN_TYPE_F32, kiln_n_dims(t), t->ne);
+        if (!v->w[i]) return false;
+        kiln_fp16_to_fp32_row((const kiln_fp16_t *) t->data, (float *) v->w[i]->data, kiln_nelements(t));
+    }
     return true;
 }
 
 /* ------------------------------------------------------------------ graph */
 
+/* x rounded to f16 and back: what ggml's im2col does to the input of a
+ * convolution with an f16 kernel. The kernels run as f32 (the f16 values
+ * widened exactly), so every product equals whisper.cpp's f16 x f16 one and
+ * the f32 dot products run at f32 speed on every ISA. */
+static struct kiln_tensor * round_f16(struct kiln_context * c, struct kiln_tensor * x) {
+    if (!x) return NULL;
+    struct kiln_tensor * h = kiln_new_tensor(c, KILN_TYPE_F16, kiln_n_dims(x), x->ne);
+    struct kiln_tensor * f = kiln_new_tensor(c, KILN_TYPE_F32, kiln_n_dims(x), x->ne);
+    if (!h || !f) return NULL;
+    struct kiln_tensor * y = kiln_cpy(c, x, h);
+    return y ? kiln_cpy(c, y, f) : NULL;
+}
+
+/* conv1d of x [L, IC] with kernel w [K, IC, OC] -> [OL, OC]: kiln_conv_1d's
+ * im2col + mat-mul, with an f32 im2col (kiln_conv_1d, like ggml's, makes it
+ * f16 and would convert the f32 kernel to f16 on every call) */
+static struct kiln_tensor * conv1d(struct kiln_context * c, struct kiln_tensor * w, struct kiln_tensor * x, int s, int p) {
+    struct kiln_tensor * cols = x ? kiln_im2col(c, w, x, s, 0, p, 0, 1, 0, false, KILN_TYPE_F32) : NULL;
+    if (!cols) return NULL;
+    const int64_t kic = w->ne[0] * w->ne[1];
+    return kiln_mul_mat(c, kiln_reshape_2d(c, cols, kic, cols->ne[1]), kiln_reshape_2d(c, w, kic, w->ne[2]));
+}
+
 static struct kiln_tensor * conv_bias_relu(struct kiln_context * c, struct kiln_tensor * w, struct kiln_tensor * b,
                                            struct kiln_tensor * x, int stride) {
-    struct kiln_tensor * y = kiln_conv_1d(c, w, x, stride, 1, 1);
+    struct kiln_tensor * y = conv1d(c, w, round_f16(c, x), stride, 1);
     if (!y) return NULL;
     y = kiln_add(c, y, kiln_reshape_3d(c, b, 1, b->ne[0], 1));
     return y ? kiln_relu(c, y) : NULL;
@@ -192,7 +224,7 @@ static bool build_graph(struct kiln_vad * v) {
     struct kiln_init_params ip = { 8u << 20, NULL, false };
     struct kiln_context * c = v->ctx_c = kiln_init(ip);
     if (!c) return false;
-    struct kiln_tensor ** t = v->t;
+    struct kiln_tensor ** t = v->w;
     const int H = v->lstm_hidden;
     v->frame = kiln_new_tensor_2d(c, KILN_TYPE_F32, v->n_window, 1);
     v->h_state = kiln_new_tensor_1d(c, KILN_TYPE_F32, H);
@@ -201,7 +233,7 @@ static bool build_graph(struct kiln_vad * v) {
 
     /* STFT as a strided conv1d, then |X| */
     struct kiln_tensor * x = kiln_pad_reflect_1d(c, v->frame, 64, 64);
-    struct kiln_tensor * stft = x ? kiln_conv_1d(c, t[T_BASIS], x, v->lstm_in, 0, 1) : NULL;
+    struct kiln_tensor * stft = x ? conv1d(c, t[T_BASIS], round_f16(c, x), v->lstm_in, 0) : NULL;
     if (!stft) return false;
     const int64_t half = t[T_BASIS]->ne[2] / 2, nf = stft->ne[0];
     struct kiln_tensor * re = kiln_view_2d(c, stft, nf, half, stft->nb[1], 0);
@@ -229,7 +261,7 @@ static bool build_graph(struct kiln_vad * v) {
     if (!h_new) return false;
 
     /* decoder: ReLU -> 1x1 conv over the hidden vector -> sigmoid */
-    struct kiln_tensor * y = kiln_conv_1d(c, t[T_FINAL_W], kiln_relu(c, h_new), 1, 0, 1);
+    struct kiln_tensor * y = conv1d(c, t[T_FINAL_W], round_f16(c, kiln_relu(c, h_new)), 1, 0);
     y = y ? kiln_sigmoid(c, kiln_add(c, y, t[T_FINAL_B])) : NULL;
     if (!y) return false;
     v->prob = y;
