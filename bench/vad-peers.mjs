@@ -81,7 +81,12 @@ try {
 
 const size = (p) => (fs.existsSync(p) ? fs.statSync(p).size : null);
 const kw = path.join(root, 'wasm/dist/st/kiln-st.wasm'), kj = path.join(root, 'wasm/dist/st/kiln-st.js');
+// the package's own JS (js/dist, without the vendored template engine)
+const jsDir = path.join(root, 'js/dist');
+const jsBytes = fs.existsSync(jsDir) ? fs.readdirSync(jsDir).filter((f) => f.endsWith('.js')).reduce((a, f) => a + size(path.join(jsDir, f)), 0) : null;
+const total = [size(kw), size(kj), jsBytes, size(model)].every((v) => v !== null) ? size(kw) + size(kj) + jsBytes + size(model) : null;
 console.log(JSON.stringify({
-  bench: 'vad-bundle', kiln_st_wasm: size(kw), kiln_st_js: size(kj), model_ggml: size(model),
+  bench: 'vad-bundle', kiln_st_wasm: size(kw), kiln_st_js: size(kj), kiln_js_dist: jsBytes, model_ggml: size(model),
+  kiln_total: total, onnxruntime_web_smallest_wasm: ortWebWasm ? Math.min(...ortWebWasm.map((x) => x[1])) : null,
   onnx_model: size(onnx), onnxruntime_web_wasm: ortWebWasm,
 }));

@@ -24,7 +24,7 @@ import path from 'node:path';
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const DEMO = path.join(ROOT, 'web-demo');
 // URL prefixes served from the repository root (everything else: web-demo/)
-const FROM_ROOT = ['/js/dist/', '/wasm/dist/', '/models/', '/tests/data/fashion-mnist/'];
+const FROM_ROOT = ['/js/dist/', '/wasm/dist/', '/models/', '/tests/data/fashion-mnist/', '/tests/data/audio/'];
 
 const TYPES = {
   '.html': 'text/html; charset=utf-8', '.js': 'text/javascript; charset=utf-8', '.mjs': 'text/javascript; charset=utf-8',

@@ -1,0 +1,122 @@
+// The Listen page: microphone (getUserMedia + an AudioWorklet) -> the VAD
+// stream in the engine worker -> a live probability plot and the speech
+// segments as playable clips; or an audio file, decoded and run whole.
+import { $, nav, startEngine } from './common.js';
+
+const MODEL = '/tests/data/audio/ggml-silero-v6.2.0.bin';
+const plot = $('#plot');
+const g = plot.getContext('2d');
+const probs = [];
+const found = []; // {start, end, source} for tests
+let vad = null;
+
+function draw() {
+  const w = plot.width, h = plot.height, n = Math.min(probs.length, w / 2);
+  g.clearRect(0, 0, w, h);
+  const thr = Number($('#thr').value);
+  g.strokeStyle = '#c33'; g.beginPath(); g.moveTo(0, h - thr * h); g.lineTo(w, h - thr * h); g.stroke();
+  g.strokeStyle = '#36c'; g.beginPath();
+  for (let i = 0; i < n; i++) {
+    const p = probs[probs.length - n + i];
+    const x = i * 2, y = h - p * (h - 4) - 2;
+    if (i === 0) g.moveTo(x, y); else g.lineTo(x, y);
+  }
+  g.stroke();
+  plot.dataset.points = String(probs.length);
+}
+
+function wav(samples, rate) {
+  const b = new DataView(new ArrayBuffer(44 + samples.length * 2));
+  const s = (o, t) => { for (let i = 0; i < t.length; i++) b.setUint8(o + i, t.charCodeAt(i)); };
+  s(0, 'RIFF'); b.setUint32(4, 36 + samples.length * 2, true); s(8, 'WAVE'); s(12, 'fmt ');
+  b.setUint32(16, 16, true); b.setUint16(20, 1, true); b.setUint16(22, 1, true); b.setUint32(24, rate, true);
+  b.setUint32(28, rate * 2, true); b.setUint16(32, 2, true); b.setUint16(34, 16, true); s(36, 'data'); b.setUint32(40, samples.length * 2, true);
+  for (let i = 0; i < samples.length; i++) b.setInt16(44 + 2 * i, Math.max(-1, Math.min(1, samples[i])) * 32767, true);
+  return new Blob([b.buffer], { type: 'audio/wav' });
+}
+
+function addSegment(seg, samples, rate, source) {
+  found.push({ start: seg.start, end: seg.end, source });
+  const li = document.createElement('li');
+  li.dataset.testid = 'listen-segment';
+  li.dataset.start = String(seg.start); li.dataset.end = String(seg.end); li.dataset.source = source;
+  li.textContent = `${source}: ${seg.start.toFixed(2)} – ${seg.end.toFixed(2)} s (${(seg.end - seg.start).toFixed(2)} s) `;
+  const audio = document.createElement('audio');
+  audio.controls = true;
+  audio.src = URL.createObjectURL(wav(samples, rate));
+  li.append(audio);
+  $('#segments').append(li);
+}
+
+// the worklet posts 128-sample render quanta in batches of ~20 ms
+const WORKLET = `
+class Tap extends AudioWorkletProcessor {
+  constructor() { super(); this.buf = []; this.n = 0; }
+  process(inputs) {
+    const ch = inputs[0] && inputs[0][0];
+    if (ch) { this.buf.push(ch.slice()); this.n += ch.length; }
+    if (this.n >= sampleRate / 50) {
+      const out = new Float32Array(this.n); let o = 0;
+      for (const b of this.buf) { out.set(b, o); o += b.length; }
+      this.port.postMessage(out, [out.buffer]); this.buf = []; this.n = 0;
+    }
+    return true;
+  }
+}
+registerProcessor('kiln-tap', Tap);`;
+
+let mic = null;
+async function startMic() {
+  const stream = await navigator.mediaDevices.getUserMedia({ audio: { echoCancellation: false, noiseSuppression: false, autoGainControl: false } });
+  const ctx = new AudioContext();
+  await ctx.audioWorklet.addModule(URL.createObjectURL(new Blob([WORKLET], { type: 'text/javascript' })));
+  const src = ctx.createMediaStreamSource(stream);
+  const tap = new AudioWorkletNode(ctx, 'kiln-tap');
+  const s = vad.stream({
+    sampleRate: ctx.sampleRate,
+    threshold: Number($('#thr').value),
+    onProbability: (p) => { probs.push(p); },
+    onSpeechStart: (t) => { $('#vad-status').textContent = `speech at ${t.toFixed(2)} s…`; },
+    onSpeechEnd: (samples, seg) => { addSegment(seg, samples, ctx.sampleRate, 'mic'); $('#vad-status').textContent = 'listening'; },
+  });
+  tap.port.onmessage = (e) => { s.push(e.data).catch((err) => { $('#vad-status').textContent = `error: ${err.message}`; }); };
+  src.connect(tap);
+  mic = { stream, ctx, s };
+  $('#vad-status').textContent = `listening (${ctx.sampleRate} Hz)`;
+  $('#mic').textContent = 'Stop the microphone';
+}
+
+async function stopMic() {
+  const m = mic; mic = null;
+  m.stream.getTracks().forEach((t) => t.stop());
+  await m.ctx.close();
+  await m.s.end();
+  $('#mic').textContent = 'Start the microphone';
+  $('#vad-status').textContent = 'stopped';
+}
+
+async function runFile(file) {
+  const ctx = new AudioContext({ sampleRate: 16000 });
+  const buf = await ctx.decodeAudioData(await file.arrayBuffer());
+  await ctx.close();
+  const t0 = performance.now();
+  const r = await vad.detect(buf, undefined, { threshold: Number($('#thr').value) });
+  probs.length = 0; probs.push(...r.probs);
+  const data = buf.getChannelData(0);
+  for (const seg of r.segments) addSegment(seg, data.subarray(Math.round(seg.start * buf.sampleRate), Math.round(seg.end * buf.sampleRate)), buf.sampleRate, file.name);
+  $('#vad-status').textContent = `${file.name}: ${r.probs.length} windows, ${r.segments.length} segments in ${(performance.now() - t0).toFixed(0)} ms`;
+}
+
+async function main() {
+  nav();
+  const { kiln } = await startEngine();
+  vad = await kiln.loadVad(MODEL);
+  $('#vad-status').textContent = 'ready';
+  $('#mic').disabled = false;
+  $('#mic').onclick = () => (mic ? stopMic() : startMic()).catch((e) => { $('#vad-status').textContent = `microphone: ${e.message}`; });
+  $('#file').onchange = (e) => { const f = e.target.files[0]; if (f) runFile(f).catch((err) => { $('#vad-status').textContent = `could not read ${f.name}: ${err.message}`; }); };
+  setInterval(draw, 100);
+  window.__kilnDemo = { ready: true, kiln, vad, found };
+}
+
+main().catch((e) => { $('#vad-status').textContent = `failed: ${e.message}`; });
