@@ -9,6 +9,7 @@ import { train as trainModel, type TrainOptions, type TrainedModel } from './tra
 import { loadModelCached, modelCache, type CacheEvent, type ModelCache } from './cache.js';
 import { backward, gradOf, makeOptim, zeroGrad, type BackwardOptions, type Optim } from './autograd.js';
 import { isBytes, planBytes } from './bytes.js';
+import { engineWorkerUrl, filesUnder, nodeImport, packagedFiles, type EngineFiles } from './assets.js';
 import { TextGen, type ChatMessage, type ChatOptions, type Completion, type GenerateOptions, type GenerationStats } from './generate.js';
 
 export type Build = 'st' | 'mt';
@@ -114,7 +115,7 @@ function threadsPossible(): { ok: boolean; why: string } {
 async function defaultThreads(): Promise<number> {
   let n = 4;
   if (isNode) {
-    const os = await import('node:os');
+    const os = await nodeImport('node:os');
     n = typeof os.availableParallelism === 'function' ? os.availableParallelism() : os.cpus().length;
   } else if (typeof navigator !== 'undefined' && navigator.hardwareConcurrency) {
     n = navigator.hardwareConcurrency;
@@ -123,9 +124,9 @@ async function defaultThreads(): Promise<number> {
 }
 
 async function startWorker(): Promise<{ port: Port; listen: (fn: (m: any) => void, onError: (e: unknown) => void) => void }> {
-  const url = new URL('./worker.js', import.meta.url);
+  const url = engineWorkerUrl();
   if (isNode) {
-    const { Worker } = await import('node:worker_threads');
+    const { Worker } = await nodeImport('node:worker_threads');
     const w = new Worker(url);
     w.unref();
     return {
@@ -133,7 +134,7 @@ async function startWorker(): Promise<{ port: Port; listen: (fn: (m: any) => voi
       listen: (fn, onError) => {
         w.on('message', fn);
         w.on('error', onError);
-        w.on('exit', (code) => onError(new Error(`engine worker exited (${code})`)));
+        w.on('exit', (code: number) => onError(new Error(`engine worker exited (${code})`)));
       },
     };
   }
@@ -147,15 +148,11 @@ async function startWorker(): Promise<{ port: Port; listen: (fn: (m: any) => voi
   };
 }
 
-function resolveWasmBase(wasmUrl: string | URL | undefined, build: string): string {
-  const base = wasmUrl ? new URL(String(wasmUrl).endsWith('/') ? String(wasmUrl) : String(wasmUrl) + '/', isNode ? 'file:///' : (globalThis as any).location?.href)
-    : new URL('../../wasm/dist/', import.meta.url);
-  const dir = new URL(`${build}/`, base);
-  if (isNode && dir.protocol === 'file:') {
-    // a directory path for createRequire / fs
-    return decodeURIComponent(dir.pathname);
-  }
-  return dir.href;
+/** a variant's files: under opts.wasmUrl when given, else the package's own (assets.ts) */
+function variantFiles(wasmUrl: string | URL | undefined, variant: string): EngineFiles {
+  if (!wasmUrl) return packagedFiles(variant);
+  const s = String(wasmUrl);
+  return filesUnder(new URL(s.endsWith('/') ? s : s + '/', isNode ? 'file:///' : (globalThis as any).location?.href), variant);
 }
 
 let tensorIds = 0;
@@ -221,7 +218,8 @@ export class Kiln {
     const abortSab = build === 'st' && typeof SharedArrayBuffer !== 'undefined' && (isNode || (globalThis as any).crossOriginIsolated)
       ? new SharedArrayBuffer(4) : null;
     const r = await sched.job<any>({ t: 'init', build, threads, logLevel, abortSab,
-      variants: variants.map((v) => ({ name: `kiln-${v}`, base: resolveWasmBase(opts.wasmUrl, v) })) })
+      variants: variants.map((v) => ({ name: `kiln-${v}`, files: variantFiles(opts.wasmUrl, v) })),
+      wasmUrlGiven: !!opts.wasmUrl })
       .catch((e) => { port.terminate(); throw e; });
     if (r.abortMemory) sched.setAbortWord(new Int32Array(r.abortMemory, r.abortPtr, 1));
     else if (abortSab) sched.setAbortWord(new Int32Array(abortSab));
@@ -303,7 +301,7 @@ export class Kiln {
     else if (typeof source === 'string' && /^file:/i.test(source) && isNode) src = { kind: 'path', path: decodeURIComponent(new URL(source).pathname) };
     else if (typeof source === 'string') {
       if (isNode) {
-        const path = await import('node:path');
+        const path = await nodeImport('node:path');
         src = { kind: 'path', path: path.resolve(source) };
       } else {
         src = { kind: 'url', url: new URL(source, (globalThis as any).location?.href).href };
