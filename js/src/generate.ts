@@ -73,7 +73,7 @@ function loadJinja(): Promise<any> {
       return await import('./vendor/jinja/index.js');
     } catch (vendored: any) {
       const name = '@huggingface/jinja';
-      try { return await import(/* @vite-ignore */ name); } catch (e: any) {
+      try { return await import(/* webpackIgnore: true */ /* @vite-ignore */ name); } catch (e: any) {
         throw new Error(`${vendored?.message ?? vendored}; ${e?.message ?? e}`);
       }
     }

@@ -36,8 +36,17 @@ export type TensorData = Float32Array | Float64Array | Int32Array | Int16Array |
 export interface KilnOptions {
   /** threads for compute (default: the machine's cores, at most 8); more than 1 needs kiln-mt */
   threads?: number;
-  /** where kiln-st/ and kiln-mt/ builds live (a URL, or a directory path in Node); default: the package's wasm/dist/ */
+  /**
+   * a folder holding the engine builds as the package's wasm/dist/ does (st/, mt/, st-relaxed/, mt-relaxed/):
+   * a URL, or a directory path in Node. Default: the files your bundler emitted (or the package's own when
+   * unbundled). For a CDN, or a bundler that does not copy assets named by `new URL(…, import.meta.url)` (esbuild).
+   */
   wasmUrl?: string | URL;
+  /**
+   * the engine worker script (the package's js/dist/worker.js), same origin as the page. Default: the
+   * copy your bundler emitted (or the package's own). Needed with bundlers that do not copy it (esbuild).
+   */
+  workerUrl?: string | URL;
   logLevel?: LogLevel;
   /** force a build (tests); default: mt when threads are possible */
   build?: Build;
@@ -123,8 +132,8 @@ async function defaultThreads(): Promise<number> {
   return Math.max(1, Math.min(8, n));
 }
 
-async function startWorker(): Promise<{ port: Port; listen: (fn: (m: any) => void, onError: (e: unknown) => void) => void }> {
-  const url = engineWorkerUrl();
+async function startWorker(workerUrl: string | URL | undefined): Promise<{ port: Port; listen: (fn: (m: any) => void, onError: (e: unknown) => void) => void }> {
+  const url = workerUrl ? new URL(String(workerUrl), isNode ? `file://${process.cwd()}/` : (globalThis as any).location?.href) : engineWorkerUrl();
   if (isNode) {
     const { Worker } = await nodeImport('node:worker_threads');
     const w = new Worker(url);
@@ -209,7 +218,12 @@ export class Kiln {
     // 'auto' falls back to the SIMD128 files when the relaxed ones are not
     // served (an older copy of wasm/dist); 'relaxed' does not
     const variants = relaxed ? [`${build}-relaxed`, ...(simdOpt === 'auto' ? [build] : [])] : [build];
-    const { port, listen } = await startWorker();
+    if (!import.meta.url && !(opts.workerUrl && opts.wasmUrl)) {
+      // e.g. esbuild's default IIFE output, where import.meta is empty
+      throw new KilnError('BAD_SOURCE', 'kiln-ml cannot find its files: import.meta.url is empty in this bundle (a classic/IIFE ' +
+        'output format?). Bundle as an ES module (esbuild: --format=esm), or pass workerUrl and wasmUrl.');
+    }
+    const { port, listen } = await startWorker(opts.workerUrl);
     const sched = new Scheduler(port);
     listen((m) => sched.receive(m), (e: any) => {
       sched.fail(new KilnError('ENGINE_CRASHED', `the engine worker failed: ${e?.message ?? e}`));
