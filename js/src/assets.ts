@@ -38,12 +38,13 @@ export function packagedFiles(variant: string): EngineFiles {
     case 'mt': return {
       js: new URL('../../wasm/dist/mt/kiln-mt.js', import.meta.url).href,
       wasm: new URL('../../wasm/dist/mt/kiln-mt.wasm', import.meta.url).href,
-      worker: new URL('../../wasm/dist/mt/kiln-mt.worker.js', import.meta.url).href,
+      // ?no-inline: Vite would inline a file this small as a data: URL, from which no pthread can start
+      worker: new URL('../../wasm/dist/mt/kiln-mt.worker.js?no-inline', import.meta.url).href,
     };
     case 'mt-relaxed': return {
       js: new URL('../../wasm/dist/mt-relaxed/kiln-mt-relaxed.js', import.meta.url).href,
       wasm: new URL('../../wasm/dist/mt-relaxed/kiln-mt-relaxed.wasm', import.meta.url).href,
-      worker: new URL('../../wasm/dist/mt-relaxed/kiln-mt-relaxed.worker.js', import.meta.url).href,
+      worker: new URL('../../wasm/dist/mt-relaxed/kiln-mt-relaxed.worker.js?no-inline', import.meta.url).href,
     };
     default: throw new Error(`no engine variant '${variant}'`);
   }

@@ -137,13 +137,19 @@ async function startWorker(workerUrl: string | URL | undefined): Promise<{ port:
   if (isNode) {
     const { Worker } = await nodeImport('node:worker_threads');
     const w = new Worker(url);
-    w.unref();
+    // the worker keeps Node running while a job (a message with an id) awaits its reply, not when idle
+    const waiting = new Set<number>();
+    const track = () => { if (waiting.size) w.ref(); else w.unref(); };
     return {
-      port: { post: (m, t) => w.postMessage(m, (t ?? []) as any), terminate: () => { void w.terminate(); } },
+      port: {
+        post: (m: any, t) => { if (typeof m?.id === 'number') { waiting.add(m.id); track(); } w.postMessage(m, (t ?? []) as any); },
+        terminate: () => { void w.terminate(); },
+      },
       listen: (fn, onError) => {
-        w.on('message', fn);
+        w.on('message', (m: any) => { if (m?.t === 'reply' && waiting.delete(m.id)) track(); fn(m); });
         w.on('error', onError);
         w.on('exit', (code: number) => onError(new Error(`engine worker exited (${code})`)));
+        track();
       },
     };
   }
