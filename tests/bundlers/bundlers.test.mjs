@@ -101,7 +101,9 @@ before(async () => {
   mkdirSync(path.join(wp, 'src'), { recursive: true });
   writeFileSync(path.join(wp, 'src/index.js'), APP);
   const { default: webpack } = await import('webpack');
-  const stats = await new Promise((resolve, reject) => webpack({ context: wp, mode: 'production' }, (e, s) => (e ? reject(e) : resolve(s))));
+  // what `npx webpack` does in that folder (its defaults are relative to the working directory)
+  const config = { context: wp, mode: 'production', output: { path: path.join(wp, 'dist') } };
+  const stats = await new Promise((resolve, reject) => webpack(config, (e, s) => (e ? reject(e) : resolve(s))));
   buildLogs.webpack = stats.toString({ all: false, errors: true, warnings: true });
   assert.ok(!stats.hasErrors(), `webpack failed:\n${buildLogs.webpack}`);
   dists.webpack = path.join(wp, 'dist');
@@ -146,11 +148,11 @@ async function runPage(url, opts, requests) {
   const errors = [];
   page.on('pageerror', (e) => errors.push(String(e)));
   try {
+    const first = requests.length;
     await page.goto(url);
     await page.waitForFunction(() => window.kilnReady === true, null, { timeout: 60_000 });
-    const before = requests.length;
     const r = await page.evaluate((o) => window.kilnRun(o), opts);
-    return { ...r, requests: requests.slice(before).map((q) => q.path), errors };
+    return { ...r, requests: requests.slice(first).map((q) => q.path), errors };
   } finally {
     await page.close();
   }
