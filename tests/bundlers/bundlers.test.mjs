@@ -240,3 +240,13 @@ test('Node: an ES module script and a CommonJS require() of the installed packag
   const cjs = JSON.parse(run(process.execPath, ['--no-warnings', 'cjs.cjs', MODEL], app).trim().split('\n').pop());
   assert.equal(cjs.text, REFERENCE);
 });
+
+test('esbuild without wasmUrl: the error names every URL tried and suggests wasmUrl', async () => {
+  const srv = await startServer({ port: 0, isolation: true, quiet: true, mounts: { '/': dists.esbuild } });
+  toClose.push(srv.close);
+  const r = await runPage(srv.url, { workerUrl: '/kiln/worker.js' }, srv.requests);
+  assert.equal(r.code, 'BAD_SOURCE', r.error);
+  // 'auto' tries the relaxed build, then SIMD128: both URLs, both 404
+  assert.match(r.error, /kiln-mt-relaxed\.wasm: HTTP 404.*kiln-mt\.wasm: HTTP 404/s);
+  assert.match(r.error, /wasmUrl/);
+});
