@@ -16,20 +16,15 @@ import { cpSync, copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { chromium } from 'playwright-core';
+import { launchChromium, referenceText } from '../e2e/shared.mjs';
 import { startServer } from '../../web-demo/server.mjs';
 import { statSync } from 'node:fs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-const CHROMIUM = process.env.KILN_CHROMIUM ?? '/usr/bin/chromium';
 const MODEL = path.join(ROOT, 'models/stories260K.gguf');
 const PROMPT = 'Once upon a time';
 // llama.cpp's greedy 200 tokens after "Once upon a time" (models/README.md), without the BOS piece
-const REFERENCE = (() => {
-  const md = readFileSync(path.join(ROOT, 'models/README.md'), 'utf8');
-  const m = md.match(/BOS prepended, 200 tokens[^\n]*\n+```\n([\s\S]*?)\n```/);
-  return m ? m[1].replace(/^<s> /, '') : null;
-})();
+const REFERENCE = referenceText();
 
 // the fixture app: the same source for every bundler
 const APP = `import { Kiln } from 'kiln-ml';
@@ -128,12 +123,7 @@ before(async () => {
   copyFileSync(MODEL, path.join(dists.esbuild, 'stories260K.gguf'));
   pageOpts.esbuild = { wasmUrl: '/kiln/', workerUrl: '/kiln/worker.js' };
 
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    headless: true,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-      '--disable-background-networking', '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage'],
-  });
+  browser = await launchChromium();
 });
 
 after(async () => {

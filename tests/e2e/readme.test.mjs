@@ -15,17 +15,12 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { chromium } from 'playwright-core';
+import { launchChromium, referenceText } from './shared.mjs';
 import { startServer } from '../../web-demo/server.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-const CHROMIUM = process.env.KILN_CHROMIUM ?? '/usr/bin/chromium';
 const PROMPT = 'Once upon a time';
-const REFERENCE = (() => {
-  const md = readFileSync(path.join(ROOT, 'models/README.md'), 'utf8');
-  const m = md.match(/BOS prepended, 200 tokens[^\n]*\n+```\n([\s\S]*?)\n```/);
-  return m ? m[1].replace(/^<s> /, '') : null;
-})();
+const REFERENCE = referenceText();
 // the reference after the prompt: what complete() returns for it
 const CONTINUATION = REFERENCE?.slice(PROMPT.length);
 
@@ -54,12 +49,7 @@ before(async () => {
   copyFileSync(path.join(ROOT, 'js/dist/worker.js'), path.join(kilnDir, 'worker.js'));
   mkdirSync(path.join(work, 'pages'));
   server = await startServer({ port: 0, isolation: true, quiet: true, mounts: { '/kiln/': kilnDir, '/pages/': path.join(work, 'pages') } });
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    headless: true,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-      '--disable-background-networking', '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage'],
-  });
+  browser = await launchChromium();
 });
 
 after(async () => {
