@@ -209,8 +209,17 @@ export type TensorData = Float32Array | Float64Array | Int32Array | Int16Array |
 export interface KilnOptions {
     /** threads for compute (default: the machine's cores, at most 8); more than 1 needs kiln-mt */
     threads?: number;
-    /** where kiln-st/ and kiln-mt/ builds live (a URL, or a directory path in Node); default: the package's wasm/dist/ */
+    /**
+     * a folder holding the engine builds as the package's wasm/dist/ does (st/, mt/, st-relaxed/, mt-relaxed/):
+     * a URL, or a directory path in Node. Default: the files your bundler emitted (or the package's own when
+     * unbundled). For a CDN, or a bundler that does not copy assets named by `new URL(…, import.meta.url)` (esbuild).
+     */
     wasmUrl?: string | URL;
+    /**
+     * the engine worker script (the package's js/dist/worker.js), same origin as the page. Default: the
+     * copy your bundler emitted (or the package's own). Needed with bundlers that do not copy it (esbuild).
+     */
+    workerUrl?: string | URL;
     logLevel?: LogLevel;
     /** force a build (tests); default: mt when threads are possible */
     build?: Build;
