@@ -173,7 +173,8 @@ for (const fixture of ['vite', 'webpack', 'esbuild']) {
       const r = await runPage(srv.url, pageOpts[fixture], srv.requests);
       checkRun(r, isolated, fixture);
       // what the page downloaded for its first token, the model aside (a JSON line for the size report)
-      const files = [...new Set(['/', ...r.requests.filter((p) => !p.endsWith('.gguf'))])];
+      const served = (p) => { try { return statSync(path.join(dists[fixture], p === '/' ? 'index.html' : p)).isFile(); } catch { return false; } };
+      const files = [...new Set(['/', ...r.requests.filter((p) => !p.endsWith('.gguf'))])].filter(served); // not the 404 favicon
       const bytes = Object.fromEntries(files.map((p) => [p, statSync(path.join(dists[fixture], p === '/' ? 'index.html' : p)).size]));
       console.log(JSON.stringify({ bench: 'first-token-bytes', fixture, isolated, total: Object.values(bytes).reduce((a, b) => a + b, 0), files: bytes }));
       if (fixture !== 'esbuild') {
