@@ -30,8 +30,9 @@ suite_neon()   { bash scripts/test-neon.sh; }
 suite_fuzz()   { bash scripts/fuzz.sh "${KILN_FUZZ_SECONDS:-60}"; }
 suite_oracle() { [ -f scripts/test-oracle.sh ] && bash scripts/test-oracle.sh; }
 suite_e2e()    { [ -f scripts/test-e2e.sh ] && bash scripts/test-e2e.sh; }
+suite_bundlers() { bash scripts/test-bundlers.sh; }
 
-ALL="native sanitize wasm js neon fuzz oracle e2e"
+ALL="native sanitize wasm js neon fuzz oracle e2e bundlers"
 ONLY="${KILN_TEST_ONLY:-$ALL}"
 passed=0; failed=0; failed_names=""
 for s in $ONLY; do

@@ -29,6 +29,7 @@ import type { Progress, Scheduler } from './scheduler.js';
 /** a slice sent or written at a time */
 const SLICE = 4 << 20;
 
+/** @internal */
 export interface BytesPlan {
   source: Record<string, unknown>;
   transfer: Transferable[];
@@ -37,6 +38,7 @@ export interface BytesPlan {
 
 const isShared = (b: unknown): b is SharedArrayBuffer => typeof SharedArrayBuffer !== 'undefined' && b instanceof SharedArrayBuffer;
 
+/** @internal */
 export function isBytes(source: unknown): source is ArrayBuffer | SharedArrayBuffer | ArrayBufferView {
   return source instanceof ArrayBuffer || isShared(source) || ArrayBuffer.isView(source);
 }
@@ -73,7 +75,7 @@ function nextTask(): Promise<void> {
   return new Promise((r) => setTimeout(r, 0));
 }
 
-/**
+/** @internal
  * How loadModel() sends these bytes: the worker's source description, what
  * to transfer with the request, and the handler of its 'fill' requests.
  */

@@ -53,6 +53,7 @@ interface Loader<M> {
   loadModel(source: string | ReadableStream<Uint8Array> | Blob, opts: { onProgress?: (p: Progress) => void; signal?: AbortSignal; size?: number }): Promise<M>;
 }
 
+/** @internal */
 export interface CachedLoadOptions {
   onProgress?: (p: Progress) => void;
   signal?: AbortSignal;
@@ -256,7 +257,7 @@ function backend(): Promise<Backend | null> {
   return backendP;
 }
 
-/** the package's model cache (kiln.cache) */
+/** @internal the package's model cache (kiln.cache) */
 export const modelCache: ModelCache = {
   async list() { const b = await backend(); return b ? b.list() : []; },
   async delete(url) { const b = await backend(); return b ? b.remove(normalize(url)) : false; },
@@ -270,7 +271,7 @@ function isAbort(e: unknown, signal?: AbortSignal) {
   return !!signal?.aborted || e instanceof KilnAbortError || (e as any)?.name === 'AbortError' || (e as any)?.code === 'ABORTED';
 }
 
-/**
+/** @internal
  * loadModel(url, {cache}) — serve from the cache when the URL has an entry,
  * else download, loading and storing at once, and commit the entry when
  * the load succeeded with every byte.

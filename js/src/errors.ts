@@ -28,9 +28,10 @@ export class KilnAbortError extends KilnError {
   }
 }
 
-/** Error as it crosses the worker boundary. */
+/** @internal Error as it crosses the worker boundary. */
 export interface WireError { code: KilnErrorCode; message: string }
 
+/** @internal */
 export function fromWire(e: WireError): KilnError {
   return e.code === 'ABORTED' ? new KilnAbortError(e.message) : new KilnError(e.code, e.message);
 }

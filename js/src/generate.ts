@@ -42,14 +42,16 @@ export interface GenerationStats {
   tokensPerSecond: number;
 }
 
+/** why a generation ended: end-of-text token, maxTokens reached, a stop string, or the context is full */
+export type StopReason = 'eos' | 'maxTokens' | 'stop' | 'context';
+
 export interface Completion {
   /** the generated text (without the prompt) */
   text: string;
   /** the generated token ids (the end-of-text token excluded) */
   tokens: number[];
   stats: GenerationStats;
-  /** 'eos' | 'maxTokens' | 'stop' | 'context' */
-  stopReason: string;
+  stopReason: StopReason;
 }
 
 export interface ChatMessage { role: string; content: string }
@@ -71,7 +73,7 @@ function loadJinja(): Promise<any> {
       return await import('./vendor/jinja/index.js');
     } catch (vendored: any) {
       const name = '@huggingface/jinja';
-      try { return await import(/* @vite-ignore */ name); } catch (e: any) {
+      try { return await import(/* webpackIgnore: true */ /* @vite-ignore */ name); } catch (e: any) {
         throw new Error(`${vendored?.message ?? vendored}; ${e?.message ?? e}`);
       }
     }
@@ -89,7 +91,7 @@ function num(name: string, v: unknown, def: number, check: (x: number) => boolea
 }
 const isInt = (x: number) => Number.isInteger(x);
 
-/** the worker's request for a generation, options checked */
+/** @internal the worker's request for a generation, options checked */
 export function generateRequest(model: number, prompt: string | number[], o: GenerateOptions, stream: boolean): Record<string, unknown> {
   if (typeof prompt !== 'string' && !Array.isArray(prompt)) throw new KilnError('INVALID_ARGUMENT', 'generate: the prompt must be a string or an array of token ids');
   const stop = o.stop === undefined ? [] : Array.isArray(o.stop) ? o.stop : [o.stop];
@@ -114,7 +116,7 @@ export function generateRequest(model: number, prompt: string | number[], o: Gen
   };
 }
 
-/** Text generation bound to one model of one engine (used by Model in kiln.ts). */
+/** @internal Text generation bound to one model of one engine (used by Model in kiln.ts). */
 export class TextGen {
   private info: LlmInfo | null = null;
   /** stats of the last finished generate() / complete() */

@@ -10,6 +10,7 @@ import { loadVad, type Vad, type VadSource } from './vad.js';
 import { loadModelCached, modelCache, type CacheEvent, type ModelCache } from './cache.js';
 import { backward, gradOf, makeOptim, zeroGrad, type BackwardOptions, type Optim } from './autograd.js';
 import { isBytes, planBytes } from './bytes.js';
+import { engineWorkerUrl, filesUnder, nodeImport, packagedFiles, type EngineFiles } from './assets.js';
 import { TextGen, type ChatMessage, type ChatOptions, type Completion, type GenerateOptions, type GenerationStats } from './generate.js';
 
 export type Build = 'st' | 'mt';
@@ -36,8 +37,17 @@ export type TensorData = Float32Array | Float64Array | Int32Array | Int16Array |
 export interface KilnOptions {
   /** threads for compute (default: the machine's cores, at most 8); more than 1 needs kiln-mt */
   threads?: number;
-  /** where kiln-st/ and kiln-mt/ builds live (a URL, or a directory path in Node); default: the package's wasm/dist/ */
+  /**
+   * a folder holding the engine builds as the package's wasm/dist/ does (st/, mt/, st-relaxed/, mt-relaxed/):
+   * a URL, or a directory path in Node. Default: the files your bundler emitted (or the package's own when
+   * unbundled). For a CDN, or a bundler that does not copy assets named by `new URL(…, import.meta.url)` (esbuild).
+   */
   wasmUrl?: string | URL;
+  /**
+   * the engine worker script (the package's js/dist/worker.js), same origin as the page. Default: the
+   * copy your bundler emitted (or the package's own). Needed with bundlers that do not copy it (esbuild).
+   */
+  workerUrl?: string | URL;
   logLevel?: LogLevel;
   /** force a build (tests); default: mt when threads are possible */
   build?: Build;
@@ -115,7 +125,7 @@ function threadsPossible(): { ok: boolean; why: string } {
 async function defaultThreads(): Promise<number> {
   let n = 4;
   if (isNode) {
-    const os = await import('node:os');
+    const os = await nodeImport('node:os');
     n = typeof os.availableParallelism === 'function' ? os.availableParallelism() : os.cpus().length;
   } else if (typeof navigator !== 'undefined' && navigator.hardwareConcurrency) {
     n = navigator.hardwareConcurrency;
@@ -123,18 +133,24 @@ async function defaultThreads(): Promise<number> {
   return Math.max(1, Math.min(8, n));
 }
 
-async function startWorker(): Promise<{ port: Port; listen: (fn: (m: any) => void, onError: (e: unknown) => void) => void }> {
-  const url = new URL('./worker.js', import.meta.url);
+async function startWorker(workerUrl: string | URL | undefined): Promise<{ port: Port; listen: (fn: (m: any) => void, onError: (e: unknown) => void) => void }> {
+  const url = workerUrl ? new URL(String(workerUrl), isNode ? `file://${process.cwd()}/` : (globalThis as any).location?.href) : engineWorkerUrl();
   if (isNode) {
-    const { Worker } = await import('node:worker_threads');
+    const { Worker } = await nodeImport('node:worker_threads');
     const w = new Worker(url);
-    w.unref();
+    // the worker keeps Node running while a job (a message with an id) awaits its reply, not when idle
+    const waiting = new Set<number>();
+    const track = () => { if (waiting.size) w.ref(); else w.unref(); };
     return {
-      port: { post: (m, t) => w.postMessage(m, (t ?? []) as any), terminate: () => { void w.terminate(); } },
+      port: {
+        post: (m: any, t) => { if (typeof m?.id === 'number') { waiting.add(m.id); track(); } w.postMessage(m, (t ?? []) as any); },
+        terminate: () => { void w.terminate(); },
+      },
       listen: (fn, onError) => {
-        w.on('message', fn);
+        w.on('message', (m: any) => { if (m?.t === 'reply' && waiting.delete(m.id)) track(); fn(m); });
         w.on('error', onError);
-        w.on('exit', (code) => onError(new Error(`engine worker exited (${code})`)));
+        w.on('exit', (code: number) => onError(new Error(`engine worker exited (${code})`)));
+        track();
       },
     };
   }
@@ -148,15 +164,11 @@ async function startWorker(): Promise<{ port: Port; listen: (fn: (m: any) => voi
   };
 }
 
-function resolveWasmBase(wasmUrl: string | URL | undefined, build: string): string {
-  const base = wasmUrl ? new URL(String(wasmUrl).endsWith('/') ? String(wasmUrl) : String(wasmUrl) + '/', isNode ? 'file:///' : (globalThis as any).location?.href)
-    : new URL('../../wasm/dist/', import.meta.url);
-  const dir = new URL(`${build}/`, base);
-  if (isNode && dir.protocol === 'file:') {
-    // a directory path for createRequire / fs
-    return decodeURIComponent(dir.pathname);
-  }
-  return dir.href;
+/** a variant's files: under opts.wasmUrl when given, else the package's own (assets.ts) */
+function variantFiles(wasmUrl: string | URL | undefined, variant: string): EngineFiles {
+  if (!wasmUrl) return packagedFiles(variant);
+  const s = String(wasmUrl);
+  return filesUnder(new URL(s.endsWith('/') ? s : s + '/', isNode ? 'file:///' : (globalThis as any).location?.href), variant);
 }
 
 let tensorIds = 0;
@@ -213,7 +225,12 @@ export class Kiln {
     // 'auto' falls back to the SIMD128 files when the relaxed ones are not
     // served (an older copy of wasm/dist); 'relaxed' does not
     const variants = relaxed ? [`${build}-relaxed`, ...(simdOpt === 'auto' ? [build] : [])] : [build];
-    const { port, listen } = await startWorker();
+    if (!import.meta.url && !(opts.workerUrl && opts.wasmUrl)) {
+      // e.g. esbuild's default IIFE output, where import.meta is empty
+      throw new KilnError('BAD_SOURCE', 'kiln-ml cannot find its files: import.meta.url is empty in this bundle (a classic/IIFE ' +
+        'output format?). Bundle as an ES module (esbuild: --format=esm), or pass workerUrl and wasmUrl.');
+    }
+    const { port, listen } = await startWorker(opts.workerUrl);
     const sched = new Scheduler(port);
     listen((m) => sched.receive(m), (e: any) => {
       sched.fail(new KilnError('ENGINE_CRASHED', `the engine worker failed: ${e?.message ?? e}`));
@@ -222,7 +239,8 @@ export class Kiln {
     const abortSab = build === 'st' && typeof SharedArrayBuffer !== 'undefined' && (isNode || (globalThis as any).crossOriginIsolated)
       ? new SharedArrayBuffer(4) : null;
     const r = await sched.job<any>({ t: 'init', build, threads, logLevel, abortSab,
-      variants: variants.map((v) => ({ name: `kiln-${v}`, base: resolveWasmBase(opts.wasmUrl, v) })) })
+      variants: variants.map((v) => ({ name: `kiln-${v}`, files: variantFiles(opts.wasmUrl, v) })),
+      wasmUrlGiven: !!opts.wasmUrl })
       .catch((e) => { port.terminate(); throw e; });
     if (r.abortMemory) sched.setAbortWord(new Int32Array(r.abortMemory, r.abortPtr, 1));
     else if (abortSab) sched.setAbortWord(new Int32Array(abortSab));
@@ -304,7 +322,7 @@ export class Kiln {
     else if (typeof source === 'string' && /^file:/i.test(source) && isNode) src = { kind: 'path', path: decodeURIComponent(new URL(source).pathname) };
     else if (typeof source === 'string') {
       if (isNode) {
-        const path = await import('node:path');
+        const path = await nodeImport('node:path');
         src = { kind: 'path', path: path.resolve(source) };
       } else {
         src = { kind: 'url', url: new URL(source, (globalThis as any).location?.href).href };

@@ -30,11 +30,13 @@ interface Job {
 
 type Item = { kind: 'send'; msg: Record<string, unknown>; transfer: Transferable[] } | { kind: 'job'; job: Job };
 
+/** @internal */
 export interface Port {
   post(msg: unknown, transfer?: Transferable[]): void;
   terminate(): void;
 }
 
+/** @internal */
 export class Scheduler {
   private queue: Item[] = [];
   private current: Job | null = null;

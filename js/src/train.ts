@@ -104,6 +104,7 @@ export class TrainedModel {
   }
 }
 
+/** @internal */
 export async function train(kiln: Kiln, o: TrainOptions): Promise<TrainedModel> {
   if (!o || typeof o !== 'object') throw new KilnError('INVALID_ARGUMENT', 'train: options missing');
   const arch = o.model ?? 'fc';

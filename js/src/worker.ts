@@ -32,6 +32,8 @@ declare const setTimeout: any;
   };
   const TYPE_SIZE: Record<number, number> = { 0: 4, 1: 2, 24: 1, 25: 2, 26: 4, 27: 8, 28: 8, 30: 2 };
 
+  interface EngineFiles { js: string; wasm: string; worker?: string }
+
   class WErr extends Error {
     code: string;
     constructor(code: string, message: string) { super(message); this.code = code; }
@@ -88,18 +90,23 @@ declare const setTimeout: any;
     const printErr = (s: string) => { if (logLevel <= 3) console.warn(`[kiln] ${s}`); };
     // the first variant whose files load (kiln.ts lists relaxed, then SIMD128 for 'auto')
     let factory: any = null, wasmBinary: Uint8Array | null = null, locate: (p: string) => string = (p) => p, name = '';
-    let firstErr: unknown = null;
-    for (const v of a.variants as { name: string; base: string }[]) {
+    const failures: string[] = [];
+    for (const v of a.variants as { name: string; files: EngineFiles }[]) {
       try {
-        ({ factory, wasmBinary, locate } = await loadVariant(v.name, v.base));
+        ({ factory, wasmBinary, locate } = await loadVariant(v.name, v.files));
         name = v.name;
         break;
       } catch (e) {
-        firstErr ??= e;
+        failures.push((e as Error)?.message ?? String(e));
         if (logLevel <= 1) console.warn(`[kiln] ${v.name}: ${(e as Error)?.message ?? e}`);
       }
     }
-    if (!factory || !wasmBinary) throw firstErr;
+    if (!factory || !wasmBinary) {
+      throw new WErr('BAD_SOURCE', `cannot load the engine: ${failures.join('; ')}. ` + (a.wasmUrlGiven
+        ? 'The folder given as wasmUrl must hold the package\'s wasm/dist/ (st/, mt/, st-relaxed/, mt-relaxed/).'
+        : 'If your bundler did not copy kiln-ml\'s wasm files into its output, serve node_modules/kiln-ml/wasm/dist/ ' +
+          'yourself (or use a CDN) and pass its URL: Kiln.create({ wasmUrl: \'/kiln-wasm/\' }).'));
+    }
     M = await factory({
       wasmBinary,
       locateFile: locate,
@@ -125,24 +132,27 @@ declare const setTimeout: any;
     };
   }
 
-  async function loadVariant(name: string, base: string) {
+  /** one variant's loader and wasm bytes; files are URLs (file: URLs in Node, see assets.ts) */
+  async function loadVariant(name: string, files: EngineFiles) {
+    const locate = (p: string) => (p.endsWith('.worker.js') && files.worker) || (p.endsWith('.wasm') ? files.wasm : p.endsWith('.js') ? files.js : p);
     if (isNode) {
       const { createRequire } = await import('node:module' as any);
-      const path = await import('node:path' as any);
+      const { fileURLToPath } = await import('node:url' as any);
       const fs = await import('node:fs' as any);
-      const dir: string = base;
+      const js: string = fileURLToPath(files.js);
       // the .wasm first: a missing variant fails before its loader runs
-      const wasmBinary: Uint8Array = fs.readFileSync(path.join(dir, `${name}.wasm`));
-      const req = createRequire(path.join(dir, `${name}.js`));
-      const factory = req(path.join(dir, `${name}.js`));
-      return { factory, wasmBinary, locate: (p: string) => path.join(dir, p) };
+      let wasmBinary: Uint8Array;
+      try { wasmBinary = fs.readFileSync(fileURLToPath(files.wasm)); } catch (e: any) { throw new WErr('BAD_SOURCE', `${name}: ${e.message}`); }
+      const factory = createRequire(js)(js);
+      return { factory, wasmBinary, locate: (p: string) => fileURLToPath(locate(p)) };
     }
-    const r = await fetch(base + `${name}.wasm`);
-    if (!r.ok) throw new WErr('BAD_SOURCE', `cannot fetch ${base}${name}.wasm: HTTP ${r.status}`);
+    let r: any;
+    try { r = await fetch(files.wasm); } catch (e: any) { throw new WErr('BAD_SOURCE', `${files.wasm}: ${e?.message ?? e}`); }
+    if (!r.ok) throw new WErr('BAD_SOURCE', `${files.wasm}: HTTP ${r.status}`);
     const wasmBinary = new Uint8Array(await r.arrayBuffer());
     (self as any).createKilnModule = undefined;
-    importScripts(base + `${name}.js`);
-    return { factory: self.createKilnModule, wasmBinary, locate: (p: string) => base + p };
+    try { importScripts(files.js); } catch (e: any) { throw new WErr('BAD_SOURCE', `${files.js}: ${e?.message ?? e}`); }
+    return { factory: self.createKilnModule, wasmBinary, locate };
   }
 
   function info() {
