@@ -72,7 +72,7 @@ static bool g_available[KILN_ISA_COUNT];
 static _Atomic(const struct kiln_kernels *) g_current = NULL;
 static atomic_int g_init_state = 0; /* 0 none, 1 building, 2 ready */
 
-static const char * const isa_names[KILN_ISA_COUNT] = { "scalar", "avx2", "neon", "wasm_simd128", "wasm_relaxed" };
+static const char * const isa_names[KILN_ISA_COUNT] = { "scalar", "avx2", "neon", "wasm_simd128", "wasm_relaxed", "avx512" };
 
 const char * kiln_isa_name(enum kiln_isa isa) {
     return (isa >= 0 && isa < KILN_ISA_COUNT) ? isa_names[isa] : "unknown";
@@ -125,6 +125,21 @@ static void build_tables(void) {
         k->f32_gemm_packed = f32_gemm_6x16__avx2; k->pack_mr = 6; k->pack_nr = 16;
         table_finish(k);
         g_available[KILN_ISA_AVX2] = true;
+    }
+    /* AVX2's table with the AVX-512 kernels in; each bit-identical to the
+     * AVX2 one it replaces (quant_avx512.c), so results do not depend on
+     * which of the two rows a machine runs */
+    if (g_available[KILN_ISA_AVX2] && kiln_cpu_has_avx512_vnni()) {
+        k = &g_tables[KILN_ISA_AVX512];
+        *k = g_tables[KILN_ISA_AVX2];
+        k->isa = isa_names[KILN_ISA_AVX512];
+        k->isa_id = KILN_ISA_AVX512;
+        table_finish(k);
+        k->vec_dot_x4[KILN_TYPE_Q4_0] = q4_0x4_q8_0_vec_dot__avx512;
+        k->vec_dot_x4[KILN_TYPE_Q8_0] = q8_0x4_q8_0_vec_dot__avx512;
+        k->gemm_x4[KILN_TYPE_Q4_0] = q4_0x4_q8_0_gemm__avx512;
+        k->gemm_x4[KILN_TYPE_Q8_0] = q8_0x4_q8_0_gemm__avx512;
+        g_available[KILN_ISA_AVX512] = true;
     }
 #endif
 #ifdef KILN_ARCH_ARM

@@ -3,7 +3,7 @@
  * ops call, as function pointers chosen once per ISA.
  *
  * Natively the table is picked at first use by runtime CPU detection (AVX2
- * needs avx2+fma+f16c), so one library binary runs on any x86-64 / arm64;
+ * needs avx2+fma+f16c, avx512 also AVX-512 F+BW+VL+VNNI), so one library binary runs on any x86-64 / arm64;
  * in wasm the ISA is fixed by the build flags. kiln_cpu_force_isa() (kiln.h)
  * swaps the table, for tests and benchmarks that compare ISAs.
  *
@@ -43,6 +43,7 @@ enum kiln_isa {
     KILN_ISA_NEON,          /* arm64 */
     KILN_ISA_WASM_SIMD128,  /* wasm: compile-time */
     KILN_ISA_WASM_RELAXED,  /* wasm built with -mrelaxed-simd: SIMD128 + relaxed kernels */
+    KILN_ISA_AVX512,        /* x86-64: AVX2's table with AVX-512 F+BW+VL+VNNI kernels, bit-identical to it */
     KILN_ISA_COUNT,
 };
 
@@ -78,7 +79,7 @@ typedef void (*kiln_gemm_packed_t)(int64_t k, const float * a, int64_t lda, cons
 typedef void (*kiln_gemm_pack_t)(int64_t k, const float * a, int64_t lda, int nr, float * bp);
 
 struct kiln_kernels {
-    const char *  isa;     /* "scalar", "avx2", "neon", "wasm_simd128", "wasm_relaxed" */
+    const char *  isa;     /* "scalar", "avx2", "neon", "wasm_simd128", "wasm_relaxed", "avx512" */
     enum kiln_isa isa_id;
 
     /* reductions: accumulate in float lanes, return the total */
