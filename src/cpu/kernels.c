@@ -17,15 +17,9 @@
 #endif
 #endif
 
-#define FILL_VEC(k, S) do { \
-    (k)->f32_dot = f32_dot__##S; (k)->f16_dot = f16_dot__##S; (k)->bf16_dot = bf16_dot__##S; \
-    (k)->f32_sum = f32_sum__##S; (k)->f32_max = f32_max__##S; (k)->f32_sumsq = f32_sumsq__##S; \
-    (k)->f32_softmax_exp = f32_softmax_exp__##S; \
-    (k)->f32_axpy = f32_axpy__##S; (k)->f32_scale = f32_scale__##S; \
-    (k)->f32_add = f32_add__##S; (k)->f32_mul = f32_mul__##S; \
-    (k)->f32_exp = f32_exp__##S; (k)->f32_silu = f32_silu__##S; (k)->f32_gelu = f32_gelu__##S; \
-    (k)->f32_to_f16 = f32_to_f16__##S; (k)->f16_to_f32 = f16_to_f32__##S; \
-} while (0)
+/* every kernel of the list (arch/vec_list.h) into table k, from ISA S */
+#define KILN_VEC_SET(ret, name, params, S) k_->name = name##__##S;
+#define FILL_VEC(k, S) do { struct kiln_kernels * k_ = (k); KILN_VEC_LIST(KILN_VEC_SET, S) } while (0)
 
 /* vec_dot wrappers per ISA so the per-type slots call that ISA's kernel
  * directly (and not whatever table is current). */

@@ -32,6 +32,7 @@
 #define KILN_KERNELS_H
 
 #include "kiln.h"
+#include "arch/vec_list.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -82,33 +83,14 @@ struct kiln_kernels {
     const char *  isa;     /* "scalar", "avx2", "neon", "wasm_simd128", "wasm_relaxed", "avx512" */
     enum kiln_isa isa_id;
 
-    /* reductions: accumulate in float lanes, return the total */
-    float  (*f32_dot) (int64_t n, const float * x, const float * y);
+    /* the vector kernels of every ISA, one field each (src/cpu/arch/vec_list.h
+     * has the list and their contracts) */
+    KILN_VEC_LIST(KILN_VEC_FIELD, _)
     /* two rows' f32_dot against one y, s[r] bit-identical to f32_dot(x_r):
      * y is loaded once for both and two weight streams run side by side,
      * which lifts an f32 mat-vec toward the read bandwidth (wasm). NULL:
      * mul_mat calls f32_dot per row. */
     kiln_f32_dot2_t f32_dot2;
-    float  (*f16_dot) (int64_t n, const kiln_fp16_t * x, const kiln_fp16_t * y);
-    float  (*bf16_dot)(int64_t n, const kiln_bf16_t * x, const kiln_bf16_t * y);
-    float  (*f32_sum) (int64_t n, const float * x);
-    float  (*f32_max) (int64_t n, const float * x);      /* -INFINITY for n == 0 */
-    double (*f32_sumsq)(int64_t n, const float * x);     /* rms: sum of x^2 */
-    /* y[i] = exp(x[i] - max); returns sum of y (softmax row; y may alias x) */
-    double (*f32_softmax_exp)(int64_t n, const float * x, float * y, float max);
-
-    /* maps (y may alias x) */
-    void (*f32_axpy) (int64_t n, float a, const float * x, float * y);   /* y += a*x */
-    void (*f32_scale)(int64_t n, float a, const float * x, float * y);   /* y = a*x */
-    void (*f32_add)  (int64_t n, const float * x, const float * y, float * z); /* z = x + y */
-    void (*f32_mul)  (int64_t n, const float * x, const float * y, float * z); /* z = x * y */
-    void (*f32_exp)  (int64_t n, const float * x, float * y);
-    void (*f32_silu) (int64_t n, const float * x, float * y);  /* x / (1 + exp(-x)) */
-    void (*f32_gelu) (int64_t n, const float * x, float * y);  /* tanh approximation, as ggml */
-
-    /* conversions, bit-exact with kiln_fp32_to_fp16 / kiln_fp16_to_fp32 (RNE) */
-    void (*f32_to_f16)(int64_t n, const float * x, kiln_fp16_t * y);
-    void (*f16_to_f32)(int64_t n, const kiln_fp16_t * x, float * y);
     /* F16 accumulators: y = fp16(fma(fp32(x), v, fp32(y))), y = fp16(fp32(y) * v) */
     void (*f16_mad)  (int64_t n, kiln_fp16_t * y, const kiln_fp16_t * x, float v);
     void (*f16_scale)(int64_t n, kiln_fp16_t * y, float v);
