@@ -18,21 +18,11 @@
 #include <immintrin.h>
 #include <string.h>
 
-#define KQ_H2F(h) _cvtsh_ss(h)
+#include "x86_common.h"
 #include "../quant_dot.h"
 #include "../../repack.h"
 #include "blocks.h"
 #include "quants_impl.h"
-
-/* the AVX2 kernels' final reduction of an 8-lane accumulator */
-static inline float hsum_ps(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
-static inline __m256i load32(const void * p) { return _mm256_loadu_si256((const __m256i *) p); }
 
 /* signed x signed bytes -> 8 i32 lanes of 4 products: |x| * sign(y, x) */
 static inline __m256i dot_i8(__m256i x, __m256i y) {

@@ -11,18 +11,9 @@
 #include <immintrin.h>
 #include <string.h>
 
-#define KQ_H2F(h) _cvtsh_ss(h)
+#include "x86_common.h"
 #include "../../repack.h"
 #include "quants_impl.h"
-
-static inline float hsum_ps(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
-static inline __m256i load32(const void * p) { return _mm256_loadu_si256((const __m256i *) p); }
 
 /* lanes 0..3: the 4 rows' d * d_y, each the same fp32 product as the plain
  * kernel's (F16C converts exactly either way) */
