@@ -20,7 +20,7 @@
 //   KILN_ORACLE_GGML_CPU=zen4|skylakex|...   pin another variant (debugging)
 //   KILN_ORACLE_GGML_CPU=auto                ggml's own choice (unpinned)
 //   KILN_ORACLE_ISA=avx512|avx2|scalar       the Kiln row to compare
-import { copyFileSync, existsSync, mkdirSync, readFileSync, readdirSync, statSync } from "node:fs";
+import { copyFileSync, existsSync, mkdirSync, readFileSync, readdirSync, renameSync, statSync } from "node:fs";
 import { createRequire } from "node:module";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -89,7 +89,12 @@ function pinnedBinsDir(variant) {
             const b = statSync(to);
             if (b.size === a.size && b.mtimeMs >= a.mtimeMs) continue;
         }
-        copyFileSync(from, to);
+        // copy, then rename over: a process that has the old file mapped
+        // keeps it intact (never truncated under it), and a concurrent
+        // loader sees either the old file or the whole new one
+        const tmp = `${to}.tmp-${process.pid}`;
+        copyFileSync(from, tmp);
+        renameSync(tmp, to);
     }
     return dst;
 }
