@@ -179,9 +179,7 @@ static void q4_0x4_2cols(int64_t n, float * s0, float * s1, const block_q4_0x4 *
         const __m512i p0 = rowsum4(q4_0x4_isums(v, ya0, yh0, q4_0x4_corr(ya0, yh0)));
         const __m512i p1 = rowsum4(q4_0x4_isums(v, ya1, yh1, q4_0x4_corr(ya1, yh1)));
         const __m256i isum = _mm512_castsi512_si256(_mm512_permutex2var_epi32(p0, pick, p1));
-        const __m128 dx = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *) x[i].d));
-        const __m256 d = _mm256_mul_ps(_mm256_set_m128(dx, dx), _mm256_set_m128(_mm_set1_ps(KQ_H2F(y1[i].d)), _mm_set1_ps(KQ_H2F(y0[i].d))));
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), d, acc);
+        acc = q4_0x4_2cols_fma(isum, x[i].d, y0[i].d, y1[i].d, acc);
     }
     _mm_storeu_ps(s0, _mm256_castps256_ps128(acc));
     _mm_storeu_ps(s1, _mm256_extractf128_ps(acc, 1));

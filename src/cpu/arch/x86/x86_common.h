@@ -6,6 +6,8 @@
 #ifndef KILN_X86_COMMON_H
 #define KILN_X86_COMMON_H
 
+#include "kiln.h"
+
 /* F16C: exact fp16 -> fp32 in one instruction (the quant headers' KQ_H2F) */
 #define KQ_H2F(h) _cvtsh_ss(h)
 
@@ -19,5 +21,14 @@ static inline float hsum_ps(__m256 v) {
 }
 
 static inline __m256i load32(const void * p) { return _mm256_loadu_si256((const __m256i *) p); }
+
+/* the batched q4_0x4 kernels' float step for 2 activation rows: lanes
+ * 0..3 the 4 weight rows against row y0, 4..7 against y1;
+ * acc = fma((float) isum, d_x * d_y, acc) per lane */
+static inline __m256 q4_0x4_2cols_fma(__m256i isum, const kiln_fp16_t * dx4, kiln_fp16_t dy0, kiln_fp16_t dy1, __m256 acc) {
+    const __m128 dx = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *) dx4));
+    const __m256 d = _mm256_mul_ps(_mm256_set_m128(dx, dx), _mm256_set_m128(_mm_set1_ps(KQ_H2F(dy1)), _mm_set1_ps(KQ_H2F(dy0))));
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), d, acc);
+}
 
 #endif
