@@ -3,7 +3,7 @@
  * runner, one JSON object per line.
  *
  *   bench-generate [-m FILE]... [--threads N]... [--synthetic WIDTH:LAYERS:TYPE]...
- *                  [--prompt N] [--gen N] [--reps N]
+ *                  [--prompt N] [--gen N] [--reps N] [--isa NAME]
  *
  * Defaults (no -m, no --synthetic): models/stories260K.gguf, and synthetic llama models built in
  * memory (random weights, the stories260K tokenizer) 1024 wide with 4 layers
@@ -133,14 +133,16 @@ static void bench(const char * name, const char * path, const void * buf, size_t
     const bool repack = !(norep && norep[0] && strcmp(norep, "0") != 0);
     kiln_token * toks = malloc(sizeof(kiln_token) * (size_t) n_prompt);
     for (int i = 0; i < n_prompt; i++) toks[i] = i == 0 ? 1 : 300 + (i * 37) % 200;
-    double pp[16], tg[16], tgc[16];
+    double pp[16], tg[16], tgc[16], ppc[16];
     const char * err = NULL;
     for (int r = 0; r < reps && !err; r++) {
         kiln_model_reset(m);
+        const double c0 = cpu_s();
         int64_t t0 = kiln_time_us();
         if (kiln_model_eval(m, toks, n_prompt) != KILN_STATUS_SUCCESS) { err = kiln_last_error(); break; }
         int64_t t1 = kiln_time_us();
         const double c1 = cpu_s();
+        ppc[r] = n_prompt / KILN_MAX_D(c1 - c0, 1e-9);
         kiln_token t = 400;
         for (int i = 0; i < n_gen; i++) {
             if (kiln_model_eval(m, &t, 1) != KILN_STATUS_SUCCESS) { err = kiln_last_error(); break; }
@@ -156,12 +158,13 @@ static void bench(const char * name, const char * path, const void * buf, size_t
         qsort(pp, (size_t) reps, sizeof(double), cmp_d);
         qsort(tg, (size_t) reps, sizeof(double), cmp_d);
         qsort(tgc, (size_t) reps, sizeof(double), cmp_d);
+        qsort(ppc, (size_t) reps, sizeof(double), cmp_d);
         printf("{\"what\":\"generate\",\"model\":\"%s\",\"isa\":\"%s\",\"threads\":%d,\"repack\":%s,\"prompt_tokens\":%d,\"gen_tokens\":%d,"
                "\"pp_tokens_per_s\":%.1f,\"tg_tokens_per_s\":%.1f,\"pp_p25\":%.1f,\"pp_p75\":%.1f,\"tg_p25\":%.1f,\"tg_p75\":%.1f,"
-               "\"weight_MB_per_token\":%.1f,\"tg_GBps\":%.2f,\"tg_tokens_per_cpu_s\":%.1f,\"tg_GBps_cpu\":%.2f}\n",
+               "\"weight_MB_per_token\":%.1f,\"tg_GBps\":%.2f,\"tg_tokens_per_cpu_s\":%.1f,\"tg_GBps_cpu\":%.2f,\"pp_tokens_per_cpu_s\":%.1f}\n",
                name, kiln_cpu_isa(), threads, repack ? "true" : "false", n_prompt, n_gen, pp[reps / 2], tg[reps / 2], pp[reps / 4], pp[reps * 3 / 4],
                tg[reps / 4], tg[reps * 3 / 4], wbytes / 1e6, wbytes * tg[reps / 2] / 1e9,
-               tgc[reps / 2], wbytes * tgc[reps / 2] / 1e9);
+               tgc[reps / 2], wbytes * tgc[reps / 2] / 1e9, ppc[reps / 2]);
     }
     fflush(stdout);
     free(toks);
@@ -181,6 +184,11 @@ int main(int argc, char ** argv) {
         else if (!strcmp(argv[i], "--prompt") && has) n_prompt = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--gen") && has) n_gen = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--reps") && has) reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--isa") && has) {
+            /* a kernel-table row (scalar, avx2, avx512...), to compare rows */
+            kiln_cpu_force_isa(argv[++i]);
+            if (strcmp(kiln_cpu_isa(), argv[i]) != 0) { fprintf(stderr, "bench-generate: --isa %s: %s\n", argv[i], kiln_last_error()); return 1; }
+        }
         else if (!strcmp(argv[i], "--synthetic") && has && n_syn < 8) {
             char tname[16] = "f16";
             syn_given = true;

@@ -66,8 +66,9 @@ static struct stats summarize(double * t, int n) {
     return s;
 }
 
-/* ---- read bandwidth: threads sum disjoint slices of a rotating buffer set
- * with the kernel table's f32_sum (SIMD, one add per 8 floats: memory bound) */
+/* ---- read bandwidth: threads read disjoint slices of a rotating buffer set
+ * with the kernel table's f32_dot of a slice with itself (one stream, one
+ * FMA per 8 floats: memory bound) */
 
 struct bw_shared {
     float ** bufs;
@@ -93,7 +94,7 @@ static void * bw_worker(void * p) {
         pthread_barrier_wait(&s->bar);
         const int64_t t0 = kiln_time_us();
         const double c0 = cpu_us();
-        s->sink[a->ith] += k->f32_sum(i1 - i0, buf + i0);
+        s->sink[a->ith] += k->f32_dot(i1 - i0, buf + i0, buf + i0);
         pthread_barrier_wait(&s->bar);
         if (a->ith == 0 && r >= 0) { s->times[r] = (double) (kiln_time_us() - t0); s->ctimes[r] = cpu_us() - c0; }
     }

@@ -31,6 +31,10 @@ int kiln_cpu_has_avx512(void) {
     __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
     return (lo & 0xe6) == 0xe6;
 }
+int kiln_cpu_has_avx512_vnni(void) {
+    return kiln_cpu_has_avx512() && x86_bit(7, 0, 1, 30) /* BW */ && x86_bit(7, 0, 1, 31) /* VL */ &&
+           x86_bit(7, 0, 2, 11) /* AVX512_VNNI */ && kiln_cpu_has_avx2() && kiln_cpu_has_fma() && kiln_cpu_has_f16c();
+}
 #else
 int kiln_cpu_has_sse3(void)   { return 0; }
 int kiln_cpu_has_ssse3(void)  { return 0; }
@@ -39,6 +43,7 @@ int kiln_cpu_has_avx2(void)   { return 0; }
 int kiln_cpu_has_f16c(void)   { return 0; }
 int kiln_cpu_has_fma(void)    { return 0; }
 int kiln_cpu_has_avx512(void) { return 0; }
+int kiln_cpu_has_avx512_vnni(void) { return 0; }
 #endif
 
 #if defined(__aarch64__)

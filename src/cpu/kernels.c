@@ -17,15 +17,9 @@
 #endif
 #endif
 
-#define FILL_VEC(k, S) do { \
-    (k)->f32_dot = f32_dot__##S; (k)->f16_dot = f16_dot__##S; (k)->bf16_dot = bf16_dot__##S; \
-    (k)->f32_sum = f32_sum__##S; (k)->f32_max = f32_max__##S; (k)->f32_sumsq = f32_sumsq__##S; \
-    (k)->f32_softmax_exp = f32_softmax_exp__##S; \
-    (k)->f32_axpy = f32_axpy__##S; (k)->f32_scale = f32_scale__##S; \
-    (k)->f32_add = f32_add__##S; (k)->f32_mul = f32_mul__##S; \
-    (k)->f32_exp = f32_exp__##S; (k)->f32_silu = f32_silu__##S; (k)->f32_gelu = f32_gelu__##S; \
-    (k)->f32_to_f16 = f32_to_f16__##S; (k)->f16_to_f32 = f16_to_f32__##S; \
-} while (0)
+/* every kernel of the list (arch/vec_list.h) into table k, from ISA S */
+#define KILN_VEC_SET(ret, name, params, S) k_->name = name##__##S;
+#define FILL_VEC(k, S) do { struct kiln_kernels * k_ = (k); KILN_VEC_LIST(KILN_VEC_SET, S) } while (0)
 
 /* vec_dot wrappers per ISA so the per-type slots call that ISA's kernel
  * directly (and not whatever table is current). */
@@ -72,7 +66,7 @@ static bool g_available[KILN_ISA_COUNT];
 static _Atomic(const struct kiln_kernels *) g_current = NULL;
 static atomic_int g_init_state = 0; /* 0 none, 1 building, 2 ready */
 
-static const char * const isa_names[KILN_ISA_COUNT] = { "scalar", "avx2", "neon", "wasm_simd128", "wasm_relaxed" };
+static const char * const isa_names[KILN_ISA_COUNT] = { "scalar", "avx2", "neon", "wasm_simd128", "wasm_relaxed", "avx512" };
 
 const char * kiln_isa_name(enum kiln_isa isa) {
     return (isa >= 0 && isa < KILN_ISA_COUNT) ? isa_names[isa] : "unknown";
@@ -125,6 +119,21 @@ static void build_tables(void) {
         k->f32_gemm_packed = f32_gemm_6x16__avx2; k->pack_mr = 6; k->pack_nr = 16;
         table_finish(k);
         g_available[KILN_ISA_AVX2] = true;
+    }
+    /* AVX2's table with the AVX-512 kernels in; each bit-identical to the
+     * AVX2 one it replaces (quant_avx512.c), so results do not depend on
+     * which of the two rows a machine runs */
+    if (g_available[KILN_ISA_AVX2] && kiln_cpu_has_avx512_vnni()) {
+        k = &g_tables[KILN_ISA_AVX512];
+        *k = g_tables[KILN_ISA_AVX2];
+        k->isa = isa_names[KILN_ISA_AVX512];
+        k->isa_id = KILN_ISA_AVX512;
+        table_finish(k);
+        k->vec_dot_x4[KILN_TYPE_Q4_0] = q4_0x4_q8_0_vec_dot__avx512;
+        k->vec_dot_x4[KILN_TYPE_Q8_0] = q8_0x4_q8_0_vec_dot__avx512;
+        k->gemm_x4[KILN_TYPE_Q4_0] = q4_0x4_q8_0_gemm__avx512;
+        k->gemm_x4[KILN_TYPE_Q8_0] = q8_0x4_q8_0_gemm__avx512;
+        g_available[KILN_ISA_AVX512] = true;
     }
 #endif
 #ifdef KILN_ARCH_ARM

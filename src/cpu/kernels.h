@@ -3,7 +3,7 @@
  * ops call, as function pointers chosen once per ISA.
  *
  * Natively the table is picked at first use by runtime CPU detection (AVX2
- * needs avx2+fma+f16c), so one library binary runs on any x86-64 / arm64;
+ * needs avx2+fma+f16c, avx512 also AVX-512 F+BW+VL+VNNI), so one library binary runs on any x86-64 / arm64;
  * in wasm the ISA is fixed by the build flags. kiln_cpu_force_isa() (kiln.h)
  * swaps the table, for tests and benchmarks that compare ISAs.
  *
@@ -32,6 +32,7 @@
 #define KILN_KERNELS_H
 
 #include "kiln.h"
+#include "arch/vec_list.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -43,6 +44,7 @@ enum kiln_isa {
     KILN_ISA_NEON,          /* arm64 */
     KILN_ISA_WASM_SIMD128,  /* wasm: compile-time */
     KILN_ISA_WASM_RELAXED,  /* wasm built with -mrelaxed-simd: SIMD128 + relaxed kernels */
+    KILN_ISA_AVX512,        /* x86-64: AVX2's table with AVX-512 F+BW+VL+VNNI kernels, bit-identical to it */
     KILN_ISA_COUNT,
 };
 
@@ -78,36 +80,17 @@ typedef void (*kiln_gemm_packed_t)(int64_t k, const float * a, int64_t lda, cons
 typedef void (*kiln_gemm_pack_t)(int64_t k, const float * a, int64_t lda, int nr, float * bp);
 
 struct kiln_kernels {
-    const char *  isa;     /* "scalar", "avx2", "neon", "wasm_simd128", "wasm_relaxed" */
+    const char *  isa;     /* "scalar", "avx2", "neon", "wasm_simd128", "wasm_relaxed", "avx512" */
     enum kiln_isa isa_id;
 
-    /* reductions: accumulate in float lanes, return the total */
-    float  (*f32_dot) (int64_t n, const float * x, const float * y);
+    /* the vector kernels of every ISA, one field each (src/cpu/arch/vec_list.h
+     * has the list and their contracts) */
+    KILN_VEC_LIST(KILN_VEC_FIELD, _)
     /* two rows' f32_dot against one y, s[r] bit-identical to f32_dot(x_r):
      * y is loaded once for both and two weight streams run side by side,
      * which lifts an f32 mat-vec toward the read bandwidth (wasm). NULL:
      * mul_mat calls f32_dot per row. */
     kiln_f32_dot2_t f32_dot2;
-    float  (*f16_dot) (int64_t n, const kiln_fp16_t * x, const kiln_fp16_t * y);
-    float  (*bf16_dot)(int64_t n, const kiln_bf16_t * x, const kiln_bf16_t * y);
-    float  (*f32_sum) (int64_t n, const float * x);
-    float  (*f32_max) (int64_t n, const float * x);      /* -INFINITY for n == 0 */
-    double (*f32_sumsq)(int64_t n, const float * x);     /* rms: sum of x^2 */
-    /* y[i] = exp(x[i] - max); returns sum of y (softmax row; y may alias x) */
-    double (*f32_softmax_exp)(int64_t n, const float * x, float * y, float max);
-
-    /* maps (y may alias x) */
-    void (*f32_axpy) (int64_t n, float a, const float * x, float * y);   /* y += a*x */
-    void (*f32_scale)(int64_t n, float a, const float * x, float * y);   /* y = a*x */
-    void (*f32_add)  (int64_t n, const float * x, const float * y, float * z); /* z = x + y */
-    void (*f32_mul)  (int64_t n, const float * x, const float * y, float * z); /* z = x * y */
-    void (*f32_exp)  (int64_t n, const float * x, float * y);
-    void (*f32_silu) (int64_t n, const float * x, float * y);  /* x / (1 + exp(-x)) */
-    void (*f32_gelu) (int64_t n, const float * x, float * y);  /* tanh approximation, as ggml */
-
-    /* conversions, bit-exact with kiln_fp32_to_fp16 / kiln_fp16_to_fp32 (RNE) */
-    void (*f32_to_f16)(int64_t n, const float * x, kiln_fp16_t * y);
-    void (*f16_to_f32)(int64_t n, const kiln_fp16_t * x, float * y);
     /* F16 accumulators: y = fp16(fma(fp32(x), v, fp32(y))), y = fp16(fp32(y) * v) */
     void (*f16_mad)  (int64_t n, kiln_fp16_t * y, const kiln_fp16_t * x, float v);
     void (*f16_scale)(int64_t n, kiln_fp16_t * y, float v);

@@ -721,16 +721,18 @@ KILN_API int kiln_cpu_has_avx2       (void);
 KILN_API int kiln_cpu_has_f16c       (void);
 KILN_API int kiln_cpu_has_fma        (void);
 KILN_API int kiln_cpu_has_avx512     (void);
+/* AVX-512 F + BW + VL + VNNI (Ice Lake / Zen 4 and later): Kiln's avx512 row */
+KILN_API int kiln_cpu_has_avx512_vnni(void);
 KILN_API int kiln_cpu_has_neon       (void);
 KILN_API int kiln_cpu_has_arm_fma    (void);
 KILN_API int kiln_cpu_has_fp16_va    (void);
 KILN_API int kiln_cpu_has_dotprod    (void);
 KILN_API int kiln_cpu_has_wasm_simd  (void);
 KILN_API int kiln_cpu_has_wasm_relaxed_simd(void);
-/* The ISA the kernel table selected: "avx2", "neon", "wasm_simd128",
+/* The ISA the kernel table selected: "avx512", "avx2", "neon", "wasm_simd128",
  * "wasm_relaxed" (a relaxed-SIMD build), "scalar" … */
 KILN_API const char * kiln_cpu_isa(void);
-/* Select the kernel table by ISA name ("scalar", "avx2", "neon",
+/* Select the kernel table by ISA name ("scalar", "avx2", "avx512", "neon",
  * "wasm_simd128", "wasm_relaxed"; NULL or "auto" = the detected best), for tests and
  * benchmarks that compare ISAs. An unavailable ISA changes nothing and sets
  * kiln_last_error(); check kiln_cpu_isa() afterwards. */

@@ -24,7 +24,7 @@ static const enum kiln_type types[] = { KILN_TYPE_Q4_0, KILN_TYPE_Q8_0, KILN_TYP
 static const int iq4nl_levels[16] = { -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113 };
 
 static bool blocksum_contract(enum kiln_type t, enum kiln_isa isa) {
-    return t != KILN_TYPE_Q8_0 && (isa == KILN_ISA_SCALAR || isa == KILN_ISA_AVX2);
+    return t != KILN_TYPE_Q8_0 && (isa == KILN_ISA_SCALAR || isa == KILN_ISA_AVX2 || isa == KILN_ISA_AVX512);
 }
 
 static float h2f(const void * p) {
@@ -140,6 +140,8 @@ static void test_gemm_x4(const struct kiln_kernels * k, enum kiln_type t, int64_
     free(yf); free(xb); free(yb);
 }
 
+static int n_avx512; /* avx512 x4 comparisons run */
+
 static void test_kernels(void) {
     const struct kiln_kernels * ks = kiln_kernels_for_isa(KILN_ISA_SCALAR);
     for (int ti = 0; ti < NTYPES; ti++) {
@@ -196,6 +198,16 @@ static void test_kernels(void) {
                     CHECK(fabsf(s4[r] - sref[r]) <= 1e-4f * (1.0f + fabsf(sref[r])), "%s x4 %s vs scalar: %g vs %g",
                           k->isa, kiln_type_name(t), s4[r], sref[r]);
                 }
+                if (isa == KILN_ISA_AVX512) {
+                    /* the avx512 row's rule: bit-identical to the avx2 row */
+                    const struct kiln_kernels * k2 = kiln_kernels_for_isa(KILN_ISA_AVX2);
+                    float a[4], b[4];
+                    k->vec_dot_x4[t](n, a, xp, yp);
+                    k2->vec_dot_x4[t](n, b, xp, yp);
+                    CHECK(memcmp(a, b, sizeof a) == 0, "avx512 x4 %s n=%lld == avx2 bit for bit: %.9g vs %.9g",
+                          kiln_type_name(t), (long long) n, a[0], b[0]);
+                    n_avx512++;
+                }
                 free(xb); free(yb);
                 if (k->gemm_x4[t]) test_gemm_x4(k, t, n, w->data);
             }
@@ -208,6 +220,8 @@ static void test_kernels(void) {
 
 /* mul_mat(W, X) plain and repacked, all ISAs and thread counts: identical */
 static void test_mul_mat(enum kiln_type t, int64_t K, int64_t N, int64_t M, int64_t ne02, int64_t ne12) {
+    /* data from the shape alone, not from how many ISA tables the tests before ran */
+    tu_seed((uint64_t) (t * 1000003 + K * 1009 + N * 31 + M * 7 + ne12));
     struct kiln_context * ctx = tu_ctx(64u << 20);
     struct kiln_tensor * w = kiln_new_tensor_3d(ctx, t, K, N, ne02);
     struct kiln_tensor * wr = kiln_new_tensor_3d(ctx, t, K, N, ne02);
@@ -283,7 +297,7 @@ static void test_mul_mat(enum kiln_type t, int64_t K, int64_t N, int64_t M, int6
             }
             double * out = tu_to_f64(yr);
             const double e = tu_nmse(out, ref, ny);
-            CHECK(e < 1e-4, "%s %s nmse %g", kt->isa, kiln_type_name(t), e);
+            CHECK(e < 1e-4, "%s %s K=%lld N=%lld M=%lld nmse %g", kt->isa, kiln_type_name(t), (long long) K, (long long) N, (long long) M, e);
             free(out);
         }
     }
@@ -381,5 +395,7 @@ int main(void) {
     }
     test_shift_specials();
     test_bad_inputs();
+    if (kiln_kernels_for_isa(KILN_ISA_AVX512)) printf("avx512 x4 kernels == avx2 bit for bit: %d cases\n", n_avx512);
+    else printf("avx512 row NOT TESTED: this CPU/build has no AVX-512 F+BW+VL+VNNI\n");
     return tu_finish();
 }

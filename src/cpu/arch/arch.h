@@ -21,26 +21,9 @@
 #define KILN_ARCH_WASM_RELAXED 1
 #endif
 
-/* one block of declarations per ISA suffix */
-#define KILN_DECLARE_VEC_KERNELS(S) \
-    float  f32_dot__##S (int64_t n, const float * x, const float * y); \
-    float  f16_dot__##S (int64_t n, const kiln_fp16_t * x, const kiln_fp16_t * y); \
-    float  bf16_dot__##S(int64_t n, const kiln_bf16_t * x, const kiln_bf16_t * y); \
-    float  f32_sum__##S (int64_t n, const float * x); \
-    float  f32_max__##S (int64_t n, const float * x); \
-    double f32_sumsq__##S(int64_t n, const float * x); \
-    double f32_softmax_exp__##S(int64_t n, const float * x, float * y, float max); \
-    void f32_axpy__##S (int64_t n, float a, const float * x, float * y); \
-    void f32_scale__##S(int64_t n, float a, const float * x, float * y); \
-    void f32_add__##S  (int64_t n, const float * x, const float * y, float * z); \
-    void f32_mul__##S  (int64_t n, const float * x, const float * y, float * z); \
-    void f32_exp__##S  (int64_t n, const float * x, float * y); \
-    void f32_silu__##S (int64_t n, const float * x, float * y); \
-    void f32_gelu__##S (int64_t n, const float * x, float * y); \
-    void f32_to_f16__##S(int64_t n, const float * x, kiln_fp16_t * y); \
-    void f16_to_f32__##S(int64_t n, const kiln_fp16_t * x, float * y);
+#include "vec_list.h"
 
-KILN_DECLARE_VEC_KERNELS(scalar)
+KILN_VEC_LIST(KILN_VEC_DECLARE, scalar)
 void f32_gemm_4x4__scalar(int64_t k, const float * a, int64_t lda, const float * bp, float * c, int64_t ldc, int accumulate);
 void f32_gemm_pack4__scalar(int64_t k, const float * a, int64_t lda, int nr, float * bp);
 void f32_gemm_1x1__scalar(int64_t k, const float * a, int64_t lda, const float * b, int64_t ldb, float * c, int64_t ldc);
@@ -50,18 +33,18 @@ void f16_mad__scalar(int64_t n, kiln_fp16_t * y, const kiln_fp16_t * x, float v)
 void f16_scale__scalar(int64_t n, kiln_fp16_t * y, float v);
 
 #ifdef KILN_ARCH_X86
-KILN_DECLARE_VEC_KERNELS(avx2)
+KILN_VEC_LIST(KILN_VEC_DECLARE, avx2)
 void f32_gemm_6x16__avx2(int64_t k, const float * a, int64_t lda, const float * bp, float * c, int64_t ldc, int accumulate);
 void f32_gemm_3x4__avx2(int64_t k, const float * a, int64_t lda, const float * b, int64_t ldb, float * c, int64_t ldc);
 void f16_mad__avx2(int64_t n, kiln_fp16_t * y, const kiln_fp16_t * x, float v);
 void f16_scale__avx2(int64_t n, kiln_fp16_t * y, float v);
 #endif
 #ifdef KILN_ARCH_ARM
-KILN_DECLARE_VEC_KERNELS(neon)
+KILN_VEC_LIST(KILN_VEC_DECLARE, neon)
 void f32_gemm_4x4__neon(int64_t k, const float * a, int64_t lda, const float * b, int64_t ldb, float * c, int64_t ldc);
 #endif
 #ifdef KILN_ARCH_WASM_SIMD
-KILN_DECLARE_VEC_KERNELS(wasm_simd128)
+KILN_VEC_LIST(KILN_VEC_DECLARE, wasm_simd128)
 void f32_gemm_2x16__wasm_simd128(int64_t k, const float * a, int64_t lda, const float * bp, float * c, int64_t ldc, int accumulate);
 void f32_gemm_pack16__wasm_simd128(int64_t k, const float * a, int64_t lda, int nr, float * bp);
 void f32_gemm_3x3__wasm_simd128(int64_t k, const float * a, int64_t lda, const float * b, int64_t ldb, float * c, int64_t ldc);

@@ -33,6 +33,9 @@ KILN_QDOT_SCALAR_ONLY_LIST(KILN_QDOT, scalar)
 KILN_QDOT_SIMD_LIST(KILN_QDOT, avx2)
 /* mat-vec variant in llama.cpp's order there (kernels.h, vec_dot_1) */
 void iq4_nl_q8_0_vec_dot_gemv__avx2(int64_t n, float * s, const void * vx, const void * vy);
+/* the avx512 row (F + BW + VL + VNNI): these two; the other types keep AVX2's */
+KILN_QDOT(q4_0_q8_0, avx512)
+KILN_QDOT(q8_0_q8_0, avx512)
 #endif
 #if defined(__aarch64__) && !defined(__EMSCRIPTEN__)
 KILN_QDOT_SIMD_LIST(KILN_QDOT, neon)

@@ -83,40 +83,6 @@ float bf16_dot__neon(int64_t n, const kiln_bf16_t * x, const kiln_bf16_t * y) {
     return s;
 }
 
-float f32_sum__neon(int64_t n, const float * x) {
-    float32x4_t a0 = vdupq_n_f32(0), a1 = vdupq_n_f32(0);
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) { a0 = vaddq_f32(a0, vld1q_f32(x + i)); a1 = vaddq_f32(a1, vld1q_f32(x + i + 4)); }
-    float s = vaddvq_f32(vaddq_f32(a0, a1));
-    for (; i < n; i++) s += x[i];
-    return s;
-}
-
-float f32_max__neon(int64_t n, const float * x) {
-    float r = -INFINITY;
-    int64_t i = 0;
-    if (n >= 4) {
-        /* vmaxnm ignores a NaN operand, like the scalar reference */
-        float32x4_t m = vdupq_n_f32(-INFINITY);
-        for (; i + 4 <= n; i += 4) m = vmaxnmq_f32(m, vld1q_f32(x + i));
-        r = vmaxnmvq_f32(m);
-    }
-    for (; i < n; i++) r = x[i] > r ? x[i] : r;
-    return r;
-}
-
-double f32_sumsq__neon(int64_t n, const float * x) {
-    float32x4_t a0 = vdupq_n_f32(0), a1 = vdupq_n_f32(0);
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        const float32x4_t v0 = vld1q_f32(x + i), v1 = vld1q_f32(x + i + 4);
-        a0 = vfmaq_f32(a0, v0, v0); a1 = vfmaq_f32(a1, v1, v1);
-    }
-    float s = vaddvq_f32(vaddq_f32(a0, a1));
-    for (; i < n; i++) s += x[i] * x[i];
-    return s;
-}
-
 double f32_softmax_exp__neon(int64_t n, const float * x, float * y, float max) {
     /* each vector's sum into a double, as llama.cpp */
     const float32x4_t vmax = vdupq_n_f32(max);

@@ -25,24 +25,6 @@ float bf16_dot__scalar(int64_t n, const kiln_bf16_t * x, const kiln_bf16_t * y) 
     return (float) s;
 }
 
-float f32_sum__scalar(int64_t n, const float * x) {
-    double s = 0.0;
-    for (int64_t i = 0; i < n; i++) s += x[i];
-    return (float) s;
-}
-
-float f32_max__scalar(int64_t n, const float * x) {
-    float m = -INFINITY;
-    for (int64_t i = 0; i < n; i++) m = x[i] > m ? x[i] : m;
-    return m;
-}
-
-double f32_sumsq__scalar(int64_t n, const float * x) {
-    double s = 0.0;
-    for (int64_t i = 0; i < n; i++) s += (double) x[i] * (double) x[i];
-    return s;
-}
-
 double f32_softmax_exp__scalar(int64_t n, const float * x, float * y, float max) {
     double s = 0.0;
     for (int64_t i = 0; i < n; i++) {

@@ -118,49 +118,6 @@ float bf16_dot__wasm_simd128(int64_t n, const kiln_bf16_t * x, const kiln_bf16_t
     return s;
 }
 
-float f32_sum__wasm_simd128(int64_t n, const float * x) {
-    v128_t a0 = wasm_f32x4_splat(0), a1 = wasm_f32x4_splat(0);
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) { a0 = wasm_f32x4_add(a0, wasm_v128_load(x + i)); a1 = wasm_f32x4_add(a1, wasm_v128_load(x + i + 4)); }
-    float s = hsum4(wasm_f32x4_add(a0, a1));
-    for (; i < n; i++) s += x[i];
-    return s;
-}
-
-float f32_max__wasm_simd128(int64_t n, const float * x) {
-    float r = -INFINITY;
-    int64_t i = 0;
-    if (n >= 4) {
-        /* pmax(a, b) = b > a ? b : a: a NaN in x keeps the old max, as the scalar reference does */
-        v128_t m = wasm_f32x4_splat(-INFINITY);
-        for (; i + 4 <= n; i += 4) m = wasm_f32x4_pmax(m, wasm_v128_load(x + i));
-        for (int l = 0; l < 4; l++) {
-            float v = 0;
-            switch (l) {
-                case 0: v = wasm_f32x4_extract_lane(m, 0); break;
-                case 1: v = wasm_f32x4_extract_lane(m, 1); break;
-                case 2: v = wasm_f32x4_extract_lane(m, 2); break;
-                default: v = wasm_f32x4_extract_lane(m, 3); break;
-            }
-            r = v > r ? v : r;
-        }
-    }
-    for (; i < n; i++) r = x[i] > r ? x[i] : r;
-    return r;
-}
-
-double f32_sumsq__wasm_simd128(int64_t n, const float * x) {
-    v128_t a0 = wasm_f32x4_splat(0), a1 = wasm_f32x4_splat(0);
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        const v128_t v0 = wasm_v128_load(x + i), v1 = wasm_v128_load(x + i + 4);
-        a0 = MADD(v0, v0, a0); a1 = MADD(v1, v1, a1);
-    }
-    float s = hsum4(wasm_f32x4_add(a0, a1));
-    for (; i < n; i++) s += x[i] * x[i];
-    return s;
-}
-
 double f32_softmax_exp__wasm_simd128(int64_t n, const float * x, float * y, float max) {
     /* each vector's sum into a double, as llama.cpp: a long row summed in
      * float lanes loses ~1e-5 relative */

@@ -12,18 +12,10 @@
 #include <string.h>
 #include <math.h>
 
-/* F16C: exact fp16 -> fp32 in one instruction */
-#define KQ_H2F(h) _cvtsh_ss(h)
+#include "x86_common.h"
 #include "../quant_dot.h"
 #include "blocks.h"
 #include "quants_impl.h"
-
-static inline float hsum_ps(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
 
 static inline int hsum_i32(__m256i v) {
     __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
@@ -60,8 +52,6 @@ static inline __m256i dot_i8(__m256i x, __m256i y) {
 static inline __m256i dot_u8(__m256i x, __m256i y) {
     return _mm256_madd_epi16(_mm256_maddubs_epi16(x, y), _mm256_set1_epi16(1));
 }
-
-static inline __m256i load32(const void * p) { return _mm256_loadu_si256((const __m256i *) p); }
 
 /* ---- 32-element blocks -------------------------------------------------- */
 

@@ -11,18 +11,9 @@
 #include <immintrin.h>
 #include <string.h>
 
-#define KQ_H2F(h) _cvtsh_ss(h)
+#include "x86_common.h"
 #include "../../repack.h"
 #include "quants_impl.h"
-
-static inline float hsum_ps(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
-static inline __m256i load32(const void * p) { return _mm256_loadu_si256((const __m256i *) p); }
 
 /* lanes 0..3: the 4 rows' d * d_y, each the same fp32 product as the plain
  * kernel's (F16C converts exactly either way) */
@@ -153,9 +144,7 @@ static void q4_0x4_2cols(int64_t n, float * s0, float * s1, const block_q4_0x4 *
         q4_0x4_isums(l01, h01, l23, h23, bcast16(y0[i].qs), bcast16(y0[i].qs + 16), &p01, &p23);
         q4_0x4_isums(l01, h01, l23, h23, bcast16(y1[i].qs), bcast16(y1[i].qs + 16), &q01, &q23);
         const __m256i isum = _mm256_permutevar8x32_epi32(_mm256_hadd_epi32(_mm256_hadd_epi32(p01, p23), _mm256_hadd_epi32(q01, q23)), order);
-        const __m128 dx = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *) x[i].d));
-        const __m256 d = _mm256_mul_ps(_mm256_set_m128(dx, dx), _mm256_set_m128(_mm_set1_ps(KQ_H2F(y1[i].d)), _mm_set1_ps(KQ_H2F(y0[i].d))));
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), d, acc);
+        acc = q4_0x4_2cols_fma(isum, x[i].d, y0[i].d, y1[i].d, acc);
     }
     _mm_storeu_ps(s0, _mm256_castps256_ps128(acc));
     _mm_storeu_ps(s1, _mm256_extractf128_ps(acc, 1));

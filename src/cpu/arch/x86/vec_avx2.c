@@ -116,44 +116,6 @@ float bf16_dot__avx2(int64_t n, const kiln_bf16_t * x, const kiln_bf16_t * y) {
     return s;
 }
 
-float f32_sum__avx2(int64_t n, const float * x) {
-    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        a0 = _mm256_add_ps(a0, _mm256_loadu_ps(x + i));
-        a1 = _mm256_add_ps(a1, _mm256_loadu_ps(x + i + 8));
-    }
-    if (i + 8 <= n) { a0 = _mm256_add_ps(a0, _mm256_loadu_ps(x + i)); i += 8; }
-    if (i < n) a1 = _mm256_add_ps(a1, _mm256_maskload_ps(x + i, tail_mask(n - i)));
-    return hsum8(_mm256_add_ps(a0, a1));
-}
-
-float f32_max__avx2(int64_t n, const float * x) {
-    __m256 m = _mm256_set1_ps(-INFINITY);
-    int64_t i = 0;
-    /* operand order: a NaN in x yields the old m, as the scalar reference skips NaNs */
-    for (; i + 8 <= n; i += 8) m = _mm256_max_ps(_mm256_loadu_ps(x + i), m);
-    __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
-    h = _mm_max_ss(h, _mm_movehdup_ps(h));
-    float r = _mm_cvtss_f32(h);
-    for (; i < n; i++) r = x[i] > r ? x[i] : r;
-    return r;
-}
-
-double f32_sumsq__avx2(int64_t n, const float * x) {
-    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        const __m256 v0 = _mm256_loadu_ps(x + i), v1 = _mm256_loadu_ps(x + i + 8);
-        a0 = _mm256_fmadd_ps(v0, v0, a0);
-        a1 = _mm256_fmadd_ps(v1, v1, a1);
-    }
-    if (i + 8 <= n) { const __m256 v = _mm256_loadu_ps(x + i); a0 = _mm256_fmadd_ps(v, v, a0); i += 8; }
-    if (i < n) { const __m256 v = _mm256_maskload_ps(x + i, tail_mask(n - i)); a1 = _mm256_fmadd_ps(v, v, a1); }
-    return hsum8(_mm256_add_ps(a0, a1));
-}
-
 /* llama.cpp's order (ggml_vec_soft_max_f32 on AVX2): each vector of
  * exponentials summed horizontally into a double, the tail by expf */
 double f32_softmax_exp__avx2(int64_t n, const float * x, float * y, float max) {

@@ -1,0 +1,190 @@
+/*
+ * quant_avx512.c — the avx512 row's q4_0 and q8_0 dot products (plain, x4
+ * repacked, batched). Compiled with -mavx512f -mavx512bw -mavx512vl
+ * -mavx512vnni (plus AVX2/FMA/F16C) for this file only; the kernel table
+ * selects them at run time (kiln_cpu_has_avx512_vnni).
+ *
+ * Exactness rule: every kernel here is bit-identical to the AVX2 kernel of
+ * the same slot (quant_dot_avx2.c, repack_avx2.c), so the oracle's
+ * comparison with llama.cpp's haswell variant holds for this row too. The
+ * integer block sums are formed with VNNI (vpdpbusd: four u8 x s8 products
+ * per i32 lane, exact) and 512-bit registers; integer sums are exact in any
+ * grouping, so they equal AVX2's maddubs/madd sums. The float steps (one FMA
+ * per block and row, in block order, the same lanes, the same final
+ * reduction) are AVX2's, one for one. Inputs are q8_0 blocks as the
+ * quantizers write them (values in -127..127: AVX2's maddubs cannot
+ * saturate on them, so the two integer paths agree).
+ */
+#include <immintrin.h>
+#include <string.h>
+
+#include "x86_common.h"
+#include "../quant_dot.h"
+#include "../../repack.h"
+#include "blocks.h"
+#include "quants_impl.h"
+
+/* signed x signed bytes -> 8 i32 lanes of 4 products: |x| * sign(y, x) */
+static inline __m256i dot_i8(__m256i x, __m256i y) {
+    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x));
+}
+/* the same on 16 lanes (AVX-512 has no sign_epi8: negate y where x < 0) */
+static inline __m512i dot_i8_512(__m512i x, __m512i y) {
+    const __m512i ys = _mm512_mask_sub_epi8(y, _mm512_movepi8_mask(x), _mm512_setzero_si512(), y);
+    return _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(x), ys);
+}
+
+/* ---- plain rows ---------------------------------------------------------- */
+
+void q4_0_q8_0_vec_dot__avx512(int64_t n, float * s, const void * vx, const void * vy) {
+    const block_q4_0 * x = vx;
+    const block_q8_0 * y = vy;
+    const __m256i m4 = _mm256_set1_epi8(0x0f), eights = _mm256_set1_epi8(8);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK8_0; ++i) {
+        const __m128i b = _mm_loadu_si128((const __m128i *) x[i].qs);
+        const __m256i q = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(b, 4), b), m4);
+        const __m256i yq = load32(y[i].qs);
+        /* (q - 8) . y per lane, as sum(q * y) - sum(8 * y): exact */
+        const __m256i p = _mm256_sub_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), q, yq),
+                                           _mm256_dpbusd_epi32(_mm256_setzero_si256(), eights, yq));
+        const __m256 d = _mm256_set1_ps(KQ_H2F(x[i].d) * KQ_H2F(y[i].d));
+        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc);
+    }
+    *s = hsum_ps(acc);
+}
+
+void q8_0_q8_0_vec_dot__avx512(int64_t n, float * s, const void * vx, const void * vy) {
+    const block_q8_0 * x = vx;
+    const block_q8_0 * y = vy;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK8_0; ++i) {
+        const __m256 d = _mm256_set1_ps(KQ_H2F(x[i].d) * KQ_H2F(y[i].d));
+        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_i8(load32(x[i].qs), load32(y[i].qs))), acc);
+    }
+    *s = hsum_ps(acc);
+}
+
+/* ---- q8_0 x4 -------------------------------------------------------------- */
+
+/* lanes 0..3: the 4 rows' d * d_y (AVX2's scales_x4) */
+static inline __m128 scales_x4(const kiln_fp16_t * d, kiln_fp16_t dy) {
+    const __m128 dx = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *) d));
+    return _mm_mul_ps(dx, _mm_set1_ps(KQ_H2F(dy)));
+}
+
+/* rows r, r+1 of one block: AVX2's two 8-lane steps in the halves of one
+ * 16-lane accumulator (lane j of half h: row r+h, the same i32 sum and the
+ * same FMA as AVX2's lane j of that row) */
+static inline __m512 q8_0x4_step(__m512 acc, const int8_t * xq, __m512i yq, __m128 dd, int r) {
+    const __m512i sel = _mm512_set_epi32(r + 1, r + 1, r + 1, r + 1, r + 1, r + 1, r + 1, r + 1, r, r, r, r, r, r, r, r);
+    const __m512 d = _mm512_permutexvar_ps(sel, _mm512_castps128_ps512(dd));
+    const __m512i p = dot_i8_512(_mm512_loadu_si512((const void *) xq), yq);
+    return _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(p), acc);
+}
+
+static inline __m256 hi256(__m512 v) { return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)); }
+
+static inline void store_rows(float * s, __m512 a01, __m512 a23) {
+    s[0] = hsum_ps(_mm512_castps512_ps256(a01));
+    s[1] = hsum_ps(hi256(a01));
+    s[2] = hsum_ps(_mm512_castps512_ps256(a23));
+    s[3] = hsum_ps(hi256(a23));
+}
+
+static inline __m512i bcast32(const int8_t * p) { return _mm512_broadcast_i64x4(load32(p)); }
+
+void q8_0x4_q8_0_vec_dot__avx512(int64_t n, float * s, const void * vx, const void * vy) {
+    const block_q8_0x4 * x = vx;
+    const block_q8_0 * y = vy;
+    __m512 a01 = _mm512_setzero_ps(), a23 = a01;
+    for (int64_t i = 0; i < n / QK8_0; i++) {
+        const __m512i yq = bcast32(y[i].qs);
+        const __m128 dd = scales_x4(x[i].d, y[i].d);
+        a01 = q8_0x4_step(a01, x[i].qs, yq, dd, 0);
+        a23 = q8_0x4_step(a23, x[i].qs + 64, yq, dd, 2);
+    }
+    store_rows(s, a01, a23);
+}
+
+static void q8_0x4_2cols(int64_t n, float * s0, float * s1, const block_q8_0x4 * x, const block_q8_0 * y0, const block_q8_0 * y1) {
+    __m512 a01 = _mm512_setzero_ps(), a23 = a01, b01 = a01, b23 = a01;
+    for (int64_t i = 0; i < n / QK8_0; i++) {
+        const __m512i q0 = bcast32(y0[i].qs), q1 = bcast32(y1[i].qs);
+        const __m128 d0 = scales_x4(x[i].d, y0[i].d), d1 = scales_x4(x[i].d, y1[i].d);
+        a01 = q8_0x4_step(a01, x[i].qs, q0, d0, 0);
+        a23 = q8_0x4_step(a23, x[i].qs + 64, q0, d0, 2);
+        b01 = q8_0x4_step(b01, x[i].qs, q1, d1, 0);
+        b23 = q8_0x4_step(b23, x[i].qs + 64, q1, d1, 2);
+    }
+    store_rows(s0, a01, a23);
+    store_rows(s1, b01, b23);
+}
+
+void q8_0x4_q8_0_gemm__avx512(int64_t n, int ncols, float * s, size_t ss, const void * x, const void * y, size_t ys) {
+    KILN_GEMM_X4_BY_PAIRS(q8_0x4_2cols, q8_0x4_q8_0_vec_dot__avx512, n, ncols, s, ss, x, y, ys);
+}
+
+/* ---- q4_0 x4 (llama.cpp's repacked order, as repack_avx2.c) ---------------- */
+
+/* One block of 4 rows (16 bytes of nibbles each, one 128-bit lane per row)
+ * against activations ya (elements 0..15) and yh (16..31), broadcast per
+ * lane: 16 i32 lanes, 4 per row, each row's lanes summing to its block sum
+ * (sum (q - 8) * y, exact). */
+static inline __m512i q4_0x4_isums(__m512i v, __m512i ya, __m512i yh, __m512i corr) {
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    const __m512i l = _mm512_and_si512(v, m4), h = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+    const __m512i p = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), l, ya), h, yh);
+    return _mm512_sub_epi32(p, corr);
+}
+
+/* sum(8 * y) per 4 bytes of each half, broadcast to the 4 row lanes */
+static inline __m512i q4_0x4_corr(__m512i ya, __m512i yh) {
+    const __m512i eights = _mm512_set1_epi8(8);
+    return _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), eights, ya), eights, yh);
+}
+
+/* every lane of a row's group of 4 -> that row's total */
+static inline __m512i rowsum4(__m512i p) {
+    p = _mm512_add_epi32(p, _mm512_shuffle_epi32(p, _MM_PERM_BADC));
+    return _mm512_add_epi32(p, _mm512_shuffle_epi32(p, _MM_PERM_CDAB));
+}
+
+static inline __m512i bcast16(const int8_t * p) { return _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *) p)); }
+
+void q4_0x4_q8_0_vec_dot__avx512(int64_t n, float * s, const void * vx, const void * vy) {
+    const block_q4_0x4 * x = vx;
+    const block_q8_0 * y = vy;
+    const __m512i pick = _mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+    __m128 acc = _mm_setzero_ps();
+    for (int64_t i = 0; i < n / QK8_0; i++) {
+        const __m512i ya = bcast16(y[i].qs), yh = bcast16(y[i].qs + 16);
+        const __m512i p = rowsum4(q4_0x4_isums(_mm512_loadu_si512((const void *) x[i].qs), ya, yh, q4_0x4_corr(ya, yh)));
+        const __m128i isum = _mm512_castsi512_si128(_mm512_permutexvar_epi32(pick, p));
+        /* AVX2's float step: fma((float) isum, d_x * d_y, acc), rows in lanes */
+        acc = _mm_fmadd_ps(_mm_cvtepi32_ps(isum), scales_x4(x[i].d, y[i].d), acc);
+    }
+    _mm_storeu_ps(s, acc);
+}
+
+/* two activation rows: the nibbles are loaded once; the 2 x 4 rows in the
+ * 8 lanes of one accumulator, as q4_0x4_2cols of repack_avx2.c */
+static void q4_0x4_2cols(int64_t n, float * s0, float * s1, const block_q4_0x4 * x, const block_q8_0 * y0, const block_q8_0 * y1) {
+    const __m512i pick = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 0, 0, 0, 0, 0, 0, 0);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK8_0; i++) {
+        const __m512i v = _mm512_loadu_si512((const void *) x[i].qs);
+        const __m512i ya0 = bcast16(y0[i].qs), yh0 = bcast16(y0[i].qs + 16);
+        const __m512i ya1 = bcast16(y1[i].qs), yh1 = bcast16(y1[i].qs + 16);
+        const __m512i p0 = rowsum4(q4_0x4_isums(v, ya0, yh0, q4_0x4_corr(ya0, yh0)));
+        const __m512i p1 = rowsum4(q4_0x4_isums(v, ya1, yh1, q4_0x4_corr(ya1, yh1)));
+        const __m256i isum = _mm512_castsi512_si256(_mm512_permutex2var_epi32(p0, pick, p1));
+        acc = q4_0x4_2cols_fma(isum, x[i].d, y0[i].d, y1[i].d, acc);
+    }
+    _mm_storeu_ps(s0, _mm256_castps256_ps128(acc));
+    _mm_storeu_ps(s1, _mm256_extractf128_ps(acc, 1));
+}
+
+void q4_0x4_q8_0_gemm__avx512(int64_t n, int ncols, float * s, size_t ss, const void * x, const void * y, size_t ys) {
+    KILN_GEMM_X4_BY_PAIRS(q4_0x4_2cols, q4_0x4_q8_0_vec_dot__avx512, n, ncols, s, ss, x, y, ys);
+}

@@ -1,0 +1,34 @@
+/*
+ * x86_common.h — helpers the x86 quantized-dot files share (AVX2 and the
+ * avx512 row, which must reduce exactly as AVX2 does). Include after
+ * <immintrin.h>, in files compiled with at least -mavx2 -mfma -mf16c.
+ */
+#ifndef KILN_X86_COMMON_H
+#define KILN_X86_COMMON_H
+
+#include "kiln.h"
+
+/* F16C: exact fp16 -> fp32 in one instruction (the quant headers' KQ_H2F) */
+#define KQ_H2F(h) _cvtsh_ss(h)
+
+/* an 8-lane float accumulator's total: halves, then pairs, then the last
+ * two (the order every AVX2 dot's result depends on) */
+static inline float hsum_ps(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+static inline __m256i load32(const void * p) { return _mm256_loadu_si256((const __m256i *) p); }
+
+/* the batched q4_0x4 kernels' float step for 2 activation rows: lanes
+ * 0..3 the 4 weight rows against row y0, 4..7 against y1;
+ * acc = fma((float) isum, d_x * d_y, acc) per lane */
+static inline __m256 q4_0x4_2cols_fma(__m256i isum, const kiln_fp16_t * dx4, kiln_fp16_t dy0, kiln_fp16_t dy1, __m256 acc) {
+    const __m128 dx = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *) dx4));
+    const __m256 d = _mm256_mul_ps(_mm256_set_m128(dx, dx), _mm256_set_m128(_mm_set1_ps(KQ_H2F(dy1)), _mm_set1_ps(KQ_H2F(dy0))));
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), d, acc);
+}
+
+#endif
