@@ -15,6 +15,7 @@
  * granite, smollm3, olmo2. Widths are multiples of 256 (K-quant blocks).
  */
 #include "kiln-gguf.h"
+#include "tools/synth_fill.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -46,16 +47,7 @@ struct out {
 static void add(struct out * o, const char * name, int64_t ne0, int64_t ne1, float scale, float offset) {
     const enum kiln_type type = ne1 == 1 ? KILN_TYPE_F32 : o->type;
     struct kiln_tensor * t = ne1 == 1 ? kiln_new_tensor_1d(o->ctx, type, ne0) : kiln_new_tensor_2d(o->ctx, type, ne0, ne1);
-    float * row = malloc(sizeof(float) * (size_t) ne0);
-    if (!t || !row) { fprintf(stderr, "kiln-synth-model: out of memory at %s\n", name); exit(1); }
-    const struct kiln_type_traits * tr = kiln_get_type_traits(type);
-    for (int64_t i = 0; i < ne1; i++) {
-        for (int64_t j = 0; j < ne0; j++) row[j] = offset + scale * frand();
-        char * dst = (char *) t->data + i * kiln_row_size(type, ne0);
-        if (type == KILN_TYPE_F32) memcpy(dst, row, sizeof(float) * (size_t) ne0);
-        else tr->from_float_ref(row, dst, ne0);
-    }
-    free(row);
+    if (!t || !synth_fill(t, scale, offset, frand)) { fprintf(stderr, "kiln-synth-model: out of memory at %s\n", name); exit(1); }
     kiln_set_name(t, name);
     kiln_gguf_add_tensor(o->g, t);
 }
