@@ -154,17 +154,51 @@ static int32_t truncate_sorted(struct cand * c, int32_t n, const struct kiln_sam
         select_top(c, n, p->top_k);
         n = p->top_k;
     } else if ((p->top_p < 1.0f || p->min_p > 0.0f) && n > 1) {
-        /* the kept prefix is usually short: sort growing heads until it ends inside one */
-        float mx = c[0].logit;
-        for (int32_t i = 1; i < n; i++) mx = c[i].logit > mx ? c[i].logit : mx;
+        /* how far the kept prefix reaches, without sorting: min-p keeps the
+         * logits >= thr; top-p the head above the highest logit t whose
+         * tail {logit >= t} holds the mass (bisection on t); a margin
+         * covers the rounding of sums taken in another order */
+        float mx = c[0].logit, mn = c[0].logit;
+        for (int32_t i = 1; i < n; i++) {
+            mx = c[i].logit > mx ? c[i].logit : mx;
+            mn = c[i].logit < mn ? c[i].logit : mn;
+        }
         double sum = 0.0;
-        for (int32_t i = 0; i < n; i++) sum += exp((double) c[i].logit - mx);
+        double * e = malloc(sizeof(double) * (size_t) n); /* exp(logit - max), NULL: sum them each pass */
+        for (int32_t i = 0; i < n; i++) {
+            const double x = exp((double) c[i].logit - mx);
+            if (e) e[i] = x;
+            sum += x;
+        }
+        int32_t m = n;
         const double thr = p->min_p > 0.0f ? (double) mx + log((double) p->min_p) : -INFINITY;
-        for (int32_t m = 256; m < n / 4; m *= 2) {
+        if (p->min_p > 0.0f) {
+            int32_t cnt = 0;
+            for (int32_t i = 0; i < n; i++) cnt += (double) c[i].logit >= thr;
+            m = cnt + 1;
+        }
+        if (p->top_p < 1.0f) {
+            double lo = mn, hi = mx;
+            const double target = (double) p->top_p * sum * (1.0 + 1e-9);
+            for (int it = 0; it < 40; it++) {
+                const double mid = 0.5 * (lo + hi);
+                double mass = 0.0;
+                for (int32_t i = 0; i < n; i++) {
+                    if ((double) c[i].logit >= mid) mass += e ? e[i] : exp((double) c[i].logit - mx);
+                }
+                if (mass >= target) lo = mid;
+                else hi = mid;
+            }
+            int32_t cnt = 0;
+            for (int32_t i = 0; i < n; i++) cnt += (double) c[i].logit >= lo;
+            m = cnt + 1 < m ? cnt + 1 : m;
+        }
+        free(e);
+        if (m < n / 4) {
             select_top(c, n, m);
-            int32_t keep = p->top_p < 1.0f ? top_p_cut(c, m, mx, sum, p->top_p) : 0;
+            const int32_t keep = p->top_p < 1.0f ? top_p_cut(c, m, mx, sum, p->top_p) : 0;
             if (keep > 0) return keep;
-            if ((double) c[m - 1].logit < thr) return m; /* min-p ends inside */
+            if ((double) c[m - 1].logit < thr) return m; /* min-p ends inside the head */
         }
         qsort(c, (size_t) n, sizeof(struct cand), cmp_cand);
         if (p->top_p < 1.0f) {
