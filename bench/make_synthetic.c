@@ -61,15 +61,9 @@ int main(int argc, char ** argv) {
                         "       [--heads 16] [--kv-heads 4] [--ff 5632] [--vocab-file FILE]   (width, ff: multiples of 256)\n");
         return 2;
     }
-    struct kiln_gguf_init_params ip = { .no_alloc = true, .ctx = NULL };
-    struct kiln_gguf_context * src = kiln_gguf_init_from_file(vocab, ip);
-    if (!src) { fprintf(stderr, "make_synthetic: %s: %s\n", vocab, kiln_last_error()); return 1; }
-    const int64_t tk = kiln_gguf_find_key(src, "tokenizer.ggml.tokens");
-    if (tk < 0) { fprintf(stderr, "make_synthetic: %s has no tokenizer.ggml.tokens\n", vocab); return 1; }
-    const int64_t nv = (int64_t) kiln_gguf_get_arr_n(src, tk);
-    struct kiln_gguf_context * g = kiln_gguf_init_empty();
-    kiln_gguf_set_kv(g, src);
-    kiln_gguf_free(src);
+    int64_t nv = 0;
+    struct kiln_gguf_context * g = synth_vocab_gguf(vocab, "make_synthetic", &nv);
+    if (!g) return 1;
     const int head_dim = width / heads, kv_dim = head_dim * kv_heads;
     kiln_gguf_set_val_str(g, "general.architecture", "llama");
     kiln_gguf_set_val_str(g, "general.name", "kiln-synthetic");

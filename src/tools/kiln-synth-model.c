@@ -93,15 +93,9 @@ int main(int argc, char ** argv) {
     const bool gemma = !strncmp(arch, "gemma", 5);
     if (!strcmp(arch, "gemma3")) layers = layers < 6 ? 6 : layers; /* 5 sliding-window layers, then a global one */
 
-    struct kiln_gguf_init_params ip = { .no_alloc = true, .ctx = NULL };
-    struct kiln_gguf_context * src = kiln_gguf_init_from_file(vocab, ip);
-    if (!src) { fprintf(stderr, "kiln-synth-model: %s: %s\n", vocab, kiln_last_error()); return 1; }
-    const int64_t tk = kiln_gguf_find_key(src, "tokenizer.ggml.tokens");
-    if (tk < 0) { fprintf(stderr, "kiln-synth-model: %s has no tokenizer.ggml.tokens\n", vocab); return 1; }
-    const int64_t nv = (int64_t) kiln_gguf_get_arr_n(src, tk);
-    struct kiln_gguf_context * g = kiln_gguf_init_empty();
-    kiln_gguf_set_kv(g, src);
-    kiln_gguf_free(src);
+    int64_t nv = 0;
+    struct kiln_gguf_context * g = synth_vocab_gguf(vocab, "kiln-synth-model", &nv);
+    if (!g) return 1;
     /* the vocabulary file's own architecture keys are left out */
     for (int64_t i = kiln_gguf_get_n_kv(g) - 1; i >= 0; i--) {
         const char * k = kiln_gguf_get_key(g, i);
