@@ -13,10 +13,14 @@
  * Each line gives the weight bytes a generated token reads and the GB/s
  * that makes (compare with bench-kernels' read_bandwidth). KILN_NO_REPACK=1
  * loads q4_0/q8_0 weights without the interleaved repacking (A/B runs).
+ * Last, "sample" lines: CPU microseconds per sampled token at Gemma 3's
+ * 262,144-token vocabulary (top-k/top-p/min-p settings as named), and a
+ * full qsort of the candidates for comparison.
  */
 #include "kiln-gguf.h"
 #include "kiln-llama.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -171,6 +175,64 @@ static void bench(const char * name, const char * path, const void * buf, size_t
     kiln_model_free(m);
 }
 
+static int cmp_desc(const void * a, const void * b) {
+    const float x = *(const float *) a, y = *(const float *) b;
+    return x > y ? -1 : x < y;
+}
+
+/* sampling cost per token over n_vocab logits: a language-model-like
+ * vector (normal, sd 3: most mass in a few hundred tokens) and a flat one
+ * (log-uniform probabilities: top-p needs most of the vocabulary, the
+ * sampler's worst case) */
+static void bench_sampling(int32_t n_vocab) {
+    float * lg = malloc(sizeof(float) * (size_t) n_vocab);
+    float * tmp = malloc(sizeof(float) * (size_t) n_vocab);
+    if (!lg || !tmp) { free(lg); free(tmp); return; }
+    static const char * const dists[] = { "normal sd 3", "flat" };
+    const struct { const char * name; int k; float p, minp; } cfg[] = {
+        { "top_k=40,top_p=0.95,min_p=0.05", 40, 0.95f, 0.05f },
+        { "top_k=0,top_p=0.95", 0, 0.95f, 0.0f },
+        { "top_k=0,min_p=0.05", 0, 1.0f, 0.05f },
+    };
+    for (int d = 0; d < 2; d++) {
+        uint64_t r = 88172645463325252ULL;
+        for (int32_t i = 0; i < n_vocab; i++) {
+            r ^= r << 13; r ^= r >> 7; r ^= r << 17;
+            const double u1 = (double) (r >> 11) / 9007199254740992.0 + 1e-12;
+            r ^= r << 13; r ^= r >> 7; r ^= r << 17;
+            const double u2 = (double) (r >> 11) / 9007199254740992.0;
+            lg[i] = d == 0 ? (float) (3.0 * sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2)) : (float) (0.75 * log(u1));
+        }
+        const int n = d == 0 ? 200 : 20;
+        for (size_t c = 0; c < sizeof cfg / sizeof cfg[0]; c++) {
+            struct kiln_sampler_params sp = kiln_sampler_params_default();
+            sp.top_k = cfg[c].k;
+            sp.top_p = cfg[c].p;
+            sp.min_p = cfg[c].minp;
+            sp.temperature = 0.8f;
+            sp.repeat_penalty = 1.0f;
+            struct kiln_sampler * s = kiln_sampler_new(sp);
+            if (!s) continue;
+            double t0 = cpu_s();
+            for (int i = 0; i < n; i++) kiln_sampler_sample(s, lg, n_vocab);
+            double us = (cpu_s() - t0) / n * 1e6;
+            kiln_sampler_free(s);
+            printf("{\"what\":\"sample\",\"vocab\":%d,\"logits\":\"%s\",\"params\":\"%s\",\"us_per_token\":%.1f}\n",
+                   n_vocab, dists[d], cfg[c].name, us);
+        }
+    }
+    double t0 = cpu_s();
+    for (int i = 0; i < 5; i++) {
+        memcpy(tmp, lg, sizeof(float) * (size_t) n_vocab);
+        qsort(tmp, (size_t) n_vocab, sizeof(float), cmp_desc);
+    }
+    printf("{\"what\":\"sample\",\"vocab\":%d,\"params\":\"full qsort of the logits (reference)\",\"us_per_token\":%.1f}\n",
+           n_vocab, (cpu_s() - t0) / 5 * 1e6);
+    fflush(stdout);
+    free(lg);
+    free(tmp);
+}
+
 int main(int argc, char ** argv) {
     const char * files[8];
     int n_files = 0, threads[8], n_threads = 0, n_prompt = 64, n_gen = 32, reps = 3;
@@ -240,5 +302,6 @@ int main(int argc, char ** argv) {
         free(buf);
         kiln_free(ctx);
     }
+    bench_sampling(262144);
     return 0;
 }

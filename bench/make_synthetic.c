@@ -12,6 +12,7 @@
  * Defaults give ~277 MB as q4_0, ~523 MB as q8_0. Do not commit the output.
  */
 #include "kiln-gguf.h"
+#include "tools/synth_fill.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,16 +29,7 @@ static float frand(void) {
 static void add(struct kiln_context * ctx, struct kiln_gguf_context * g, const char * name, enum kiln_type type,
                 int64_t ne0, int64_t ne1, float scale, float offset) {
     struct kiln_tensor * t = ne1 == 1 ? kiln_new_tensor_1d(ctx, type, ne0) : kiln_new_tensor_2d(ctx, type, ne0, ne1);
-    if (!t) { fprintf(stderr, "make_synthetic: out of memory at %s\n", name); exit(1); }
-    float * row = malloc(sizeof(float) * (size_t) ne0);
-    const struct kiln_type_traits * tr = kiln_get_type_traits(type);
-    for (int64_t i = 0; i < ne1; i++) {
-        for (int64_t j = 0; j < ne0; j++) row[j] = offset + scale * frand();
-        char * dst = (char *) t->data + i * kiln_row_size(type, ne0);
-        if (type == KILN_TYPE_F32) memcpy(dst, row, sizeof(float) * (size_t) ne0);
-        else tr->from_float_ref(row, dst, ne0);
-    }
-    free(row);
+    if (!t || !synth_fill(t, scale, offset, frand)) { fprintf(stderr, "make_synthetic: out of memory at %s\n", name); exit(1); }
     kiln_set_name(t, name);
     kiln_gguf_add_tensor(g, t);
 }
@@ -69,15 +61,9 @@ int main(int argc, char ** argv) {
                         "       [--heads 16] [--kv-heads 4] [--ff 5632] [--vocab-file FILE]   (width, ff: multiples of 256)\n");
         return 2;
     }
-    struct kiln_gguf_init_params ip = { .no_alloc = true, .ctx = NULL };
-    struct kiln_gguf_context * src = kiln_gguf_init_from_file(vocab, ip);
-    if (!src) { fprintf(stderr, "make_synthetic: %s: %s\n", vocab, kiln_last_error()); return 1; }
-    const int64_t tk = kiln_gguf_find_key(src, "tokenizer.ggml.tokens");
-    if (tk < 0) { fprintf(stderr, "make_synthetic: %s has no tokenizer.ggml.tokens\n", vocab); return 1; }
-    const int64_t nv = (int64_t) kiln_gguf_get_arr_n(src, tk);
-    struct kiln_gguf_context * g = kiln_gguf_init_empty();
-    kiln_gguf_set_kv(g, src);
-    kiln_gguf_free(src);
+    int64_t nv = 0;
+    struct kiln_gguf_context * g = synth_vocab_gguf(vocab, "make_synthetic", &nv);
+    if (!g) return 1;
     const int head_dim = width / heads, kv_dim = head_dim * kv_heads;
     kiln_gguf_set_val_str(g, "general.architecture", "llama");
     kiln_gguf_set_val_str(g, "general.name", "kiln-synthetic");

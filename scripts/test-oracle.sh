@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Cross-check against llama.cpp (node-llama-cpp's prebuilt CPU build, a
 # devDependency): builds the native tools, the fixtures (build/oracle/), and
-# runs tests/oracle/oracle.mjs. Needs `npm install` done (offline is fine: the
+# runs tests/oracle/oracle.mjs, then tests/oracle/arch.mjs (every decoder
+# architecture on random-weight models from kiln-synth-model). Needs `npm install` done (offline is fine: the
 # prebuilt binary ships in @node-llama-cpp/<platform>; the postinstall step is
 # not needed). About 40 s after the build on this machine.
 #
@@ -14,9 +15,13 @@ if ! node -e 'import("node-llama-cpp")' 2>/dev/null; then
   exit 1
 fi
 cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$B" -j"${KILN_JOBS:-2}" --target kiln-generate kiln-tokenize kiln-quantize kiln-llama-pad >/dev/null
+cmake --build "$B" -j"${KILN_JOBS:-2}" --target kiln-generate kiln-tokenize kiln-quantize kiln-llama-pad kiln-synth-model >/dev/null
 bash scripts/make-oracle-fixtures.sh "$B" >/dev/null
-node tests/oracle/oracle.mjs --build "$B" --json build/oracle/result.json
+rc=0
+node tests/oracle/oracle.mjs --build "$B" --json build/oracle/result.json || rc=1
+# every decoder architecture x weight type on random-weight models (build/oracle-arch/)
+node tests/oracle/arch.mjs --build "$B" --json "$B/oracle-arch/result.json" || rc=1
 # Silero VAD against whisper.cpp (@fugood/whisper.node) and onnxruntime-node
 cmake --build "$B" -j"${KILN_JOBS:-2}" --target kiln-vad >/dev/null
-node tests/audio/vad-oracle.mjs --build "$B" 2> >(grep -v '^whisper_' >&2)
+node tests/audio/vad-oracle.mjs --build "$B" 2> >(grep -v '^whisper_' >&2) || rc=1
+exit $rc

@@ -1,17 +1,11 @@
 /*
- * llama.c — the llama-family decoder (llama, mistral, qwen2 and kin), built
- * on the public kiln.h API like any user program: weights come from the GGUF
- * reader into a context, each eval builds a graph for a batch of tokens, the
- * graph allocator places its intermediates, and K/V of every layer go to a
- * cache (F16 by default) that attention reads with flash_attn_ext.
- *
- *   x = tok_embd[tokens]
- *   per layer: h = x + Wo · attn(rope(Wq·n), rope(Wk·n), Wv·n), n = rmsnorm(x)·g
- *              x = h + Wdown · (silu(Wgate·m) * (Wup·m)),       m = rmsnorm(h)·g'
- *   logits = Wout · rmsnorm(x_last)·g_out   (Wout = tok_embd when tied)
+ * llama.c — loading a decoder model (every architecture in arch.c's table:
+ * llama, mistral, qwen2/3, gemma 1/2/3, granite, smollm3, olmo2), built on
+ * the public kiln.h API like any user program: weights come from the GGUF
+ * reader into a context, the KV cache (F16 by default) is allocated here, and
+ * decoder.c builds and runs the graph of each batch.
  */
-#include "kiln-llama.h"
-#include "kiln-gguf.h"
+#include "model.h"
 #include "meta.h"
 #include "vocab.h"
 
@@ -20,40 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define PAD_TO(x, n) (((x) + (n) - 1) / (n) * (n))
-
-struct layer {
-    struct kiln_tensor * attn_norm, * wq, * wk, * wv, * wo, * bq, * bk, * bv, * bo;
-    struct kiln_tensor * ffn_norm, * ffn_gate, * ffn_up, * ffn_down;
-};
-
-struct kiln_model {
-    struct kiln_gguf_context * gguf;
-    struct kiln_context      * wctx;  /* weights */
-    struct kiln_vocab        * vocab;
-    char arch[64];
-
-    /* hyperparameters */
-    int32_t n_vocab, n_embd, n_layer, n_head, n_head_kv, n_ff, head_dim, n_rot, n_ctx_train;
-    float   norm_eps, freq_base, freq_scale, ext_factor, attn_factor, beta_fast, beta_slow;
-    int32_t rope_type, n_ctx_orig;
-
-    struct kiln_tensor * tok_embd, * output_norm, * output, * rope_freqs;
-    struct layer * layers;
-
-    /* state */
-    int32_t n_ctx, n_past, n_batch, n_threads;
-    enum kiln_type kv_type;
-    struct kiln_context * kv_ctx;
-    struct kiln_tensor ** k_cache, ** v_cache;
-    float * logits;
-    struct kiln_gallocr * galloc;
-    uint8_t * work;
-    size_t work_size;
-    volatile int * abort_flag;
-    struct kiln_threadpool * threadpool;
-};
 
 struct kiln_model_params kiln_model_params_default(void) {
     struct kiln_model_params p = {
@@ -67,14 +27,6 @@ struct kiln_model_params kiln_model_params_default(void) {
         .threadpool = NULL,
     };
     return p;
-}
-
-static const char * const k_archs[] = { "llama", "mistral", "qwen2" };
-
-/* "<arch>.<suffix>" */
-static const char * akey(const struct kiln_model * m, const char * suffix, char * buf, size_t n) {
-    snprintf(buf, n, "%s.%s", m->arch, suffix);
-    return buf;
 }
 
 static bool fail_model(struct kiln_model * m, const char * fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -108,64 +60,6 @@ static struct kiln_tensor * weight(struct kiln_model * m, const char * name, int
     return t;
 }
 
-static bool load_hparams(struct kiln_model * m) {
-    const struct kiln_gguf_context * g = m->gguf;
-    char k[128];
-    uint32_t u;
-#define REQ_U32(field, suffix) \
-    do { if (!meta_u32(g, akey(m, suffix, k, sizeof k), &u) || u == 0 || u > (1u << 24)) { \
-        kiln_set_last_error("model: metadata %s missing or invalid", k); return false; } m->field = (int32_t) u; } while (0)
-    REQ_U32(n_embd, "embedding_length");
-    REQ_U32(n_layer, "block_count");
-    REQ_U32(n_head, "attention.head_count");
-    REQ_U32(n_ff, "feed_forward_length");
-    m->n_ctx_train = 2048;
-    if (meta_u32(g, akey(m, "context_length", k, sizeof k), &u) && u > 0) m->n_ctx_train = (int32_t) u;
-    m->n_head_kv = m->n_head;
-    if (meta_u32(g, akey(m, "attention.head_count_kv", k, sizeof k), &u) && u > 0) m->n_head_kv = (int32_t) u;
-    if (m->n_embd % m->n_head != 0 || m->n_head % m->n_head_kv != 0) {
-        kiln_set_last_error("model: %d heads / %d kv heads do not divide embedding %d", m->n_head, m->n_head_kv, m->n_embd);
-        return false;
-    }
-    m->head_dim = m->n_embd / m->n_head;
-    if (meta_u32(g, akey(m, "attention.key_length", k, sizeof k), &u) && u > 0) m->head_dim = (int32_t) u;
-    m->n_rot = m->head_dim;
-    if (meta_u32(g, akey(m, "rope.dimension_count", k, sizeof k), &u) && u > 0) m->n_rot = (int32_t) u;
-    if (m->n_rot > m->head_dim || m->n_rot % 2) {
-        kiln_set_last_error("model: rope dimension %d does not fit head size %d", m->n_rot, m->head_dim);
-        return false;
-    }
-    m->norm_eps = 1e-5f;
-    meta_f32(g, akey(m, "attention.layer_norm_rms_epsilon", k, sizeof k), &m->norm_eps);
-    m->freq_base = 10000.0f;
-    meta_f32(g, akey(m, "rope.freq_base", k, sizeof k), &m->freq_base);
-
-    /* RoPE scaling: linear or YaRN (as llama.cpp reads it) */
-    char scaling[32] = "none";
-    meta_str(g, akey(m, "rope.scaling.type", k, sizeof k), scaling, sizeof scaling);
-    float factor = 0.0f;
-    if (!meta_f32(g, akey(m, "rope.scaling.factor", k, sizeof k), &factor)) {
-        meta_f32(g, akey(m, "rope.scale_linear", k, sizeof k), &factor);
-        if (factor > 0.0f && strcmp(scaling, "none") == 0) strcpy(scaling, "linear");
-    }
-    m->freq_scale = (factor > 0.0f && strcmp(scaling, "none") != 0) ? 1.0f / factor : 1.0f;
-    m->n_ctx_orig = m->n_ctx_train;
-    if (meta_u32(g, akey(m, "rope.scaling.original_context_length", k, sizeof k), &u) && u > 0) m->n_ctx_orig = (int32_t) u;
-    m->ext_factor = strcmp(scaling, "yarn") == 0 ? 1.0f : 0.0f;
-    m->attn_factor = 1.0f;
-    meta_f32(g, akey(m, "rope.scaling.attn_factor", k, sizeof k), &m->attn_factor);
-    m->beta_fast = 32.0f;
-    m->beta_slow = 1.0f;
-    if (strcmp(scaling, "none") != 0 && strcmp(scaling, "linear") != 0 && strcmp(scaling, "yarn") != 0) {
-        kiln_set_last_error("model: unsupported rope.scaling.type '%s'", scaling);
-        return false;
-    }
-    /* NeoX ordering for the qwen family, normal for llama/mistral */
-    m->rope_type = strcmp(m->arch, "qwen2") == 0 ? KILN_ROPE_TYPE_NEOX : 0;
-#undef REQ_U32
-    return true;
-}
-
 static bool load_weights(struct kiln_model * m) {
     bool ok = true;
     const int64_t E = m->n_embd, Hd = m->head_dim;
@@ -196,7 +90,9 @@ static bool load_weights(struct kiln_model * m) {
     for (int il = 0; il < m->n_layer && ok; il++) {
         struct layer * L = &m->layers[il];
 #define W(field, suffix, a, b, req) do { snprintf(name, sizeof name, "blk.%d." suffix, il); L->field = weight(m, name, a, b, req, &ok); } while (0)
-        W(attn_norm, "attn_norm.weight", E, 1, true);
+        const struct arch_traits * tr = m->tr;
+        const bool pre = tr->norm != NORM_POST, post = tr->norm != NORM_PRE;
+        W(attn_norm, "attn_norm.weight", E, 1, pre);
         W(wq, "attn_q.weight", E, q_dim, true);
         W(wk, "attn_k.weight", E, kv_dim, true);
         W(wv, "attn_v.weight", E, kv_dim, true);
@@ -205,11 +101,24 @@ static bool load_weights(struct kiln_model * m) {
         W(bk, "attn_k.bias", kv_dim, 1, false);
         W(bv, "attn_v.bias", kv_dim, 1, false);
         W(bo, "attn_output.bias", E, 1, false);
-        W(ffn_norm, "ffn_norm.weight", E, 1, true);
+        if (tr->qk_norm != QK_NORM_NONE) {
+            const bool head = tr->qk_norm == QK_NORM_HEAD;
+            W(q_norm, "attn_q_norm.weight", head ? Hd : q_dim, 1, true);
+            W(k_norm, "attn_k_norm.weight", head ? Hd : kv_dim, 1, true);
+        }
+        if (post) {
+            W(attn_post_norm, "post_attention_norm.weight", E, 1, true);
+            W(ffn_post_norm, "post_ffw_norm.weight", E, 1, true);
+        }
+        W(ffn_norm, "ffn_norm.weight", E, 1, pre);
         W(ffn_gate, "ffn_gate.weight", E, m->n_ff, true);
         W(ffn_up, "ffn_up.weight", E, m->n_ff, true);
         W(ffn_down, "ffn_down.weight", m->n_ff, E, true);
 #undef W
+        L->swa = tr->swa_pattern > 0 && m->n_swa > 0 && il % tr->swa_pattern < tr->swa_pattern - 1;
+        L->rope = tr->no_rope_step <= 0 || (il + 1) % tr->no_rope_step != 0;
+        L->freq_base = L->swa ? m->freq_base_swa : m->freq_base;
+        L->freq_scale = L->swa && tr->rope_base_swa > 0.0f ? 1.0f : m->freq_scale; /* gemma3: local layers unscaled */
     }
     return ok;
 }
@@ -296,20 +205,18 @@ static struct kiln_model * load(struct kiln_gguf_context * g, struct kiln_contex
     if (params.vocab_only) {
         return m;
     }
-    bool known = false;
-    for (size_t i = 0; i < sizeof k_archs / sizeof k_archs[0]; i++) {
-        known |= strcmp(m->arch, k_archs[i]) == 0;
-    }
-    if (!known) {
-        fail_model(m, "model: unsupported general.architecture '%s' (supported: llama, mistral, qwen2)", m->arch);
+    m->tr = arch_find(m->arch);
+    if (!m->tr) {
+        fail_model(m, "model: unsupported general.architecture '%s' (supported: %s)", m->arch, arch_supported_list());
         return NULL;
     }
-    if (!load_hparams(m) || !load_weights(m)) {
+    if (!arch_load_hparams(m) || !load_weights(m)) {
         char msg[512];
         snprintf(msg, sizeof msg, "%s", kiln_last_error());
         fail_model(m, "%s", msg);
         return NULL;
     }
+    if (m->tr->ffn == FFN_GELU_GATED) decoder_init_gelu_table();
     if (may_repack) repack_weights(m);
     m->n_ctx = params.n_ctx > 0 ? params.n_ctx : m->n_ctx_train;
     m->n_batch = params.n_batch > 0 ? params.n_batch : 64;
@@ -456,158 +363,6 @@ int32_t kiln_model_meta_val_str(const struct kiln_model * m, const char * key, c
     return (int32_t) n;
 }
 
-/* ---- one batch: graph, allocation, compute */
-
-struct batch_graph {
-    struct kiln_context * ctx;
-    struct kiln_cgraph  * gf;
-    struct kiln_tensor  * tokens, * pos, * mask, * logits;
-};
-
-#define CHK(x) do { if (!(x)) return false; } while (0)
-
-static bool build_graph(struct kiln_model * m, struct batch_graph * bg, int32_t nb) {
-    const int64_t E = m->n_embd, Hd = m->head_dim, nh = m->n_head, nkv = m->n_head_kv;
-    const int64_t kv_dim = Hd * nkv;
-    const int64_t n_kv = m->n_past + nb;
-    const size_t n_tensors = (size_t) m->n_layer * 64 + 64;
-    struct kiln_init_params ip = { n_tensors * kiln_tensor_overhead() + kiln_graph_overhead_custom(n_tensors, false), NULL, true };
-    struct kiln_context * ctx = kiln_init(ip);
-    CHK(ctx);
-    bg->ctx = ctx;
-    bg->gf = kiln_new_graph_custom(ctx, n_tensors, false);
-    CHK(bg->gf);
-
-    bg->tokens = kiln_new_tensor_1d(ctx, KILN_TYPE_I32, nb);
-    bg->pos = kiln_new_tensor_1d(ctx, KILN_TYPE_I32, nb);
-    bg->mask = kiln_new_tensor_2d(ctx, KILN_TYPE_F16, n_kv, PAD_TO(nb, KILN_KQ_MASK_PAD));
-    CHK(bg->tokens && bg->pos && bg->mask);
-    kiln_set_input(bg->tokens);
-    kiln_set_input(bg->pos);
-    kiln_set_input(bg->mask);
-
-    const float kq_scale = 1.0f / sqrtf((float) Hd);
-    struct kiln_tensor * x = kiln_get_rows(ctx, m->tok_embd, bg->tokens);
-    CHK(x);
-    for (int il = 0; il < m->n_layer; il++) {
-        const struct layer * L = &m->layers[il];
-        struct kiln_tensor * cur = kiln_mul(ctx, kiln_rms_norm(ctx, x, m->norm_eps), L->attn_norm);
-        CHK(cur);
-        struct kiln_tensor * q = kiln_mul_mat(ctx, L->wq, cur);
-        struct kiln_tensor * k = kiln_mul_mat(ctx, L->wk, cur);
-        struct kiln_tensor * v = kiln_mul_mat(ctx, L->wv, cur);
-        if (L->bq) q = kiln_add(ctx, q, L->bq);
-        if (L->bk) k = kiln_add(ctx, k, L->bk);
-        if (L->bv) v = kiln_add(ctx, v, L->bv);
-        CHK(q && k && v);
-        q = kiln_rope_ext(ctx, kiln_reshape_3d(ctx, q, Hd, nh, nb), bg->pos, m->rope_freqs, m->n_rot, m->rope_type,
-                          m->n_ctx_orig, m->freq_base, m->freq_scale, m->ext_factor, m->attn_factor, m->beta_fast, m->beta_slow);
-        k = kiln_rope_ext(ctx, kiln_reshape_3d(ctx, k, Hd, nkv, nb), bg->pos, m->rope_freqs, m->n_rot, m->rope_type,
-                          m->n_ctx_orig, m->freq_base, m->freq_scale, m->ext_factor, m->attn_factor, m->beta_fast, m->beta_slow);
-        CHK(q && k);
-
-        /* append this batch's K and V to the cache, before attention reads it */
-        const size_t row = kiln_row_size(m->kv_type, kv_dim);
-        struct kiln_tensor * k_dst = kiln_view_1d(ctx, m->k_cache[il], nb * kv_dim, (size_t) m->n_past * row);
-        struct kiln_tensor * v_dst = kiln_view_1d(ctx, m->v_cache[il], nb * kv_dim, (size_t) m->n_past * row);
-        CHK(k_dst && v_dst);
-        struct kiln_tensor * k_st = kiln_cpy(ctx, k, k_dst);
-        struct kiln_tensor * v_st = kiln_cpy(ctx, v, v_dst);
-        CHK(k_st && v_st);
-        CHK(kiln_build_forward_expand(bg->gf, k_st) == KILN_STATUS_SUCCESS);
-        CHK(kiln_build_forward_expand(bg->gf, v_st) == KILN_STATUS_SUCCESS);
-
-        struct kiln_tensor * kc = kiln_view_3d(ctx, m->k_cache[il], Hd, n_kv, nkv, row, kiln_row_size(m->kv_type, Hd), 0);
-        struct kiln_tensor * vc = kiln_view_3d(ctx, m->v_cache[il], Hd, n_kv, nkv, row, kiln_row_size(m->kv_type, Hd), 0);
-        struct kiln_tensor * qp = kiln_permute(ctx, q, 0, 2, 1, 3); /* [Hd, nb, nh] */
-        CHK(kc && vc && qp);
-        struct kiln_tensor * att = kiln_flash_attn_ext(ctx, qp, kc, vc, bg->mask, kq_scale, 0.0f, 0.0f);
-        CHK(att);
-        kiln_flash_attn_ext_set_prec(att, KILN_PREC_F32);
-        att = kiln_reshape_2d(ctx, att, Hd * nh, nb);
-        CHK(att);
-        cur = kiln_mul_mat(ctx, L->wo, att);
-        if (L->bo) cur = kiln_add(ctx, cur, L->bo);
-        struct kiln_tensor * h = kiln_add(ctx, cur, x);
-        CHK(h);
-
-        cur = kiln_mul(ctx, kiln_rms_norm(ctx, h, m->norm_eps), L->ffn_norm);
-        CHK(cur);
-        struct kiln_tensor * gate = kiln_silu(ctx, kiln_mul_mat(ctx, L->ffn_gate, cur));
-        struct kiln_tensor * up = kiln_mul_mat(ctx, L->ffn_up, cur);
-        CHK(gate && up);
-        cur = kiln_mul_mat(ctx, L->ffn_down, kiln_mul(ctx, gate, up));
-        CHK(cur);
-        x = kiln_add(ctx, cur, h);
-        CHK(x);
-    }
-    /* only the last position's logits are needed */
-    struct kiln_tensor * last = kiln_view_2d(ctx, x, E, 1, x->nb[1], (size_t) (nb - 1) * x->nb[1]);
-    CHK(last);
-    struct kiln_tensor * cur = kiln_mul(ctx, kiln_rms_norm(ctx, last, m->norm_eps), m->output_norm);
-    CHK(cur);
-    bg->logits = kiln_mul_mat(ctx, m->output, cur);
-    CHK(bg->logits);
-    kiln_set_output(bg->logits);
-    CHK(kiln_build_forward_expand(bg->gf, bg->logits) == KILN_STATUS_SUCCESS);
-    return true;
-}
-
-static enum kiln_status eval_batch(struct kiln_model * m, const kiln_token * tokens, int32_t nb) {
-    struct batch_graph bg = { 0 };
-    if (!build_graph(m, &bg, nb)) {
-        char msg[512];
-        snprintf(msg, sizeof msg, "model: building the graph failed: %s", kiln_last_error());
-        kiln_free(bg.ctx);
-        kiln_set_last_error("%s", msg);
-        return KILN_STATUS_FAILED;
-    }
-    if (!kiln_gallocr_alloc_graph(m->galloc, bg.gf)) {
-        char msg[512];
-        snprintf(msg, sizeof msg, "model: allocating the graph failed: %s", kiln_last_error());
-        kiln_free(bg.ctx);
-        kiln_set_last_error("%s", msg);
-        return KILN_STATUS_ALLOC_FAILED;
-    }
-    int32_t * tk = bg.tokens->data;
-    int32_t * ps = bg.pos->data;
-    for (int32_t i = 0; i < nb; i++) {
-        tk[i] = tokens[i];
-        ps[i] = m->n_past + i;
-    }
-    /* causal mask: row i sees cache positions 0 .. n_past + i */
-    const int64_t n_kv = bg.mask->ne[0];
-    kiln_fp16_t * mk = bg.mask->data;
-    const kiln_fp16_t zero = kiln_fp32_to_fp16(0.0f), ninf = kiln_fp32_to_fp16(-INFINITY);
-    for (int64_t i = 0; i < bg.mask->ne[1]; i++) {
-        for (int64_t j = 0; j < n_kv; j++) {
-            mk[i * n_kv + j] = (i < nb && j <= m->n_past + i) ? zero : ninf;
-        }
-    }
-    struct kiln_cplan plan = kiln_graph_plan(bg.gf, m->n_threads, m->threadpool);
-    if (plan.work_size > m->work_size) {
-        uint8_t * w = realloc(m->work, plan.work_size);
-        if (!w) {
-            kiln_free(bg.ctx);
-            kiln_set_last_error("model: cannot allocate %zu bytes of work buffer", plan.work_size);
-            return KILN_STATUS_ALLOC_FAILED;
-        }
-        m->work = w;
-        m->work_size = plan.work_size;
-    }
-    plan.work_data = m->work;
-    plan.abort_flag = m->abort_flag;
-    enum kiln_status st = kiln_graph_compute(bg.gf, &plan);
-    if (st == KILN_STATUS_SUCCESS) {
-        memcpy(m->logits, bg.logits->data, sizeof(float) * (size_t) m->n_vocab);
-        m->n_past += nb;
-    } else if (st == KILN_STATUS_ABORTED) {
-        kiln_set_last_error("model: evaluation aborted");
-    }
-    kiln_free(bg.ctx);
-    return st;
-}
-
 enum kiln_status kiln_model_eval(struct kiln_model * m, const kiln_token * tokens, int32_t n_tokens) {
     if (!m || !tokens || n_tokens <= 0) {
         kiln_set_last_error("kiln_model_eval: invalid arguments");
@@ -630,7 +385,7 @@ enum kiln_status kiln_model_eval(struct kiln_model * m, const kiln_token * token
     }
     for (int32_t i = 0; i < n_tokens; i += m->n_batch) {
         int32_t nb = n_tokens - i < m->n_batch ? n_tokens - i : m->n_batch;
-        enum kiln_status st = eval_batch(m, tokens + i, nb);
+        enum kiln_status st = decoder_eval_batch(m, tokens + i, nb);
         if (st != KILN_STATUS_SUCCESS) {
             return st;
         }

@@ -101,6 +101,124 @@ static int cmp_cand(const void * a, const void * b) {
     return x->id < y->id ? -1 : (x->id > y->id);
 }
 
+/* heap of the m best candidates seen so far, worst at h[0] (cmp_cand order) */
+static void sift_down(struct cand * h, int32_t m, int32_t i) {
+    for (;;) {
+        int32_t w = i, l = 2 * i + 1, r = l + 1;
+        if (l < m && cmp_cand(&h[l], &h[w]) > 0) w = l;
+        if (r < m && cmp_cand(&h[r], &h[w]) > 0) w = r;
+        if (w == i) return;
+        struct cand t = h[i];
+        h[i] = h[w];
+        h[w] = t;
+        i = w;
+    }
+}
+
+/* c[0..m) := the m first candidates of c[0..n) in cmp_cand order, sorted;
+ * O(n log m) instead of a full sort (262,144-token vocabularies) */
+static void select_top(struct cand * c, int32_t n, int32_t m) {
+    if (m >= n / 4) {
+        qsort(c, (size_t) n, sizeof(struct cand), cmp_cand);
+        return;
+    }
+    for (int32_t i = m / 2 - 1; i >= 0; i--) sift_down(c, m, i);
+    for (int32_t i = m; i < n; i++) {
+        if (cmp_cand(&c[i], &c[0]) < 0) {
+            struct cand t = c[0];
+            c[0] = c[i];
+            c[i] = t;
+            sift_down(c, m, 0);
+        }
+    }
+    qsort(c, (size_t) m, sizeof(struct cand), cmp_cand);
+}
+
+/* top-p over c[0..n) sorted: the smallest prefix whose mass (normalized by
+ * sum, the mass of the candidates still in play) reaches top_p, or 0 */
+static int32_t top_p_cut(const struct cand * c, int32_t n, double max, double sum, float top_p) {
+    double cum = 0.0;
+    for (int32_t i = 0; i < n; i++) {
+        cum += exp((double) c[i].logit - max) / sum;
+        if (cum >= top_p) return i + 1;
+    }
+    return 0;
+}
+
+/* top-k and top-p: how many leading candidates stay, c sorted (cmp_cand)
+ * at least that far and far enough for min-p. The kept prefix and its order
+ * are those of a full sort, so the draw is the same as with one, but only
+ * the head of a 262,144-token vocabulary gets sorted. */
+static int32_t truncate_sorted(struct cand * c, int32_t n, const struct kiln_sampler_params * p) {
+    if (p->top_k > 0 && p->top_k < n) {
+        select_top(c, n, p->top_k);
+        n = p->top_k;
+    } else if ((p->top_p < 1.0f || p->min_p > 0.0f) && n > 1) {
+        /* how far the kept prefix reaches, without sorting: min-p keeps the
+         * logits >= thr; top-p the head above the highest logit t whose
+         * tail {logit >= t} holds the mass (bisection on t); a margin
+         * covers the rounding of sums taken in another order */
+        float mx = c[0].logit, mn = c[0].logit;
+        for (int32_t i = 1; i < n; i++) {
+            mx = c[i].logit > mx ? c[i].logit : mx;
+            mn = c[i].logit < mn ? c[i].logit : mn;
+        }
+        double sum = 0.0;
+        double * e = malloc(sizeof(double) * (size_t) n); /* exp(logit - max), NULL: sum them each pass */
+        for (int32_t i = 0; i < n; i++) {
+            const double x = exp((double) c[i].logit - mx);
+            if (e) e[i] = x;
+            sum += x;
+        }
+        int32_t m = n;
+        const double thr = p->min_p > 0.0f ? (double) mx + log((double) p->min_p) : -INFINITY;
+        if (p->min_p > 0.0f) {
+            int32_t cnt = 0;
+            for (int32_t i = 0; i < n; i++) cnt += (double) c[i].logit >= thr;
+            m = cnt + 1;
+        }
+        if (p->top_p < 1.0f) {
+            double lo = mn, hi = mx;
+            const double target = (double) p->top_p * sum * (1.0 + 1e-9);
+            for (int it = 0; it < 40; it++) {
+                const double mid = 0.5 * (lo + hi);
+                double mass = 0.0;
+                for (int32_t i = 0; i < n; i++) {
+                    if ((double) c[i].logit >= mid) mass += e ? e[i] : exp((double) c[i].logit - mx);
+                }
+                if (mass >= target) lo = mid;
+                else hi = mid;
+            }
+            int32_t cnt = 0;
+            for (int32_t i = 0; i < n; i++) cnt += (double) c[i].logit >= lo;
+            m = cnt + 1 < m ? cnt + 1 : m;
+        }
+        free(e);
+        if (m < n / 4) {
+            select_top(c, n, m);
+            const int32_t keep = p->top_p < 1.0f ? top_p_cut(c, m, mx, sum, p->top_p) : 0;
+            if (keep > 0) return keep;
+            if ((double) c[m - 1].logit < thr) return m; /* min-p ends inside the head */
+        }
+        qsort(c, (size_t) n, sizeof(struct cand), cmp_cand);
+        if (p->top_p < 1.0f) {
+            int32_t keep = top_p_cut(c, n, mx, sum, p->top_p);
+            return keep > 0 ? keep : n;
+        }
+        return n;
+    } else {
+        qsort(c, (size_t) n, sizeof(struct cand), cmp_cand);
+        return n;
+    }
+    if (p->top_p < 1.0f && n > 1) {
+        double mx = c[0].logit, sum = 0.0;
+        for (int32_t i = 0; i < n; i++) sum += exp((double) c[i].logit - mx);
+        int32_t keep = top_p_cut(c, n, mx, sum, p->top_p);
+        if (keep > 0) n = keep;
+    }
+    return n;
+}
+
 kiln_token kiln_sampler_sample(struct kiln_sampler * s, const float * logits, int32_t n_vocab) {
     if (!s || !logits || n_vocab <= 0) {
         kiln_set_last_error("sampler: invalid arguments");
@@ -160,25 +278,7 @@ kiln_token kiln_sampler_sample(struct kiln_sampler * s, const float * logits, in
         return c[best].id;
     }
 
-    qsort(c, (size_t) n, sizeof(struct cand), cmp_cand);
-    if (p->top_k > 0 && p->top_k < n) {
-        n = p->top_k;
-    }
-    /* top-p: the smallest prefix whose probability mass reaches p */
-    if (p->top_p < 1.0f && n > 1) {
-        double max = c[0].logit, sum = 0.0;
-        for (int32_t i = 0; i < n; i++) sum += exp((double) c[i].logit - max);
-        double cum = 0.0;
-        int32_t keep = n;
-        for (int32_t i = 0; i < n; i++) {
-            cum += exp((double) c[i].logit - max) / sum;
-            if (cum >= p->top_p) {
-                keep = i + 1;
-                break;
-            }
-        }
-        n = keep;
-    }
+    n = truncate_sorted(c, n, p);
     /* min-p: drop tokens less likely than min_p times the most likely */
     if (p->min_p > 0.0f && n > 1) {
         double thr = (double) c[0].logit + log((double) p->min_p);

@@ -194,14 +194,21 @@ struct kiln_vocab * vocab_from_gguf(const struct kiln_gguf_context * f) {
         v->unk = KILN_TOKEN_NULL;
         v->clean_spaces = true;
         v->pre = PRETOK_DEFAULT;
+        bool known = pre[0] == 0; /* none given: llama.cpp's default */
         for (size_t i = 0; i < sizeof k_pre / sizeof k_pre[0]; i++) {
             if (strcmp(pre, k_pre[i].name) == 0) {
+                known = true;
                 v->pre = k_pre[i].type;
                 v->clean_spaces = !k_pre[i].no_clean;
                 v->ignore_merges = k_pre[i].ignore_merges;
                 v->add_bos = k_pre[i].add_bos;
                 break;
             }
+        }
+        if (!known) {
+            /* splitting text with another pre-tokenizer's rules would give wrong tokens */
+            vocab_fail(v, "vocab: unsupported tokenizer.ggml.pre '%s' (a byte-level BPE pre-tokenizer Kiln does not implement)", pre);
+            return NULL;
         }
     } else {
         vocab_fail(v, "vocab: unsupported tokenizer.ggml.model '%s' (supported: llama, gpt2)", model);

@@ -1,0 +1,270 @@
+/*
+ * decoder.c — one graph for every supported decoder architecture, shaped by
+ * the model's arch_traits (model.h): per batch of tokens,
+ *
+ *   x = tok_embd[tokens] (* embedding scale)
+ *   per layer: a = attn(norm? x)      q/k: optional QK-norm, RoPE (per-layer base, or none),
+ *                                      window mask on sliding-window layers, logit softcap
+ *              h = x + post_norm?(a) (* residual scale)
+ *              f = ffn(norm? h)      gated SiLU or GELU
+ *              x = h + post_norm?(f) (* residual scale)
+ *   logits = Wout · norm(x_last) (/ logit scale, then softcap)
+ *
+ * K and V of every layer go to a cache that attention reads with
+ * flash_attn_ext; the order of operations follows llama.cpp's graphs so that
+ * greedy output can be compared token for token.
+ */
+#include "model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PAD_TO(x, n) (((x) + (n) - 1) / (n) * (n))
+
+struct batch_graph {
+    struct kiln_context * ctx;
+    struct kiln_cgraph  * gf;
+    struct kiln_tensor  * tokens, * pos, * mask, * mask_swa, * logits;
+};
+
+#define CHK(x) do { if (!(x)) return false; } while (0)
+
+/* ggml's CPU GELU: a 65536-entry table indexed by the f16 rounding of x, of
+ * gelu's tanh form rounded to f16; x <= -10 gives 0 and x >= 10 gives x */
+static kiln_fp16_t gelu_table[1 << 16];
+
+void decoder_init_gelu_table(void) {
+    static bool done = false;
+    if (done) return;
+    for (uint32_t i = 0; i < (1u << 16); i++) {
+        kiln_fp16_t h;
+        uint16_t b = (uint16_t) i;
+        memcpy(&h, &b, sizeof h);
+        const float x = kiln_fp16_to_fp32(h);
+        const float g = 0.5f * x * (1.0f + tanhf(0.79788456080286535587989211986876f * x * (1.0f + 0.044715f * x * x)));
+        gelu_table[i] = kiln_fp32_to_fp16(g);
+    }
+    done = true;
+}
+
+/* dst = gelu(a) * b, rows split over the threads */
+static void geglu_rows(struct kiln_tensor * dst, const struct kiln_tensor * a, const struct kiln_tensor * b, int ith, int nth, void * ud) {
+    (void) ud;
+    const int64_t n = a->ne[0], rows = kiln_nrows(a);
+    for (int64_t r = ith; r < rows; r += nth) {
+        const float * x = (const float *) ((const char *) a->data + r * a->nb[1]);
+        const float * y = (const float *) ((const char *) b->data + r * b->nb[1]);
+        float * d = (float *) ((char *) dst->data + r * dst->nb[1]);
+        for (int64_t i = 0; i < n; i++) {
+            float v;
+            if (x[i] <= -10.0f) v = 0.0f;
+            else if (x[i] >= 10.0f) v = x[i] * y[i];
+            else {
+                const kiln_fp16_t h = kiln_fp32_to_fp16(x[i]);
+                uint16_t t;
+                memcpy(&t, &h, sizeof t);
+                v = kiln_fp16_to_fp32(gelu_table[t]) * y[i];
+            }
+            d[i] = v;
+        }
+    }
+}
+
+static struct kiln_tensor * rms(struct kiln_context * ctx, struct kiln_tensor * x, struct kiln_tensor * w, float eps) {
+    return kiln_mul(ctx, kiln_rms_norm(ctx, x, eps), w);
+}
+
+static struct kiln_tensor * rope(const struct kiln_model * m, const struct layer * L, struct kiln_context * ctx,
+                                 struct kiln_tensor * t, struct kiln_tensor * pos) {
+    return kiln_rope_ext(ctx, t, pos, m->rope_freqs, m->n_rot, m->rope_type, m->n_ctx_orig, L->freq_base, L->freq_scale,
+                         m->ext_factor, m->attn_factor, m->beta_fast, m->beta_slow);
+}
+
+static bool build_graph(struct kiln_model * m, struct batch_graph * bg, int32_t nb) {
+    const struct arch_traits * tr = m->tr;
+    const int64_t E = m->n_embd, Hd = m->head_dim, nh = m->n_head, nkv = m->n_head_kv;
+    const int64_t kv_dim = Hd * nkv;
+    const int64_t n_kv = m->n_past + nb;
+    const size_t n_tensors = (size_t) m->n_layer * 80 + 64;
+    struct kiln_init_params ip = { n_tensors * kiln_tensor_overhead() + kiln_graph_overhead_custom(n_tensors, false), NULL, true };
+    struct kiln_context * ctx = kiln_init(ip);
+    CHK(ctx);
+    bg->ctx = ctx;
+    bg->gf = kiln_new_graph_custom(ctx, n_tensors, false);
+    CHK(bg->gf);
+
+    bg->tokens = kiln_new_tensor_1d(ctx, KILN_TYPE_I32, nb);
+    bg->pos = kiln_new_tensor_1d(ctx, KILN_TYPE_I32, nb);
+    bg->mask = kiln_new_tensor_2d(ctx, KILN_TYPE_F16, n_kv, PAD_TO(nb, KILN_KQ_MASK_PAD));
+    CHK(bg->tokens && bg->pos && bg->mask);
+    kiln_set_input(bg->tokens);
+    kiln_set_input(bg->pos);
+    kiln_set_input(bg->mask);
+    bg->mask_swa = NULL;
+    if (m->n_swa > 0 && tr->swa_pattern > 0) {
+        bg->mask_swa = kiln_new_tensor_2d(ctx, KILN_TYPE_F16, n_kv, PAD_TO(nb, KILN_KQ_MASK_PAD));
+        CHK(bg->mask_swa);
+        kiln_set_input(bg->mask_swa);
+    }
+
+    struct kiln_tensor * x = kiln_get_rows(ctx, m->tok_embd, bg->tokens);
+    CHK(x);
+    if (m->embd_scale != 1.0f) x = kiln_scale(ctx, x, m->embd_scale);
+    for (int il = 0; il < m->n_layer; il++) {
+        const struct layer * L = &m->layers[il];
+        struct kiln_tensor * cur = tr->norm == NORM_POST ? x : rms(ctx, x, L->attn_norm, m->norm_eps);
+        CHK(cur);
+        struct kiln_tensor * q = kiln_mul_mat(ctx, L->wq, cur);
+        struct kiln_tensor * k = kiln_mul_mat(ctx, L->wk, cur);
+        struct kiln_tensor * v = kiln_mul_mat(ctx, L->wv, cur);
+        if (L->bq) q = kiln_add(ctx, q, L->bq);
+        if (L->bk) k = kiln_add(ctx, k, L->bk);
+        if (L->bv) v = kiln_add(ctx, v, L->bv);
+        CHK(q && k && v);
+        if (tr->qk_norm == QK_NORM_FULL) {
+            q = rms(ctx, q, L->q_norm, m->norm_eps);
+            k = rms(ctx, k, L->k_norm, m->norm_eps);
+        }
+        q = kiln_reshape_3d(ctx, q, Hd, nh, nb);
+        k = kiln_reshape_3d(ctx, k, Hd, nkv, nb);
+        CHK(q && k);
+        if (tr->qk_norm == QK_NORM_HEAD) {
+            q = rms(ctx, q, L->q_norm, m->norm_eps);
+            k = rms(ctx, k, L->k_norm, m->norm_eps);
+        }
+        if (L->rope) {
+            q = rope(m, L, ctx, q, bg->pos);
+            k = rope(m, L, ctx, k, bg->pos);
+        }
+        float kq_scale = m->attn_scale;
+        if (tr->q_prescale) {
+            q = kiln_scale(ctx, q, m->attn_scale);
+            kq_scale = 1.0f;
+        }
+        CHK(q && k);
+
+        /* append this batch's K and V to the cache, before attention reads it */
+        const size_t row = kiln_row_size(m->kv_type, kv_dim);
+        struct kiln_tensor * k_dst = kiln_view_1d(ctx, m->k_cache[il], nb * kv_dim, (size_t) m->n_past * row);
+        struct kiln_tensor * v_dst = kiln_view_1d(ctx, m->v_cache[il], nb * kv_dim, (size_t) m->n_past * row);
+        CHK(k_dst && v_dst);
+        struct kiln_tensor * k_st = kiln_cpy(ctx, k, k_dst);
+        struct kiln_tensor * v_st = kiln_cpy(ctx, v, v_dst);
+        CHK(k_st && v_st);
+        CHK(kiln_build_forward_expand(bg->gf, k_st) == KILN_STATUS_SUCCESS);
+        CHK(kiln_build_forward_expand(bg->gf, v_st) == KILN_STATUS_SUCCESS);
+
+        struct kiln_tensor * kc = kiln_view_3d(ctx, m->k_cache[il], Hd, n_kv, nkv, row, kiln_row_size(m->kv_type, Hd), 0);
+        struct kiln_tensor * vc = kiln_view_3d(ctx, m->v_cache[il], Hd, n_kv, nkv, row, kiln_row_size(m->kv_type, Hd), 0);
+        struct kiln_tensor * qp = kiln_permute(ctx, q, 0, 2, 1, 3); /* [Hd, nb, nh] */
+        CHK(kc && vc && qp);
+        struct kiln_tensor * mask = L->swa && bg->mask_swa ? bg->mask_swa : bg->mask;
+        struct kiln_tensor * att = kiln_flash_attn_ext(ctx, qp, kc, vc, mask, kq_scale, 0.0f, m->attn_softcap);
+        CHK(att);
+        kiln_flash_attn_ext_set_prec(att, KILN_PREC_F32);
+        att = kiln_reshape_2d(ctx, att, Hd * nh, nb);
+        CHK(att);
+        cur = kiln_mul_mat(ctx, L->wo, att);
+        if (L->bo) cur = kiln_add(ctx, cur, L->bo);
+        if (tr->norm != NORM_PRE) cur = rms(ctx, cur, L->attn_post_norm, m->norm_eps);
+        if (m->residual_scale != 1.0f) cur = kiln_scale(ctx, cur, m->residual_scale);
+        struct kiln_tensor * h = kiln_add(ctx, cur, x);
+        CHK(h);
+
+        cur = tr->norm == NORM_POST ? h : rms(ctx, h, L->ffn_norm, m->norm_eps);
+        CHK(cur);
+        struct kiln_tensor * gate = kiln_mul_mat(ctx, L->ffn_gate, cur);
+        struct kiln_tensor * up = kiln_mul_mat(ctx, L->ffn_up, cur);
+        CHK(gate && up);
+        struct kiln_tensor * act = tr->ffn == FFN_GELU_GATED ? kiln_map_custom2(ctx, gate, up, geglu_rows, KILN_N_TASKS_MAX, NULL)
+                                                            : kiln_mul(ctx, kiln_silu(ctx, gate), up);
+        CHK(act);
+        cur = kiln_mul_mat(ctx, L->ffn_down, act);
+        CHK(cur);
+        if (tr->norm != NORM_PRE) cur = rms(ctx, cur, L->ffn_post_norm, m->norm_eps);
+        if (m->residual_scale != 1.0f) cur = kiln_scale(ctx, cur, m->residual_scale);
+        x = kiln_add(ctx, cur, h);
+        CHK(x);
+    }
+    /* only the last position's logits are needed */
+    struct kiln_tensor * last = kiln_view_2d(ctx, x, E, 1, x->nb[1], (size_t) (nb - 1) * x->nb[1]);
+    CHK(last);
+    struct kiln_tensor * cur = rms(ctx, last, m->output_norm, m->norm_eps);
+    CHK(cur);
+    cur = kiln_mul_mat(ctx, m->output, cur);
+    if (m->logit_scale != 1.0f) cur = kiln_scale(ctx, cur, 1.0f / m->logit_scale);
+    if (m->final_softcap != 0.0f) {
+        cur = kiln_scale(ctx, cur, 1.0f / m->final_softcap);
+        cur = kiln_scale(ctx, kiln_tanh(ctx, cur), m->final_softcap);
+    }
+    bg->logits = cur;
+    CHK(bg->logits);
+    kiln_set_output(bg->logits);
+    CHK(kiln_build_forward_expand(bg->gf, bg->logits) == KILN_STATUS_SUCCESS);
+    return true;
+}
+
+/* causal mask, and the window on top of it: row i (position n_past + i)
+ * sees cache position j when j <= n_past + i and, windowed, n_past + i - j < n_swa */
+static void fill_mask(struct kiln_tensor * t, int32_t n_past, int32_t nb, int32_t window) {
+    const int64_t n_kv = t->ne[0];
+    kiln_fp16_t * mk = t->data;
+    const kiln_fp16_t zero = kiln_fp32_to_fp16(0.0f), ninf = kiln_fp32_to_fp16(-INFINITY);
+    for (int64_t i = 0; i < t->ne[1]; i++) {
+        for (int64_t j = 0; j < n_kv; j++) {
+            const int64_t p = n_past + i;
+            const bool see = i < nb && j <= p && (window <= 0 || p - j < window);
+            mk[i * n_kv + j] = see ? zero : ninf;
+        }
+    }
+}
+
+enum kiln_status decoder_eval_batch(struct kiln_model * m, const kiln_token * tokens, int32_t nb) {
+    struct batch_graph bg = { 0 };
+    if (!build_graph(m, &bg, nb)) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "model: building the graph failed: %s", kiln_last_error());
+        kiln_free(bg.ctx);
+        kiln_set_last_error("%s", msg);
+        return KILN_STATUS_FAILED;
+    }
+    if (!kiln_gallocr_alloc_graph(m->galloc, bg.gf)) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "model: allocating the graph failed: %s", kiln_last_error());
+        kiln_free(bg.ctx);
+        kiln_set_last_error("%s", msg);
+        return KILN_STATUS_ALLOC_FAILED;
+    }
+    int32_t * tk = bg.tokens->data;
+    int32_t * ps = bg.pos->data;
+    for (int32_t i = 0; i < nb; i++) {
+        tk[i] = tokens[i];
+        ps[i] = m->n_past + i;
+    }
+    fill_mask(bg.mask, m->n_past, nb, 0);
+    if (bg.mask_swa) fill_mask(bg.mask_swa, m->n_past, nb, m->n_swa);
+    struct kiln_cplan plan = kiln_graph_plan(bg.gf, m->n_threads, m->threadpool);
+    if (plan.work_size > m->work_size) {
+        uint8_t * w = realloc(m->work, plan.work_size);
+        if (!w) {
+            kiln_free(bg.ctx);
+            kiln_set_last_error("model: cannot allocate %zu bytes of work buffer", plan.work_size);
+            return KILN_STATUS_ALLOC_FAILED;
+        }
+        m->work = w;
+        m->work_size = plan.work_size;
+    }
+    plan.work_data = m->work;
+    plan.abort_flag = m->abort_flag;
+    enum kiln_status st = kiln_graph_compute(bg.gf, &plan);
+    if (st == KILN_STATUS_SUCCESS) {
+        memcpy(m->logits, bg.logits->data, sizeof(float) * (size_t) m->n_vocab);
+        m->n_past += nb;
+    } else if (st == KILN_STATUS_ABORTED) {
+        kiln_set_last_error("model: evaluation aborted");
+    }
+    kiln_free(bg.ctx);
+    return st;
+}

@@ -1,0 +1,104 @@
+/* model.h — the decoder model shared by the loader (llama.c), the per-
+ * architecture traits and hyperparameters (arch.c) and the graph builder
+ * (decoder.c). Private to src/models.
+ *
+ * Every supported architecture is the same pre-/post-norm transformer
+ * decoder; what differs is captured by struct arch_traits (one table row per
+ * general.architecture) plus the hyperparameters read from the file. */
+#ifndef KILN_MODELS_MODEL_H
+#define KILN_MODELS_MODEL_H
+
+#include "kiln-llama.h"
+#include "kiln-gguf.h"
+
+#define MODEL_MAX_LAYERS 512
+
+enum norm_place {
+    NORM_PRE,       /* x + f(norm(x))                       llama, qwen, gemma 1, granite */
+    NORM_SANDWICH,  /* x + norm_post(f(norm_pre(x)))        gemma 2/3 */
+    NORM_POST,      /* x + norm_post(f(x))                  olmo2 */
+};
+
+enum qk_norm {
+    QK_NORM_NONE,
+    QK_NORM_HEAD,   /* RMS norm of each head's q / k (weight [head_dim])   qwen3, gemma3 */
+    QK_NORM_FULL,   /* RMS norm over all heads' q / k (weight [n_head*hd]) olmo2 */
+};
+
+enum ffn_kind {
+    FFN_SILU_GATED, /* down(silu(gate x) * up x) */
+    FFN_GELU_GATED, /* down(gelu(gate x) * up x), gelu as ggml's f16 table */
+};
+
+struct arch_traits {
+    const char * name;
+    int          rope_type;        /* 0 (pairs) or KILN_ROPE_TYPE_NEOX */
+    enum norm_place norm;
+    enum qk_norm qk_norm;
+    enum ffn_kind ffn;
+    bool         embd_scale_sqrt;  /* x = tok_embd[t] * sqrt(n_embd) */
+    bool         q_prescale;       /* q *= attention scale after RoPE; attention itself unscaled */
+    int          swa_pattern;      /* layer il uses the sliding window when il % n < n - 1 (0: none) */
+    uint32_t     swa_default;      /* window when the file has none (0: no window then) */
+    float        rope_base_swa;    /* RoPE base of sliding-window layers (0: the global one) */
+    float        attn_softcap;     /* defaults when the file has no *_logit_softcapping key */
+    float        final_softcap;
+    bool         granite_scales;   /* embedding, residual, attention, logit multipliers */
+    int          no_rope_step;     /* layer il skips RoPE when (il + 1) % n == 0 (0: all rotate) */
+};
+
+struct layer {
+    struct kiln_tensor * attn_norm, * wq, * wk, * wv, * wo, * bq, * bk, * bv, * bo;
+    struct kiln_tensor * q_norm, * k_norm, * attn_post_norm;
+    struct kiln_tensor * ffn_norm, * ffn_gate, * ffn_up, * ffn_down, * ffn_post_norm;
+    bool  swa;          /* sliding-window layer */
+    bool  rope;         /* RoPE applied */
+    float freq_base, freq_scale;
+};
+
+struct kiln_model {
+    struct kiln_gguf_context * gguf;
+    struct kiln_context      * wctx;  /* weights */
+    struct kiln_vocab        * vocab;
+    char arch[64];
+    const struct arch_traits * tr;
+
+    /* hyperparameters */
+    int32_t n_vocab, n_embd, n_layer, n_head, n_head_kv, n_ff, head_dim, n_rot, n_ctx_train;
+    float   norm_eps, freq_base, freq_scale, ext_factor, attn_factor, beta_fast, beta_slow;
+    int32_t rope_type, n_ctx_orig;
+    int32_t n_swa;                   /* sliding window (positions a query sees, itself included) */
+    float   freq_base_swa;           /* RoPE base of sliding-window layers (their scale is 1) */
+    float   attn_scale;              /* q scale (q_prescale) or attention scale */
+    float   attn_softcap, final_softcap;
+    float   embd_scale, residual_scale, logit_scale;
+
+    struct kiln_tensor * tok_embd, * output_norm, * output, * rope_freqs;
+    struct layer * layers;
+
+    /* state */
+    int32_t n_ctx, n_past, n_batch, n_threads;
+    enum kiln_type kv_type;
+    struct kiln_context * kv_ctx;
+    struct kiln_tensor ** k_cache, ** v_cache;
+    float * logits;
+    struct kiln_gallocr * galloc;
+    uint8_t * work;
+    size_t work_size;
+    volatile int * abort_flag;
+    struct kiln_threadpool * threadpool;
+};
+
+/* arch.c: the traits row of an architecture name, or NULL */
+const struct arch_traits * arch_find(const char * name);
+/* "llama, mistral, ..." for messages */
+const char * arch_supported_list(void);
+/* hyperparameters from the GGUF keys (llama.cpp's defaults for optional ones); false + error */
+bool arch_load_hparams(struct kiln_model * m);
+
+/* decoder.c: ggml's GELU table, built once before a GELU model runs */
+void decoder_init_gelu_table(void);
+/* decoder.c: evaluate one batch of at most n_batch tokens */
+enum kiln_status decoder_eval_batch(struct kiln_model * m, const kiln_token * tokens, int32_t nb);
+
+#endif

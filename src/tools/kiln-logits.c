@@ -1,0 +1,66 @@
+/*
+ * kiln-logits — the logits after a sequence of token ids, each evaluated on
+ * its own (as generation does after the prompt), for cross-checks against
+ * llama.cpp at a given generation step (tests/oracle/arch.mjs).
+ *
+ *   kiln-logits -m FILE --ids 1,2,3 [--isa NAME] [--ctx N]
+ *
+ * stdout: one JSON line {"n":N,"logits":[...]} (%.9g, so floats round-trip).
+ */
+#include "kiln-llama.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int main(int argc, char ** argv) {
+    const char * path = NULL, * ids = NULL;
+    struct kiln_model_params mp = kiln_model_params_default();
+    mp.n_threads = 1;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "-m")) path = argv[i + 1];
+        else if (!strcmp(argv[i], "--ids")) ids = argv[i + 1];
+        else if (!strcmp(argv[i], "--ctx")) mp.n_ctx = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--isa")) {
+            kiln_cpu_force_isa(argv[i + 1]);
+            if (strcmp(kiln_cpu_isa(), argv[i + 1]) != 0) {
+                fprintf(stderr, "kiln-logits: --isa %s: %s\n", argv[i + 1], kiln_last_error());
+                return 2;
+            }
+        } else path = NULL, i = argc;
+    }
+    if (!path || !ids) {
+        fprintf(stderr, "usage: kiln-logits -m FILE --ids 1,2,3 [--isa NAME] [--ctx N]\n");
+        return 2;
+    }
+    struct kiln_model * model = kiln_model_load(path, mp);
+    if (!model) {
+        fprintf(stderr, "kiln-logits: %s\n", kiln_last_error());
+        return 1;
+    }
+    int32_t n = 0;
+    for (const char * p = ids; p && *p;) {
+        char * end;
+        long t = strtol(p, &end, 10);
+        if (end == p) break;
+        kiln_token tok = (kiln_token) t;
+        if (kiln_model_eval(model, &tok, 1) != KILN_STATUS_SUCCESS) {
+            fprintf(stderr, "kiln-logits: token %d: %s\n", n, kiln_last_error());
+            kiln_model_free(model);
+            return 1;
+        }
+        n++;
+        p = *end == ',' ? end + 1 : NULL;
+    }
+    if (n == 0) {
+        fprintf(stderr, "kiln-logits: no token ids in '%s'\n", ids);
+        kiln_model_free(model);
+        return 2;
+    }
+    const float * lg = kiln_model_logits(model);
+    printf("{\"n\":%d,\"logits\":[", n);
+    for (int32_t j = 0; j < kiln_model_n_vocab(model); j++) printf(j ? ",%.9g" : "%.9g", (double) lg[j]);
+    printf("]}\n");
+    kiln_model_free(model);
+    return 0;
+}

@@ -1,0 +1,175 @@
+/*
+ * kiln-synth-model — writes a small random-weight GGUF of one decoder
+ * architecture, for cross-checks against llama.cpp (tests/oracle/arch.mjs):
+ * every trait of the architecture is exercised (sliding window shorter than
+ * the test sequences, softcaps that clip, QK-norm, GQA, tied or untied
+ * output, Llama 3 RoPE frequency factors, layers without RoPE). The tokenizer
+ * is copied from a vocabulary GGUF (tests/data/vocab). Weights are uniform
+ * random from a fixed seed, scaled so activations stay O(1) and greedy
+ * decoding does not collapse into one token; matrices (the token embedding
+ * included) are stored in TYPE, norms and RoPE factors in F32.
+ *
+ *   kiln-synth-model OUT.gguf --arch NAME [--type f32|f16|q8_0|q4_K|...] --vocab FILE
+ *
+ * Architectures: llama (Llama 3.x RoPE factors), qwen3, gemma, gemma2, gemma3,
+ * granite, smollm3, olmo2. Widths are multiples of 256 (K-quant blocks).
+ */
+#include "kiln-gguf.h"
+#include "tools/synth_fill.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define WIDTH   256
+#define HEADS   4
+#define KV      2
+#define HD      64
+#define FF      512
+#define CTX     512
+
+static uint64_t rng = 0x9e3779b97f4a7c15ULL;
+static float frand(void) { /* uniform in [-1, 1) */
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (float) ((rng >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
+}
+
+struct out {
+    struct kiln_context * ctx;
+    struct kiln_gguf_context * g;
+    enum kiln_type type;
+};
+
+/* a [ne0, ne1] tensor of offset + scale * U(-1, 1); vectors always F32 */
+static void add(struct out * o, const char * name, int64_t ne0, int64_t ne1, float scale, float offset) {
+    const enum kiln_type type = ne1 == 1 ? KILN_TYPE_F32 : o->type;
+    struct kiln_tensor * t = ne1 == 1 ? kiln_new_tensor_1d(o->ctx, type, ne0) : kiln_new_tensor_2d(o->ctx, type, ne0, ne1);
+    if (!t || !synth_fill(t, scale, offset, frand)) { fprintf(stderr, "kiln-synth-model: out of memory at %s\n", name); exit(1); }
+    kiln_set_name(t, name);
+    kiln_gguf_add_tensor(o->g, t);
+}
+
+static void set_u32(struct kiln_gguf_context * g, const char * arch, const char * key, uint32_t v) {
+    char k[128];
+    snprintf(k, sizeof k, "%s.%s", arch, key);
+    kiln_gguf_set_val_u32(g, k, v);
+}
+
+static void set_f32(struct kiln_gguf_context * g, const char * arch, const char * key, float v) {
+    char k[128];
+    snprintf(k, sizeof k, "%s.%s", arch, key);
+    kiln_gguf_set_val_f32(g, k, v);
+}
+
+int main(int argc, char ** argv) {
+    const char * out = NULL, * vocab = NULL, * arch = NULL;
+    enum kiln_type type = KILN_TYPE_F32;
+    int layers = 4;
+    for (int i = 1; i < argc; i++) {
+        const bool has = i + 1 < argc;
+        if (!strcmp(argv[i], "--arch") && has) arch = argv[++i];
+        else if (!strcmp(argv[i], "--vocab") && has) vocab = argv[++i];
+        else if (!strcmp(argv[i], "--layers") && has) layers = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--type") && has) {
+            const char * tn = argv[++i];
+            type = KILN_TYPE_COUNT;
+            for (int t = 0; t < KILN_TYPE_COUNT; t++) {
+                if (kiln_type_is_valid(t) && !strcmp(kiln_type_name((enum kiln_type) t), tn)) type = (enum kiln_type) t;
+            }
+        } else if (argv[i][0] != '-' && !out) out = argv[i];
+        else { out = NULL; break; }
+    }
+    static const char * const archs[] = { "llama", "qwen3", "gemma", "gemma2", "gemma3", "granite", "smollm3", "olmo2" };
+    bool known = false;
+    for (size_t i = 0; arch && i < sizeof archs / sizeof archs[0]; i++) known |= !strcmp(arch, archs[i]);
+    if (!out || !vocab || !known || type == KILN_TYPE_COUNT || layers <= 0 || layers > 64) {
+        fprintf(stderr, "usage: kiln-synth-model OUT.gguf --arch llama|qwen3|gemma|gemma2|gemma3|granite|smollm3|olmo2\n"
+                        "                        --vocab FILE [--type f32|f16|q8_0|q4_K|...] [--layers N]\n");
+        return 2;
+    }
+    const bool gemma = !strncmp(arch, "gemma", 5);
+    if (!strcmp(arch, "gemma3")) layers = layers < 6 ? 6 : layers; /* 5 sliding-window layers, then a global one */
+
+    int64_t nv = 0;
+    struct kiln_gguf_context * g = synth_vocab_gguf(vocab, "kiln-synth-model", &nv);
+    if (!g) return 1;
+    /* the vocabulary file's own architecture keys are left out */
+    for (int64_t i = kiln_gguf_get_n_kv(g) - 1; i >= 0; i--) {
+        const char * k = kiln_gguf_get_key(g, i);
+        if (strncmp(k, "tokenizer.", 10) != 0) kiln_gguf_remove_key(g, k);
+    }
+    kiln_gguf_set_val_str(g, "general.architecture", arch);
+    kiln_gguf_set_val_str(g, "general.name", "kiln-synthetic");
+    set_u32(g, arch, "embedding_length", WIDTH);
+    set_u32(g, arch, "block_count", (uint32_t) layers);
+    set_u32(g, arch, "attention.head_count", HEADS);
+    set_u32(g, arch, "attention.head_count_kv", KV);
+    set_u32(g, arch, "feed_forward_length", FF);
+    set_u32(g, arch, "context_length", CTX);
+    set_f32(g, arch, "attention.layer_norm_rms_epsilon", 1e-6f);
+    set_f32(g, arch, "rope.freq_base", !strcmp(arch, "gemma3") ? 1000000.0f : 10000.0f);
+    if (gemma) set_u32(g, arch, "attention.key_length", HD), set_u32(g, arch, "attention.value_length", HD);
+    if (!strcmp(arch, "gemma2") || !strcmp(arch, "gemma3")) set_u32(g, arch, "attention.sliding_window", 8);
+    if (!strcmp(arch, "gemma2")) {
+        set_f32(g, arch, "attn_logit_softcapping", 4.0f);  /* clips: attention logits reach ~10 */
+        set_f32(g, arch, "final_logit_softcapping", 6.0f); /* clips: logits reach ~10 */
+    }
+    if (!strcmp(arch, "granite")) {
+        set_f32(g, arch, "embedding_scale", 3.0f);
+        set_f32(g, arch, "residual_scale", 0.5f);
+        set_f32(g, arch, "attention.scale", 0.2f);
+        set_f32(g, arch, "logit_scale", 1.5f);
+    }
+
+    const size_t bytes = (size_t) layers * ((size_t) (4 * WIDTH + 3 * FF) * WIDTH * sizeof(float) + 16 * WIDTH * sizeof(float)) +
+                         2 * (size_t) nv * WIDTH * sizeof(float) + (size_t) (20 * layers + 8) * kiln_tensor_overhead() + (1u << 20);
+    struct kiln_init_params cp = { bytes, NULL, false };
+    struct out o = { kiln_init(cp), g, type };
+    if (!o.ctx) { fprintf(stderr, "kiln-synth-model: cannot allocate %zu bytes\n", bytes); return 1; }
+
+    /* untied output for llama and olmo2, tied (no output.weight) for the rest */
+    const bool tied = strcmp(arch, "llama") != 0 && strcmp(arch, "olmo2") != 0;
+    const float in_s = sqrtf(3.0f / WIDTH), out_s = 0.5f / sqrtf((float) WIDTH) * 4.0f;
+    /* tied: small embeddings (so a token's own row does not dominate its
+     * logits and greedy decoding does not repeat the last token), logits
+     * brought back to a useful spread by the output norm's gain */
+    const float te = !strcmp(arch, "gemma") ? 0.0125f : 0.05f; /* gemma 1: pre-norm after a x16 embedding scale */
+    add(&o, "token_embd.weight", WIDTH, nv, tied ? te : 1.0f, 0.0f);
+    add(&o, "output_norm.weight", WIDTH, 1, tied ? 0.6f * 0.05f / te : 0.1f, tied ? 6.0f * 0.05f / te : 1.0f);
+    if (!tied) add(&o, "output.weight", WIDTH, nv, out_s, 0.0f);
+    if (!strcmp(arch, "llama")) {
+        /* Llama 3.x frequency factors: 1 for high frequencies, up to 8 for low ones */
+        struct kiln_tensor * f = kiln_new_tensor_1d(o.ctx, KILN_TYPE_F32, HD / 2);
+        for (int i = 0; i < HD / 2; i++) ((float *) f->data)[i] = 1.0f + 7.0f * (float) i / (HD / 2 - 1);
+        kiln_set_name(f, "rope_freqs.weight");
+        kiln_gguf_add_tensor(g, f);
+    }
+    const bool pre = strcmp(arch, "olmo2") != 0, post = !strcmp(arch, "gemma2") || !strcmp(arch, "gemma3") || !strcmp(arch, "olmo2");
+    const bool qk_head = !strcmp(arch, "qwen3") || !strcmp(arch, "gemma3"), qk_full = !strcmp(arch, "olmo2");
+    char nm[64];
+    for (int l = 0; l < layers; l++) {
+#define A(s, a, b, sc, off) do { snprintf(nm, sizeof nm, "blk.%d." s, l); add(&o, nm, a, b, sc, off); } while (0)
+        if (pre) A("attn_norm.weight", WIDTH, 1, 0.1f, 1.0f);
+        A("attn_q.weight", WIDTH, HEADS * HD, 2.0f * in_s, 0.0f);
+        A("attn_k.weight", WIDTH, KV * HD, 2.0f * in_s, 0.0f);
+        A("attn_v.weight", WIDTH, KV * HD, in_s, 0.0f);
+        A("attn_output.weight", HEADS * HD, WIDTH, in_s, 0.0f);
+        if (qk_head) { A("attn_q_norm.weight", HD, 1, 0.2f, 1.0f); A("attn_k_norm.weight", HD, 1, 0.2f, 1.0f); }
+        if (qk_full) { A("attn_q_norm.weight", HEADS * HD, 1, 0.2f, 1.0f); A("attn_k_norm.weight", KV * HD, 1, 0.2f, 1.0f); }
+        if (post) { A("post_attention_norm.weight", WIDTH, 1, 0.5f, 3.0f); A("post_ffw_norm.weight", WIDTH, 1, 0.5f, 3.0f); }
+        if (pre) A("ffn_norm.weight", WIDTH, 1, 0.1f, 1.0f);
+        A("ffn_gate.weight", WIDTH, FF, 1.5f * in_s, 0.0f);
+        A("ffn_up.weight", WIDTH, FF, in_s, 0.0f);
+        A("ffn_down.weight", FF, WIDTH, sqrtf(3.0f / FF), 0.0f);
+#undef A
+    }
+    if (!kiln_gguf_write_to_file(g, out, false)) { fprintf(stderr, "kiln-synth-model: %s\n", kiln_last_error()); return 1; }
+    printf("{\"what\":\"synthetic_model\",\"file\":\"%s\",\"arch\":\"%s\",\"type\":\"%s\",\"layers\":%d,\"vocab\":%lld,\"tied\":%s}\n",
+           out, arch, kiln_type_name(type), layers, (long long) nv, tied ? "true" : "false");
+    kiln_gguf_free(g);
+    kiln_free(o.ctx);
+    return 0;
+}

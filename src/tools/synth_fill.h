@@ -1,0 +1,46 @@
+/* synth_fill.h — shared by kiln-synth-model and bench-make_synthetic, which
+ * write random-weight models: a new GGUF holding a vocabulary file's
+ * metadata, and the filling of a weight tensor row by row with
+ * offset + scale * rnd(), converted to the tensor's type. */
+#ifndef KILN_TOOLS_SYNTH_FILL_H
+#define KILN_TOOLS_SYNTH_FILL_H
+
+#include "kiln.h"
+#include "kiln-gguf.h"
+
+#include <stdio.h>
+
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* an empty GGUF with the metadata of the vocabulary file at path and its token count, or NULL (message on stderr) */
+static inline struct kiln_gguf_context * synth_vocab_gguf(const char * path, const char * who, int64_t * n_vocab) {
+    struct kiln_gguf_init_params ip = { .no_alloc = true, .ctx = NULL };
+    struct kiln_gguf_context * src = kiln_gguf_init_from_file(path, ip);
+    if (!src) { fprintf(stderr, "%s: %s: %s\n", who, path, kiln_last_error()); return NULL; }
+    const int64_t tk = kiln_gguf_find_key(src, "tokenizer.ggml.tokens");
+    if (tk < 0) { fprintf(stderr, "%s: %s has no tokenizer.ggml.tokens\n", who, path); kiln_gguf_free(src); return NULL; }
+    *n_vocab = (int64_t) kiln_gguf_get_arr_n(src, tk);
+    struct kiln_gguf_context * g = kiln_gguf_init_empty();
+    kiln_gguf_set_kv(g, src);
+    kiln_gguf_free(src);
+    return g;
+}
+
+static inline bool synth_fill(struct kiln_tensor * t, float scale, float offset, float (*rnd)(void)) {
+    const int64_t ne0 = t->ne[0], rows = kiln_nrows(t);
+    float * row = malloc(sizeof(float) * (size_t) ne0);
+    if (!row) return false;
+    const struct kiln_type_traits * tr = kiln_get_type_traits(t->type);
+    for (int64_t i = 0; i < rows; i++) {
+        for (int64_t j = 0; j < ne0; j++) row[j] = offset + scale * rnd();
+        char * dst = (char *) t->data + i * kiln_row_size(t->type, ne0);
+        if (t->type == KILN_TYPE_F32) memcpy(dst, row, sizeof(float) * (size_t) ne0);
+        else tr->from_float_ref(row, dst, ne0);
+    }
+    free(row);
+    return true;
+}
+
+#endif
