@@ -45,6 +45,20 @@ int kw_fail_status(enum kiln_status st, const char * what) {
     }
 }
 
+/* the KilnError code (js/src/errors.ts) of a KW_E_* code: the JS package
+ * reads it from here instead of keeping its own copy */
+KW_EXPORT const char * kw_code_name(int code) {
+    switch (code) {
+        case KW_E_INVALID:     return "INVALID_ARGUMENT";
+        case KW_E_NOMEM:       return "OUT_OF_MEMORY";
+        case KW_E_HANDLE:      return "INVALID_HANDLE";
+        case KW_E_UNSUPPORTED: return "UNSUPPORTED";
+        case KW_E_ABORTED:     return "ABORTED";
+        case KW_E_FORMAT:      return "BAD_MODEL";
+        default:               return "COMPUTE_FAILED";
+    }
+}
+
 KW_EXPORT const char * kw_last_error(void) { return g_err; }
 KW_EXPORT void kw_clear_error(void) { g_err[0] = 0; kiln_clear_error(); }
 

@@ -159,7 +159,7 @@ KILN_API int32_t kiln_model_n_ctx(const struct kiln_model * model);
 KILN_API int32_t kiln_model_n_vocab(const struct kiln_model * model);
 /* the number of positions now held in the KV cache */
 KILN_API int32_t kiln_model_n_past(const struct kiln_model * model);
-/* the parsed GGUF file (all metadata: kiln-gguf.h getters); owned by the model */
+/* the parsed GGUF file (all metadata: kiln-gguf.h getters) */
 KILN_API const struct kiln_gguf_context * kiln_model_gguf(const struct kiln_model * model);
 /* a weight by its GGUF name, or NULL (vocab-only models have none) */
 KILN_API struct kiln_tensor * kiln_model_get_tensor(const struct kiln_model * model, const char * name);
