@@ -227,8 +227,8 @@ enum kiln_status kiln_gen_step(struct kiln_gen * g, struct kiln_gen_token * out)
         /* the last token's text went out before its evaluation: the caller
          * sees it one evaluation sooner, and an abort ends between tokens */
         const enum kiln_status s = kiln_model_eval(m, &g->pending, 1);
-        g->t_gen += now_s() - t0;
         if (s != KILN_STATUS_SUCCESS) {
+            g->t_gen += now_s() - t0;
             g->started = false;
             return s;
         }

@@ -121,6 +121,7 @@ static void stepped_cases(const char * ref) {
     /* greedy, 200 steps: llama.cpp's reference, token by token */
     struct kiln_gen_params gp = kiln_gen_params_default();
     gp.max_tokens = 200;
+    const int64_t wall0 = kiln_time_us();
     CHECK(kiln_gen_start(g, smpl, want, 5, gp) == KILN_STATUS_SUCCESS, "start: %s", kiln_last_error());
     static char text[8192];
     size_t n = 0;
@@ -132,6 +133,7 @@ static void stepped_cases(const char * ref) {
         if (steps < 256) gen_ids[steps] = t.token;
         steps++;
     } while (t.stop == KILN_GEN_RUNNING);
+    const double wall = (double) (kiln_time_us() - wall0) * 1e-6;
     text[n] = 0;
     CHECK(steps == 200 && t.stop == KILN_GEN_MAX_TOKENS, "200 steps end by max_tokens (%d, stop %d)", steps, (int) t.stop);
     CHECK(strcmp(text, ref) == 0, "stepped greedy text equals llama.cpp's reference");
@@ -144,6 +146,8 @@ static void stepped_cases(const char * ref) {
     struct kiln_generate_stats st;
     kiln_gen_stats(g, &st);
     CHECK(st.prompt_tokens == 5 && st.generated_tokens == 200 && st.stop == KILN_GEN_MAX_TOKENS && st.gen_seconds > 0, "stats");
+    CHECK(st.prompt_seconds + st.gen_seconds <= wall + 1e-3, "timed seconds %.4f + %.4f within the wall time %.4f (each counted once)",
+          st.prompt_seconds, st.gen_seconds, wall);
 
     /* the hook sees the model's logits and its mask decides: ban the greedy
      * first token, and the runner-up comes instead */
