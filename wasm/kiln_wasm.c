@@ -166,10 +166,13 @@ int kw_handle_of(int slot) { return (g_ent[slot].gen << SLOT_BITS) | slot; }
 
 static const char * kind_name(int kind) {
     switch (kind) {
-        case KW_KIND_TENSOR: return "tensor";
-        case KW_KIND_MODEL:  return "model";
-        case KW_KIND_LLM:    return "generator";
-        default:             return "handle";
+        case KW_KIND_TENSOR:    return "tensor";
+        case KW_KIND_MODEL:     return "model";
+        case KW_KIND_LLM:       return "generator";
+        case KW_KIND_TRAINER:   return "training session";
+        case KW_KIND_DATASET:   return "dataset";
+        case KW_KIND_OPTIMIZER: return "optimizer";
+        default:                return "handle";
     }
 }
 
@@ -242,6 +245,24 @@ static int free_kind(int h, int kind, const char * fn) {
     entry_unref(slot);
     return KW_OK;
 }
+
+int kw_object_new(int kind, void * payload, void (*release)(void * payload)) {
+    const int slot = kw_entry_new(kind);
+    if (slot < 0) {
+        release(payload);
+        return slot;
+    }
+    g_ent[slot].payload = payload;
+    g_ent[slot].release = release;
+    return kw_handle_of(slot);
+}
+
+void * kw_object(int h, int kind, const char * fn) {
+    const int slot = kw_slot(h, kind, fn);
+    return slot < 0 ? NULL : g_ent[slot].payload;
+}
+
+int kw_object_free(int h, int kind, const char * fn) { return free_kind(h, kind, fn); }
 
 KW_EXPORT int kw_tensor_free(int h) { return free_kind(h, KW_KIND_TENSOR, "tensor_free"); }
 KW_EXPORT int kw_model_free(int h) { return free_kind(h, KW_KIND_MODEL, "model_free"); }

@@ -45,10 +45,7 @@ struct kw_llm {
     struct kw_stats stats;
 };
 
-static struct kw_llm * get(int g, const char * fn) {
-    const int s = kw_slot(g, KW_KIND_LLM, fn);
-    return s < 0 ? NULL : (struct kw_llm *) kw_entry_slot(s)->payload;
-}
+static struct kw_llm * get(int g, const char * fn) { return (struct kw_llm *) kw_object(g, KW_KIND_LLM, fn); }
 
 static bool reserve_text(struct kw_llm * l, int need) {
     if (need <= l->cap_text) return true;
@@ -112,13 +109,10 @@ KW_EXPORT int kw_llm_new(int model_handle, int vocab_only, int n_ctx) {
      * cannot see JS's word from C and stops between tokens only */
     kiln_model_set_abort_flag(m, kw_abort_flag());
 #endif
-    const int slot = kw_entry_new(KW_KIND_LLM);
-    if (slot < 0) { llm_release(l); return slot; }
-    struct kw_entry * e = kw_entry_slot(slot);
-    e->payload = l;
-    e->release = llm_release;
-    kw_entry_add_dep(slot, ms); /* the model's bytes and tensors live while the generator does */
-    return kw_handle_of(slot);
+    const int h = kw_object_new(KW_KIND_LLM, l, llm_release);
+    if (h < 0) return h;
+    kw_entry_add_dep(kw_slot(h, KW_KIND_LLM, "llm_new"), ms); /* the model's bytes and tensors live while the generator does */
+    return h;
 }
 
 KW_EXPORT int kw_llm_n_ctx(int g) { struct kw_llm * l = get(g, "llm_n_ctx"); return l ? kiln_model_n_ctx(l->model) : KW_E_HANDLE; }

@@ -26,7 +26,7 @@
 
 /* what a handle stands for; the entry table below is the one handle scheme
  * (slot + generation counter: a stale handle is refused for every kind) */
-enum { KW_KIND_TENSOR = 1, KW_KIND_MODEL = 2, KW_KIND_LLM = 3 };
+enum { KW_KIND_TENSOR = 1, KW_KIND_MODEL = 2, KW_KIND_LLM = 3, KW_KIND_TRAINER = 4, KW_KIND_DATASET = 5, KW_KIND_OPTIMIZER = 6 };
 #define KW_MAX_DEPS (KILN_MAX_SRC + 2)
 
 struct kw_entry {
@@ -73,6 +73,12 @@ int  kw_handle_of(int slot);
 int  kw_slot(int h, int kind, const char * fn);
 struct kiln_tensor * kw_tensor(int h, const char * fn);
 int  kw_alloc_ctx(struct kw_entry * e);
+/* a handle for an object of its own (kinds other than tensors and models):
+ * release(payload) runs when the handle is freed; on failure it runs now */
+int  kw_object_new(int kind, void * payload, void (*release)(void * payload));
+/* the payload of a live handle of this kind, or NULL and a KW_E_HANDLE failure */
+void * kw_object(int h, int kind, const char * fn);
+int  kw_object_free(int h, int kind, const char * fn);
 struct kiln_context * kw_new_ctx(size_t n_tensors, size_t extra);
 int  kw_run_graph(struct kiln_cgraph * g, int job_id, const char * what);
 
