@@ -204,13 +204,17 @@ enum kiln_gen_stop {
  * may change (mask tokens with -INFINITY, add a bias) before the sampler
  * sees them. Grammar-constrained sampling and logit bias plug in here. */
 typedef void (*kiln_logits_hook)(float * logits, int32_t n_vocab, void * user_data);
+/* Called with every sampled token (an end-of-generation token too), before
+ * its text is released: a grammar advances its state here. */
+typedef void (*kiln_accept_hook)(kiln_token token, void * user_data);
 
 struct kiln_gen_params {
     int32_t max_tokens;          /* <= 0: until end of generation or a full context */
     const char * const * stop;   /* stop strings (copied at start; none may be empty) */
     int32_t n_stop;
     kiln_logits_hook logits_hook; /* NULL: sample from the model's logits as they are */
-    void * hook_data;
+    kiln_accept_hook accept_hook; /* NULL: nobody follows the sampled tokens */
+    void * hook_data;             /* user_data of both hooks */
 };
 
 KILN_API struct kiln_gen_params kiln_gen_params_default(void);

@@ -35,7 +35,7 @@ struct kiln_gen {
 };
 
 struct kiln_gen_params kiln_gen_params_default(void) {
-    struct kiln_gen_params p = { .max_tokens = 128, .stop = NULL, .n_stop = 0, .logits_hook = NULL, .hook_data = NULL };
+    struct kiln_gen_params p = { .max_tokens = 128, .stop = NULL, .n_stop = 0, .logits_hook = NULL, .accept_hook = NULL, .hook_data = NULL };
     return p;
 }
 
@@ -248,6 +248,7 @@ enum kiln_status kiln_gen_step(struct kiln_gen * g, struct kiln_gen_token * out)
         return KILN_STATUS_FAILED; /* the sampler set the error */
     }
     kiln_sampler_accept(g->smpl, tok);
+    if (g->params.accept_hook) g->params.accept_hook(tok, g->params.hook_data);
     out->token = tok;
     enum kiln_gen_stop stop = KILN_GEN_RUNNING;
     if (kiln_vocab_is_eog(kiln_model_vocab(m), tok)) {

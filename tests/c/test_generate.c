@@ -83,7 +83,15 @@ struct ban {
     kiln_token token;
     int calls;
     kiln_token best, second;
+    int accepted;
+    kiln_token last;
 };
+
+static void accept_hook(kiln_token t, void * ud) {
+    struct ban * b = ud;
+    b->accepted++;
+    b->last = t;
+}
 
 static void ban_hook(float * logits, int32_t n_vocab, void * ud) {
     struct ban * b = ud;
@@ -151,13 +159,15 @@ static void stepped_cases(const char * ref) {
 
     /* the hook sees the model's logits and its mask decides: ban the greedy
      * first token, and the runner-up comes instead */
-    struct ban b = { gen_ids[0], 0, -1, -1 };
+    struct ban b = { gen_ids[0], 0, -1, -1, 0, -1 };
     gp.max_tokens = 1;
     gp.logits_hook = ban_hook;
+    gp.accept_hook = accept_hook;
     gp.hook_data = &b;
     CHECK(kiln_gen_start(g, smpl, want, 5, gp) == KILN_STATUS_SUCCESS && kiln_gen_step(g, &t) == KILN_STATUS_SUCCESS, "hooked step");
     CHECK(b.calls == 1 && b.best == gen_ids[0] && t.token == b.second && t.token != gen_ids[0],
           "banned token %d (the hook saw it as best: %d) gives the runner-up %d, got %d", gen_ids[0], b.best, b.second, t.token);
+    CHECK(b.accepted == 1 && b.last == t.token, "the accept hook sees the sampled token (%d calls, %d)", b.accepted, b.last);
 
     /* stop strings: the text ends right before one, over several steps */
     const char * stops[] = { "named Lily" };
