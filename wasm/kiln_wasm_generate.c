@@ -117,7 +117,6 @@ KW_EXPORT int kw_llm_new(int model_handle, int vocab_only, int n_ctx) {
 
 KW_EXPORT int kw_llm_n_ctx(int g) { struct kw_llm * l = get(g, "llm_n_ctx"); return l ? kiln_model_n_ctx(l->model) : KW_E_HANDLE; }
 KW_EXPORT int kw_llm_n_vocab(int g) { struct kw_llm * l = get(g, "llm_n_vocab"); return l ? kiln_vocab_n_tokens(kiln_model_vocab(l->model)) : KW_E_HANDLE; }
-KW_EXPORT int kw_llm_n_past(int g) { struct kw_llm * l = get(g, "llm_n_past"); return l ? kiln_model_n_past(l->model) : KW_E_HANDLE; }
 KW_EXPORT int kw_llm_bos(int g) { struct kw_llm * l = get(g, "llm_bos"); return l ? kiln_vocab_bos(kiln_model_vocab(l->model)) : KW_E_HANDLE; }
 KW_EXPORT int kw_llm_eos(int g) { struct kw_llm * l = get(g, "llm_eos"); return l ? kiln_vocab_eos(kiln_model_vocab(l->model)) : KW_E_HANDLE; }
 KW_EXPORT char * kw_llm_text(int g) { struct kw_llm * l = get(g, "llm_text"); return l ? l->text : NULL; }
@@ -188,15 +187,6 @@ KW_EXPORT int kw_llm_token_to_piece(int g, int token, int special) {
     }
     l->n_text = k;
     return k;
-}
-
-KW_EXPORT int kw_llm_reset(int g) { struct kw_llm * l = get(g, "llm_reset"); if (!l) return KW_E_HANDLE; kiln_model_reset(l->model); return KW_OK; }
-KW_EXPORT int kw_llm_truncate(int g, int n_past) {
-    struct kw_llm * l = get(g, "llm_truncate");
-    if (!l) return KW_E_HANDLE;
-    if (n_past < 0 || n_past > kiln_model_n_past(l->model)) return kw_fail(KW_E_INVALID, "truncate: %d outside 0..%d", n_past, kiln_model_n_past(l->model));
-    kiln_model_truncate(l->model, n_past);
-    return KW_OK;
 }
 
 /* a number JS passed for a C integer option: whole and within [lo, hi] */
