@@ -157,6 +157,7 @@ enum kiln_status kiln_gen_start(struct kiln_gen * g, struct kiln_sampler * smpl,
             kiln_set_last_error("generate: out of memory");
             return KILN_STATUS_ALLOC_FAILED;
         }
+        g->params.n_stop = params.n_stop; /* the copies clear_stops frees */
     }
     if (!grow((void **) &g->cache, &g->cap_cache, n_ctx, sizeof(kiln_token)) ||
         (params.logits_hook && !grow((void **) &g->logits, &g->cap_logits, n_vocab, sizeof(float)))) {
