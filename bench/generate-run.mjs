@@ -1,4 +1,4 @@
-// npm run bench:generate — issue 5's generation benchmark: prompt-processing
+// npm run bench:generate — the generation benchmark: prompt-processing
 // and generation tokens/s natively (build/bin/bench-generate, 1 and 2
 // threads) and in wasm through the npm package (bench/generate-wasm.mjs:
 // kiln-st, and kiln-mt with 2 threads), on stories260K and the synthetic

@@ -1,4 +1,4 @@
-// bench/generate-wasm.mjs — bench-generate's wasm side (issue 5): prompt
+// bench/generate-wasm.mjs — bench-generate's wasm side: prompt
 // processing and generation tokens/s of the npm package in Node, kiln-st
 // (1 thread) and kiln-mt (N threads), one JSON object per line with
 // bench-generate's fields (plus "build" and "engine":"wasm").

@@ -8,8 +8,7 @@
  * Defaults (no -m, no --synthetic): models/stories260K.gguf, and synthetic llama models built in
  * memory (random weights, the stories260K tokenizer) 1024 wide with 4 layers
  * in f32 and f16, so that memory bandwidth matters; threads 1 and 2.
- * A type the engine cannot multiply yet (e.g. q4_0 before its dot product
- * lands) is reported with "error". Median of --reps runs (default 3).
+ * A type the engine cannot multiply is reported with "error". Median of --reps runs (default 3).
  * Each line gives the weight bytes a generated token reads and the GB/s
  * that makes (compare with bench-kernels' read_bandwidth). KILN_NO_REPACK=1
  * loads q4_0/q8_0 weights without the interleaved repacking (A/B runs).

@@ -16,6 +16,7 @@
 
 #include <stdint.h>
 
+/* the codes and, in kw_code_name(), the KilnError codes the JS package throws for them */
 enum kw_code {
     KW_OK             = 0,
     KW_E_INVALID      = -1, /* bad argument: shapes, types, values */

@@ -248,8 +248,6 @@ KW_EXPORT int kw_backward_param(int i) { return i >= 0 && i < g_n_reached ? g_re
 /* ------------------------------------------------------------ optimizers */
 
 enum { KO_SGD = 0, KO_ADAMW = 1 };
-#define KO_MAX  1024
-#define KO_KIND (6 << 24)
 
 struct ko_state {
     int slot, gen;           /* the parameter's entry */
@@ -266,16 +264,7 @@ struct ko {
     int n, cap;
 };
 
-static struct { struct ko * o; int gen; } g_optims[KO_MAX];
-
-static struct ko * optim_of(int h, const char * fn) {
-    const int i = (h & 0xfff) - 1;
-    if (h <= 0 || (h & (7 << 24)) != KO_KIND || i < 0 || i >= KO_MAX || !g_optims[i].o || g_optims[i].gen != ((h >> 12) & 0xfff)) {
-        kw_fail(KW_E_HANDLE, "%s: not a live optimizer handle", fn);
-        return NULL;
-    }
-    return g_optims[i].o;
-}
+static struct ko * optim_of(int h, const char * fn) { return (struct ko *) kw_object(h, KW_KIND_OPTIMIZER, fn); }
 
 static void state_free(struct ko_state * s) {
     if (s->ctx) kiln_free(s->ctx);
@@ -283,29 +272,22 @@ static void state_free(struct ko_state * s) {
     memset(s, 0, sizeof *s);
 }
 
-KW_EXPORT int kw_optim_new(int kind) {
-    if (kind != KO_SGD && kind != KO_ADAMW) return kw_fail(KW_E_INVALID, "optimizer: kind %d is neither sgd (0) nor adamw (1)", kind);
-    for (int i = 0; i < KO_MAX; i++) {
-        if (g_optims[i].o) continue;
-        struct ko * o = (struct ko *) calloc(1, sizeof *o);
-        if (!o) return kw_fail(KW_E_NOMEM, "optimizer: out of memory");
-        o->kind = kind;
-        g_optims[i].o = o;
-        g_optims[i].gen = (g_optims[i].gen + 1) & 0xfff;
-        return KO_KIND | (g_optims[i].gen << 12) | (i + 1);
-    }
-    return kw_fail(KW_E_NOMEM, "optimizer: too many live optimizers (%d)", KO_MAX);
-}
-
-KW_EXPORT int kw_optim_free(int h) {
-    struct ko * o = optim_of(h, "optimizer_free");
-    if (!o) return KW_E_HANDLE;
+static void optim_release(void * p) {
+    struct ko * o = (struct ko *) p;
     for (int i = 0; i < o->n; i++) state_free(&o->st[i]);
     free(o->st);
     free(o);
-    g_optims[(h & 0xfff) - 1].o = NULL;
-    return KW_OK;
 }
+
+KW_EXPORT int kw_optim_new(int kind) {
+    if (kind != KO_SGD && kind != KO_ADAMW) return kw_fail(KW_E_INVALID, "optimizer: kind %d is neither sgd (0) nor adamw (1)", kind);
+    struct ko * o = (struct ko *) calloc(1, sizeof *o);
+    if (!o) return kw_fail(KW_E_NOMEM, "optimizer: out of memory");
+    o->kind = kind;
+    return kw_object_new(KW_KIND_OPTIMIZER, o, optim_release);
+}
+
+KW_EXPORT int kw_optim_free(int h) { return kw_object_free(h, KW_KIND_OPTIMIZER, "optimizer_free"); }
 
 /* number of parameters the optimizer holds state for (tests) */
 KW_EXPORT int kw_optim_n_states(int h) {

@@ -4,59 +4,18 @@
  * whose result memory is allocated now; nothing is computed until
  * kw_compute().
  *
- * Constructors are referenced weakly: the ABI links whatever subset of
- * ops the library has, and an op that is not built reports so at call time.
+ * KW_OPS below is the one list of the ops the JS package can build: each
+ * row gives the op's JS name, its inputs (t: a tensor, o: an optional
+ * tensor, 0 when absent) and its parameters in call order (i: a 32-bit
+ * integer, f: a float, d: a double, for extents and byte counts). The
+ * worker reads the table at init (kw_op_count, kw_op_name, kw_op_inputs,
+ * kw_op_params) and builds every op through kw_op(); the Tensor methods of
+ * js/src/kiln.ts pass their arguments in this order.
  */
 #include "kiln_wasm_internal.h"
 
+#include <math.h>
 #include <string.h>
-
-#define WEAK_OPS(X) \
-    X(kiln_sqr) X(kiln_sqrt) X(kiln_log) X(kiln_sin) X(kiln_cos) X(kiln_sum) X(kiln_sum_rows) \
-    X(kiln_mean) X(kiln_argmax) X(kiln_abs) X(kiln_sgn) X(kiln_neg) X(kiln_step) X(kiln_tanh) \
-    X(kiln_elu) X(kiln_relu) X(kiln_sigmoid) X(kiln_gelu) X(kiln_gelu_quick) X(kiln_silu) \
-    X(kiln_hardswish) X(kiln_hardsigmoid) X(kiln_exp) X(kiln_soft_max) X(kiln_cont) \
-    X(kiln_transpose) X(kiln_diag) X(kiln_dup) \
-    X(kiln_add) X(kiln_sub) X(kiln_mul) X(kiln_div) X(kiln_mul_mat) X(kiln_out_prod) \
-    X(kiln_get_rows) X(kiln_repeat) X(kiln_repeat_back) X(kiln_count_equal) X(kiln_silu_back) \
-    X(kiln_cpy) X(kiln_add1) X(kiln_cross_entropy_loss) \
-    X(kiln_scale) X(kiln_norm) X(kiln_rms_norm) X(kiln_leaky_relu) X(kiln_clamp) \
-    X(kiln_soft_max_ext) X(kiln_rope_ext) X(kiln_reshape_4d) X(kiln_permute) X(kiln_cast) \
-    X(kiln_concat) X(kiln_diag_mask_inf) X(kiln_diag_mask_zero) X(kiln_argsort) X(kiln_top_k) \
-    X(kiln_group_norm) X(kiln_pad) X(kiln_flash_attn_ext) X(kiln_arange) X(kiln_conv_2d) \
-    X(kiln_pool_2d) X(kiln_view_4d)
-#define PRAGMA_WEAK_(f) _Pragma(KW_STR(weak f))
-#define KW_STR(x) #x
-WEAK_OPS(PRAGMA_WEAK_)
-
-typedef struct kiln_tensor * (*unary_fn)(struct kiln_context *, struct kiln_tensor *);
-typedef struct kiln_tensor * (*binary_fn)(struct kiln_context *, struct kiln_tensor *, struct kiln_tensor *);
-
-static const struct { const char * name; unary_fn fn; } UNARY[] = {
-    { "sqr", kiln_sqr }, { "sqrt", kiln_sqrt }, { "log", kiln_log }, { "sin", kiln_sin }, { "cos", kiln_cos },
-    { "sum", kiln_sum }, { "sumRows", kiln_sum_rows }, { "mean", kiln_mean }, { "argmax", kiln_argmax },
-    { "abs", kiln_abs }, { "sgn", kiln_sgn }, { "neg", kiln_neg }, { "step", kiln_step }, { "tanh", kiln_tanh },
-    { "elu", kiln_elu }, { "relu", kiln_relu }, { "sigmoid", kiln_sigmoid }, { "gelu", kiln_gelu },
-    { "geluQuick", kiln_gelu_quick }, { "silu", kiln_silu }, { "hardswish", kiln_hardswish },
-    { "hardsigmoid", kiln_hardsigmoid }, { "exp", kiln_exp }, { "softmax", kiln_soft_max },
-    { "cont", kiln_cont }, { "transpose", kiln_transpose }, { "diag", kiln_diag }, { "dup", kiln_dup },
-};
-static const struct { const char * name; binary_fn fn; } BINARY[] = {
-    { "add", kiln_add }, { "sub", kiln_sub }, { "mul", kiln_mul }, { "div", kiln_div },
-    { "matmul", kiln_mul_mat }, { "outProd", kiln_out_prod }, { "getRows", kiln_get_rows },
-    { "repeat", kiln_repeat }, { "repeatBack", kiln_repeat_back }, { "countEqual", kiln_count_equal },
-    { "siluBack", kiln_silu_back }, { "cpy", kiln_cpy }, { "add1", kiln_add1 },
-    { "crossEntropyLoss", kiln_cross_entropy_loss },
-};
-#define N_UNARY  ((int) (sizeof UNARY / sizeof UNARY[0]))
-#define N_BINARY ((int) (sizeof BINARY / sizeof BINARY[0]))
-
-KW_EXPORT int kw_unary_count(void) { return N_UNARY; }
-KW_EXPORT const char * kw_unary_name(int i) { return i >= 0 && i < N_UNARY ? UNARY[i].name : ""; }
-KW_EXPORT int kw_unary_built(int i) { return i >= 0 && i < N_UNARY && UNARY[i].fn != NULL; }
-KW_EXPORT int kw_binary_count(void) { return N_BINARY; }
-KW_EXPORT const char * kw_binary_name(int i) { return i >= 0 && i < N_BINARY ? BINARY[i].name : ""; }
-KW_EXPORT int kw_binary_built(int i) { return i >= 0 && i < N_BINARY && BINARY[i].fn != NULL; }
 
 /* ------------------------------------------------------------ plumbing */
 
@@ -87,10 +46,6 @@ static int call_begin(struct call * c, const char * fn, int n, const int * hs, u
     return KW_OK;
 }
 
-static int not_built(const char * name) {
-    return kw_fail(KW_E_UNSUPPORTED, "%s: this build of kiln has no such op yet", name);
-}
-
 static bool in_ctx(struct kiln_context * ctx, const struct kiln_tensor * r) {
     for (struct kiln_tensor * t = kiln_get_first_tensor(ctx); t; t = kiln_get_next_tensor(ctx, t)) if (t == r) return true;
     return false;
@@ -118,133 +73,141 @@ static int call_end(struct call * c, struct kiln_tensor * r) {
     return kw_handle_of(slot);
 }
 
-#define BEGIN(NAME, FN, OPT, ...) \
-    if (!(FN)) return not_built(NAME); \
-    struct call c; \
-    const int hs_[] = { __VA_ARGS__ }; \
-    { const int rc_ = call_begin(&c, NAME, (int) (sizeof hs_ / sizeof hs_[0]), hs_, OPT); \
-      if (rc_ < 0) { if (c.ctx) kiln_free(c.ctx); return rc_; } }
-
 /* ------------------------------------------------------------ ops */
 
-KW_EXPORT int kw_op_unary(int which, int a) {
-    if (which < 0 || which >= N_UNARY) return kw_fail(KW_E_INVALID, "unary op %d does not exist", which);
-    BEGIN(UNARY[which].name, UNARY[which].fn, 0, a);
-    return call_end(&c, UNARY[which].fn(c.ctx, c.t[0]));
+typedef int (*op_fn)(struct call * c, const double * p);
+
+#define UNARY(NAME, FN) static int op_##NAME(struct call * c, const double * p) { (void) p; return call_end(c, FN(c->ctx, c->t[0])); }
+#define BINARY(NAME, FN) static int op_##NAME(struct call * c, const double * p) { (void) p; return call_end(c, FN(c->ctx, c->t[0], c->t[1])); }
+
+UNARY(sqr, kiln_sqr) UNARY(sqrt, kiln_sqrt) UNARY(log, kiln_log) UNARY(sin, kiln_sin) UNARY(cos, kiln_cos)
+UNARY(sum, kiln_sum) UNARY(sumRows, kiln_sum_rows) UNARY(mean, kiln_mean) UNARY(argmax, kiln_argmax)
+UNARY(abs, kiln_abs) UNARY(sgn, kiln_sgn) UNARY(neg, kiln_neg) UNARY(step, kiln_step) UNARY(tanh, kiln_tanh)
+UNARY(elu, kiln_elu) UNARY(relu, kiln_relu) UNARY(sigmoid, kiln_sigmoid) UNARY(gelu, kiln_gelu)
+UNARY(geluQuick, kiln_gelu_quick) UNARY(silu, kiln_silu) UNARY(hardswish, kiln_hardswish)
+UNARY(hardsigmoid, kiln_hardsigmoid) UNARY(exp, kiln_exp) UNARY(softmax, kiln_soft_max) UNARY(cont, kiln_cont)
+UNARY(transpose, kiln_transpose) UNARY(diag, kiln_diag) UNARY(dup, kiln_dup)
+BINARY(add, kiln_add) BINARY(sub, kiln_sub) BINARY(mul, kiln_mul) BINARY(div, kiln_div) BINARY(matmul, kiln_mul_mat)
+BINARY(outProd, kiln_out_prod) BINARY(getRows, kiln_get_rows) BINARY(repeat, kiln_repeat)
+BINARY(repeatBack, kiln_repeat_back) BINARY(countEqual, kiln_count_equal) BINARY(siluBack, kiln_silu_back)
+BINARY(cpy, kiln_cpy) BINARY(add1, kiln_add1) BINARY(crossEntropyLoss, kiln_cross_entropy_loss)
+
+static int fail_free(struct call * c, int code, const char * fmt, double a, double b, double d, double e) {
+    kiln_free(c->ctx);
+    return kw_fail(code, fmt, c->fn, a, b, d, e);
 }
 
-KW_EXPORT int kw_op_binary(int which, int a, int b) {
-    if (which < 0 || which >= N_BINARY) return kw_fail(KW_E_INVALID, "binary op %d does not exist", which);
-    BEGIN(BINARY[which].name, BINARY[which].fn, 0, a, b);
-    return call_end(&c, BINARY[which].fn(c.ctx, c.t[0], c.t[1]));
+static int op_scale(struct call * c, const double * p) { return call_end(c, kiln_scale(c->ctx, c->t[0], (float) p[0])); }
+static int op_norm(struct call * c, const double * p) { return call_end(c, kiln_norm(c->ctx, c->t[0], (float) p[0])); }
+static int op_rmsNorm(struct call * c, const double * p) { return call_end(c, kiln_rms_norm(c->ctx, c->t[0], (float) p[0])); }
+static int op_groupNorm(struct call * c, const double * p) { return call_end(c, kiln_group_norm(c->ctx, c->t[0], (int) p[0], (float) p[1])); }
+static int op_leakyRelu(struct call * c, const double * p) { return call_end(c, kiln_leaky_relu(c->ctx, c->t[0], (float) p[0], false)); }
+static int op_clamp(struct call * c, const double * p) { return call_end(c, kiln_clamp(c->ctx, c->t[0], (float) p[0], (float) p[1])); }
+static int op_softmaxExt(struct call * c, const double * p) {
+    return call_end(c, kiln_soft_max_ext(c->ctx, c->t[0], c->t[1], (float) p[0], (float) p[1]));
 }
-
-KW_EXPORT int kw_op_scale(int a, float s) {
-    BEGIN("scale", kiln_scale, 0, a);
-    return call_end(&c, kiln_scale(c.ctx, c.t[0], s));
-}
-KW_EXPORT int kw_op_norm(int a, float eps) {
-    BEGIN("norm", kiln_norm, 0, a);
-    return call_end(&c, kiln_norm(c.ctx, c.t[0], eps));
-}
-KW_EXPORT int kw_op_rms_norm(int a, float eps) {
-    BEGIN("rmsNorm", kiln_rms_norm, 0, a);
-    return call_end(&c, kiln_rms_norm(c.ctx, c.t[0], eps));
-}
-KW_EXPORT int kw_op_group_norm(int a, int n_groups, float eps) {
-    BEGIN("groupNorm", kiln_group_norm, 0, a);
-    return call_end(&c, kiln_group_norm(c.ctx, c.t[0], n_groups, eps));
-}
-KW_EXPORT int kw_op_leaky_relu(int a, float slope) {
-    BEGIN("leakyRelu", kiln_leaky_relu, 0, a);
-    return call_end(&c, kiln_leaky_relu(c.ctx, c.t[0], slope, false));
-}
-KW_EXPORT int kw_op_clamp(int a, float lo, float hi) {
-    BEGIN("clamp", kiln_clamp, 0, a);
-    return call_end(&c, kiln_clamp(c.ctx, c.t[0], lo, hi));
-}
-KW_EXPORT int kw_op_soft_max_ext(int a, int mask, float scale, float max_bias) {
-    BEGIN("softmaxExt", kiln_soft_max_ext, 2u, a, mask);
-    return call_end(&c, kiln_soft_max_ext(c.ctx, c.t[0], c.t[1], scale, max_bias));
-}
-KW_EXPORT int kw_op_rope_ext(int a, int pos, int freq_factors, int n_dims, int mode, int n_ctx_orig,
-                             float freq_base, float freq_scale, float ext_factor, float attn_factor,
-                             float beta_fast, float beta_slow) {
-    BEGIN("rope", kiln_rope_ext, 4u, a, pos, freq_factors);
-    return call_end(&c, kiln_rope_ext(c.ctx, c.t[0], c.t[1], c.t[2], n_dims, mode, n_ctx_orig, freq_base, freq_scale,
-                                      ext_factor, attn_factor, beta_fast, beta_slow));
+static int op_rope(struct call * c, const double * p) {
+    return call_end(c, kiln_rope_ext(c->ctx, c->t[0], c->t[1], c->t[2], (int) p[0], (int) p[1], (int) p[2], (float) p[3],
+                                     (float) p[4], (float) p[5], (float) p[6], (float) p[7], (float) p[8]));
 }
 static int64_t ne_arg(double v) { return (v >= 1 && v <= 9007199254740991.0 && v == (double) (int64_t) v) ? (int64_t) v : -1; }
-KW_EXPORT int kw_op_reshape(int a, double ne0, double ne1, double ne2, double ne3) {
-    BEGIN("reshape", kiln_reshape_4d, 0, a);
-    const int64_t n[4] = { ne_arg(ne0), ne_arg(ne1), ne_arg(ne2), ne_arg(ne3) };
-    if (n[0] < 0 || n[1] < 0 || n[2] < 0 || n[3] < 0) {
-        kiln_free(c.ctx);
-        return kw_fail(KW_E_INVALID, "reshape: [%g, %g, %g, %g] is not a shape", ne0, ne1, ne2, ne3);
-    }
-    return call_end(&c, kiln_reshape_4d(c.ctx, c.t[0], n[0], n[1], n[2], n[3]));
+static int op_reshape(struct call * c, const double * p) {
+    const int64_t n[4] = { ne_arg(p[0]), ne_arg(p[1]), ne_arg(p[2]), ne_arg(p[3]) };
+    if (n[0] < 0 || n[1] < 0 || n[2] < 0 || n[3] < 0) return fail_free(c, KW_E_INVALID, "%s: [%g, %g, %g, %g] is not a shape", p[0], p[1], p[2], p[3]);
+    return call_end(c, kiln_reshape_4d(c->ctx, c->t[0], n[0], n[1], n[2], n[3]));
 }
-KW_EXPORT int kw_op_permute(int a, int ax0, int ax1, int ax2, int ax3) {
-    BEGIN("permute", kiln_permute, 0, a);
-    return call_end(&c, kiln_permute(c.ctx, c.t[0], ax0, ax1, ax2, ax3));
+static int op_permute(struct call * c, const double * p) {
+    return call_end(c, kiln_permute(c->ctx, c->t[0], (int) p[0], (int) p[1], (int) p[2], (int) p[3]));
 }
-KW_EXPORT int kw_op_view(int a, double ne0, double ne1, double ne2, double ne3, double nb1, double nb2, double nb3, double offset) {
-    BEGIN("view", kiln_view_4d, 0, a);
-    const int64_t n[4] = { ne_arg(ne0), ne_arg(ne1), ne_arg(ne2), ne_arg(ne3) };
-    if (n[0] < 0 || n[1] < 0 || n[2] < 0 || n[3] < 0 || !(nb1 >= 0 && nb2 >= 0 && nb3 >= 0 && offset >= 0) ||
-        nb1 > 4294967295.0 || nb2 > 4294967295.0 || nb3 > 4294967295.0 || offset > 4294967295.0) {
-        kiln_free(c.ctx);
+static int op_view(struct call * c, const double * p) {
+    const int64_t n[4] = { ne_arg(p[0]), ne_arg(p[1]), ne_arg(p[2]), ne_arg(p[3]) };
+    bool ok = n[0] >= 0 && n[1] >= 0 && n[2] >= 0 && n[3] >= 0;
+    for (int i = 4; i < 8; i++) ok = ok && p[i] >= 0 && p[i] <= 4294967295.0 && p[i] == floor(p[i]);
+    if (!ok) {
+        kiln_free(c->ctx);
         return kw_fail(KW_E_INVALID, "view: [%g, %g, %g, %g] strides [%g, %g, %g] offset %g is not a view",
-                       ne0, ne1, ne2, ne3, nb1, nb2, nb3, offset);
+                       p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]);
     }
-    return call_end(&c, kiln_view_4d(c.ctx, c.t[0], n[0], n[1], n[2], n[3], (size_t) nb1, (size_t) nb2, (size_t) nb3, (size_t) offset));
+    return call_end(c, kiln_view_4d(c->ctx, c->t[0], n[0], n[1], n[2], n[3], (size_t) p[4], (size_t) p[5], (size_t) p[6], (size_t) p[7]));
 }
-KW_EXPORT int kw_op_cast(int a, int type) {
-    BEGIN("cast", kiln_cast, 0, a);
-    if (!kiln_type_is_valid(type)) { kiln_free(c.ctx); return kw_fail(KW_E_INVALID, "cast: %d is not a tensor type", type); }
-    return call_end(&c, kiln_cast(c.ctx, c.t[0], (enum kiln_type) type));
+static int op_cast(struct call * c, const double * p) {
+    if (!kiln_type_is_valid((int) p[0])) return fail_free(c, KW_E_INVALID, "%s: %g is not a tensor type", p[0], 0, 0, 0);
+    return call_end(c, kiln_cast(c->ctx, c->t[0], (enum kiln_type) (int) p[0]));
 }
-KW_EXPORT int kw_op_concat(int a, int b, int dim) {
-    BEGIN("concat", kiln_concat, 0, a, b);
-    return call_end(&c, kiln_concat(c.ctx, c.t[0], c.t[1], dim));
+static int op_concat(struct call * c, const double * p) { return call_end(c, kiln_concat(c->ctx, c->t[0], c->t[1], (int) p[0])); }
+static int op_diagMaskInf(struct call * c, const double * p) { return call_end(c, kiln_diag_mask_inf(c->ctx, c->t[0], (int) p[0])); }
+static int op_diagMaskZero(struct call * c, const double * p) { return call_end(c, kiln_diag_mask_zero(c->ctx, c->t[0], (int) p[0])); }
+static int op_argsort(struct call * c, const double * p) {
+    return call_end(c, kiln_argsort(c->ctx, c->t[0], p[0] != 0 ? KILN_SORT_ORDER_DESC : KILN_SORT_ORDER_ASC));
 }
-KW_EXPORT int kw_op_diag_mask_inf(int a, int n_past) {
-    BEGIN("diagMaskInf", kiln_diag_mask_inf, 0, a);
-    return call_end(&c, kiln_diag_mask_inf(c.ctx, c.t[0], n_past));
+static int op_topK(struct call * c, const double * p) { return call_end(c, kiln_top_k(c->ctx, c->t[0], (int) p[0])); }
+static int op_pad(struct call * c, const double * p) {
+    return call_end(c, kiln_pad(c->ctx, c->t[0], (int) p[0], (int) p[1], (int) p[2], (int) p[3]));
 }
-KW_EXPORT int kw_op_diag_mask_zero(int a, int n_past) {
-    BEGIN("diagMaskZero", kiln_diag_mask_zero, 0, a);
-    return call_end(&c, kiln_diag_mask_zero(c.ctx, c.t[0], n_past));
+static int op_flashAttnExt(struct call * c, const double * p) {
+    return call_end(c, kiln_flash_attn_ext(c->ctx, c->t[0], c->t[1], c->t[2], c->t[3], (float) p[0], (float) p[1], (float) p[2]));
 }
-KW_EXPORT int kw_op_argsort(int a, int descending) {
-    BEGIN("argsort", kiln_argsort, 0, a);
-    return call_end(&c, kiln_argsort(c.ctx, c.t[0], descending ? KILN_SORT_ORDER_DESC : KILN_SORT_ORDER_ASC));
+static int op_conv2d(struct call * c, const double * p) {
+    return call_end(c, kiln_conv_2d(c->ctx, c->t[0], c->t[1], (int) p[0], (int) p[1], (int) p[2], (int) p[3], (int) p[4], (int) p[5]));
 }
-KW_EXPORT int kw_op_top_k(int a, int k) {
-    BEGIN("topK", kiln_top_k, 0, a);
-    return call_end(&c, kiln_top_k(c.ctx, c.t[0], k));
+static int op_pool2d(struct call * c, const double * p) {
+    const int op = (int) p[0];
+    if (op != KILN_OP_POOL_MAX && op != KILN_OP_POOL_AVG) return fail_free(c, KW_E_INVALID, "%s: op %g is not max (0) or avg (1)", p[0], 0, 0, 0);
+    return call_end(c, kiln_pool_2d(c->ctx, c->t[0], (enum kiln_op_pool) op, (int) p[1], (int) p[2], (int) p[3], (int) p[4],
+                                    (float) p[5], (float) p[6]));
 }
-KW_EXPORT int kw_op_pad(int a, int p0, int p1, int p2, int p3) {
-    BEGIN("pad", kiln_pad, 0, a);
-    return call_end(&c, kiln_pad(c.ctx, c.t[0], p0, p1, p2, p3));
-}
-KW_EXPORT int kw_op_flash_attn_ext(int q, int k, int v, int mask, float scale, float max_bias, float softcap) {
-    BEGIN("flashAttnExt", kiln_flash_attn_ext, 8u, q, k, v, mask);
-    return call_end(&c, kiln_flash_attn_ext(c.ctx, c.t[0], c.t[1], c.t[2], c.t[3], scale, max_bias, softcap));
-}
-KW_EXPORT int kw_op_conv_2d(int a, int b, int s0, int s1, int p0, int p1, int d0, int d1) {
-    BEGIN("conv2d", kiln_conv_2d, 0, a, b);
-    return call_end(&c, kiln_conv_2d(c.ctx, c.t[0], c.t[1], s0, s1, p0, p1, d0, d1));
-}
-KW_EXPORT int kw_op_pool_2d(int a, int op, int k0, int k1, int s0, int s1, float p0, float p1) {
-    BEGIN("pool2d", kiln_pool_2d, 0, a);
-    if (op != KILN_OP_POOL_MAX && op != KILN_OP_POOL_AVG) { kiln_free(c.ctx); return kw_fail(KW_E_INVALID, "pool2d: op %d", op); }
-    return call_end(&c, kiln_pool_2d(c.ctx, c.t[0], (enum kiln_op_pool) op, k0, k1, s0, s1, p0, p1));
-}
-KW_EXPORT int kw_op_arange(float start, float stop, float step) {
-    if (!kiln_arange) return not_built("arange");
+static int op_arange(struct call * c, const double * p) { return call_end(c, kiln_arange(c->ctx, (float) p[0], (float) p[1], (float) p[2])); }
+
+/* name, inputs, params (see the top of the file) */
+#define KW_OPS(X) \
+    X(sqr, "t", "") X(sqrt, "t", "") X(log, "t", "") X(sin, "t", "") X(cos, "t", "") X(sum, "t", "") \
+    X(sumRows, "t", "") X(mean, "t", "") X(argmax, "t", "") X(abs, "t", "") X(sgn, "t", "") X(neg, "t", "") \
+    X(step, "t", "") X(tanh, "t", "") X(elu, "t", "") X(relu, "t", "") X(sigmoid, "t", "") X(gelu, "t", "") \
+    X(geluQuick, "t", "") X(silu, "t", "") X(hardswish, "t", "") X(hardsigmoid, "t", "") X(exp, "t", "") \
+    X(softmax, "t", "") X(cont, "t", "") X(transpose, "t", "") X(diag, "t", "") X(dup, "t", "") \
+    X(add, "tt", "") X(sub, "tt", "") X(mul, "tt", "") X(div, "tt", "") X(matmul, "tt", "") X(outProd, "tt", "") \
+    X(getRows, "tt", "") X(repeat, "tt", "") X(repeatBack, "tt", "") X(countEqual, "tt", "") X(siluBack, "tt", "") \
+    X(cpy, "tt", "") X(add1, "tt", "") X(crossEntropyLoss, "tt", "") \
+    X(scale, "t", "f") X(norm, "t", "f") X(rmsNorm, "t", "f") X(groupNorm, "t", "if") X(leakyRelu, "t", "f") \
+    X(clamp, "t", "ff") X(softmaxExt, "to", "ff") X(rope, "tto", "iiiffffff") X(reshape, "t", "dddd") \
+    X(permute, "t", "iiii") X(view, "t", "dddddddd") X(cast, "t", "i") X(concat, "tt", "i") \
+    X(diagMaskInf, "t", "i") X(diagMaskZero, "t", "i") X(argsort, "t", "i") X(topK, "t", "i") X(pad, "t", "iiii") \
+    X(flashAttnExt, "ttto", "fff") X(conv2d, "tt", "iiiiii") X(pool2d, "t", "iiiiiff") X(arange, "", "fff")
+
+static const struct op_desc { const char * name, * inputs, * params; op_fn build; } OPS[] = {
+#define ROW(NAME, IN, PAR) { #NAME, IN, PAR, op_##NAME },
+    KW_OPS(ROW)
+#undef ROW
+};
+#define N_OPS ((int) (sizeof OPS / sizeof OPS[0]))
+
+KW_EXPORT int kw_op_count(void) { return N_OPS; }
+KW_EXPORT const char * kw_op_name(int i) { return i >= 0 && i < N_OPS ? OPS[i].name : ""; }
+KW_EXPORT const char * kw_op_inputs(int i) { return i >= 0 && i < N_OPS ? OPS[i].inputs : ""; }
+KW_EXPORT const char * kw_op_params(int i) { return i >= 0 && i < N_OPS ? OPS[i].params : ""; }
+
+/* Build op `which` from its input handles (as many as its inputs, 0 for an
+ * absent optional one) and its parameters (as many as it has, as doubles):
+ * integer parameters must be whole and fit in 32 bits. */
+KW_EXPORT int kw_op(int which, const int * handles, const double * params) {
+    if (which < 0 || which >= N_OPS) return kw_fail(KW_E_INVALID, "op %d does not exist", which);
+    const struct op_desc * d = &OPS[which];
+    const int n_in = (int) strlen(d->inputs), n_par = (int) strlen(d->params);
+    if ((n_in > 0 && !handles) || (n_par > 0 && !params)) return kw_fail(KW_E_INVALID, "%s: inputs or parameters missing", d->name);
+    for (int i = 0; i < n_par; i++) {
+        const double v = params[i];
+        if (isnan(v)) return kw_fail(KW_E_INVALID, "%s: parameter %d is not a number", d->name, i);
+        if (d->params[i] == 'i' && !(v == floor(v) && v >= -2147483648.0 && v <= 2147483647.0)) {
+            return kw_fail(KW_E_INVALID, "%s: parameter %d = %g is not a 32-bit integer", d->name, i, v);
+        }
+    }
+    unsigned optional = 0;
+    for (int i = 0; i < n_in; i++) optional |= (d->inputs[i] == 'o') << i;
     struct call c;
-    const int rc = call_begin(&c, "arange", 0, NULL, 0);
-    if (rc < 0) return rc;
-    return call_end(&c, kiln_arange(c.ctx, start, stop, step));
+    const int rc = call_begin(&c, d->name, n_in, handles, optional);
+    if (rc < 0) {
+        if (c.ctx) kiln_free(c.ctx);
+        return rc;
+    }
+    return d->build(&c, params);
 }

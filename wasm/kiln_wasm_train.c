@@ -27,10 +27,6 @@ struct kiln_threadpool * kw_threadpool(void);
 int kw_init(int n_threads);
 int kw_n_threads(void);
 
-#define KT_MAX 64
-#define KT_SESSION 2
-#define KT_DATASET 3
-
 struct kt_session {
     struct kiln_mnist_model * model;
     struct kiln_opt_context * opt;
@@ -42,44 +38,9 @@ struct kt_session {
     uint8_t * gguf;
 };
 
-struct kt_slot { int kind; int gen; void * p; };
-static struct kt_slot g_slots[KT_MAX];
-
-static int kt_new(int kind, void * p) {
-    for (int i = 0; i < KT_MAX; i++) {
-        if (!g_slots[i].kind) {
-            g_slots[i].kind = kind;
-            g_slots[i].gen = (g_slots[i].gen + 1) & 0x3ff;
-            g_slots[i].p = p;
-            return (kind << 24) | (g_slots[i].gen << 8) | (i + 1);
-        }
-    }
-    return kw_fail(KW_E_NOMEM, "train: too many live sessions/datasets (%d)", KT_MAX);
-}
-
-static void * kt_get(int h, int kind, const char * fn) {
-    const int i = (h & 0xff) - 1;
-    if (h <= 0 || (h >> 24) != kind || i < 0 || i >= KT_MAX || g_slots[i].kind != kind || g_slots[i].gen != ((h >> 8) & 0x3ff)) {
-        kw_fail(KW_E_HANDLE, "%s: not a live %s handle", fn, kind == KT_SESSION ? "training session" : "dataset");
-        return NULL;
-    }
-    return g_slots[i].p;
-}
-
-static void kt_drop(int h) { g_slots[(h & 0xff) - 1].kind = 0; g_slots[(h & 0xff) - 1].p = NULL; }
-
-static int kt_status(enum kiln_status st, const char * what) {
-    switch (st) {
-        case KILN_STATUS_SUCCESS:      return KW_OK;
-        case KILN_STATUS_ABORTED:      return kw_fail(KW_E_ABORTED, "%s aborted", what);
-        case KILN_STATUS_ALLOC_FAILED: return kw_fail_kiln(KW_E_NOMEM, what);
-        case KILN_STATUS_UNSUPPORTED:  return kw_fail_kiln(KW_E_UNSUPPORTED, what);
-        case KILN_STATUS_INVALID_ARG:  return kw_fail_kiln(KW_E_INVALID, what);
-        default:                       return kw_fail_kiln(KW_E_FAILED, what);
-    }
-}
-
 /* ---------------------------------------------------------- datasets */
+
+static void dataset_release(void * p) { kiln_opt_dataset_free((struct kiln_opt_dataset *) p); }
 
 /* images: n*784 bytes, labels: n bytes in 0..9 (both copied) */
 KW_EXPORT int kw_train_dataset(const uint8_t * images, const uint8_t * labels, int n) {
@@ -91,23 +52,15 @@ KW_EXPORT int kw_train_dataset(const uint8_t * images, const uint8_t * labels, i
     kiln_clear_error();
     struct kiln_opt_dataset * ds = kiln_mnist_dataset(images, labels, n);
     if (!ds) return kw_fail_kiln(KW_E_NOMEM, "train_dataset");
-    const int h = kt_new(KT_DATASET, ds);
-    if (h < 0) kiln_opt_dataset_free(ds);
-    return h;
+    return kw_object_new(KW_KIND_DATASET, ds, dataset_release);
 }
 
-KW_EXPORT int kw_train_dataset_free(int h) {
-    struct kiln_opt_dataset * ds = (struct kiln_opt_dataset *) kt_get(h, KT_DATASET, "train_dataset_free");
-    if (!ds) return KW_E_HANDLE;
-    kiln_opt_dataset_free(ds);
-    kt_drop(h);
-    return KW_OK;
-}
+KW_EXPORT int kw_train_dataset_free(int h) { return kw_object_free(h, KW_KIND_DATASET, "train_dataset_free"); }
 
 /* shuffles for an epoch; returns the number of full batches of the session's size */
 KW_EXPORT int kw_train_shuffle(int hs, int hd, double seed) {
-    struct kt_session * s = (struct kt_session *) kt_get(hs, KT_SESSION, "train_shuffle");
-    struct kiln_opt_dataset * ds = s ? (struct kiln_opt_dataset *) kt_get(hd, KT_DATASET, "train_shuffle") : NULL;
+    struct kt_session * s = (struct kt_session *) kw_object(hs, KW_KIND_TRAINER, "train_shuffle");
+    struct kiln_opt_dataset * ds = s ? (struct kiln_opt_dataset *) kw_object(hd, KW_KIND_DATASET, "train_shuffle") : NULL;
     if (!ds) return KW_E_HANDLE;
     if (!(seed >= 0)) return kw_fail(KW_E_INVALID, "train_shuffle: seed %g", seed);
     kiln_opt_dataset_shuffle(ds, (uint64_t) seed, -1);
@@ -123,7 +76,8 @@ static struct kiln_opt_optimizer_params opt_pars(void * ud) {
     return p;
 }
 
-static void session_free(struct kt_session * s) {
+static void session_free(void * p) {
+    struct kt_session * s = (struct kt_session *) p;
     if (!s) return;
     if (s->opt) kiln_opt_free(s->opt);
     if (s->result) kiln_opt_result_free(s->result);
@@ -155,39 +109,31 @@ KW_EXPORT int kw_train_new(int arch, double seed, int nbatch, double lr) {
     s->opt = kiln_opt_init(op);
     s->result = kiln_opt_result_init();
     if (!s->opt || !s->result) { session_free(s); return kw_fail_kiln(KW_E_NOMEM, "train: optimizer"); }
-    const int h = kt_new(KT_SESSION, s);
-    if (h < 0) session_free(s);
-    return h;
+    return kw_object_new(KW_KIND_TRAINER, s, session_free);
 }
 
-KW_EXPORT int kw_train_free(int h) {
-    struct kt_session * s = (struct kt_session *) kt_get(h, KT_SESSION, "train_free");
-    if (!s) return KW_E_HANDLE;
-    session_free(s);
-    kt_drop(h);
-    return KW_OK;
-}
+KW_EXPORT int kw_train_free(int h) { return kw_object_free(h, KW_KIND_TRAINER, "train_free"); }
 
 KW_EXPORT int kw_train_batch_size(int h) {
-    struct kt_session * s = (struct kt_session *) kt_get(h, KT_SESSION, "train_batch_size");
+    struct kt_session * s = (struct kt_session *) kw_object(h, KW_KIND_TRAINER, "train_batch_size");
     return s ? s->nbatch : KW_E_HANDLE;
 }
 
 /* one optimizer step on batch ibatch (shuffled order); loss/accuracy in kw_train_loss/accuracy */
 KW_EXPORT int kw_train_step(int hs, int hd, int ibatch) {
-    struct kt_session * s = (struct kt_session *) kt_get(hs, KT_SESSION, "train_step");
-    struct kiln_opt_dataset * ds = s ? (struct kiln_opt_dataset *) kt_get(hd, KT_DATASET, "train_step") : NULL;
+    struct kt_session * s = (struct kt_session *) kw_object(hs, KW_KIND_TRAINER, "train_step");
+    struct kiln_opt_dataset * ds = s ? (struct kiln_opt_dataset *) kw_object(hd, KW_KIND_DATASET, "train_step") : NULL;
     if (!ds) return KW_E_HANDLE;
     if (ibatch < 0 || (int64_t) (ibatch + 1) * s->nbatch > kiln_opt_dataset_ndata(ds)) {
         return kw_fail(KW_E_INVALID, "train_step: batch %d of %d images is outside a dataset of %lld", ibatch, s->nbatch,
                        (long long) kiln_opt_dataset_ndata(ds));
     }
     kiln_clear_error();
-    int rc = kt_status(kiln_opt_prepare(s->opt, true), "train_step");
+    int rc = kw_fail_status(kiln_opt_prepare(s->opt, true), "train_step");
     if (rc < 0) return rc;
     if (!kiln_opt_dataset_get_batch(ds, kiln_opt_inputs(s->opt), kiln_opt_labels(s->opt), ibatch)) return kw_fail_kiln(KW_E_INVALID, "train_step");
     kiln_opt_result_reset(s->result);
-    rc = kt_status(kiln_opt_eval(s->opt, s->result), "train_step");
+    rc = kw_fail_status(kiln_opt_eval(s->opt, s->result), "train_step");
     if (rc < 0) return rc;
     double unc;
     kiln_opt_result_loss(s->result, &s->loss, &unc);
@@ -195,22 +141,22 @@ KW_EXPORT int kw_train_step(int hs, int hd, int ibatch) {
     return KW_OK;
 }
 
-KW_EXPORT double kw_train_loss(int h) { struct kt_session * s = (struct kt_session *) kt_get(h, KT_SESSION, "train_loss"); return s ? s->loss : NAN; }
-KW_EXPORT double kw_train_accuracy(int h) { struct kt_session * s = (struct kt_session *) kt_get(h, KT_SESSION, "train_accuracy"); return s ? s->accuracy : NAN; }
-KW_EXPORT double kw_train_n_eval(int h) { struct kt_session * s = (struct kt_session *) kt_get(h, KT_SESSION, "train_n_eval"); return s ? s->n_eval : NAN; }
+KW_EXPORT double kw_train_loss(int h) { struct kt_session * s = (struct kt_session *) kw_object(h, KW_KIND_TRAINER, "train_loss"); return s ? s->loss : NAN; }
+KW_EXPORT double kw_train_accuracy(int h) { struct kt_session * s = (struct kt_session *) kw_object(h, KW_KIND_TRAINER, "train_accuracy"); return s ? s->accuracy : NAN; }
+KW_EXPORT double kw_train_n_eval(int h) { struct kt_session * s = (struct kt_session *) kw_object(h, KW_KIND_TRAINER, "train_n_eval"); return s ? s->n_eval : NAN; }
 
 /* Forward pass of n (<= nbatch) images already scaled (float [784, n]);
  * the rest of the batch is zero. Logits of image i at out + 10 i. */
 static int forward(struct kt_session * s, const float * x, int n, const float ** logits) {
     kiln_clear_error();
-    int rc = kt_status(kiln_opt_prepare(s->opt, false), "forward");
+    int rc = kw_fail_status(kiln_opt_prepare(s->opt, false), "forward");
     if (rc < 0) return rc;
     struct kiln_tensor * in = kiln_opt_inputs(s->opt);
     memcpy(in->data, x, (size_t) n * KILN_MNIST_NPIXELS * sizeof(float));
     memset((float *) in->data + (size_t) n * KILN_MNIST_NPIXELS, 0, (size_t) (s->nbatch - n) * KILN_MNIST_NPIXELS * sizeof(float));
     struct kiln_tensor * lab = kiln_opt_labels(s->opt);
     if (lab && lab->data) memset(lab->data, 0, kiln_nbytes(lab));
-    rc = kt_status(kiln_opt_eval(s->opt, NULL), "forward");
+    rc = kw_fail_status(kiln_opt_eval(s->opt, NULL), "forward");
     if (rc < 0) return rc;
     *logits = (const float *) kiln_opt_outputs(s->opt)->data;
     return KW_OK;
@@ -227,8 +173,8 @@ static double softmax10(const float * z, double * p) {
 
 /* mean loss and accuracy over every image of the dataset (in its stored order) */
 KW_EXPORT int kw_train_evaluate(int hs, int hd) {
-    struct kt_session * s = (struct kt_session *) kt_get(hs, KT_SESSION, "train_evaluate");
-    struct kiln_opt_dataset * ds = s ? (struct kiln_opt_dataset *) kt_get(hd, KT_DATASET, "train_evaluate") : NULL;
+    struct kt_session * s = (struct kt_session *) kw_object(hs, KW_KIND_TRAINER, "train_evaluate");
+    struct kiln_opt_dataset * ds = s ? (struct kiln_opt_dataset *) kw_object(hd, KW_KIND_DATASET, "train_evaluate") : NULL;
     if (!ds) return KW_E_HANDLE;
     const int64_t n = kiln_opt_dataset_ndata(ds);
     const float * data = (const float *) kiln_opt_dataset_data(ds)->data;
@@ -262,7 +208,7 @@ KW_EXPORT int kw_train_evaluate(int hs, int hd) {
 
 /* one image (784 bytes) -> 10 class probabilities at out */
 KW_EXPORT int kw_train_classify(int h, const uint8_t * image, float * out) {
-    struct kt_session * s = (struct kt_session *) kt_get(h, KT_SESSION, "train_classify");
+    struct kt_session * s = (struct kt_session *) kw_object(h, KW_KIND_TRAINER, "train_classify");
     if (!s) return KW_E_HANDLE;
     if (!image || !out) return kw_fail(KW_E_INVALID, "train_classify: image or output missing");
     float x[KILN_MNIST_NPIXELS];
@@ -279,7 +225,7 @@ KW_EXPORT int kw_train_classify(int h, const uint8_t * image, float * out) {
 /* the weights as a GGUF file (the layout kiln-mnist eval reads); returns
  * its size, the bytes at kw_train_gguf_data() until the next call or free */
 KW_EXPORT int kw_train_gguf(int h) {
-    struct kt_session * s = (struct kt_session *) kt_get(h, KT_SESSION, "train_gguf");
+    struct kt_session * s = (struct kt_session *) kw_object(h, KW_KIND_TRAINER, "train_gguf");
     if (!s) return KW_E_HANDLE;
     free(s->gguf);
     s->gguf = NULL;
@@ -301,6 +247,6 @@ KW_EXPORT int kw_train_gguf(int h) {
 }
 
 KW_EXPORT void * kw_train_gguf_data(int h) {
-    struct kt_session * s = (struct kt_session *) kt_get(h, KT_SESSION, "train_gguf_data");
+    struct kt_session * s = (struct kt_session *) kw_object(h, KW_KIND_TRAINER, "train_gguf_data");
     return s ? s->gguf : NULL;
 }

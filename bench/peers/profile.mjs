@@ -3,7 +3,7 @@
 // profiles the engine's worker thread) and prints the functions by self time
 // and the time per generated token split into graph compute, graph build +
 // allocation (kiln_model_eval outside kiln_graph_compute), sampling +
-// detokenizing (kw_llm_next outside kiln_model_eval), and JS.
+// detokenizing (kw_llm_step outside kiln_model_eval), and JS.
 //
 //   node bench/peers/profile.mjs MODEL.gguf [--build st|mt] [--threads N] [--gen N (16)] [--prompt TEXT]
 //
@@ -74,12 +74,12 @@ for (const f of readdirSync(dir).filter((f) => f.endsWith('.cpuprofile'))) {
 }
 rmSync(dir, { recursive: true, force: true });
 const g = (k) => incl.get(k) ?? 0;
-const compute = g('kiln_graph_compute'), evalT = g('kiln_model_eval'), next = g('kw_llm_next'), start = g('kw_llm_start');
+const compute = g('kiln_graph_compute'), evalT = g('kiln_model_eval'), next = g('kw_llm_step'), start = g('kw_llm_start');
 const wasmT = [...self.entries()].filter(([k]) => !k.startsWith('(') && sym.size && [...sym.values()].includes(k)).reduce((a, [, v]) => a + v, 0);
 const nTok = run.stats.generatedTokens, nPrompt = run.stats.promptTokens;
 console.log(`${path.basename(model)}, kiln-${build}, ${threads} thread(s): prompt ${nPrompt} tokens at ${run.stats.promptTokensPerSecond.toFixed(1)} tok/s, ${nTok} generated at ${run.stats.tokensPerSecond.toFixed(2)} tok/s; profiled threads: ${threadsSeen}; busy CPU ${(busy / 1e3).toFixed(2)} s (includes load and warm-up)`);
-console.log(`split of kw_llm_start + kw_llm_next (prompt + generation): graph compute ${compute.toFixed(0)} ms, graph build + alloc ${(evalT - compute).toFixed(0)} ms, sampling + pieces ${(next + start - evalT).toFixed(0)} ms; JS and other non-wasm CPU ${(busy - wasmT).toFixed(0)} ms`);
-console.log(`per generated token (from ${nTok} tokens, the prompt's share excluded by kw_llm_next): ${(g('kw_llm_next') / nTok).toFixed(1)} ms in kw_llm_next`);
+console.log(`split of kw_llm_start + kw_llm_step (prompt + generation): graph compute ${compute.toFixed(0)} ms, graph build + alloc ${(evalT - compute).toFixed(0)} ms, sampling + pieces ${(next + start - evalT).toFixed(0)} ms; JS and other non-wasm CPU ${(busy - wasmT).toFixed(0)} ms`);
+console.log(`per generated token (from ${nTok} tokens, the prompt's share excluded by kw_llm_step): ${(g('kw_llm_step') / nTok).toFixed(1)} ms in kw_llm_step`);
 console.log('\nself time (all threads):');
 for (const [k, v] of [...self.entries()].sort((a, b) => b[1] - a[1]).slice(0, 15)) console.log(`${((100 * v) / busy).toFixed(1).padStart(5)}%  ${v.toFixed(0).padStart(6)} ms  ${k}`);
 if (callersOf) {

@@ -10,14 +10,8 @@
  * In Node the same expressions are file: URLs into the installed package.
  */
 
-/** @internal the files of one engine variant (URLs as strings) */
-export interface EngineFiles {
-  /** emscripten's loader (a classic script) */
-  js: string;
-  wasm: string;
-  /** kiln-mt: the pthread worker's script */
-  worker?: string;
-}
+import type { EngineFiles } from './protocol.js';
+export type { EngineFiles };
 
 /** @internal the engine worker (worker.ts, a classic script), copied as is by bundlers */
 export function engineWorkerUrl(): URL {

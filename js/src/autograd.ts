@@ -34,7 +34,7 @@ export async function backward(loss: Tensor, opts: BackwardOptions = {}): Promis
   if (!loss.requiresGrad) {
     throw new KilnError('INVALID_ARGUMENT', 'backward: the loss does not depend on any tensor with requiresGrad');
   }
-  const r = await kiln.sched.job<{ params: number[] }>({ t: 'backward', tensor: loss.id }, { signal: opts.signal });
+  const r = await kiln.sched.job({ t: 'backward', tensor: loss.id }, { signal: opts.signal });
   for (const id of r.params) {
     const p = kiln.params.get(id)?.deref();
     if (p) p.hasGrad = true;
@@ -170,7 +170,7 @@ export class Optimizer {
       num(this.lr, 'lr', 0, 1e9); num(this.beta1, 'beta1', 0, 1, true); num(this.beta2, 'beta2', 0, 1, true);
       num(this.eps, 'eps', 0, 1e9); num(this.weightDecay, 'weightDecay', 0, 1e9);
     }
-    const r = await this.kiln.sched.job<{ updated: number }>({
+    const r = await this.kiln.sched.job({
       t: 'optimStep', optim: this.id, kind: this.kind, params: list.map((p) => p.id),
       lr: this.lr, beta1: this.beta1, beta2: this.beta2, eps: this.eps, weightDecay: this.weightDecay, momentum: this.momentum,
     }, { signal: opts.signal });

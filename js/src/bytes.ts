@@ -25,15 +25,16 @@
  */
 import { KilnError, KilnAbortError } from './errors.js';
 import type { Progress, Scheduler } from './scheduler.js';
+import type { FillMsg, ModelSourceMsg } from './protocol.js';
 
 /** a slice sent or written at a time */
 const SLICE = 4 << 20;
 
 /** @internal */
 export interface BytesPlan {
-  source: Record<string, unknown>;
+  source: ModelSourceMsg;
   transfer: Transferable[];
-  onFill?: (msg: any, live: () => boolean) => void;
+  onFill?: (msg: FillMsg, live: () => boolean) => void;
 }
 
 const isShared = (b: unknown): b is SharedArrayBuffer => typeof SharedArrayBuffer !== 'undefined' && b instanceof SharedArrayBuffer;
@@ -98,19 +99,19 @@ export function planBytes(sched: Scheduler, source: ArrayBuffer | SharedArrayBuf
   }
   const total = view.byteLength;
   const head = view.slice(0, 8);
-  const src = { kind: 'fill', mode: build === 'mt' ? 'shared' : 'slices', byteLength: total, head: head.buffer };
+  const src: ModelSourceMsg = { kind: 'fill', mode: build === 'mt' ? 'shared' : 'slices', byteLength: total, head: head.buffer };
   const report = (loaded: number) => {
     try { opts.onProgress?.({ loaded, total }); } catch { /* the caller's callback does not stop the load */ }
   };
 
   if (build === 'mt') {
     let started = false;
-    const onFill = (msg: any, live: () => boolean) => {
-      if (started) return;
+    const onFill = (msg: FillMsg, live: () => boolean) => {
+      if (started || !('memory' in msg)) return;
       started = true;
       void (async () => {
         try {
-          const heap = new Uint8Array(msg.memory as SharedArrayBuffer, msg.ptr >>> 0, total);
+          const heap = new Uint8Array(msg.memory, msg.ptr >>> 0, total);
           let last = 0;
           for (let off = 0; off < total;) {
             if (!live()) return; // aborted or closed: the worker frees the buffer
@@ -134,7 +135,8 @@ export function planBytes(sched: Scheduler, source: ArrayBuffer | SharedArrayBuf
   // buffers go back and forth, no garbage per slice
   const spare: ArrayBuffer[] = [];
   const slice = Math.min(SLICE, total);
-  const onFill = (msg: any, live: () => boolean) => {
+  const onFill = (msg: FillMsg, live: () => boolean) => {
+    if (!('loaded' in msg)) return;
     const acked = Number(msg.loaded) || 0;
     if (msg.buffer instanceof ArrayBuffer && msg.buffer.byteLength === slice) spare.push(msg.buffer);
     try {

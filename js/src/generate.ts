@@ -1,11 +1,13 @@
 /*
  * generate.ts — text generation on a loaded model: tokenize, detokenize,
  * generate (streamed pieces), complete, chat. The work runs in the engine
- * worker (worker.ts, kw_llm_* in wasm/kiln_wasm_generate.c); pieces arrive
- * as the worker posts them, each made of whole UTF-8 characters.
+ * worker (worker.ts, kw_llm_* in wasm/kiln_wasm_generate.c over the C
+ * generation core kiln_gen); pieces arrive as the worker posts them, each
+ * made of whole UTF-8 characters.
  */
 import { KilnAbortError, KilnError } from './errors.js';
 import type { Scheduler } from './scheduler.js';
+import type { Completion, GenerationStats, LlmInfo, RequestMsg, StopReason } from './protocol.js';
 
 export interface GenerateOptions {
   /** tokens to generate at most (default 256; 0: until end of text or a full context) */
@@ -35,24 +37,7 @@ export interface GenerateOptions {
   parseSpecial?: boolean;
 }
 
-export interface GenerationStats {
-  promptTokens: number;
-  generatedTokens: number;
-  promptTokensPerSecond: number;
-  tokensPerSecond: number;
-}
-
-/** why a generation ended: end-of-text token, maxTokens reached, a stop string, or the context is full */
-export type StopReason = 'eos' | 'maxTokens' | 'stop' | 'context';
-
-export interface Completion {
-  /** the generated text (without the prompt) */
-  text: string;
-  /** the generated token ids (the end-of-text token excluded) */
-  tokens: number[];
-  stats: GenerationStats;
-  stopReason: StopReason;
-}
+export type { Completion, GenerationStats, StopReason };
 
 export interface ChatMessage { role: string; content: string }
 export interface ChatOptions extends GenerateOptions {
@@ -82,34 +67,34 @@ function loadJinja(): Promise<any> {
   return jinjaModule;
 }
 
-interface LlmInfo { nCtx: number; nVocab: number; bos: number; eos: number; bosText: string; eosText: string }
 
-function num(name: string, v: unknown, def: number, check: (x: number) => boolean, what: string): number {
+// the engine checks every option's range (wasm/kiln_wasm_generate.c, kiln_sampler_params_check):
+// here only that a number is a number, so that nothing is coerced on the way
+function num(name: string, v: unknown, def: number): number {
   if (v === undefined) return def;
-  if (typeof v !== 'number' || !Number.isFinite(v) || !check(v)) throw new KilnError('INVALID_ARGUMENT', `${name} must be ${what}, not ${String(v)}`);
+  if (typeof v !== 'number') throw new KilnError('INVALID_ARGUMENT', `${name} must be a number, not ${String(v)}`);
   return v;
 }
-const isInt = (x: number) => Number.isInteger(x);
 
-/** @internal the worker's request for a generation, options checked */
-export function generateRequest(model: number, prompt: string | number[], o: GenerateOptions, stream: boolean): Record<string, unknown> {
+/** @internal the worker's request for a generation */
+export function generateRequest(model: number, prompt: string | number[], o: GenerateOptions, stream: boolean): RequestMsg<'generate'> {
   if (typeof prompt !== 'string' && !Array.isArray(prompt)) throw new KilnError('INVALID_ARGUMENT', 'generate: the prompt must be a string or an array of token ids');
   const stop = o.stop === undefined ? [] : Array.isArray(o.stop) ? o.stop : [o.stop];
-  for (const s of stop) if (typeof s !== 'string' || s.length === 0) throw new KilnError('INVALID_ARGUMENT', 'stop strings must be non-empty strings');
+  for (const s of stop) if (typeof s !== 'string' || s.length === 0 || s.includes('\0')) throw new KilnError('INVALID_ARGUMENT', 'stop strings must be non-empty strings without NUL characters');
   return {
     t: 'generate', model, stream,
     prompt: typeof prompt === 'string' ? prompt : undefined,
     promptIds: Array.isArray(prompt) ? prompt : undefined,
-    maxTokens: num('maxTokens', o.maxTokens, 256, (x) => isInt(x) && x >= 0 && x < 2 ** 31, 'an integer >= 0'),
-    temperature: num('temperature', o.temperature, 0.8, (x) => x >= 0, 'a number >= 0'),
-    topK: num('topK', o.topK, 40, (x) => isInt(x) && x >= 0 && x < 2 ** 31, 'an integer >= 0'),
-    topP: num('topP', o.topP, 0.95, (x) => x >= 0 && x <= 1, 'in [0, 1]'),
-    minP: num('minP', o.minP, 0.05, (x) => x >= 0 && x <= 1, 'in [0, 1]'),
-    repeatPenalty: num('repeatPenalty', o.repeatPenalty, 1, (x) => x > 0, 'a number > 0'),
-    frequencyPenalty: num('frequencyPenalty', o.frequencyPenalty, 0, () => true, 'a number'),
-    presencePenalty: num('presencePenalty', o.presencePenalty, 0, () => true, 'a number'),
-    penaltyLastN: num('penaltyLastN', o.penaltyLastN, 64, (x) => isInt(x) && x >= -1 && x < 2 ** 31, 'an integer >= -1'),
-    seed: num('seed', o.seed, Math.floor(Math.random() * 2 ** 32), (x) => isInt(x) && x >= 0 && x <= Number.MAX_SAFE_INTEGER, 'an integer >= 0'),
+    maxTokens: num('maxTokens', o.maxTokens, 256),
+    temperature: num('temperature', o.temperature, 0.8),
+    topK: num('topK', o.topK, 40),
+    topP: num('topP', o.topP, 0.95),
+    minP: num('minP', o.minP, 0.05),
+    repeatPenalty: num('repeatPenalty', o.repeatPenalty, 1),
+    frequencyPenalty: num('frequencyPenalty', o.frequencyPenalty, 0),
+    presencePenalty: num('presencePenalty', o.presencePenalty, 0),
+    penaltyLastN: num('penaltyLastN', o.penaltyLastN, 64),
+    seed: num('seed', o.seed, Math.floor(Math.random() * 2 ** 32)),
     stop,
     addBos: o.addBos !== false,
     parseSpecial: !!o.parseSpecial,
@@ -126,25 +111,25 @@ export class TextGen {
 
   async tokenize(text: string, opts: { addBos?: boolean; special?: boolean } = {}): Promise<number[]> {
     if (typeof text !== 'string') throw new KilnError('INVALID_ARGUMENT', 'tokenize: the text must be a string');
-    return this.sched.job<number[]>({ t: 'tokenize', model: this.model, text, addBos: opts.addBos !== false, special: !!opts.special });
+    return this.sched.job({ t: 'tokenize', model: this.model, text, addBos: opts.addBos !== false, special: !!opts.special });
   }
 
   async detokenize(ids: ArrayLike<number>, opts: { removeSpecial?: boolean; unparseSpecial?: boolean } = {}): Promise<string> {
     if (!ids || typeof ids.length !== 'number') throw new KilnError('INVALID_ARGUMENT', 'detokenize: ids must be an array of token ids');
-    return this.sched.job<string>({ t: 'detokenize', model: this.model, ids: Array.from(ids), removeSpecial: !!opts.removeSpecial, unparseSpecial: !!opts.unparseSpecial });
+    return this.sched.job({ t: 'detokenize', model: this.model, ids: Array.from(ids), removeSpecial: !!opts.removeSpecial, unparseSpecial: !!opts.unparseSpecial });
   }
 
   async tokenToPiece(token: number, opts: { special?: boolean } = {}): Promise<string> {
-    return this.sched.job<string>({ t: 'tokenPiece', model: this.model, token, special: !!opts.special });
+    return this.sched.job({ t: 'tokenPiece', model: this.model, token, special: !!opts.special });
   }
 
   /** a GGUF metadata value as text, null when absent */
   async meta(key: string): Promise<string | null> {
-    return this.sched.job<string | null>({ t: 'meta', model: this.model, key: String(key) });
+    return this.sched.job({ t: 'meta', model: this.model, key: String(key) });
   }
 
   async llmInfo(): Promise<LlmInfo> {
-    if (!this.info) this.info = await this.sched.job<LlmInfo>({ t: 'llmInfo', model: this.model });
+    if (!this.info) this.info = await this.sched.job({ t: 'llmInfo', model: this.model });
     return this.info;
   }
 
@@ -161,7 +146,7 @@ export class TextGen {
     let finished = false;
     let error: unknown = null;
     let result: Completion | undefined;
-    const p = this.sched.job<Completion>(req, { signal: ctl.signal, onPiece: (t) => { queue.push(t); wake?.(); } });
+    const p = this.sched.job(req, { signal: ctl.signal, onPiece: (t) => { queue.push(t); wake?.(); } });
     p.then((r) => { result = r; finished = true; wake?.(); }, (e) => { error = e; finished = true; wake?.(); });
     try {
       for (;;) {
@@ -184,7 +169,7 @@ export class TextGen {
 
   /** the whole generation at once, with token ids and speed */
   async complete(prompt: string | number[], opts: GenerateOptions = {}): Promise<Completion> {
-    const r = await this.sched.job<Completion>(generateRequest(this.model, prompt, opts, false), { signal: opts.signal });
+    const r = await this.sched.job(generateRequest(this.model, prompt, opts, false), { signal: opts.signal });
     this.lastStats = r.stats;
     return r;
   }

@@ -11,6 +11,7 @@ import { loadModelCached, modelCache, type CacheEvent, type ModelCache } from '.
 import { backward, gradOf, makeOptim, zeroGrad, type BackwardOptions, type Optim } from './autograd.js';
 import { isBytes, planBytes } from './bytes.js';
 import { engineWorkerUrl, filesUnder, nodeImport, packagedFiles, type EngineFiles } from './assets.js';
+import type { FillMsg, MetadataValue, ModelSourceMsg } from './protocol.js';
 import { TextGen, type ChatMessage, type ChatOptions, type Completion, type GenerateOptions, type GenerationStats } from './generate.js';
 
 export type Build = 'st' | 'mt';
@@ -238,7 +239,7 @@ export class Kiln {
     // st: the abort word lives in its own shared buffer when one can exist
     const abortSab = build === 'st' && typeof SharedArrayBuffer !== 'undefined' && (isNode || (globalThis as any).crossOriginIsolated)
       ? new SharedArrayBuffer(4) : null;
-    const r = await sched.job<any>({ t: 'init', build, threads, logLevel, abortSab,
+    const r = await sched.job({ t: 'init', build, threads, logLevel, abortSab,
       variants: variants.map((v) => ({ name: `kiln-${v}`, files: variantFiles(opts.wasmUrl, v) })),
       wasmUrlGiven: !!opts.wasmUrl })
       .catch((e) => { port.terminate(); throw e; });
@@ -251,7 +252,7 @@ export class Kiln {
   info(): KilnInfo { return { ...this._info, ops: [...this._info.ops] }; }
 
   /** wasm heap: bytes in use by allocations, and reserved (memory grows on demand up to max) */
-  memory(): Promise<MemoryStats> { return this.sched.job<MemoryStats>({ t: 'memory' }); }
+  memory(): Promise<MemoryStats> { return this.sched.job({ t: 'memory' }); }
 
   /**
    * a tensor holding a copy of data; shape is ggml's order: shape[0] is the
@@ -298,9 +299,9 @@ export class Kiln {
 
   /** load a GGUF model: URL (streamed), Blob/File, bytes, or a file path in Node */
   async loadModel(source: ModelSource, opts: LoadOptions = {}): Promise<Model> {
-    let src: Record<string, unknown>;
+    let src: ModelSourceMsg;
     const transfer: Transferable[] = [];
-    let onFill: ((msg: any, live: () => boolean) => void) | undefined;
+    let onFill: ((msg: FillMsg, live: () => boolean) => void) | undefined;
     if (opts.cache && !isNode && (source instanceof URL || typeof source === 'string')) {
       const { cache, onCache, ...rest } = opts;
       return loadModelCached<Model>(this, source, { ...rest, cache, onCache });
@@ -331,7 +332,7 @@ export class Kiln {
     if (opts.nCtx !== undefined && !(Number.isInteger(opts.nCtx) && opts.nCtx >= 0 && opts.nCtx < 2 ** 31)) {
       throw new KilnError('INVALID_ARGUMENT', `loadModel: nCtx must be an integer >= 0, not ${String(opts.nCtx)}`);
     }
-    const r = await this.sched.job<any>({ t: 'load', source: src, vocabOnly: !!opts.vocabOnly, nCtx: opts.nCtx ?? 0 }, { signal: opts.signal, onProgress: opts.onProgress, transfer, onFill });
+    const r = await this.sched.job({ t: 'load', source: src, vocabOnly: !!opts.vocabOnly, nCtx: opts.nCtx ?? 0 }, { signal: opts.signal, onProgress: opts.onProgress, transfer, onFill });
     return new Model(this, r.modelId, r);
   }
 
@@ -432,12 +433,12 @@ export class Tensor {
 
   /** compute (if needed) and read the values, in logical order (shape[0] fastest) */
   async data(opts: { signal?: AbortSignal } = {}): Promise<TensorData> {
-    const r = await this.kiln.sched.job<any>({ t: 'data', tensor: this.id }, { signal: opts.signal });
+    const r = await this.kiln.sched.job({ t: 'data', tensor: this.id }, { signal: opts.signal });
     return typedFor(r.type, r.buffer);
   }
   /** shape and type, once built (rejects with the op's error) */
   async info(): Promise<TensorInfo> {
-    const r = await this.kiln.sched.job<any>({ t: 'ready', tensor: this.id });
+    const r = await this.kiln.sched.job({ t: 'ready', tensor: this.id });
     return { shape: r.shape, type: TYPE_NAMES[r.type] ?? (String(r.type) as DType), nbytes: r.nbytes };
   }
   async ready(): Promise<void> { await this.info(); }
@@ -496,8 +497,8 @@ export class Tensor {
       o.freqScale ?? 1, o.extFactor ?? 0, o.attnFactor ?? 1, o.betaFast ?? 32, o.betaSlow ?? 1]);
   }
   reshape(shape: number[]) {
-    if (!Array.isArray(shape) || shape.length < 1 || shape.length > 4) return this.kiln.op('reshape', [this], [NaN]);
-    return this.kiln.op('reshape', [this], shape);
+    if (!Array.isArray(shape) || shape.length < 1 || shape.length > 4) return this.kiln.op('reshape', [this], [NaN, 1, 1, 1]);
+    return this.kiln.op('reshape', [this], [1, 1, 1, 1].map((d, i) => shape[i] ?? d));
   }
   permute(a0: number, a1: number, a2 = 2, a3 = 3) { return this.kiln.op('permute', [this], [a0, a1, a2, a3]); }
   transpose() { return this.u('transpose'); }
@@ -543,7 +544,7 @@ export class Tensor {
   diag() { return this.u('diag'); }
 }
 
-export type MetadataValue = string | number | boolean | { array: string; length: number };
+export type { MetadataValue };
 export interface ModelInfo { size: number; version: number; nKv: number; tensors: string[]; metadata: Record<string, MetadataValue> }
 
 /** a GGUF model held in wasm memory */

@@ -7,28 +7,40 @@
  * shared abort word (the C side checks it between graph nodes) plus an
  * 'abort' message (loads check it between chunks).
  */
-import { KilnAbortError, KilnError, fromWire, type WireError } from './errors.js';
+import { KilnAbortError, KilnError, fromWire } from './errors.js';
+import type { ControlMsg, FillMsg, FromWorker, ReplyOf, RequestMsg, TrainProgressMsg } from './protocol.js';
 
 export interface Progress { loaded: number; total: number }
 
-interface Job {
-  id: number;
-  msg: Record<string, unknown>;
-  transfer: Transferable[];
-  resolve: (v: any) => void;
-  reject: (e: unknown) => void;
-  onProgress?: (p: any) => void;
+/** a load reports bytes, a training run batches */
+type OnProgress = ((p: Progress) => void) | ((p: TrainProgressMsg) => void);
+
+export interface JobOptions {
+  signal?: AbortSignal;
+  onProgress?: OnProgress;
   /** streamed output of a running job (generated text pieces) */
   onPiece?: (text: string) => void;
   /** a running load asks for its bytes (bytes.ts); live() is false once the job is over or aborted */
-  onFill?: (msg: any, live: () => boolean) => void;
+  onFill?: (msg: FillMsg, live: () => boolean) => void;
+  transfer?: Transferable[];
+}
+
+interface Job {
+  id: number;
+  msg: RequestMsg;
+  transfer: Transferable[];
+  resolve: (v: unknown) => void;
+  reject: (e: unknown) => void;
+  onProgress?: OnProgress;
+  onPiece?: (text: string) => void;
+  onFill?: (msg: FillMsg, live: () => boolean) => void;
   signal?: AbortSignal;
   onAbort?: () => void;
   running: boolean;
   settled: boolean;
 }
 
-type Item = { kind: 'send'; msg: Record<string, unknown>; transfer: Transferable[] } | { kind: 'job'; job: Job };
+type Item = { kind: 'send'; msg: RequestMsg; transfer: Transferable[] } | { kind: 'job'; job: Job };
 
 /** @internal */
 export interface Port {
@@ -49,10 +61,15 @@ export class Scheduler {
   setAbortWord(w: Int32Array | null) { this.abortWord = w; }
 
   /** called by the engine for every message from the worker */
-  receive(msg: any) {
+  receive(msg: FromWorker) {
     const job = this.current;
-    if (!job || msg.id !== job.id) return; // a reply to a job already given up on
-    if (msg.t === 'progress') { job.onProgress?.(msg.train ?? { loaded: msg.loaded, total: msg.total }); return; }
+    if (!job || msg.t === 'started' || msg.id !== job.id) return; // a reply to a job already given up on
+    if (msg.t === 'progress') {
+      // the job's own kind decides which of the two it is
+      const p = 'train' in msg ? msg.train : { loaded: msg.loaded, total: msg.total };
+      job.onProgress?.(p as Progress & TrainProgressMsg);
+      return;
+    }
     if (msg.t === 'piece') { if (!job.settled) job.onPiece?.(msg.text); return; }
     if (msg.t === 'fill') {
       if (!job.settled) job.onFill?.(msg, () => this.current === job && !job.settled && !job.signal?.aborted && !this.closed);
@@ -62,7 +79,7 @@ export class Scheduler {
     this.finish(job);
     if (job.settled) { this.pump(); return; } // the caller was already told it was aborted
     if (msg.ok) job.resolve(msg.value);
-    else job.reject(fromWire(msg.error as WireError));
+    else job.reject(fromWire(msg.error));
     this.pump();
   }
 
@@ -77,26 +94,25 @@ export class Scheduler {
     for (const it of pending) if (it.kind === 'job') { this.detach(it.job); it.job.reject(err); }
   }
 
-  send(msg: Record<string, unknown>, transfer: Transferable[] = []) {
+  send(msg: RequestMsg, transfer: Transferable[] = []) {
     if (this.closed) return;
     this.queue.push({ kind: 'send', msg, transfer });
     this.pump();
   }
 
   /** a message for the running job, past the queue (the bytes of a load: bytes.ts) */
-  direct(msg: Record<string, unknown>, transfer: Transferable[] = []) {
+  direct(msg: ControlMsg, transfer: Transferable[] = []) {
     if (!this.closed) this.port.post(msg, transfer);
   }
 
-  job<T>(msg: Record<string, unknown>, opts: {
-    signal?: AbortSignal; onProgress?: (p: any) => void; onPiece?: (text: string) => void;
-    onFill?: (msg: any, live: () => boolean) => void; transfer?: Transferable[];
-  } = {}): Promise<T> {
+  /** a request answered by one reply, typed by its kind (protocol.ts) */
+  job<M extends RequestMsg>(msg: M, opts: JobOptions = {}): Promise<ReplyOf<M['t']>> {
     if (this.closed) return Promise.reject(this.closed);
     if (opts.signal?.aborted) return Promise.reject(new KilnAbortError());
-    return new Promise<T>((resolve, reject) => {
+    return new Promise<ReplyOf<M['t']>>((resolve, reject) => {
       const job: Job = {
-        id: this.nextId++, msg, transfer: opts.transfer ?? [], resolve, reject,
+        // the worker answers a request of kind M['t'] with ReplyOf<M['t']>
+        id: this.nextId++, msg, transfer: opts.transfer ?? [], resolve: resolve as (v: unknown) => void, reject,
         onProgress: opts.onProgress, onPiece: opts.onPiece, onFill: opts.onFill, signal: opts.signal, running: false, settled: false,
       };
       if (job.signal) {

@@ -6,6 +6,7 @@
  */
 import { KilnAbortError, KilnError } from './errors.js';
 import type { Kiln } from './kiln.js';
+import type { RequestMsg } from './protocol.js';
 
 export interface TrainProgress { epoch: number; batch: number; batches: number; loss: number; accuracy: number }
 
@@ -86,14 +87,14 @@ export class TrainedModel {
     this.live();
     if (!(image instanceof Uint8Array) || image.length !== NPIX) throw new KilnError('INVALID_ARGUMENT', `classify: the image must be a Uint8Array of ${NPIX} bytes`);
     const im = copy(image);
-    const r = await this.kiln.sched.job<any>({ t: 'trainClassify', model: this.id, image: im }, { transfer: [im] });
+    const r = await this.kiln.sched.job({ t: 'trainClassify', model: this.id, image: im }, { transfer: [im] });
     return new Float32Array(r.buffer);
   }
 
   /** the weights as a GGUF file (readable by `kiln-mnist eval`) */
   async toGGUF(): Promise<Uint8Array> {
     this.live();
-    const r = await this.kiln.sched.job<any>({ t: 'trainGGUF', model: this.id });
+    const r = await this.kiln.sched.job({ t: 'trainGGUF', model: this.id });
     return new Uint8Array(r.buffer);
   }
 
@@ -119,17 +120,17 @@ export async function train(kiln: Kiln, o: TrainOptions): Promise<TrainedModel> 
   const hasTest = o.testImages !== undefined || o.testLabels !== undefined;
   if (hasTest) checkImages('train (test set)', o.testImages, o.testLabels);
   if (o.signal?.aborted) throw new KilnAbortError();
-  const msg: Record<string, unknown> = {
+  const msg: RequestMsg<'train'> = {
     t: 'train', arch: arch === 'fc' ? 0 : 1, epochs, batchSize, seed, learningRate: lr,
     images: copy(o.images), labels: copy(o.labels), pauseSab: o.controller?.sab ?? null,
   };
-  const transfer: ArrayBuffer[] = [msg.images as ArrayBuffer, msg.labels as ArrayBuffer];
+  const transfer: ArrayBuffer[] = [msg.images, msg.labels];
   if (hasTest) {
     msg.testImages = copy(o.testImages!); msg.testLabels = copy(o.testLabels!);
-    transfer.push(msg.testImages as ArrayBuffer, msg.testLabels as ArrayBuffer);
+    transfer.push(msg.testImages, msg.testLabels);
   }
   const onBatch = o.onBatch;
-  const r = await kiln.sched.job<any>(msg, {
+  const r = await kiln.sched.job(msg, {
     signal: o.signal, transfer,
     onProgress: onBatch ? (p: TrainProgress) => { try { onBatch(p); } catch { /* a throwing callback must not stop training */ } } : undefined,
   });

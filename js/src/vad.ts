@@ -17,6 +17,7 @@
  * a start that turns out shorter than minSpeechMs is reported as a misfire).
  */
 import { KilnError } from './errors.js';
+import { nodeImport } from './assets.js';
 import type { Kiln } from './kiln.js';
 
 export type VadSource = string | URL | Uint8Array | ArrayBuffer | Blob;
@@ -112,9 +113,9 @@ async function bytesOf(source: VadSource): Promise<Uint8Array> {
     const s = String(source);
     const isNode = typeof process === 'object' && !!process.versions?.node;
     if (isNode && !/^(https?|data|blob):/i.test(s)) {
-      const fs: any = await import('node:fs/promises' as string);
-      try { return new Uint8Array(await fs.readFile(s.startsWith('file:') ? new URL(s) : s)); } catch (e: any) {
-        throw new KilnError('BAD_SOURCE', `loadVad: cannot read ${s}: ${e?.message ?? e}`);
+      const fs = await nodeImport('node:fs/promises') as { readFile(p: string | URL): Promise<Uint8Array> };
+      try { return new Uint8Array(await fs.readFile(s.startsWith('file:') ? new URL(s) : s)); } catch (e) {
+        throw new KilnError('BAD_SOURCE', `loadVad: cannot read ${s}: ${e instanceof Error ? e.message : String(e)}`);
       }
     }
     const r = await fetch(s);
@@ -129,7 +130,7 @@ let nextVadId = 1;
 export async function loadVad(kiln: Kiln, source: VadSource): Promise<Vad> {
   const bytes = await bytesOf(source);
   const id = nextVadId++;
-  await kiln.sched.job({ t: 'vadLoad', vad: id, bytes: bytes.buffer }, { transfer: [bytes.buffer as ArrayBuffer] });
+  await kiln.sched.job({ t: 'vadLoad', vad: id, bytes: bytes.buffer as ArrayBuffer }, { transfer: [bytes.buffer as ArrayBuffer] });
   return new Vad(kiln, id);
 }
 
@@ -146,7 +147,7 @@ export class Vad {
     this.live();
     if (this.streaming) throw new KilnError('INVALID_ARGUMENT', 'vad: detect() while a stream is open (one model carries one state)');
     const { x, rate } = mono(samples, sampleRate);
-    const r = await this.kiln.sched.job<any>({ t: 'vadDetect', vad: this.id, samples: x.buffer, rate, opts: params(opts) }, { transfer: [x.buffer] });
+    const r = await this.kiln.sched.job({ t: 'vadDetect', vad: this.id, samples: x.buffer as ArrayBuffer, rate, opts: params(opts) }, { transfer: [x.buffer] });
     const segments: VadSegment[] = [];
     for (let i = 0; i < r.segs.length; i += 4) segments.push({ start: r.segs[i] / 100, end: r.segs[i + 1] / 100 });
     return { probs: new Float32Array(r.buffer), segments };
@@ -192,7 +193,7 @@ export class VadStream {
     this.chunks.push(c);
     this.total += c.length;
     const x = c.slice();
-    return this.kiln.sched.job<any>({ t: 'vadStreamPush', vad: this.id, samples: x.buffer }, { transfer: [x.buffer] })
+    return this.kiln.sched.job({ t: 'vadStreamPush', vad: this.id, samples: x.buffer as ArrayBuffer }, { transfer: [x.buffer] })
       .then((r) => this.onProbs(new Float32Array(r.buffer), false));
   }
 
@@ -200,7 +201,7 @@ export class VadStream {
   end(): Promise<void> {
     if (this.closed) return Promise.resolve();
     this.closed = true;
-    return this.kiln.sched.job<any>({ t: 'vadStreamEnd', vad: this.id })
+    return this.kiln.sched.job({ t: 'vadStreamEnd', vad: this.id })
       .then((r) => this.onProbs(new Float32Array(r.buffer), true))
       .finally(() => this.done());
   }

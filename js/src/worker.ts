@@ -7,44 +7,60 @@
  * and Node loads it with worker_threads (as ESM; a script is valid there
  * too) and requires the factory through createRequire.
  *
- * Messages in: init, op, free, data, load, abort, memory, info, modelTensor,
- * backward, grad, zeroGrad, optimStep, optimFree (autograd.ts),
- * train, trainEvaluate, trainClassify, trainGGUF, trainFree,
- * tokenize, detokenize, tokenPiece, meta, llmInfo, generate (streams 'piece').
- * Messages out: {t:'reply', id, ok, value|error} and {t:'progress', id, ...}.
+ * The messages in and out, and what each request's reply carries, are the
+ * types of protocol.ts (read here with import() type queries, which keep
+ * this file a script).
  */
 
-/* eslint-disable @typescript-eslint/no-explicit-any */
-declare function importScripts(...urls: string[]): void;
-declare const self: any;
-declare const process: any;
-declare const console: any;
-declare const fetch: any;
-declare const AbortController: any;
-declare const TextEncoder: any;
-declare const TextDecoder: any;
-declare const setTimeout: any;
+type ToWorker = import('./protocol.js').ToWorker;
+type FromWorker = import('./protocol.js').FromWorker;
+type RequestMsg<K extends import('./protocol.js').RequestKind = import('./protocol.js').RequestKind> = import('./protocol.js').RequestMsg<K>;
+type ReplyOf<K extends import('./protocol.js').RequestKind> = import('./protocol.js').ReplyOf<K>;
+type ControlMsg = import('./protocol.js').ControlMsg;
+type MetadataValue = import('./protocol.js').MetadataValue;
+type KilnErrorCode = import('./errors.js').KilnErrorCode;
+type EngineFiles = import('./protocol.js').EngineFiles;
+type StopReason = import('./protocol.js').StopReason;
+type VadRequestKind = import('./protocol.js').VadRequestKind;
+
+/* Node, where the worker runs under worker_threads: only what is used */
+declare const process: { versions?: { node?: string } } | undefined;
+interface NodeFileHandle {
+  stat(): Promise<{ size: number }>;
+  read(buf: Uint8Array, off: number, len: number, pos: number): Promise<{ bytesRead: number }>;
+  close(): Promise<void>;
+}
+interface NodeFs { readFileSync(p: string): Uint8Array; promises: { open(p: string, flags: string): Promise<NodeFileHandle> } }
+interface NodePath { join(...parts: string[]): string }
+interface NodeModule { createRequire(p: string): (id: string) => unknown }
+interface NodeUrl { fileURLToPath(u: string): string }
+interface NodePort { postMessage(m: FromWorker, t?: Transferable[]): void; on(ev: 'message', fn: (m: ToWorker) => void): void }
+
+/* The emscripten module: the kw_* exports of wasm/ take and return numbers
+ * (handles, sizes, wasm addresses, status codes), plus the runtime helpers
+ * the build exports. */
+interface KilnModule {
+  [fn: `_kw_${string}`]: (...args: number[]) => number;
+  kilnMemory(): WebAssembly.Memory;
+  kilnAbortWord?: () => number;
+  UTF8ToString(ptr: number): string;
+  stringToUTF8(s: string, ptr: number, max: number): void;
+  lengthBytesUTF8(s: string): number;
+}
+type KilnFactory = (opts: object) => Promise<KilnModule>;
 
 (function () {
-  const KW_CODES: Record<number, string> = {
-    [-1]: 'INVALID_ARGUMENT', [-2]: 'OUT_OF_MEMORY', [-3]: 'INVALID_HANDLE', [-4]: 'UNSUPPORTED',
-    [-5]: 'ABORTED', [-6]: 'COMPUTE_FAILED', [-7]: 'BAD_MODEL',
-  };
-  const TYPE_SIZE: Record<number, number> = { 0: 4, 1: 2, 24: 1, 25: 2, 26: 4, 27: 8, 28: 8, 30: 2 };
-
-  interface EngineFiles { js: string; wasm: string; worker?: string }
-
   class WErr extends Error {
-    code: string;
-    constructor(code: string, message: string) { super(message); this.code = code; }
+    code: KilnErrorCode;
+    constructor(code: KilnErrorCode, message: string) { super(message); this.code = code; }
   }
 
-  const isNode = typeof process === 'object' && !!process.versions?.node && typeof importScripts !== 'function';
-  let post: (msg: any, transfer?: any[]) => void;
-  let onMessage: (fn: (msg: any) => void) => void;
-  let nodePort: any = null;
+  const isNode = typeof process === 'object' && !!process?.versions?.node && typeof importScripts !== 'function';
+  let post: (msg: FromWorker, transfer?: Transferable[]) => void;
+  let onMessage: (fn: (msg: ToWorker) => void) => void;
 
-  let M: any = null;               // the emscripten module
+  // set by init before any other request runs
+  let M: KilnModule = null as unknown as KilnModule;
   let crashed: string | null = null;
   let abortWord: Int32Array | null = null; // st: separate SAB; mt: inside wasm memory
   const aborted = new Set<number>();       // async jobs (loads) cancelled by message
@@ -53,26 +69,39 @@ declare const setTimeout: any;
   const models = new Map<number, number>();
   const modelOpts = new Map<number, { vocabOnly: boolean; nCtx: number }>();
   const llms = new Map<number, number>(); // model id -> kw_llm handle (generate.ts)
-  let unaryIdx: Record<string, number> = {};
-  let binaryIdx: Record<string, number> = {};
+  // the op table of wasm/kiln_wasm_ops.c (KW_OPS): index, inputs (t/o), params (i/f/d)
+  const ops = new Map<string, { index: number; inputs: string; params: string }>();
+  let opArgs = 0; // scratch in wasm memory: 8 input handles, then 16 parameters
   let logLevel = 2;
 
   const mem = (): ArrayBuffer => M.kilnMemory().buffer;
   const u8 = (ptr: number, n: number) => new Uint8Array(mem(), ptr >>> 0, n);
   const lastError = (): string => M.UTF8ToString(M._kw_last_error());
-  const fail = (rc: number): never => { throw new WErr(KW_CODES[rc] ?? 'COMPUTE_FAILED', lastError() || `error ${rc}`); };
+  // the error code names come from the engine (kw_code_name, wasm/kiln_wasm.c)
+  const codeOf = (rc: number) => M.UTF8ToString(M._kw_code_name(rc)) as KilnErrorCode;
+  const fail = (rc: number): never => { throw new WErr(codeOf(rc), lastError() || `error ${rc}`); };
+  // a job stops when the caller aborted it: by message, or through the shared abort word
+  const isAborted = (id: number) => aborted.has(id) || (abortWord !== null && Atomics.load(abortWord, 0) === id);
   const check = (rc: number): number => (rc < 0 ? fail(rc) : rc);
 
   function guard<T>(fn: () => T): T {
     if (crashed) throw new WErr('ENGINE_CRASHED', crashed);
     try {
       return fn();
-    } catch (e: any) {
+    } catch (e) {
       if (e instanceof WErr) throw e;
       // a trap inside wasm: the module state cannot be trusted any more
-      crashed = `the engine crashed: ${e?.message ?? e}`;
+      crashed = `the engine crashed: ${errText(e)}`;
       throw new WErr('ENGINE_CRASHED', crashed);
     }
+  }
+
+  function errText(e: unknown): string { return e instanceof Error ? e.message : String(e); }
+
+  /* a tensor request's outcome is kept per tensor: its handle, or the error
+   * its data() / info() will reject with */
+  function capture(out: number, build: () => number) {
+    try { tensors.set(out, guard(build)); } catch (e) { tensors.set(out, e instanceof WErr ? e : new WErr('INVALID_ARGUMENT', errText(e))); }
   }
 
   function withString<T>(s: string, fn: (p: number) => T): T {
@@ -84,14 +113,14 @@ declare const setTimeout: any;
 
   /* ---------------------------------------------------------- init */
 
-  async function init(a: any) {
+  async function init(a: RequestMsg<'init'>): Promise<ReplyOf<'init'>> {
     logLevel = a.logLevel;
     const print = (s: string) => { if (logLevel <= 2) console.log(`[kiln] ${s}`); };
     const printErr = (s: string) => { if (logLevel <= 3) console.warn(`[kiln] ${s}`); };
     // the first variant whose files load (kiln.ts lists relaxed, then SIMD128 for 'auto')
-    let factory: any = null, wasmBinary: Uint8Array | null = null, locate: (p: string) => string = (p) => p, name = '';
+    let factory: KilnFactory | null = null, wasmBinary: Uint8Array | null = null, locate: (p: string) => string = (p) => p, name = '';
     const failures: string[] = [];
-    for (const v of a.variants as { name: string; files: EngineFiles }[]) {
+    for (const v of a.variants) {
       try {
         ({ factory, wasmBinary, locate } = await loadVariant(v.name, v.files));
         name = v.name;
@@ -122,8 +151,11 @@ declare const setTimeout: any;
       const w = abortWord;
       M.kilnAbortWord = () => Atomics.load(w, 0);
     }
-    for (let i = 0; i < M._kw_unary_count(); i++) unaryIdx[M.UTF8ToString(M._kw_unary_name(i))] = i;
-    for (let i = 0; i < M._kw_binary_count(); i++) binaryIdx[M.UTF8ToString(M._kw_binary_name(i))] = i;
+    for (let i = 0; i < M._kw_op_count(); i++) {
+      ops.set(M.UTF8ToString(M._kw_op_name(i)), { index: i, inputs: M.UTF8ToString(M._kw_op_inputs(i)), params: M.UTF8ToString(M._kw_op_params(i)) });
+    }
+    opArgs = M._kw_malloc(8 * 4 + 16 * 8);
+    if (!opArgs) fail(-2);
     return {
       info: info(),
       // mt: the caller cancels by storing a job id straight into wasm memory
@@ -132,30 +164,36 @@ declare const setTimeout: any;
     };
   }
 
+  // Node's modules by a name held in a variable: bundlers for the web leave them alone
+  const nodeModule = <T>(name: string): Promise<T> => import(/* @vite-ignore */ /* webpackIgnore: true */ name) as Promise<T>;
+
   /** one variant's loader and wasm bytes; files are URLs (file: URLs in Node, see assets.ts) */
-  async function loadVariant(name: string, files: EngineFiles) {
+  async function loadVariant(name: string, files: EngineFiles): Promise<{ factory: KilnFactory; wasmBinary: Uint8Array; locate: (p: string) => string }> {
     const locate = (p: string) => (p.endsWith('.worker.js') && files.worker) || (p.endsWith('.wasm') ? files.wasm : p.endsWith('.js') ? files.js : p);
     if (isNode) {
-      const { createRequire } = await import('node:module' as any);
-      const { fileURLToPath } = await import('node:url' as any);
-      const fs = await import('node:fs' as any);
-      const js: string = fileURLToPath(files.js);
+      const { createRequire } = await nodeModule<NodeModule>('node:module');
+      const { fileURLToPath } = await nodeModule<NodeUrl>('node:url');
+      const fs = await nodeModule<NodeFs>('node:fs');
+      const js = fileURLToPath(files.js);
       // the .wasm first: a missing variant fails before its loader runs
       let wasmBinary: Uint8Array;
-      try { wasmBinary = fs.readFileSync(fileURLToPath(files.wasm)); } catch (e: any) { throw new WErr('BAD_SOURCE', `${name}: ${e.message}`); }
-      const factory = createRequire(js)(js);
+      try { wasmBinary = fs.readFileSync(fileURLToPath(files.wasm)); } catch (e) { throw new WErr('BAD_SOURCE', `${name}: ${errText(e)}`); }
+      const factory = createRequire(js)(js) as KilnFactory;
       return { factory, wasmBinary, locate: (p: string) => fileURLToPath(locate(p)) };
     }
     let r: any;
     try { r = await fetch(files.wasm); } catch (e: any) { throw new WErr('BAD_SOURCE', `${files.wasm}: ${e?.message ?? e}`); }
     if (!r.ok) throw new WErr('BAD_SOURCE', `${files.wasm}: HTTP ${r.status}`);
     const wasmBinary = new Uint8Array(await r.arrayBuffer());
-    (self as any).createKilnModule = undefined;
-    try { importScripts(files.js); } catch (e: any) { throw new WErr('BAD_SOURCE', `${files.js}: ${e?.message ?? e}`); }
-    return { factory: self.createKilnModule, wasmBinary, locate };
+    // emscripten's MODULARIZE script defines this global
+    const g = self as unknown as { createKilnModule?: KilnFactory };
+    g.createKilnModule = undefined;
+    try { importScripts(files.js); } catch (e) { throw new WErr('BAD_SOURCE', `${files.js}: ${errText(e)}`); }
+    if (!g.createKilnModule) throw new WErr('BAD_SOURCE', `${files.js} did not define the engine`);
+    return { factory: g.createKilnModule, wasmBinary, locate };
   }
 
-  function info() {
+  function info(): ReplyOf<'info'> {
     return {
       build: M._kw_is_mt() ? 'mt' : 'st',
       threads: M._kw_n_threads(),
@@ -163,8 +201,7 @@ declare const setTimeout: any;
       simdFlavor: M.UTF8ToString(M._kw_isa()) === 'wasm_relaxed' ? 'relaxed' : 'simd128',
       version: M.UTF8ToString(M._kw_version()),
       isa: M.UTF8ToString(M._kw_isa()),
-      ops: [...Object.keys(unaryIdx).filter((k) => M._kw_unary_built(unaryIdx[k])),
-            ...Object.keys(binaryIdx).filter((k) => M._kw_binary_built(binaryIdx[k]))],
+      ops: [...ops.keys()],
     };
   }
 
@@ -177,7 +214,7 @@ declare const setTimeout: any;
     return h;
   }
 
-  function newTensor(a: any): number {
+  function newTensor(a: RequestMsg<'tensor'>): number {
     const shape: number[] = a.shape;
     if (!Array.isArray(shape) || shape.length < 1 || shape.length > 4) throw new WErr('INVALID_ARGUMENT', `tensor: shape [${String(shape)}] must have 1 to 4 dimensions`);
     const dims = [shape[0] ?? 1, shape[1] ?? 1, shape[2] ?? 1, shape[3] ?? 1];
@@ -191,57 +228,23 @@ declare const setTimeout: any;
     return h;
   }
 
-  const PARAM_OPS: Record<string, (p: number[], h: number[]) => number> = {
-    scale: (p, h) => M._kw_op_scale(h[0], p[0]),
-    norm: (p, h) => M._kw_op_norm(h[0], p[0]),
-    rmsNorm: (p, h) => M._kw_op_rms_norm(h[0], p[0]),
-    groupNorm: (p, h) => M._kw_op_group_norm(h[0], p[0], p[1]),
-    leakyRelu: (p, h) => M._kw_op_leaky_relu(h[0], p[0]),
-    clamp: (p, h) => M._kw_op_clamp(h[0], p[0], p[1]),
-    softmaxExt: (p, h) => M._kw_op_soft_max_ext(h[0], h[1] ?? 0, p[0], p[1]),
-    rope: (p, h) => M._kw_op_rope_ext(h[0], h[1], h[2] ?? 0, p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8]),
-    reshape: (p, h) => M._kw_op_reshape(h[0], p[0] ?? 1, p[1] ?? 1, p[2] ?? 1, p[3] ?? 1),
-    permute: (p, h) => M._kw_op_permute(h[0], p[0], p[1], p[2], p[3]),
-    view: (p, h) => M._kw_op_view(h[0], p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]),
-    cast: (p, h) => M._kw_op_cast(h[0], p[0]),
-    concat: (p, h) => M._kw_op_concat(h[0], h[1], p[0]),
-    diagMaskInf: (p, h) => M._kw_op_diag_mask_inf(h[0], p[0]),
-    diagMaskZero: (p, h) => M._kw_op_diag_mask_zero(h[0], p[0]),
-    argsort: (p, h) => M._kw_op_argsort(h[0], p[0]),
-    topK: (p, h) => M._kw_op_top_k(h[0], p[0]),
-    pad: (p, h) => M._kw_op_pad(h[0], p[0], p[1], p[2], p[3]),
-    flashAttnExt: (p, h) => M._kw_op_flash_attn_ext(h[0], h[1], h[2], h[3] ?? 0, p[0], p[1], p[2]),
-    conv2d: (p, h) => M._kw_op_conv_2d(h[0], h[1], p[0], p[1], p[2], p[3], p[4], p[5]),
-    pool2d: (p, h) => M._kw_op_pool_2d(h[0], p[0], p[1], p[2], p[3], p[4], p[5], p[6]),
-    arange: (p) => M._kw_op_arange(p[0], p[1], p[2]),
-  };
-
-  // which parameters of each op are C ints
-  const INT_PARAMS: Record<string, number[]> = {
-    groupNorm: [0], rope: [0, 1, 2], permute: [0, 1, 2, 3], cast: [0], concat: [0], diagMaskInf: [0], diagMaskZero: [0],
-    argsort: [0], topK: [0], pad: [0, 1, 2, 3], conv2d: [0, 1, 2, 3, 4, 5], pool2d: [0, 1, 2, 3, 4],
-  };
-
-  function buildOp(a: any): number {
-    // optional inputs are sent as 0
-    const hs: number[] = (a.inputs as number[]).map((id) => (id === 0 ? 0 : handleOf(id)));
-    const params: number[] = a.params ?? [];
+  // every op through kw_op(): the C table says how many inputs and
+  // parameters it takes and which parameters are integers (checked there)
+  function buildOp(a: RequestMsg<'op'>): number {
+    const d = ops.get(a.op);
+    if (!d) throw new WErr('UNSUPPORTED', `no op named '${a.op}'`);
+    const inputs = a.inputs ?? [];
+    const params = a.params ?? [];
+    if (inputs.length > d.inputs.length) throw new WErr('INVALID_ARGUMENT', `${a.op}: ${inputs.length} inputs, at most ${d.inputs.length}`);
+    if (params.length !== d.params.length) throw new WErr('INVALID_ARGUMENT', `${a.op}: ${params.length} parameters, not ${d.params.length}`);
     for (const v of params) {
-      if (typeof v !== 'number' || Number.isNaN(v)) throw new WErr('INVALID_ARGUMENT', `${a.op}: parameter ${String(v)} is not a number`);
+      if (typeof v !== 'number') throw new WErr('INVALID_ARGUMENT', `${a.op}: parameter ${String(v)} is not a number`);
     }
-    // parameters that C takes as int must be int32: JS would wrap them
-    const ints = INT_PARAMS[a.op];
-    if (ints) for (const i of ints) {
-      const v = params[i];
-      if (v !== undefined && !(Number.isInteger(v) && v >= -2147483648 && v <= 2147483647)) {
-        throw new WErr('INVALID_ARGUMENT', `${a.op}: parameter ${i} = ${v} is not a 32-bit integer`);
-      }
-    }
-    if (a.op in unaryIdx) return check(M._kw_op_unary(unaryIdx[a.op], hs[0]));
-    if (a.op in binaryIdx) return check(M._kw_op_binary(binaryIdx[a.op], hs[0], hs[1]));
-    const f = PARAM_OPS[a.op];
-    if (!f) throw new WErr('UNSUPPORTED', `no op named '${a.op}'`);
-    return check(f(params, hs));
+    // optional inputs are sent as 0
+    const hs = Array.from(d.inputs, (_, i) => (inputs[i] ?? 0) === 0 ? 0 : handleOf(inputs[i]));
+    new Int32Array(mem(), opArgs >>> 0, 8).set(hs);
+    new Float64Array(mem(), (opArgs >>> 0) + 32, 16).set(params);
+    return check(M._kw_op(d.index, opArgs, (opArgs >>> 0) + 32));
   }
 
   function describe(h: number) {
@@ -269,9 +272,8 @@ declare const setTimeout: any;
 
   /* ---------------------------------------------------------- models */
 
-  async function load(id: number, a: any) {
+  async function load(id: number, a: RequestMsg<'load'>): Promise<ReplyOf<'load'>> {
     const src = a.source;
-    const isAborted = () => aborted.has(id) || (abortWord !== null && Atomics.load(abortWord, 0) === id);
     const abortNow = () => { throw new WErr('ABORTED', 'model load aborted'); };
     let m = 0;
     let loaded = 0;
@@ -297,7 +299,7 @@ declare const setTimeout: any;
       if (m < 0) {
         const rc = m; m = 0;
         const msg = lastError();
-        throw new WErr(rc === -2 ? 'MODEL_TOO_LARGE' : (KW_CODES[rc] ?? 'BAD_MODEL'), msg);
+        throw new WErr(rc === -2 ? 'MODEL_TOO_LARGE' : codeOf(rc), msg);
       }
       ptr = M._kw_model_buffer(m) >>> 0;
       total = size;
@@ -314,7 +316,7 @@ declare const setTimeout: any;
         checkHeader(b.subarray(0, 8));
         allocate(b.byteLength);
         for (let off = 0; off < b.byteLength; off += 4 << 20) {
-          if (isAborted()) abortNow();
+          if (isAborted(id)) abortNow();
           put(b.subarray(off, Math.min(b.byteLength, off + (4 << 20))));
         }
       } else if (src.kind === 'fill') {
@@ -325,7 +327,9 @@ declare const setTimeout: any;
         allocate(src.byteLength);
         const inbox = openInbox(id);
         if (src.mode === 'shared') {
-          post({ t: 'fill', id, memory: mem(), ptr, total });
+          const memory = mem();
+          if (!(memory instanceof SharedArrayBuffer)) throw new WErr('BAD_SOURCE', 'model: wasm memory is not shared in this build');
+          post({ t: 'fill', id, memory, ptr, total });
           const msg = await inbox.next();
           if (msg.error) throw new WErr('BAD_SOURCE', `model: ${msg.error}`);
           if (msg.t !== 'filled') throw new WErr('BAD_SOURCE', 'model: the bytes did not arrive');
@@ -334,7 +338,7 @@ declare const setTimeout: any;
           post({ t: 'fill', id, loaded: 0, total });
           while (loaded < total) {
             const msg = await inbox.next();
-            if (isAborted()) abortNow();
+            if (isAborted(id)) abortNow();
             if (msg.error) throw new WErr('BAD_SOURCE', `model: ${msg.error}`);
             if (msg.t !== 'fillData' || !(msg.buffer instanceof ArrayBuffer)) throw new WErr('BAD_SOURCE', 'model: the bytes did not arrive');
             put(new Uint8Array(msg.buffer, 0, Math.min(msg.byteLength, msg.buffer.byteLength)));
@@ -343,9 +347,9 @@ declare const setTimeout: any;
         }
       } else if (src.kind === 'path') {
         if (!isNode) throw new WErr('BAD_SOURCE', 'file paths can only be loaded in Node');
-        const fs = await import('node:fs' as any);
-        let fh: any;
-        try { fh = await fs.promises.open(src.path, 'r'); } catch (e: any) { throw new WErr('BAD_SOURCE', `cannot open ${src.path}: ${e.message}`); }
+        const fs = await nodeModule<NodeFs>('node:fs');
+        let fh: NodeFileHandle;
+        try { fh = await fs.promises.open(src.path, 'r'); } catch (e) { throw new WErr('BAD_SOURCE', `cannot open ${src.path}: ${errText(e)}`); }
         try {
           const size = (await fh.stat()).size;
           const head = new Uint8Array(8);
@@ -353,7 +357,7 @@ declare const setTimeout: any;
           checkHeader(size < 8 ? head.subarray(0, size) : head);
           allocate(size);
           while (loaded < total) {
-            if (isAborted()) abortNow();
+            if (isAborted(id)) abortNow();
             const n = Math.min(4 << 20, total - loaded);
             // read straight into wasm memory
             const { bytesRead } = await fh.read(u8(ptr + loaded, n), 0, n, loaded);
@@ -363,13 +367,13 @@ declare const setTimeout: any;
           }
         } finally { await fh.close(); }
       } else if (src.kind === 'url' || src.kind === 'blob' || src.kind === 'stream') {
-        let reader: any;
+        let reader: ReadableStreamDefaultReader<Uint8Array>;
         let size: number;
         if (src.kind === 'url') {
           const ctl = new AbortController();
           cancelers.set(id, () => ctl.abort());
-          let r: any;
-          try { r = await fetch(src.url, { signal: ctl.signal }); } catch (e: any) { throw new WErr('BAD_SOURCE', `cannot fetch ${src.url}: ${e.message}`); }
+          let r: Response;
+          try { r = await fetch(src.url, { signal: ctl.signal }); } catch (e) { throw new WErr('BAD_SOURCE', `cannot fetch ${src.url}: ${errText(e)}`); }
           if (!r.ok || !r.body) throw new WErr('BAD_SOURCE', `cannot fetch ${src.url}: HTTP ${r.status}`);
           size = Number(r.headers.get('content-length') ?? NaN);
           reader = r.body.getReader();
@@ -389,7 +393,7 @@ declare const setTimeout: any;
             const { done, value } = await reader.read();
             if (done) break;
             pending.push(value); pendingBytes += value.byteLength;
-            if (isAborted()) abortNow();
+            if (isAborted(id)) abortNow();
           }
           const head = new Uint8Array(Math.min(8, pendingBytes));
           { let o = 0; for (const c of pending) { const k = Math.min(c.byteLength, head.byteLength - o); head.set(c.subarray(0, k), o); o += k; if (o >= head.byteLength) break; } }
@@ -397,7 +401,7 @@ declare const setTimeout: any;
           if (!Number.isFinite(size)) {
             // no length announced: gather first, then one allocation
             for (;;) {
-              if (isAborted()) abortNow();
+              if (isAborted(id)) abortNow();
               const { done, value } = await reader.read();
               if (done) break;
               pending.push(value); pendingBytes += value.byteLength;
@@ -407,21 +411,21 @@ declare const setTimeout: any;
           allocate(size);
           for (const c of pending) put(c);
           for (;;) {
-            if (isAborted()) abortNow();
+            if (isAborted(id)) abortNow();
             const { done, value } = await reader.read();
             if (done) break;
             put(value);
           }
         } catch (e) {
           try { await reader.cancel(); } catch { /* already closed */ }
-          if (isAborted()) abortNow();
+          if (isAborted(id)) abortNow();
           throw e;
         }
         if (loaded !== total) throw new WErr('BAD_SOURCE', `model: the source ended at ${loaded} of ${total} bytes`);
       } else {
         throw new WErr('BAD_SOURCE', 'model: unknown source');
       }
-      if (isAborted()) abortNow();
+      if (isAborted(id)) abortNow();
       progress(true);
       guard(() => check(M._kw_model_parse(m)));
       models.set(id, m);
@@ -430,7 +434,7 @@ declare const setTimeout: any;
       const n = M._kw_model_n_tensors(m);
       for (let i = 0; i < n; i++) names.push(M.UTF8ToString(M._kw_model_tensor_name(m, i)));
       // scalars and strings as values; arrays (vocabularies...) by type and length only
-      const metadata: Record<string, unknown> = {};
+      const metadata: Record<string, MetadataValue> = {};
       const GT = ['u8', 'i8', 'u16', 'i16', 'u32', 'i32', 'f32', 'bool', 'string', 'array', 'u64', 'i64', 'f64'];
       const nKv = M._kw_model_n_kv(m);
       for (let i = 0; i < nKv; i++) {
@@ -444,7 +448,7 @@ declare const setTimeout: any;
       return { modelId: id, size: total, version: M._kw_model_version(m), nKv, tensors: names, metadata };
     } catch (e) {
       if (m > 0) M._kw_model_free(m);
-      if (isAborted() && !(e instanceof WErr && e.code === 'ABORTED')) throw new WErr('ABORTED', 'model load aborted');
+      if (isAborted(id) && !(e instanceof WErr && e.code === 'ABORTED')) throw new WErr('ABORTED', 'model load aborted');
       throw e;
     } finally {
       aborted.delete(id);
@@ -454,19 +458,20 @@ declare const setTimeout: any;
   }
 
   /* messages for a running load from the caller's side ('fillData', 'filled'), in order */
-  const inboxes = new Map<number, (msg: any) => void>();
+  type FillReply = Exclude<ControlMsg, { t: 'abort' }>;
+  const inboxes = new Map<number, (msg: FillReply) => void>();
   function openInbox(id: number) {
-    const queue: any[] = [];
-    let wake: ((m: any) => void) | null = null;
-    let stop: ((e: any) => void) | null = null;
+    const queue: FillReply[] = [];
+    let wake: ((m: FillReply) => void) | null = null;
+    let stop: ((e: WErr) => void) | null = null;
     let cancelled = false;
     inboxes.set(id, (m) => { if (wake) { const w = wake; wake = stop = null; w(m); } else queue.push(m); });
     // an 'abort' message ends the wait
     cancelers.set(id, () => { cancelled = true; if (stop) { const s = stop; wake = stop = null; s(new WErr('ABORTED', 'model load aborted')); } });
     return {
-      next(): Promise<any> {
+      next(): Promise<FillReply> {
         if (cancelled) return Promise.reject(new WErr('ABORTED', 'model load aborted'));
-        if (queue.length > 0) return Promise.resolve(queue.shift());
+        if (queue.length > 0) return Promise.resolve(queue.shift()!);
         return new Promise((res, rej) => { wake = res; stop = rej; });
       },
     };
@@ -499,8 +504,7 @@ declare const setTimeout: any;
     return { loss: M._kw_train_loss(s), accuracy: M._kw_train_accuracy(s), n };
   }
 
-  async function train(id: number, a: any) {
-    const isAborted = () => aborted.has(id) || (abortWord !== null && Atomics.load(abortWord, 0) === id);
+  async function train(id: number, a: RequestMsg<'train'>): Promise<ReplyOf<'train'>> {
     const pauseWord: Int32Array | null = a.pauseSab ? new Int32Array(a.pauseSab, 0, 1) : null;
     const images = new Uint8Array(a.images), labels = new Uint8Array(a.labels);
     const n = labels.byteLength;
@@ -513,20 +517,21 @@ declare const setTimeout: any;
         const batches = guard(() => check(M._kw_train_shuffle(s, d, a.seed + epoch)));
         if (batches < 1) throw new WErr('INVALID_ARGUMENT', `train: ${n} images make no batch of ${a.batchSize}`);
         for (let b = 0; b < batches; b++) {
-          if (isAborted()) throw new WErr('ABORTED', 'training aborted');
+          if (isAborted(id)) throw new WErr('ABORTED', 'training aborted');
           guard(() => check(M._kw_train_step(s, d, b)));
           post({ t: 'progress', id, train: { epoch, batch: b, batches, loss: M._kw_train_loss(s), accuracy: M._kw_train_accuracy(s) } });
           // let 'abort' messages in (st builds without shared memory), and wait while paused
           if (Date.now() - last > 30 || (pauseWord && Atomics.load(pauseWord, 0) !== 0)) {
             do { await new Promise((r) => setTimeout(r, pauseWord && Atomics.load(pauseWord, 0) !== 0 ? 50 : 0)); }
-            while (pauseWord && Atomics.load(pauseWord, 0) !== 0 && !isAborted());
+            while (pauseWord && Atomics.load(pauseWord, 0) !== 0 && !isAborted(id));
             last = Date.now();
           }
         }
       }
-      const value: any = { modelId: id };
-      if (a.testImages && a.testLabels) {
-        const r = guard(() => evalOn(s, new Uint8Array(a.testImages), new Uint8Array(a.testLabels)));
+      const value: ReplyOf<'train'> = { modelId: id };
+      const { testImages, testLabels } = a;
+      if (testImages && testLabels) {
+        const r = guard(() => evalOn(s, new Uint8Array(testImages), new Uint8Array(testLabels)));
         value.testLoss = r.loss; value.testAccuracy = r.accuracy;
       }
       trainSessions.set(id, s);
@@ -540,7 +545,7 @@ declare const setTimeout: any;
     }
   }
 
-  function trainRequest(a: any): any {
+  function trainRequest(a: RequestMsg<'trainEvaluate' | 'trainClassify' | 'trainGGUF' | 'trainFree'>) {
     switch (a.t) {
       case 'trainEvaluate': {
         const s = sessionOf(a.model);
@@ -575,7 +580,6 @@ declare const setTimeout: any;
         if (s !== undefined) guard(() => M._kw_train_free(s));
         return undefined;
       }
-      default: throw new WErr('INVALID_ARGUMENT', `unknown request ${a.t}`);
     }
   }
 
@@ -590,10 +594,10 @@ declare const setTimeout: any;
   }
 
   // returns the client ids of the parameters the pass reached
-  function backward(a: any) {
+  function backward(a: RequestMsg<'backward'> & { id?: number }): ReplyOf<'backward'> {
     const h = handleOf(a.tensor);
     return guard(() => {
-      const n = check(M._kw_backward(h, a.id));
+      const n = check(M._kw_backward(h, a.id ?? 0));
       const ids: number[] = [];
       for (let i = 0; i < n; i++) {
         const id = paramIds.get(M._kw_backward_param(i));
@@ -603,8 +607,8 @@ declare const setTimeout: any;
     });
   }
 
-  function optimStep(a: any) {
-    const hs: number[] = (a.params as number[]).map((id) => handleOf(id));
+  function optimStep(a: RequestMsg<'optimStep'> & { id?: number }): ReplyOf<'optimStep'> {
+    const hs = a.params.map((id) => handleOf(id));
     return guard(() => {
       let o = optims.get(a.optim);
       if (o === undefined) {
@@ -615,21 +619,21 @@ declare const setTimeout: any;
       if (!p) fail(-2);
       try {
         new Int32Array(mem(), p >>> 0, hs.length).set(hs);
-        const n = check(M._kw_optim_step(o, p, hs.length, a.lr, a.beta1, a.beta2, a.eps, a.weightDecay, a.momentum, a.id));
+        const n = check(M._kw_optim_step(o, p, hs.length, a.lr, a.beta1, a.beta2, a.eps, a.weightDecay, a.momentum, a.id ?? 0));
         return { updated: n };
       } finally { M._kw_free_ptr(p); }
     });
   }
 
-  function autogradRequest(a: any): any {
+  function autogradRequest(a: RequestMsg<'backward' | 'grad' | 'zeroGrad' | 'optimStep' | 'optimFree'> & { id?: number }) {
     switch (a.t) {
       case 'backward': return backward(a);
       case 'grad':
-        try { tensors.set(a.out, guard(() => check(M._kw_param_grad(handleOf(a.tensor))))); } catch (e: any) { tensors.set(a.out, e instanceof WErr ? e : new WErr('INVALID_ARGUMENT', String(e))); }
+        capture(a.out, () => check(M._kw_param_grad(handleOf(a.tensor))));
         return undefined;
       case 'zeroGrad':
         // a freed parameter has nothing left to zero
-        for (const id of a.tensors as number[]) {
+        for (const id of a.tensors) {
           const h = tensors.get(id);
           if (typeof h === 'number') guard(() => M._kw_param_zero_grad(h));
         }
@@ -641,7 +645,6 @@ declare const setTimeout: any;
         if (o !== undefined) guard(() => M._kw_optim_free(o));
         return undefined;
       }
-      default: throw new WErr('INVALID_ARGUMENT', `unknown request ${a.t}`);
     }
   }
 
@@ -686,7 +689,7 @@ declare const setTimeout: any;
     return new Int32Array(mem(), M._kw_llm_ids(g) >>> 0, n).slice();
   }
 
-  function textOp(a: any): any {
+  function textOp(a: RequestMsg<'tokenize' | 'detokenize' | 'tokenPiece' | 'meta' | 'llmInfo'>) {
     const g = llmOf(a.model);
     switch (a.t) {
       case 'tokenize': return Array.from(tokenizeText(g, String(a.text), a.addBos !== false, !!a.special));
@@ -709,44 +712,55 @@ declare const setTimeout: any;
         const bos = M._kw_llm_bos(g), eos = M._kw_llm_eos(g);
         return { nCtx: check(M._kw_llm_n_ctx(g)), nVocab: check(M._kw_llm_n_vocab(g)), bos, eos, bosText: piece(bos), eosText: piece(eos) };
       }
-      default: throw new WErr('INVALID_ARGUMENT', `unknown request ${a.t}`);
     }
   }
 
-  const STOP_REASONS = ['', 'eos', 'maxTokens', 'stop', 'context'];
+  // enum kiln_gen_stop
+  // enum kiln_gen_stop: 0 is 'still running', never a finished generation's reason
+  const STOP_REASONS: Record<number, StopReason> = { 1: 'eos', 2: 'maxTokens', 3: 'stop', 4: 'context' };
+  const GEN_EOG = 1;
 
-  async function generate(id: number, a: any) {
-    const isAborted = () => aborted.has(id) || (abortWord !== null && Atomics.load(abortWord, 0) === id);
+  // the prompt (text, tokenized in wasm, or ids), the stop strings and the
+  // options go to C in one call, which checks them (messages name the option)
+  function startGeneration(g: number, a: RequestMsg<'generate'>) {
+    const stops = a.stop ?? [];
+    const parts = stops.map((s) => encoder.encode(String(s)));
+    const joined = new Uint8Array(parts.reduce((n, b) => n + b.byteLength + 1, 0));
+    let o = 0;
+    for (const b of parts) { joined.set(b, o); o += b.byteLength + 1; }
+    const start = (text: number, textLen: number, ids: number, nIds: number) => withBytes(joined, (sp) => check(M._kw_llm_start(
+      g, text, textLen, ids, nIds, a.addBos !== false ? 1 : 0, a.parseSpecial ? 1 : 0, sp, stops.length,
+      a.maxTokens, a.seed, a.temperature, a.topK, a.topP, a.minP, a.repeatPenalty, a.frequencyPenalty, a.presencePenalty, a.penaltyLastN)));
+    if (Array.isArray(a.promptIds)) return withIds(a.promptIds, (p, n) => start(0, 0, p, n));
+    const b = encoder.encode(String(a.prompt));
+    return withBytes(b, (p) => start(p, b.byteLength, 0, 0));
+  }
+
+  async function generate(id: number, a: RequestMsg<'generate'>): Promise<ReplyOf<'generate'>> {
     try {
       const g = guard(() => llmOf(a.model));
-      guard(() => {
-        const ids = Array.isArray(a.promptIds) ? a.promptIds : tokenizeText(g, String(a.prompt), a.addBos !== false, !!a.parseSpecial);
-        check(M._kw_llm_clear_stops(g));
-        for (const s of a.stop ?? []) withString(String(s), (p) => check(M._kw_llm_add_stop(g, p)));
-        withIds(ids, (p, n) => check(M._kw_llm_start(g, p, n, a.maxTokens, a.seed, a.temperature, a.topK, a.topP, a.minP,
-          a.repeatPenalty, a.frequencyPenalty, a.presencePenalty, a.penaltyLastN)));
-      });
+      guard(() => startGeneration(g, a));
+      const info = M._kw_llm_step_info(g) >>> 0; // {token, stop, text address, text length}
       const tokens: number[] = [];
       let text = '';
       let k = 0;
-      while (guard(() => M._kw_llm_done(g)) === 0) {
-        if (isAborted()) throw new WErr('ABORTED', 'generation aborted');
-        const tok = guard(() => M._kw_llm_next(g));
-        if (tok < 0 && tok !== -100) fail(tok);
-        if (tok >= 0 && M._kw_llm_done(g) !== 1) tokens.push(tok);
-        const n = M._kw_llm_piece_len(g);
+      for (;;) {
+        if (isAborted(id)) throw new WErr('ABORTED', 'generation aborted');
+        check(guard(() => M._kw_llm_step(g))); // the one call per token
+        const [tok, stop, ptr, n] = new Int32Array(mem(), info, 4);
+        if (stop !== GEN_EOG) tokens.push(tok);
         if (n > 0) {
-          const piece = textAt(M._kw_llm_piece(g) >>> 0, n);
+          const piece = textAt(ptr >>> 0, n);
           if (a.stream) post({ t: 'piece', id, text: piece });
           else text += piece;
         }
+        if (stop !== 0) break;
         // without a shared abort word, the 'abort' message needs a turn of the event loop
         if (!abortWord && ++k % 8 === 0) await new Promise((r) => setTimeout(r, 0));
       }
-      const pt = M._kw_llm_stat_prompt_tokens(g), gt = M._kw_llm_stat_generated_tokens(g);
-      const ps = M._kw_llm_stat_prompt_seconds(g), gs = M._kw_llm_stat_gen_seconds(g);
+      const [pt, gt, ps, gs, stop] = new Float64Array(mem(), M._kw_llm_stats(g) >>> 0, 5);
       return {
-        text, tokens, stopReason: STOP_REASONS[M._kw_llm_done(g)] ?? '',
+        text, tokens, stopReason: STOP_REASONS[stop] ?? 'eos',
         stats: { promptTokens: pt, generatedTokens: gt, promptTokensPerSecond: ps > 0 ? pt / ps : 0, tokensPerSecond: gs > 0 ? gt / gs : 0 },
       };
     } finally {
@@ -756,30 +770,28 @@ declare const setTimeout: any;
 
   /* ---------------------------------------------------------- dispatch */
 
-  async function handle(msg: any): Promise<any> {
-    const a = msg;
+  async function handle(a: RequestMsg & { id?: number }): Promise<unknown> {
+    const id = a.id ?? 0;
     switch (a.t) {
       case 'init': return init(a);
       case 'tensor':
-        try {
-          tensors.set(a.out, guard(() => {
-            const h = newTensor(a);
-            if (a.param) {
-              try { markParam(a.out, h); } catch (e) { M._kw_tensor_free(h); throw e; }
-            }
-            return h;
-          }));
-        } catch (e: any) { tensors.set(a.out, e instanceof WErr ? e : new WErr('INVALID_ARGUMENT', String(e))); }
+        capture(a.out, () => {
+          const h = newTensor(a);
+          if (a.param) {
+            try { markParam(a.out, h); } catch (e) { M._kw_tensor_free(h); throw e; }
+          }
+          return h;
+        });
         return undefined;
       case 'op':
-        try { tensors.set(a.out, guard(() => buildOp(a))); } catch (e: any) { tensors.set(a.out, e instanceof WErr ? e : new WErr('INVALID_ARGUMENT', String(e))); }
+        capture(a.out, () => buildOp(a));
         return undefined;
       case 'modelTensor':
-        try {
+        capture(a.out, () => {
           const m = models.get(a.model);
           if (!m) throw new WErr('INVALID_HANDLE', 'the model was freed');
-          tensors.set(a.out, guard(() => withString(a.name, (p) => check(M._kw_model_tensor(m, p)))));
-        } catch (e: any) { tensors.set(a.out, e instanceof WErr ? e : new WErr('INVALID_ARGUMENT', String(e))); }
+          return withString(a.name, (p) => check(M._kw_model_tensor(m, p)));
+        });
         return undefined;
       case 'free': {
         const h = tensors.get(a.tensor);
@@ -790,9 +802,9 @@ declare const setTimeout: any;
       case 'ready': { const h = handleOf(a.tensor); return guard(() => describe(h)); }
       case 'data': {
         const h = handleOf(a.tensor);
-        return guard(() => { check(M._kw_compute(h, a.id)); return readOut(h); });
+        return guard(() => { check(M._kw_compute(h, id)); return readOut(h); });
       }
-      case 'load': return load(a.id, a);
+      case 'load': return load(id, a);
       case 'freeModel': {
         const m = models.get(a.model);
         models.delete(a.model);
@@ -805,14 +817,14 @@ declare const setTimeout: any;
       }
       case 'tokenize': case 'detokenize': case 'tokenPiece': case 'meta': case 'llmInfo':
         return guard(() => textOp(a));
-      case 'generate': return generate(a.id, a);
+      case 'generate': return generate(id, a);
       case 'memory': return guard(() => ({ used: M._kw_mem_used(), total: M._kw_mem_total(), max: M._kw_mem_max(), handles: M._kw_live_handles() }));
       case 'info': return info();
       case 'backward': case 'grad': case 'zeroGrad': case 'optimStep': case 'optimFree': return autogradRequest(a);
-      case 'train': return train(a.id, a);
+      case 'train': return train(id, a);
       case 'trainEvaluate': case 'trainClassify': case 'trainGGUF': case 'trainFree': return trainRequest(a);
       case 'vadLoad': case 'vadDetect': case 'vadStreamBegin': case 'vadStreamPush': case 'vadStreamEnd': case 'vadFree': return vadRequest(a);
-      default: throw new WErr('INVALID_ARGUMENT', `unknown request ${a.t}`);
+      default: throw new WErr('INVALID_ARGUMENT', `unknown request ${(a as { t?: unknown }).t}`);
     }
   }
 
@@ -820,7 +832,7 @@ declare const setTimeout: any;
 
   const vads = new Map<number, number>(); // client id -> kw_vad handle
 
-  function vadRequest(a: any): any {
+  function vadRequest(a: RequestMsg<VadRequestKind>): ReplyOf<VadRequestKind> {
     const h = a.t === 'vadLoad' ? 0 : vads.get(a.vad);
     if (h === undefined) throw new WErr('INVALID_HANDLE', 'the VAD model was freed');
     const withF32 = <T>(x: Float32Array, fn: (p: number) => T): T => withBytes(new Uint8Array(x.buffer, x.byteOffset, x.byteLength), fn);
@@ -838,29 +850,29 @@ declare const setTimeout: any;
         }
         case 'vadStreamBegin': check(M._kw_vad_stream_begin(h, a.rate)); return undefined;
         case 'vadStreamPush': case 'vadStreamEnd': {
-          const x = new Float32Array(a.samples ?? new ArrayBuffer(0));
+          const x = new Float32Array(a.t === 'vadStreamPush' ? a.samples : new ArrayBuffer(0));
           const n = check(a.t === 'vadStreamEnd' ? M._kw_vad_stream_end(h) : withF32(x, (p) => M._kw_vad_stream_push(h, p, x.length)));
           return { buffer: probsOut(n).buffer };
         }
         case 'vadFree': vads.delete(a.vad); M._kw_vad_free(h); return undefined;
-        default: throw new WErr('INVALID_ARGUMENT', `unknown request ${a.t}`);
       }
     });
   }
 
-  function reply(id: number, p: Promise<any>) {
+  function reply(id: number, p: Promise<unknown>) {
     p.then((value) => {
       if (id === 0) return;
-      const transfer = value && value.buffer instanceof ArrayBuffer ? [value.buffer] : [];
+      const buffer = typeof value === 'object' && value !== null && 'buffer' in value ? value.buffer : null;
+      const transfer = buffer instanceof ArrayBuffer ? [buffer] : [];
       post({ t: 'reply', id, ok: true, value }, transfer);
-    }, (e: any) => {
-      const err = e instanceof WErr ? { code: e.code, message: e.message } : { code: 'COMPUTE_FAILED', message: String(e?.message ?? e) };
+    }, (e: unknown) => {
+      const err = e instanceof WErr ? { code: e.code, message: e.message } : { code: 'COMPUTE_FAILED' as const, message: errText(e) };
       if (id === 0) return; // fire-and-forget: errors are kept per tensor
       post({ t: 'reply', id, ok: false, error: err });
     });
   }
 
-  function receive(msg: any) {
+  function receive(msg: ToWorker) {
     if (msg.t === 'abort') { aborted.add(msg.job); cancelers.get(msg.job)?.(); return; }
     if (msg.t === 'fillData' || msg.t === 'filled') { inboxes.get(msg.job)?.(msg); return; }
     reply(msg.id ?? 0, (async () => handle(msg))());
@@ -868,13 +880,12 @@ declare const setTimeout: any;
 
   async function start() {
     if (isNode) {
-      const wt = await import('node:worker_threads' as any);
-      nodePort = wt.parentPort;
-      post = (m, tr) => nodePort.postMessage(m, tr);
-      onMessage = (fn) => nodePort.on('message', fn);
+      const port = (await nodeModule<{ parentPort: NodePort }>('node:worker_threads')).parentPort;
+      post = (m, tr) => port.postMessage(m, tr);
+      onMessage = (fn) => port.on('message', fn);
     } else {
       post = (m, tr) => self.postMessage(m, tr ?? []);
-      onMessage = (fn) => { self.onmessage = (ev: any) => fn(ev.data); };
+      onMessage = (fn) => { self.onmessage = (ev: MessageEvent<ToWorker>) => fn(ev.data); };
     }
     onMessage(receive);
     post({ t: 'started' });

@@ -19,7 +19,7 @@
  *             ONE   only thread 0 runs the kernel
  *             ALL   every thread runs the kernel and splits rows by ith/nth
  *   work    1 if the op needs scratch memory from the plan's work buffer
- *   grad    1 if a backward rule exists (filled in by the training work)
+ *   grad    1 if a backward rule exists (src/core/backward.c)
  *
  * The order of the enum values follows ggml's enum ggml_op where the ops
  * coincide, so graphs port one to one; the numeric values are not part of

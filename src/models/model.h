@@ -59,6 +59,7 @@ struct layer {
 struct kiln_model {
     struct kiln_gguf_context * gguf;
     struct kiln_context      * wctx;  /* weights */
+    bool borrowed;                    /* gguf and wctx are the caller's (kiln_model_load_from_gguf) */
     struct kiln_vocab        * vocab;
     char arch[64];
     const struct arch_traits * tr;

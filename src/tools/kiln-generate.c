@@ -6,8 +6,8 @@
  *                 [--ctx N] [--batch N] [--kv-f32] [--stop STR]... [--print-ids]
  *                 [--print-logits N] [--isa scalar|avx2|...]
  *
- * stdout: the prompt followed by the generated text, nothing else (or, with
- * --print-ids, the generated token ids on one line). Logs and timings go to
+ * stdout: the prompt followed by the generated text and a newline, nothing
+ * else (or, with --print-ids, the generated token ids on one line). Logs and timings go to
  * stderr. --print-logits N first prints, one JSON line each, the logits after
  * each of the prompt's first N tokens (evaluated one at a time, then the
  * cache is emptied), for cross-checks against llama.cpp. Defaults: the embedded models/stories260K.gguf, prompt
@@ -168,6 +168,11 @@ int main(int argc, char ** argv) {
         return 1;
     }
     struct kiln_sampler * smpl = kiln_sampler_new(sp);
+    if (!smpl) {
+        fprintf(stderr, "kiln-generate: %s\n", kiln_last_error());
+        kiln_model_free(model);
+        return 2;
+    }
 
     int first = 1;
     if (!print_ids) {
@@ -176,9 +181,7 @@ int main(int argc, char ** argv) {
     }
     struct kiln_generate_stats st;
     enum kiln_status s = kiln_generate(model, smpl, prompt, gp, print_ids ? on_token_id : on_piece, &first, &st);
-    if (print_ids) {
-        printf("\n");
-    }
+    printf("\n"); /* the story (or the ids) ends its line before the timing on stderr */
     fflush(stdout);
     if (s != KILN_STATUS_SUCCESS) {
         fprintf(stderr, "kiln-generate: %s\n", kiln_last_error());

@@ -293,8 +293,8 @@ static void test_copy(void) {
     run_copy(C_CONT, KILN_TYPE_F32, KILN_TYPE_F32, L, EC_PADDED, L, EC_CONT);
 }
 
-/* copies into quantized types: through from_float where the quant work has
- * landed, else a clean UNSUPPORTED with a message */
+/* copies into quantized types: through from_float where the type has one,
+ * else a clean UNSUPPORTED with a message */
 static void test_copy_quant(void) {
     tu_case = "cpy f32 -> quantized";
     static const enum kiln_type Q[] = { KILN_TYPE_Q8_0, KILN_TYPE_Q4_0, KILN_TYPE_Q4_K, KILN_TYPE_IQ2_XXS };

@@ -197,8 +197,8 @@ static void test_mul_mat_src0_view(void) {
     kiln_cpu_force_isa(NULL);
 }
 
-/* quantized weights: whatever the quant work has registered is checked
- * against the dequantized weights; the rest must say they are unsupported */
+/* quantized weights: every type with a dot product is checked against the
+ * dequantized weights; the rest must say they are unsupported */
 static void test_mul_mat_quant(void) {
     for (int t = 0; t < KILN_TYPE_COUNT; t++) {
         if (!kiln_is_quantized((enum kiln_type) t)) continue;

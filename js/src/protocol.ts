@@ -1,0 +1,184 @@
+/*
+ * protocol.ts — the messages between the package (kiln.ts, generate.ts,
+ * autograd.ts, train.ts, bytes.ts through scheduler.ts) and the engine
+ * worker (worker.ts). Types only: worker.ts is a classic script and reads
+ * them with import('./protocol.js') type queries, so nothing here is code.
+ *
+ * A request is { t: kind, ...fields }; a job also carries the id the
+ * scheduler gives it, and the worker answers with one 'reply'.
+ */
+import type { WireError } from './errors.js';
+
+export type Build = 'st' | 'mt';
+
+/** what the worker reports about the engine (KilnInfo in kiln.ts) */
+export interface EngineInfo {
+  build: Build;
+  simdFlavor: 'relaxed' | 'simd128';
+  threads: number;
+  simd: boolean;
+  version: string;
+  isa: string;
+  /** the ops of the op table (wasm/kiln_wasm_ops.c, KW_OPS) */
+  ops: string[];
+}
+
+/** where a model's bytes come from */
+export type ModelSourceMsg =
+  | { kind: 'bytes'; buffer: ArrayBuffer | SharedArrayBuffer; byteOffset: number; byteLength: number }
+  /** bytes still on the caller's side (bytes.ts): 'shared' copies into wasm memory, 'slices' sends them */
+  | { kind: 'fill'; mode: 'shared' | 'slices'; byteLength: number; head: ArrayBuffer }
+  | { kind: 'path'; path: string }
+  | { kind: 'url'; url: string }
+  | { kind: 'blob'; blob: Blob }
+  | { kind: 'stream'; stream: ReadableStream<Uint8Array>; size: number };
+
+export type MetadataValue = string | number | boolean | { array: string; length: number };
+
+export interface TensorDesc { shape: number[]; type: number; nbytes: number }
+export interface LlmInfo { nCtx: number; nVocab: number; bos: number; eos: number; bosText: string; eosText: string }
+export interface GenerationStats {
+  promptTokens: number;
+  generatedTokens: number;
+  promptTokensPerSecond: number;
+  tokensPerSecond: number;
+}
+export interface Completion {
+  /** the generated text (without the prompt) */
+  text: string;
+  /** the generated token ids (the end-of-text token excluded) */
+  tokens: number[];
+  stats: GenerationStats;
+  stopReason: StopReason;
+}
+/** why a generation ended: end-of-text token, maxTokens reached, a stop string, or the context is full */
+export type StopReason = 'eos' | 'maxTokens' | 'stop' | 'context';
+
+/** a generation; the engine checks the ranges of the numbers (kiln_sampler_params_check) */
+export interface GenerateReq {
+  model: number;
+  stream: boolean;
+  prompt?: string;
+  promptIds?: number[];
+  maxTokens: number;
+  temperature: number;
+  topK: number;
+  topP: number;
+  minP: number;
+  repeatPenalty: number;
+  frequencyPenalty: number;
+  presencePenalty: number;
+  penaltyLastN: number;
+  seed: number;
+  stop: string[];
+  addBos: boolean;
+  parseSpecial: boolean;
+}
+
+export interface TrainReq {
+  arch: number;
+  epochs: number;
+  batchSize: number;
+  seed: number;
+  learningRate: number;
+  images: ArrayBuffer;
+  labels: ArrayBuffer;
+  testImages?: ArrayBuffer;
+  testLabels?: ArrayBuffer;
+  pauseSab: SharedArrayBuffer | null;
+}
+
+/** every request: its fields and what its reply carries (void: fire and forget) */
+export interface Requests {
+  init: {
+    req: { build: Build; threads: number; logLevel: number; abortSab: SharedArrayBuffer | null; variants: { name: string; files: EngineFiles }[]; wasmUrlGiven: boolean };
+    reply: { info: EngineInfo; abortMemory: ArrayBuffer | SharedArrayBuffer | null; abortPtr: number };
+  };
+  info: { req: object; reply: EngineInfo };
+  memory: { req: object; reply: { used: number; total: number; max: number; handles: number } };
+  /** type -1: data that is not a tensor (the error is kept for the tensor) */
+  tensor: { req: { out: number; type: number; shape: number[]; buffer: ArrayBuffer; byteOffset: number; byteLength: number; param?: boolean }; reply: void };
+  /** inputs: tensor ids, 0 for an absent optional input, -1 for a foreign one */
+  op: { req: { out: number; op: string; inputs: number[]; params: number[] }; reply: void };
+  modelTensor: { req: { out: number; model: number; name: string }; reply: void };
+  free: { req: { tensor: number }; reply: void };
+  ready: { req: { tensor: number }; reply: TensorDesc };
+  data: { req: { tensor: number }; reply: TensorDesc & { buffer: ArrayBuffer } };
+  load: {
+    req: { source: ModelSourceMsg; vocabOnly: boolean; nCtx: number };
+    reply: { modelId: number; size: number; version: number; nKv: number; tensors: string[]; metadata: Record<string, MetadataValue> };
+  };
+  freeModel: { req: { model: number }; reply: void };
+  tokenize: { req: { model: number; text: string; addBos: boolean; special: boolean }; reply: number[] };
+  detokenize: { req: { model: number; ids: number[]; removeSpecial: boolean; unparseSpecial: boolean }; reply: string };
+  tokenPiece: { req: { model: number; token: number; special: boolean }; reply: string };
+  meta: { req: { model: number; key: string }; reply: string | null };
+  llmInfo: { req: { model: number }; reply: LlmInfo };
+  /** streams 'piece' messages while it runs */
+  generate: { req: GenerateReq; reply: Completion };
+  backward: { req: { tensor: number }; reply: { params: number[] } };
+  grad: { req: { out: number; tensor: number }; reply: void };
+  zeroGrad: { req: { tensors: number[] }; reply: void };
+  optimStep: {
+    req: { optim: number; kind: 'sgd' | 'adamw'; params: number[]; lr: number; beta1: number; beta2: number; eps: number; weightDecay: number; momentum: number };
+    reply: { updated: number };
+  };
+  optimFree: { req: { optim: number }; reply: void };
+  /** reports 'progress' with a train field after every batch */
+  train: { req: TrainReq; reply: { modelId: number; testLoss?: number; testAccuracy?: number } };
+  trainEvaluate: { req: { model: number; images: ArrayBuffer; labels: ArrayBuffer }; reply: { loss: number; accuracy: number; n: number } };
+  trainClassify: { req: { model: number; image: ArrayBuffer }; reply: { buffer: ArrayBuffer } };
+  trainGGUF: { req: { model: number }; reply: { buffer: ArrayBuffer } };
+  trainFree: { req: { model: number }; reply: void };
+  /** Silero VAD (vad.ts, wasm/kiln_wasm_audio.c); vad: the client's id for a loaded model */
+  vadLoad: { req: { vad: number; bytes: ArrayBuffer }; reply: undefined };
+  vadDetect: { req: { vad: number; samples: ArrayBuffer; rate: number; opts: VadParams }; reply: { buffer: ArrayBuffer; segs: number[] } };
+  vadStreamBegin: { req: { vad: number; rate: number }; reply: undefined };
+  vadStreamPush: { req: { vad: number; samples: ArrayBuffer }; reply: { buffer: ArrayBuffer } };
+  vadStreamEnd: { req: { vad: number }; reply: { buffer: ArrayBuffer } };
+  vadFree: { req: { vad: number }; reply: undefined };
+}
+export type VadRequestKind = 'vadLoad' | 'vadDetect' | 'vadStreamBegin' | 'vadStreamPush' | 'vadStreamEnd' | 'vadFree';
+
+/** @internal one engine variant's files as URLs (file: URLs in Node; see assets.ts) */
+export interface EngineFiles {
+  /** emscripten's loader (a classic script) */
+  js: string;
+  wasm: string;
+  /** kiln-mt: the pthread worker's script */
+  worker?: string;
+}
+
+/** VAD segmentation parameters, checked by vad.ts */
+export interface VadParams { threshold: number; minSpeechMs: number; minSilenceMs: number; maxSpeechS: number; speechPadMs: number }
+
+export type RequestKind = keyof Requests;
+/** a request of one kind (or of any kind) as the package sends it */
+export type RequestMsg<K extends RequestKind = RequestKind> = K extends RequestKind ? { t: K } & Requests[K]['req'] : never;
+/** what a job of kind K resolves to */
+export type ReplyOf<K extends RequestKind> = Requests[K]['reply'];
+
+/** messages for a running job past the queue */
+export type ControlMsg =
+  | { t: 'abort'; job: number }
+  | { t: 'fillData'; job: number; buffer: ArrayBuffer; byteLength: number; error?: string }
+  | { t: 'filled'; job: number; error?: string };
+
+/** everything the worker receives: a request (with the job id the scheduler gave it), or control */
+export type ToWorker = (RequestMsg & { id?: number }) | ControlMsg;
+
+export interface TrainProgressMsg { epoch: number; batch: number; batches: number; loss: number; accuracy: number }
+
+/** everything the worker sends */
+export type FromWorker =
+  | { t: 'started' }
+  | { t: 'reply'; id: number; ok: true; value: unknown }
+  | { t: 'reply'; id: number; ok: false; error: WireError }
+  | { t: 'progress'; id: number; loaded: number; total: number }
+  | { t: 'progress'; id: number; train: TrainProgressMsg }
+  | { t: 'piece'; id: number; text: string }
+  /** a 'fill' load asks for its bytes: into shared wasm memory, or the next slice */
+  | { t: 'fill'; id: number; memory: SharedArrayBuffer; ptr: number; total: number }
+  | { t: 'fill'; id: number; loaded: number; total: number; buffer?: ArrayBuffer };
+
+export type FillMsg = Extract<FromWorker, { t: 'fill' }>;
