@@ -1,0 +1,251 @@
+/* test_grammar.c — the GBNF parser (accepted grammars, errors with line and
+ * column, left recursion), matching text against grammars (regular ones
+ * checked against POSIX extended regular expressions on random strings,
+ * llama.cpp's example grammars on hand-written sentences), and the sampler's
+ * token filter over the stories260K vocabulary checked token by token
+ * against matching each token's text. */
+#include "kiln-llama.h"
+#include "util/test_util.h"
+
+#include <regex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char * slurp(const char * path) {
+    FILE * f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char * b = malloc((size_t) n + 1);
+    if (b && fread(b, 1, (size_t) n, f) != (size_t) n) {
+        free(b);
+        b = NULL;
+    }
+    if (b) b[n] = 0;
+    fclose(f);
+    return b;
+}
+
+/* whole-string match: every byte accepted and the grammar complete */
+static int matches(const char * gbnf, const char * text) {
+    struct kiln_grammar * g = kiln_grammar_init(gbnf, NULL, NULL);
+    if (!g) return -1;
+    int ok = kiln_grammar_accept_text(g, text, (int32_t) strlen(text)) == KILN_STATUS_SUCCESS && kiln_grammar_is_complete(g);
+    kiln_grammar_free(g);
+    return ok;
+}
+
+static void expect_error(const char * gbnf, const char * needle) {
+    struct kiln_grammar * g = kiln_grammar_init(gbnf, NULL, NULL);
+    CHECK(g == NULL, "grammar should be rejected: %s", gbnf);
+    if (g) {
+        kiln_grammar_free(g);
+        return;
+    }
+    CHECK(strstr(kiln_last_error(), needle) != NULL, "error '%s' should contain '%s'", kiln_last_error(), needle);
+}
+
+struct regular_case {
+    const char * gbnf;
+    const char * regex;
+    const char * alphabet;
+};
+
+static const struct regular_case REGULAR[] = {
+    { "root ::= [a-c]{2,4} (\"x\" | \"yz\")*", "^[a-c]{2,4}(x|yz)*$", "abcxyz" },
+    { "root ::= \"a\"+ \"b\"? [^ab]", "^a+b?[^ab]$", "abcd" },
+    { "root ::= (\"ab\" | \"a\") (\"c\" | \"bc\")", "^(ab|a)(c|bc)$", "abc" },
+    { "root ::= x{3}\nx ::= [0-9] | \"-\"", "^([0-9]|-){3}$", "01-9a" },
+    { "root ::= (a b)* a\na ::= \"a\"\nb ::= \"b\" | \"\"", "^(ab?)*a$", "ab" },
+    { "root ::= . . [x-z]?", "^..[x-z]?$", "awxyz" },
+    { "root ::= [a-b]{0,2} [c] [a]{1,}", "^[ab]{0,2}ca+$", "abc" },
+    { "# comment\nroot ::= (\"q\"|  # inline comment\n  \"r\")*\n", "^(q|r)*$", "qrs" },
+};
+
+static void random_string(char * out, int len, const char * alphabet) {
+    int na = (int) strlen(alphabet);
+    for (int i = 0; i < len; i++) out[i] = alphabet[tu_rand_u64() % (uint64_t) na];
+    out[len] = 0;
+}
+
+int main(void) {
+    tu_seed(7);
+
+    tu_case = "parse errors";
+    expect_error("root := \"a\"", "line 1, column 6: expecting ::=");
+    expect_error("root ::= \"a\"\nfoo ::= [a-", "line 2, column 12: unexpected end of input");
+    expect_error("root ::= ( \"a\"", "line 1, column 15: expecting ')'");
+    expect_error("root ::= \"a\" \"\\q\"", "line 1, column 15: unknown escape");
+    expect_error("root ::= \"\\x4\"", "line 1, column 13: expecting 2 hex chars");
+    expect_error("root ::= *", "line 1, column 10: expecting preceding item");
+    expect_error("root ::= \"a\"{2", "line 1, column 15: expecting ','");
+    expect_error("root ::= \"a\"{2,3", "line 1, column 17: expecting '}'");
+    expect_error("root ::= \"a\"{3000}", "exceeds");
+    expect_error("root ::= x\n  \nfoo ::= \"b\"\n", "line 1, column 10: undefined rule identifier 'x'");
+    expect_error("foo ::= \"a\"", "no 'root' rule");
+    expect_error("", "no rules");
+    expect_error("root ::= \"a\" ] \"b\"", "line 1, column 14: expecting newline or end");
+    expect_error("root ::= \"abc", "unexpected end of input");
+    expect_error("root ::= <[12]>x", "line 1, column 16: undefined rule identifier 'x'"); /* token refs parse without a vocab, then x is undefined */
+    expect_error("root ::= <think>", "needs a vocabulary");
+
+    tu_case = "left recursion";
+    expect_error("root ::= root \"a\" | \"b\"", "left recursion");
+    expect_error("root ::= a\na ::= b \"x\"\nb ::= a | \"y\"", "left recursion");
+    expect_error("root ::= e root \"x\" | \"y\"\ne ::= | \"z\"", "left recursion");
+    expect_error("root ::= (\"\")* \"a\"", "left recursion"); /* an empty item repeated */
+    CHECK(matches("root ::= \"a\" root | \"b\"", "aaab") == 1, "right recursion is fine");
+    CHECK(matches("root ::= e \"x\" root | \"y\"\ne ::= | \"z\"", "zxxy") == 1, "an empty prefix before a terminal is fine");
+
+    tu_case = "literals and escapes";
+    CHECK(matches("root ::= \"h\\u00e9\\x21\\t\\\"\\\\\"", "h\xc3\xa9!\t\"\\") == 1, "escapes decode to code points");
+    CHECK(matches("root ::= \"\\U0001F600\"", "\xf0\x9f\x98\x80") == 1, "\\U escape (4-byte UTF-8)");
+    CHECK(matches("root ::= [\\u00e0-\\u00ff]+", "\xc3\xa9\xc3\xa0") == 1, "range of multi-byte code points");
+    CHECK(matches("root ::= [\\u00e0-\\u00ff]+", "\xc3\x9f") == 0, "U+00DF is below the range");
+    CHECK(matches("root ::= [^\\]\\[]*", "ab(c)") == 1, "escaped brackets in a negated class");
+    CHECK(matches("root ::= [^\\]\\[]*", "a]") == 0, "negated class rejects ]");
+    CHECK(matches("root ::= \"\xc3\xa9t\xc3\xa9\"", "\xc3\xa9t\xc3\xa9") == 1, "raw UTF-8 in a literal");
+    CHECK(matches("root ::= [a-z-]+", "a-b") == 1, "a trailing '-' in a class is a character");
+
+    tu_case = "regular grammars vs POSIX regex";
+    for (size_t k = 0; k < sizeof(REGULAR) / sizeof(REGULAR[0]); k++) {
+        regex_t re;
+        if (regcomp(&re, REGULAR[k].regex, REG_EXTENDED | REG_NOSUB) != 0) {
+            CHECK(0, "regcomp %s", REGULAR[k].regex);
+            continue;
+        }
+        int agree = 0, total = 0, n_match = 0;
+        char s[16];
+        for (int it = 0; it < 600; it++) {
+            random_string(s, (int) (tu_rand_u64() % 9), REGULAR[k].alphabet);
+            int want = regexec(&re, s, 0, NULL, 0) == 0;
+            int got = matches(REGULAR[k].gbnf, s);
+            total++;
+            n_match += want;
+            if (got == want) agree++;
+            else if (total - agree < 4) CHECK(0, "grammar %zu on '%s': %d, regex %d", k, s, got, want);
+        }
+        CHECK(agree == total, "grammar %zu agrees with %s on %d/%d strings (%d matches)", k, REGULAR[k].regex, agree, total, n_match);
+        regfree(&re);
+    }
+
+    tu_case = "llama.cpp example grammars";
+    char * json = slurp("tests/data/grammars/json.gbnf");
+    char * arith = slurp("tests/data/grammars/arithmetic.gbnf");
+    char * list = slurp("tests/data/grammars/list.gbnf");
+    char * cgr = slurp("tests/data/grammars/c.gbnf");
+    CHECK(json && arith && list && cgr, "grammar files present");
+    if (json && arith && list && cgr) {
+        const char * json_ok[] = { "{}", "{\"a\": [1, 2.5, -3e7, true, null]}", "{\"k\":\"v\\n\\u00e9\"}",
+                                   "{\n  \"x\": {\"y\": []}\n}" };
+        const char * json_bad[] = { "[1]", "{\"a\":}", "{\"a\": 01}", "{'a': 1}", "{\"a\": tru}", "{\"a\": \"\x01\"}" };
+        for (size_t i = 0; i < sizeof(json_ok) / sizeof(*json_ok); i++) CHECK(matches(json, json_ok[i]) == 1, "json accepts %s", json_ok[i]);
+        for (size_t i = 0; i < sizeof(json_bad) / sizeof(*json_bad); i++) CHECK(matches(json, json_bad[i]) == 0, "json rejects %s", json_bad[i]);
+        CHECK(matches(arith, "(1+2)*3-4/5= x1\n") == 1, "arithmetic accepts an expression");
+        CHECK(matches(arith, "1+*2=3\n") == 0, "arithmetic rejects 1+*2");
+        CHECK(matches(list, "- milk\n- eggs\n") == 1, "list accepts two items");
+        CHECK(matches(list, "milk\n") == 0, "list rejects an item without '- '");
+        CHECK(matches(cgr, "int main(int x){return x+1;}") == 1, "c accepts a function");
+        CHECK(matches(cgr, "int main( { }") == 0, "c rejects a broken declaration");
+    }
+
+    tu_case = "partial UTF-8 across calls";
+    struct kiln_grammar * g = kiln_grammar_init("root ::= \"\xc3\xa9\" [\\u4e00-\\u9fff]", NULL, NULL);
+    CHECK(g != NULL, "grammar parses");
+    if (g) {
+        CHECK(kiln_grammar_accept_text(g, "\xc3", 1) == KILN_STATUS_SUCCESS, "first byte of e-acute");
+        CHECK(!kiln_grammar_is_complete(g), "incomplete after one byte");
+        CHECK(kiln_grammar_accept_text(g, "\xa9\xe4", 2) == KILN_STATUS_SUCCESS, "rest + first byte of a CJK char");
+        CHECK(kiln_grammar_accept_text(g, "\xb8", 1) == KILN_STATUS_SUCCESS, "second byte");
+        CHECK(kiln_grammar_accept_text(g, "\x80", 1) == KILN_STATUS_SUCCESS, "third byte");
+        CHECK(kiln_grammar_is_complete(g), "complete after U+4E00");
+        kiln_grammar_reset(g);
+        CHECK(kiln_grammar_accept_text(g, "e", 1) != KILN_STATUS_SUCCESS, "plain e rejected");
+        CHECK(kiln_grammar_accept_text(g, "\xc3\xa9", 2) == KILN_STATUS_SUCCESS, "state unchanged after a rejection");
+        CHECK(kiln_grammar_accept_text(g, "\xc3", 1) != KILN_STATUS_SUCCESS, "U+00C0.. is not CJK");
+        kiln_grammar_free(g);
+    }
+
+    tu_case = "sampler filter vs text matching";
+    struct kiln_vocab * v = kiln_vocab_load("models/stories260K.gguf");
+    CHECK(v != NULL, "stories260K vocab: %s", v ? "" : kiln_last_error());
+    if (v && json) {
+        const int32_t nv = kiln_vocab_n_tokens(v);
+        float * logits = malloc(sizeof(float) * (size_t) nv);
+        const char * prefixes[] = { "", "{", "{\"a", "{\"a\": 1", "{\"a\": 12.", "{\"a\": \"\xc3", "{\"a\": [1, 2]}" };
+        for (size_t pi = 0; pi < sizeof(prefixes) / sizeof(*prefixes); pi++) {
+            const char * pre = prefixes[pi];
+            struct kiln_sampler_params sp = kiln_sampler_params_default();
+            struct kiln_sampler * s = kiln_sampler_new(sp);
+            CHECK(kiln_sampler_set_grammar(s, v, json, NULL) == KILN_STATUS_SUCCESS, "json grammar set");
+            /* drive the sampler's grammar to the prefix by forcing tokens:
+             * each token is sampled from logits that favour it */
+            kiln_token toks[64];
+            int nt = 0;
+            for (const char * c = pre; *c && nt < 64; c++) {
+                /* one token per byte: the single-character or byte token */
+                for (int32_t t = 0; t < nv; t++) {
+                    char pc[8];
+                    if (kiln_token_to_piece(v, t, pc, sizeof(pc), 0, true) == 1 && pc[0] == *c) {
+                        toks[nt++] = t;
+                        break;
+                    }
+                }
+            }
+            bool fed = nt == (int) strlen(pre);
+            for (int i = 0; i < nt; i++) {
+                for (int32_t k = 0; k < nv; k++) logits[k] = (k == toks[i]) ? 10.0f : 0.0f;
+                kiln_token t = kiln_sampler_sample(s, logits, nv);
+                if (t != toks[i]) {
+                    fed = false;
+                    break;
+                }
+                kiln_sampler_accept(s, t);
+            }
+            CHECK(fed, "prefix '%s' fed through the sampler", pre);
+            /* the filter's verdict per token, both paths: greedy alone
+             * checks the favoured token by itself; with logprobs on, the
+             * whole vocabulary is filtered first */
+            int agree_single = 0, agree_full = 0, allowed_text = 0, shown = 0;
+            for (int32_t t = 0; t < nv; t++) {
+                /* reference: a fresh grammar given the prefix text + the token's text */
+                char piece[256];
+                int32_t pl = kiln_token_to_piece(v, t, piece, sizeof(piece), 0, true);
+                struct kiln_grammar * ref = kiln_grammar_init(json, NULL, NULL);
+                bool ok = ref && kiln_grammar_accept_text(ref, pre, (int32_t) strlen(pre)) == KILN_STATUS_SUCCESS;
+                if (kiln_vocab_is_eog(v, t)) {
+                    ok = ok && kiln_grammar_is_complete(ref);
+                } else {
+                    ok = ok && pl > 0 && piece[0] != 0 && kiln_grammar_accept_text(ref, piece, pl) == KILN_STATUS_SUCCESS;
+                }
+                kiln_grammar_free(ref);
+                allowed_text += ok;
+                for (int32_t k = 0; k < nv; k++) logits[k] = k == t ? 5.0f : 0.0f;
+                kiln_sampler_set_logprobs(s, 0);
+                bool single = kiln_sampler_sample(s, logits, nv) == t;
+                kiln_sampler_set_logprobs(s, 2);
+                kiln_sampler_sample(s, logits, nv);
+                struct kiln_token_logprob ch, top[2];
+                int32_t ntop = kiln_sampler_get_logprobs(s, &ch, top, 2);
+                bool full = ntop > 0 && top[0].token == t && top[0].logprob > -1e30f;
+                agree_single += single == ok;
+                agree_full += full == ok;
+                if (single != ok && shown++ < 3) CHECK(0, "prefix '%s' token %d '%.*s': single %d text %d", pre, t, pl > 0 ? pl : 0, piece, single, ok);
+                if (full != ok && shown++ < 3) CHECK(0, "prefix '%s' token %d '%.*s': full %d text %d", pre, t, pl > 0 ? pl : 0, piece, full, ok);
+            }
+            CHECK(agree_single == nv && agree_full == nv, "prefix '%s': filter agrees with text matching on %d/%d and %d/%d tokens (%d allowed)",
+                  pre, agree_single, nv, agree_full, nv, allowed_text);
+            CHECK(allowed_text > 0 && allowed_text < nv, "prefix '%s': a real restriction (%d of %d allowed)", pre, allowed_text, nv);
+            kiln_sampler_free(s);
+        }
+        free(logits);
+    }
+    kiln_vocab_free(v);
+    free(json);
+    free(arith);
+    free(list);
+    free(cgr);
+    return tu_finish();
+}
