@@ -19,8 +19,8 @@ const kcpu = (toks) => {
 };
 const kiln = [];
 for (let i = 0; i < 2; i++) kiln.push((kcpu(n + 1) - kcpu(1)) / n);
-const { getLlama, LlamaLogLevel } = await import('node-llama-cpp');
-const llama = await getLlama({ gpu: false, build: 'never', logLevel: LlamaLogLevel.error });
+const { loadOracleLlama } = await import('../../tests/oracle/llamacpp.mjs');
+const llama = await loadOracleLlama({ ggmlCpu: 'auto' });
 const lm = await llama.loadModel({ modelPath: model });
 const ctx = await lm.createContext({ contextSize: 256, threads: 1 });
 const seq = ctx.getSequence();

@@ -11,20 +11,24 @@ import { stats, interleave, emit } from './common.mjs';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 
-function kilnRun(bin, model, prompt, n, threads, ctx, timeoutMs) {
+function kilnRun(bin, model, prompt, n, threads, ctx, timeoutMs, isa) {
   const r = spawnSync(bin, ['-m', model, '-p', prompt, '-n', String(n), '-t', String(threads), '--ctx', String(ctx),
-    '--temp', '0', '--repeat-penalty', '1', '--print-ids'], { encoding: 'utf8', maxBuffer: 1 << 24, timeout: timeoutMs });
+    '--temp', '0', '--repeat-penalty', '1', '--print-ids', ...(isa ? ['--isa', isa] : [])], { encoding: 'utf8', maxBuffer: 1 << 24, timeout: timeoutMs });
   if (r.error || r.signal) return { pp: null, tg: null, prompt_tokens: null, ids: [], error: r.error ? String(r.error.message) : `killed (${r.signal}) after ${timeoutMs} ms` };
   const m = /prompt (\d+) tokens, ([\d.]+) tokens\/s; generated (\d+) tokens, ([\d.]+) tokens\/s/.exec(r.stderr || '');
   if (r.status !== 0 || !m) throw new Error(`kiln-generate failed: ${r.stderr}`);
   const ids = r.stdout.trim().split(/\s+/).filter(Boolean).map(Number);
-  return { pp: +m[2], tg: +m[4], prompt_tokens: +m[1], ids };
+  const row = /isa (\w+)\)/.exec(r.stderr)?.[1] ?? null; // the kernel-table row kiln-generate ran
+  return { pp: +m[2], tg: +m[4], prompt_tokens: +m[1], ids, isa: row };
 }
 
-export async function openLlama() {
-  const { getLlama, LlamaLogLevel, readGgufFileInfo } = await import('node-llama-cpp');
-  const llama = await getLlama({ gpu: false, build: 'never', logLevel: LlamaLogLevel.error });
-  return { llama, readGgufFileInfo };
+// ggmlCpu: 'auto' (ggml picks the CPU variant for this machine, as a user
+// gets it) or a variant name (tests/oracle/llamacpp.mjs pins it)
+export async function openLlama({ ggmlCpu = 'auto' } = {}) {
+  const { readGgufFileInfo } = await import('node-llama-cpp');
+  const { loadOracleLlama, loadedGgmlCpuVariants } = await import('../../tests/oracle/llamacpp.mjs');
+  const llama = await loadOracleLlama({ ggmlCpu });
+  return { llama, readGgufFileInfo, cpuVariant: loadedGgmlCpuVariants().join(',') || null };
 }
 
 async function llamaRun(ctxObj, model, prompt, n, timeoutMs) {
@@ -43,7 +47,7 @@ async function llamaRun(ctxObj, model, prompt, n, timeoutMs) {
   return { pp, tg, prompt_tokens: input.length, ids };
 }
 
-export async function runNative({ models, threads = [1, 2], prompt, nGen = 16, reps = 3, warmup = 1, ctx = 256, bwGBs = {}, log = console.error, llamaHandle, timeoutMs = 120_000, more = () => true }) {
+export async function runNative({ models, threads = [1, 2], prompt, nGen = 16, reps = 3, warmup = 1, ctx = 256, bwGBs = {}, log = console.error, llamaHandle, timeoutMs = 120_000, more = () => true, isa = null }) {
   const bin = path.join(root, 'build/bin/kiln-generate');
   const { llama } = llamaHandle;
   const out = [];
@@ -54,7 +58,7 @@ export async function runNative({ models, threads = [1, 2], prompt, nGen = 16, r
       const ctxObj = { seq: c.getSequence() };
       await llamaRun(ctxObj, lm, 'Once upon', 2, timeoutMs); // its first evals allocate; kiln-generate runs fresh each time and is timed as such
       const [ka, la] = await interleave(reps, warmup,
-        () => kilnRun(bin, mdl.path, prompt, nGen, t, ctx, timeoutMs),
+        () => kilnRun(bin, mdl.path, prompt, nGen, t, ctx, timeoutMs, isa),
         () => llamaRun(ctxObj, lm, prompt, nGen, timeoutMs), more);
       await c.dispose();
       // same tokens over the common length (a timed-out run stops early)
@@ -67,7 +71,7 @@ export async function runNative({ models, threads = [1, 2], prompt, nGen = 16, r
       const bw = bwGBs[t] ?? bwGBs[Math.max(...Object.keys(bwGBs).map(Number).filter((x) => x <= t))];
       const frac = (tg) => (bw && mdl.bytesPerToken ? (tg * mdl.bytesPerToken) / (bw * 1e9) : null);
       const rec = emit({
-        what: 'peers_native', model: mdl.name, threads: t, reps: ka.length, prompt_tokens: ka.find((k) => k.prompt_tokens)?.prompt_tokens ?? null, gen_tokens: nGen,
+        what: 'peers_native', model: mdl.name, threads: t, kiln_isa: ka.find((k) => k.isa)?.isa ?? null, llamacpp_cpu_variant: llamaHandle.cpuVariant, reps: ka.length, prompt_tokens: ka.find((k) => k.prompt_tokens)?.prompt_tokens ?? null, gen_tokens: nGen,
         kiln_tg: kt, llamacpp_tg: lt, kiln_pp: kp, llamacpp_pp: lp, prompt_tokens_llamacpp: la[0].prompt_tokens,
         kiln: { tg: stats(kt), pp: stats(kp) }, llamacpp: { tg: stats(lt), pp: stats(lp) },
         ratio_tg: stats(kt.map((x, i) => (x != null && lt[i] ? x / lt[i] : NaN))), ratio_pp: stats(kp.map((x, i) => (x != null && lp[i] ? x / lp[i] : NaN))),
@@ -75,7 +79,7 @@ export async function runNative({ models, threads = [1, 2], prompt, nGen = 16, r
         kiln_bw_frac: frac(stats(kt).median), llamacpp_bw_frac: frac(stats(lt).median),
         same_tokens: same, first_diff: firstDiff, compared_tokens: Math.min(...ka.map((k, i) => Math.min(k.ids.length, la[i].ids.length))), kiln_errors: ka.map((k) => k.error).filter(Boolean), llamacpp_text: lm.detokenize(la[0].ids), kiln_ids: ka[0].ids, llamacpp_ids: la[0].ids,
       });
-      log(`  native ${mdl.name} t=${t}: tg kiln ${rec.kiln.tg.median?.toFixed(1)} vs llama.cpp ${rec.llamacpp.tg.median?.toFixed(1)} tok/s; pp ${rec.kiln.pp.median?.toFixed(1)} vs ${rec.llamacpp.pp.median?.toFixed(1)}; same tokens: ${same}`);
+      log(`  native ${mdl.name} t=${t} (kiln ${rec.kiln_isa}, ggml ${rec.llamacpp_cpu_variant}): tg kiln ${rec.kiln.tg.median?.toFixed(1)} vs llama.cpp ${rec.llamacpp.tg.median?.toFixed(1)} tok/s; pp ${rec.kiln.pp.median?.toFixed(1)} vs ${rec.llamacpp.pp.median?.toFixed(1)}; same tokens: ${same}`);
       out.push(rec);
     }
     await lm.dispose();

@@ -42,6 +42,8 @@ const timeoutS = +opt('timeout', 120);
 const jsonFile = opt('json', path.join(root, 'build/peers.jsonl'));
 const PROMPT = opt('prompt', 'Once upon a time, there was a little girl named Lily. She loved to play outside.');
 const B = budget(+opt('budget', 540));
+const kilnIsa = opt('isa', null);          // kiln-generate --isa (default: the best row the CPU has)
+const ggmlCpu = opt('ggml-cpu', 'auto');   // llama.cpp's CPU variant (default: ggml's choice)
 mkdirSync(path.dirname(jsonFile), { recursive: true });
 writeFileSync(jsonFile, '');
 setJsonFile(jsonFile);
@@ -56,7 +58,7 @@ let llamaHandle = null, readGguf = null;
 const needLlama = only.includes('native') || only.includes('browser');
 if (needLlama) {
   const { openLlama } = await import('./native.mjs');
-  llamaHandle = await openLlama(); readGguf = llamaHandle.readGgufFileInfo;
+  llamaHandle = await openLlama({ ggmlCpu }); readGguf = llamaHandle.readGgufFileInfo;
 }
 const models = findModels(root, which);
 for (const m of models) m.bytesPerToken = readGguf ? await weightBytesPerToken(readGguf, m.path) : null;
@@ -88,11 +90,11 @@ const nativeRef = {};
 if (only.includes('native')) {
   log('native (kiln-generate vs llama.cpp)...');
   const { runNative } = await import('./native.mjs');
-  const ns = await runNative({ models, threads, prompt: PROMPT, nGen, reps, warmup: nativeWarmup, bwGBs: bw, log, llamaHandle, timeoutMs: timeoutS * 1000, more: () => B.untilS(only.includes('browser') ? 0.4 : 0.95) > 0 });
+  const ns = await runNative({ models, threads, prompt: PROMPT, nGen, reps, warmup: nativeWarmup, bwGBs: bw, log, llamaHandle, timeoutMs: timeoutS * 1000, isa: kilnIsa, more: () => B.untilS(only.includes('browser') ? 0.4 : 0.95) > 0 });
   const cut = ns.filter((n) => n.reps < reps);
   if (cut.length) notes.push(`native: fewer reps than asked (time budget) for ${cut.map((n) => `${n.model}/${n.threads}t: ${n.reps}`).join(', ')}`);
   for (const n of ns) if (!nativeRef[n.model]) nativeRef[n.model] = { ids: n.llamacpp_ids, text: n.llamacpp_text };
-  sections.push(`Native, greedy, ${nGen} tokens, prompt ${ns[0]?.prompt_tokens ?? '?'} tokens; tokens/s median (min–max); bw = generation's fraction of the read bandwidth\n` + table(ns.map((n) => [
+  sections.push(`Native, greedy, ${nGen} tokens, prompt ${ns[0]?.prompt_tokens ?? '?'} tokens; Kiln kernel row ${[...new Set(ns.map((n) => n.kiln_isa))].join(',')}, llama.cpp ggml CPU variant ${llamaHandle.cpuVariant}; tokens/s median (min–max); bw = generation's fraction of the read bandwidth\n` + table(ns.map((n) => [
     n.model, n.threads, range(n.kiln.pp, 1), range(n.llamacpp.pp, 1), range(n.ratio_pp), range(n.kiln.tg, 2), range(n.llamacpp.tg, 2), range(n.ratio_tg),
     n.kiln_bw_frac == null ? '—' : `${(100 * n.kiln_bw_frac).toFixed(0)}% / ${(100 * n.llamacpp_bw_frac).toFixed(0)}%`, n.same_tokens ? 'yes' : `NO (from ${n.first_diff})`]),
   ['model', 'thr', 'pp kiln', 'pp llama.cpp', 'pp ratio', 'tg kiln', 'tg llama.cpp', 'tg ratio', 'bw kiln/llama', 'same tokens']));

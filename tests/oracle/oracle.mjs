@@ -16,7 +16,7 @@ import { spawnSync } from "node:child_process";
 import { existsSync, readdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { getLlama, LlamaLogLevel } from "node-llama-cpp";
+import { describeOracle, loadOracleLlama, oracleIsaArgs } from "./llamacpp.mjs";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 const args = process.argv.slice(2);
@@ -105,7 +105,7 @@ function kilnTokenize(model, text) {
 
 function kilnGenerate(model, prompt, extra) {
     const out = run(bin("kiln-generate"), ["-m", model, "-p", prompt, "-n", String(N_GEN), "-t", "1",
-        "--print-ids", "--print-logits", String(N_LOGIT_POS), ...extra]);
+        "--print-ids", "--print-logits", String(N_LOGIT_POS), ...oracleIsaArgs(), ...extra]);
     const lines = out.split("\n").filter((l) => l !== "");
     const logits = [];
     let ids = [];
@@ -144,7 +144,8 @@ function discoverModels() {
     return list;
 }
 
-const llama = await getLlama({ gpu: false, build: "never", logLevel: LlamaLogLevel.error });
+const llama = await loadOracleLlama();
+console.log(describeOracle());
 const models = discoverModels();
 const summary = [];
 

@@ -1,0 +1,134 @@
+// The llama.cpp every oracle test and the peers benchmark compare against:
+// node-llama-cpp 3.21.1's prebuilt CPU build with ONE fixed ggml CPU variant.
+//
+// ggml ships its CPU backend as several libggml-cpu-<variant>.so next to
+// llama-addon.node; node-llama-cpp calls ggml_backend_load_all_from_path() on
+// that directory, which loads every variant, scores each against the CPU it
+// runs on and keeps the best (haswell on an AVX2 machine, zen4 / icelake /
+// sapphirerapids... on AVX-512 ones). The variants sum in different orders, so
+// on an AVX-512 machine llama.cpp's results differ by rounding from the same
+// build on an AVX2 one. To compare against the same numbers on every x86-64
+// machine, loadOracleLlama() builds a directory holding the addon, its shared
+// libraries and only libggml-cpu-haswell.so (build/llamacpp-cpu-haswell/,
+// copies) and hands that addon to node-llama-cpp; the loader then finds that
+// one variant only. Which variant was mapped is checked in /proc/self/maps,
+// and loading fails if it is not the pinned one.
+//
+// Kiln's side of the same pin: oracleIsa() is the kernel-table row whose
+// summation order mirrors the pinned variant (kiln-generate --isa).
+//
+//   KILN_ORACLE_GGML_CPU=zen4|skylakex|...   pin another variant (debugging)
+//   KILN_ORACLE_GGML_CPU=auto                ggml's own choice (unpinned)
+//   KILN_ORACLE_ISA=avx512|avx2|scalar       the Kiln row to compare
+import { copyFileSync, existsSync, mkdirSync, readFileSync, readdirSync, statSync } from "node:fs";
+import { createRequire } from "node:module";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { getLlama, Llama, LlamaLogLevel } from "node-llama-cpp";
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
+const require = createRequire(import.meta.url);
+
+/** The ggml CPU variant the oracle pins on x86-64 ("haswell": AVX2 + FMA + F16C). */
+export const PINNED_GGML_CPU = "haswell";
+
+const isX64Linux = process.platform === "linux" && process.arch === "x64";
+
+/** The variant to load: null means ggml's own choice. */
+export function wantedGgmlCpu(choice = undefined) {
+    const env = choice ?? process.env.KILN_ORACLE_GGML_CPU;
+    if (env === "auto") return null;
+    if (env) return env;
+    return isX64Linux ? PINNED_GGML_CPU : null;
+}
+
+/** Kiln's kernel-table row that sums as the pinned ggml variant (null: Kiln's default). */
+export function oracleIsa() {
+    if (process.env.KILN_ORACLE_ISA) return process.env.KILN_ORACLE_ISA;
+    return isX64Linux && wantedGgmlCpu() === PINNED_GGML_CPU ? "avx2" : null;
+}
+
+/** kiln-generate arguments selecting oracleIsa() (empty when none is forced). */
+export function oracleIsaArgs() {
+    const isa = oracleIsa();
+    return isa ? ["--isa", isa] : [];
+}
+
+/** The ggml CPU variants mapped into this process (from /proc/self/maps). */
+export function loadedGgmlCpuVariants() {
+    if (process.platform !== "linux") return [];
+    const maps = readFileSync("/proc/self/maps", "utf8");
+    const found = new Set();
+    for (const m of maps.matchAll(/libggml-cpu-([A-Za-z0-9_]+)\.so/g)) found.add(m[1]);
+    return [...found].sort();
+}
+
+function prebuiltBinsDir() {
+    // the package's main is dist/index.js; its binaries are in bins/linux-x64
+    const pkg = path.resolve(path.dirname(require.resolve("@node-llama-cpp/linux-x64")), "..");
+    const dir = path.join(pkg, "bins", "linux-x64");
+    if (!existsSync(path.join(dir, "llama-addon.node"))) throw new Error(`llamacpp: no llama-addon.node in ${dir}`);
+    return dir;
+}
+
+// A copy of the prebuilt directory without the CPU variants other than `variant`.
+function pinnedBinsDir(variant) {
+    const src = prebuiltBinsDir();
+    const files = readdirSync(src);
+    if (!files.includes(`libggml-cpu-${variant}.so`)) {
+        const have = files.filter((f) => f.startsWith("libggml-cpu-")).map((f) => f.slice(12, -3));
+        throw new Error(`llamacpp: no ggml CPU variant '${variant}' in ${src} (have: ${have.join(", ")})`);
+    }
+    const dst = path.join(root, "build", `llamacpp-cpu-${variant}`);
+    mkdirSync(dst, { recursive: true });
+    for (const f of files) {
+        if (f.startsWith("libggml-cpu-") && f !== `libggml-cpu-${variant}.so`) continue;
+        const from = path.join(src, f), to = path.join(dst, f);
+        const a = statSync(from);
+        if (existsSync(to)) {
+            const b = statSync(to);
+            if (b.size === a.size && b.mtimeMs >= a.mtimeMs) continue;
+        }
+        copyFileSync(from, to);
+    }
+    return dst;
+}
+
+/**
+ * node-llama-cpp's Llama (CPU only, never builds) with the ggml CPU variant
+ * pinned as above. opts: logLevel, logger, maxThreads (as getLlama's);
+ * ggmlCpu: "auto" (ggml's choice, for benchmarks) or a variant name instead
+ * of the pin (default: KILN_ORACLE_GGML_CPU, else haswell on x86-64).
+ */
+export async function loadOracleLlama(opts = {}) {
+    const { ggmlCpu, ...rest } = opts;
+    const base = { logLevel: LlamaLogLevel.error, ...rest };
+    const variant = wantedGgmlCpu(ggmlCpu);
+    if (!variant) return getLlama({ gpu: false, build: "never", ...base });
+    if (!isX64Linux) throw new Error(`llamacpp: pinning a ggml CPU variant is implemented for linux-x64 only (KILN_ORACLE_GGML_CPU=auto)`);
+    const dir = pinnedBinsDir(variant);
+    const bindingPath = path.join(dir, "llama-addon.node");
+    const buildMetadata = JSON.parse(readFileSync(path.join(dir, "_nlcBuildMetadata.json"), "utf8"));
+    // what getLlama does for a prebuilt binary, minus its search and its
+    // test-load in a child process (Llama._create is node-llama-cpp 3.21.1's
+    // own constructor path; the version is pinned in package.json)
+    const bindings = require(bindingPath);
+    const llama = await Llama._create({
+        bindings, bindingPath, buildType: "prebuilt", buildMetadata,
+        logLevel: base.logLevel, logger: base.logger, maxThreads: base.maxThreads,
+        vramPadding: 0, ramPadding: 0, skipLlamaInit: false, debug: false,
+    });
+    const loaded = loadedGgmlCpuVariants();
+    if (loaded.length !== 1 || loaded[0] !== variant) {
+        await llama.dispose();
+        throw new Error(`llamacpp: wanted ggml CPU variant ${variant}, the process has [${loaded.join(", ")}] mapped`);
+    }
+    return llama;
+}
+
+/** One line naming what the comparison runs: the ggml variant and Kiln's row. */
+export function describeOracle() {
+    const v = loadedGgmlCpuVariants();
+    return `llama.cpp ggml CPU variant: ${v.join(",") || "(none mapped)"}${wantedGgmlCpu() ? " (pinned)" : " (ggml's choice)"}; ` +
+        `Kiln kernel row: ${oracleIsa() ?? "default"}`;
+}
