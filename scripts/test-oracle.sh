@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Cross-check against llama.cpp (node-llama-cpp's prebuilt CPU build, a
 # devDependency): builds the native tools, the fixtures (build/oracle/), and
-# runs tests/oracle/oracle.mjs. Needs `npm install` done (offline is fine: the
+# runs tests/oracle/oracle.mjs and tests/oracle/grammar.mjs (grammar-constrained
+# generation against llama.cpp's grammar engine and ajv). Needs `npm install` done (offline is fine: the
 # prebuilt binary ships in @node-llama-cpp/<platform>; the postinstall step is
 # not needed). About 40 s after the build on this machine.
 #
@@ -17,3 +18,4 @@ cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$B" -j"${KILN_JOBS:-2}" --target kiln-generate kiln-tokenize kiln-quantize kiln-llama-pad >/dev/null
 bash scripts/make-oracle-fixtures.sh "$B" >/dev/null
 node tests/oracle/oracle.mjs --build "$B" --json build/oracle/result.json
+node tests/oracle/grammar.mjs --build "$B" --json build/oracle/grammar-result.json

@@ -5,7 +5,7 @@
  *                 [--min-p P] [--repeat-penalty R] [--seed S] [--threads N]
  *                 [--ctx N] [--batch N] [--kv-f32] [--stop STR]... [--print-ids]
  *                 [--print-logits N] [--isa scalar|avx2|...]
- *                 [--grammar-file F | --json-schema F]
+ *                 [--grammar-file F | --json-schema F] [--print-grammar]
  *
  * stdout: the prompt followed by the generated text, nothing else (or, with
  * --print-ids, the generated token ids on one line). Logs and timings go to
@@ -13,7 +13,8 @@
  * each of the prompt's first N tokens (evaluated one at a time, then the
  * cache is emptied), for cross-checks against llama.cpp. Defaults: the embedded models/stories260K.gguf, prompt
  * "Once upon a time", 200 tokens, greedy. --grammar-file constrains the output
- * to a GBNF grammar, --json-schema to a JSON Schema (converted to GBNF).
+ * to a GBNF grammar, --json-schema to a JSON Schema (converted to GBNF);
+ * --print-grammar prints that GBNF and exits (no model needed).
  */
 #include "kiln-llama.h"
 
@@ -27,7 +28,7 @@ static void usage(void) {
             "usage: kiln-generate [-m FILE] [-p PROMPT] [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P]\n"
             "                     [--repeat-penalty R] [--seed S] [--threads N] [--ctx N] [--batch N]\n"
             "                     [--kv-f32] [--stop STR]... [--print-ids] [--print-logits N] [--isa NAME]\n"
-            "                     [--grammar-file F | --json-schema F]\n");
+            "                     [--grammar-file F | --json-schema F] [--print-grammar]\n");
 }
 
 /* a whole file as a NUL-terminated string, or NULL */
@@ -114,6 +115,7 @@ int main(int argc, char ** argv) {
     const char * stops[16];
     int n_stops = 0;
     const char * grammar_file = NULL, * schema_file = NULL;
+    bool print_grammar = false;
     for (int i = 1; i < argc; i++) {
         const char * a = argv[i];
         bool has = i + 1 < argc;
@@ -133,6 +135,7 @@ int main(int argc, char ** argv) {
         else if (ARG("--stop") && n_stops < 16) stops[n_stops++] = argv[++i];
         else if (ARG("--grammar-file")) grammar_file = argv[++i];
         else if (ARG("--json-schema")) schema_file = argv[++i];
+        else if (!strcmp(a, "--print-grammar")) print_grammar = true;
         else if (!strcmp(a, "--kv-f32")) mp.kv_type = KILN_TYPE_F32;
         else if (!strcmp(a, "--print-ids")) print_ids = true;
         else if (ARG("--print-logits")) print_logits = atoi(argv[++i]);
@@ -150,6 +153,15 @@ int main(int argc, char ** argv) {
             return 2;
         }
 #undef ARG
+    }
+    if (print_grammar && (grammar_file || schema_file)) {
+        char * text = slurp(grammar_file ? grammar_file : schema_file);
+        char * gbnf = text && schema_file ? kiln_json_schema_to_grammar(text, -1) : text;
+        if (gbnf) fputs(gbnf, stdout);
+        else fprintf(stderr, "kiln-generate: %s\n", text ? kiln_last_error() : "cannot read the file");
+        if (gbnf != text) free(gbnf);
+        free(text);
+        return gbnf ? 0 : 1;
     }
     bool ctx_given = mp.n_ctx > 0;
     gp.stop = stops;
