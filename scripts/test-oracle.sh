@@ -4,7 +4,8 @@
 # runs tests/oracle/oracle.mjs and tests/oracle/grammar.mjs (grammar-constrained
 # generation against llama.cpp's grammar engine and ajv). Needs `npm install` done (offline is fine: the
 # prebuilt binary ships in @node-llama-cpp/<platform>; the postinstall step is
-# not needed). About 40 s after the build on this machine.
+# not needed). About 40 s after the build on this machine, plus 1-3 min for
+# grammar.mjs.
 #
 #   scripts/test-oracle.sh [BUILD_DIR]      KILN_ORACLE_STRICT=1: count every token comparison
 set -euo pipefail
