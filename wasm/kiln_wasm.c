@@ -33,6 +33,18 @@ int kw_fail_kiln(int code, const char * what) {
     return kw_fail(code, "%s%s%s", what ? what : "", what && e[0] ? ": " : "", e[0] ? e : (what ? "" : "failed"));
 }
 
+/* the one kiln_status -> KW_E_* mapping (message: what + kiln_last_error()) */
+int kw_fail_status(enum kiln_status st, const char * what) {
+    switch (st) {
+        case KILN_STATUS_SUCCESS:      return KW_OK;
+        case KILN_STATUS_ABORTED:      return kw_fail(KW_E_ABORTED, "%s aborted", what);
+        case KILN_STATUS_ALLOC_FAILED: return kw_fail_kiln(KW_E_NOMEM, what);
+        case KILN_STATUS_UNSUPPORTED:  return kw_fail_kiln(KW_E_UNSUPPORTED, what);
+        case KILN_STATUS_INVALID_ARG:  return kw_fail_kiln(KW_E_INVALID, what);
+        default:                       return kw_fail_kiln(KW_E_FAILED, what);
+    }
+}
+
 KW_EXPORT const char * kw_last_error(void) { return g_err; }
 KW_EXPORT void kw_clear_error(void) { g_err[0] = 0; kiln_clear_error(); }
 
@@ -62,9 +74,7 @@ struct kiln_threadpool * kw_threadpool(void) { return g_tp; }
 KW_EXPORT int kw_is_mt(void) { return KW_THREADS; }
 KW_EXPORT int kw_simd(void) { return kiln_cpu_has_wasm_simd(); }
 KW_EXPORT const char * kw_version(void) { return KILN_VERSION_STRING; }
-/* the kernel table may not be linked yet (weak) */
-#pragma weak kiln_cpu_isa
-KW_EXPORT const char * kw_isa(void) { return kiln_cpu_isa ? kiln_cpu_isa() : "unknown"; }
+KW_EXPORT const char * kw_isa(void) { return kiln_cpu_isa(); }
 
 /* heap bytes in use by malloc (dlmalloc's count) */
 KW_EXPORT double kw_mem_used(void) {
@@ -140,6 +150,15 @@ int kw_entry_new(int kind) {
 
 int kw_handle_of(int slot) { return (g_ent[slot].gen << SLOT_BITS) | slot; }
 
+static const char * kind_name(int kind) {
+    switch (kind) {
+        case KW_KIND_TENSOR: return "tensor";
+        case KW_KIND_MODEL:  return "model";
+        case KW_KIND_LLM:    return "generator";
+        default:             return "handle";
+    }
+}
+
 /* slot of a live handle of the given kind, or a KW_E_HANDLE failure */
 int kw_slot(int h, int kind, const char * fn) {
     const int slot = h & SLOT_MASK;
@@ -148,9 +167,7 @@ int kw_slot(int h, int kind, const char * fn) {
         return kw_fail(KW_E_HANDLE, "%s: %d is not a live handle (freed, or never created)", fn, h);
     }
     if (g_ent[slot].kind != kind) {
-        return kw_fail(KW_E_HANDLE, "%s: handle %d is a %s, not a %s", fn, h,
-                       g_ent[slot].kind == KW_KIND_MODEL ? "model" : "tensor",
-                       kind == KW_KIND_MODEL ? "model" : "tensor");
+        return kw_fail(KW_E_HANDLE, "%s: handle %d is a %s, not a %s", fn, h, kind_name(g_ent[slot].kind), kind_name(kind));
     }
     return slot;
 }
@@ -169,6 +186,7 @@ static void entry_unref(int slot) {
         const int s = (int) (e - g_ent);
         if (--e->refs > 0) continue;
         if (e->kind == KW_KIND_MODEL) kw_model_release(e);
+        if (e->release) e->release(e->payload);
         if (e->grad) kw_param_release(e);
         if (e->ctx) kiln_free(e->ctx);
         free(e->buf);
@@ -213,6 +231,7 @@ static int free_kind(int h, int kind, const char * fn) {
 
 KW_EXPORT int kw_tensor_free(int h) { return free_kind(h, KW_KIND_TENSOR, "tensor_free"); }
 KW_EXPORT int kw_model_free(int h) { return free_kind(h, KW_KIND_MODEL, "model_free"); }
+KW_EXPORT int kw_llm_free(int h) { return free_kind(h, KW_KIND_LLM, "llm_free"); }
 KW_EXPORT int kw_live_handles(void) { return g_live; }
 
 /* ------------------------------------------------------------ tensors */
@@ -418,14 +437,7 @@ int kw_run_graph(struct kiln_cgraph * g, int job_id, const char * what) {
     const enum kiln_status st = kiln_graph_compute(g, &plan);
     g_job = 0;
     free(work);
-    switch (st) {
-        case KILN_STATUS_SUCCESS:      return KW_OK;
-        case KILN_STATUS_ABORTED:      return kw_fail(KW_E_ABORTED, "%s aborted", what);
-        case KILN_STATUS_ALLOC_FAILED: return kw_fail_kiln(KW_E_NOMEM, what);
-        case KILN_STATUS_UNSUPPORTED:  return kw_fail_kiln(KW_E_UNSUPPORTED, what);
-        case KILN_STATUS_INVALID_ARG:  return kw_fail_kiln(KW_E_INVALID, what);
-        default:                       return kw_fail_kiln(KW_E_FAILED, what);
-    }
+    return kw_fail_status(st, what);
 }
 
 KW_EXPORT int kw_compute(int h, int job_id) {

@@ -5,6 +5,7 @@
 #define KILN_WASM_INTERNAL_H
 
 #include "kiln.h"
+#include "kiln-gguf.h"
 #include "kiln_wasm.h"
 
 #include <stdbool.h>
@@ -23,7 +24,9 @@
 #define KW_THREADS 0
 #endif
 
-enum { KW_KIND_TENSOR = 1, KW_KIND_MODEL = 2 };
+/* what a handle stands for; the entry table below is the one handle scheme
+ * (slot + generation counter: a stale handle is refused for every kind) */
+enum { KW_KIND_TENSOR = 1, KW_KIND_MODEL = 2, KW_KIND_LLM = 3 };
 #define KW_MAX_DEPS (KILN_MAX_SRC + 2)
 
 struct kw_entry {
@@ -41,26 +44,27 @@ struct kw_entry {
     void *  mbuf;   /* the file bytes, written by JS */
     double  msize;
     double  mloaded;
-    void *  gguf;   /* struct kiln_gguf_context * when the reader is built in */
+    struct kiln_gguf_context * gguf;
     struct kiln_context * mctx;
     int     n_tensors;
     int     n_kv;
     int     version;
-    /* a generator rearranged these weights in mbuf for faster mat-vecs
-     * (kiln_repack_tensor): 1 per tensor index; model tensor handles to
-     * them are refused, and no second generator may parse the bytes */
-    unsigned char * repacked;
-    int     views;  /* model tensor handles ever handed out: then no repacking */
+    int     views;  /* model tensor handles ever handed out: then generators do not
+                       rearrange the weights in place (kiln_repack_tensor) */
     /* tensors with requiresGrad (kiln_wasm_autograd.c): the gradient
      * accumulated by backward passes, in memory of its own */
     struct kiln_context * gctx;
     void *  gbuf;
     struct kiln_tensor * grad;
     int     has_grad; /* a backward pass has reached this tensor */
+    /* kinds with an object of their own (generators): released with the entry */
+    void *  payload;
+    void  (*release)(void * payload);
 };
 
 int  kw_fail(int code, const char * fmt, ...);
 int  kw_fail_kiln(int code, const char * what);
+int  kw_fail_status(enum kiln_status st, const char * what);
 int  kw_entry_new(int kind);
 void kw_entry_discard(int slot);
 void kw_entry_add_dep(int slot, int dep);

@@ -16,7 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kiln-gguf.h"
 
 double kw_mem_used(void);
 double kw_mem_max(void);
@@ -47,11 +46,9 @@ KW_EXPORT void * kw_model_buffer(int h) {
 }
 
 void kw_model_release(struct kw_entry * e) {
-    if (e->gguf) kiln_gguf_free((struct kiln_gguf_context *) e->gguf);
+    if (e->gguf) kiln_gguf_free(e->gguf);
     if (e->mctx) kiln_free(e->mctx);
     free(e->mbuf);
-    free(e->repacked);
-    e->repacked = NULL;
     e->views = 0;
     e->gguf = NULL;
     e->mctx = NULL;
@@ -112,12 +109,9 @@ KW_EXPORT int kw_model_tensor(int h, const char * name) {
     const int ms = h & ((1 << 20) - 1);
     struct kiln_tensor * mt = kiln_get_tensor(e->mctx, name);
     if (!mt) return kw_fail(KW_E_INVALID, "model_tensor: no tensor named '%s'", name);
-    if (e->repacked) {
-        const int64_t ti = kiln_gguf_find_tensor((const struct kiln_gguf_context *) e->gguf, name);
-        if (ti >= 0 && ti < e->n_tensors && e->repacked[ti]) {
-            return kw_fail(KW_E_INVALID, "model_tensor: '%s' was rearranged in memory for generation; "
-                           "read weights before generating, or load the model again", name);
-        }
+    if (kiln_tensor_is_repacked(mt)) {
+        return kw_fail(KW_E_INVALID, "model_tensor: '%s' was rearranged in memory for generation; "
+                       "read weights before generating, or load the model again", name);
     }
     e->views++;
     const int slot = kw_entry_new(KW_KIND_TENSOR);
@@ -136,7 +130,7 @@ static const struct kiln_gguf_context * kv_ctx(int h, int i, const char * fn) {
     struct kw_entry * e = parsed(h, fn);
     if (!e) return NULL;
     if (i < 0 || i >= e->n_kv) { kw_fail(KW_E_INVALID, "%s: key %d of %d", fn, i, e->n_kv); return NULL; }
-    return (const struct kiln_gguf_context *) e->gguf;
+    return e->gguf;
 }
 
 KW_EXPORT const char * kw_model_kv_key(int h, int i) {

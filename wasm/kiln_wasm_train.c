@@ -68,15 +68,6 @@ static void * kt_get(int h, int kind, const char * fn) {
 
 static void kt_drop(int h) { g_slots[(h & 0xff) - 1].kind = 0; g_slots[(h & 0xff) - 1].p = NULL; }
 
-static int kt_status(enum kiln_status st, const char * what) {
-    switch (st) {
-        case KILN_STATUS_SUCCESS:      return KW_OK;
-        case KILN_STATUS_ABORTED:      return kw_fail(KW_E_ABORTED, "%s aborted", what);
-        case KILN_STATUS_ALLOC_FAILED: return kw_fail_kiln(KW_E_NOMEM, what);
-        case KILN_STATUS_UNSUPPORTED:  return kw_fail_kiln(KW_E_UNSUPPORTED, what);
-        case KILN_STATUS_INVALID_ARG:  return kw_fail_kiln(KW_E_INVALID, what);
-        default:                       return kw_fail_kiln(KW_E_FAILED, what);
-    }
 }
 
 /* ---------------------------------------------------------- datasets */
@@ -183,11 +174,11 @@ KW_EXPORT int kw_train_step(int hs, int hd, int ibatch) {
                        (long long) kiln_opt_dataset_ndata(ds));
     }
     kiln_clear_error();
-    int rc = kt_status(kiln_opt_prepare(s->opt, true), "train_step");
+    int rc = kw_fail_status(kiln_opt_prepare(s->opt, true), "train_step");
     if (rc < 0) return rc;
     if (!kiln_opt_dataset_get_batch(ds, kiln_opt_inputs(s->opt), kiln_opt_labels(s->opt), ibatch)) return kw_fail_kiln(KW_E_INVALID, "train_step");
     kiln_opt_result_reset(s->result);
-    rc = kt_status(kiln_opt_eval(s->opt, s->result), "train_step");
+    rc = kw_fail_status(kiln_opt_eval(s->opt, s->result), "train_step");
     if (rc < 0) return rc;
     double unc;
     kiln_opt_result_loss(s->result, &s->loss, &unc);
@@ -203,14 +194,14 @@ KW_EXPORT double kw_train_n_eval(int h) { struct kt_session * s = (struct kt_ses
  * the rest of the batch is zero. Logits of image i at out + 10 i. */
 static int forward(struct kt_session * s, const float * x, int n, const float ** logits) {
     kiln_clear_error();
-    int rc = kt_status(kiln_opt_prepare(s->opt, false), "forward");
+    int rc = kw_fail_status(kiln_opt_prepare(s->opt, false), "forward");
     if (rc < 0) return rc;
     struct kiln_tensor * in = kiln_opt_inputs(s->opt);
     memcpy(in->data, x, (size_t) n * KILN_MNIST_NPIXELS * sizeof(float));
     memset((float *) in->data + (size_t) n * KILN_MNIST_NPIXELS, 0, (size_t) (s->nbatch - n) * KILN_MNIST_NPIXELS * sizeof(float));
     struct kiln_tensor * lab = kiln_opt_labels(s->opt);
     if (lab && lab->data) memset(lab->data, 0, kiln_nbytes(lab));
-    rc = kt_status(kiln_opt_eval(s->opt, NULL), "forward");
+    rc = kw_fail_status(kiln_opt_eval(s->opt, NULL), "forward");
     if (rc < 0) return rc;
     *logits = (const float *) kiln_opt_outputs(s->opt)->data;
     return KW_OK;

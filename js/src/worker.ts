@@ -703,40 +703,52 @@ declare const setTimeout: any;
     }
   }
 
+  // enum kiln_gen_stop
   const STOP_REASONS = ['', 'eos', 'maxTokens', 'stop', 'context'];
+  const GEN_EOG = 1;
+
+  // the prompt (text, tokenized in wasm, or ids), the stop strings and the
+  // options go to C in one call, which checks them (messages name the option)
+  function startGeneration(g: number, a: any) {
+    const stops = a.stop ?? [];
+    const parts = stops.map((s: string) => encoder.encode(String(s)));
+    const joined = new Uint8Array(parts.reduce((n: number, b: Uint8Array) => n + b.byteLength + 1, 0));
+    let o = 0;
+    for (const b of parts) { joined.set(b, o); o += b.byteLength + 1; }
+    const start = (text: number, textLen: number, ids: number, nIds: number) => withBytes(joined, (sp) => check(M._kw_llm_start(
+      g, text, textLen, ids, nIds, a.addBos !== false ? 1 : 0, a.parseSpecial ? 1 : 0, sp, stops.length,
+      a.maxTokens, a.seed, a.temperature, a.topK, a.topP, a.minP, a.repeatPenalty, a.frequencyPenalty, a.presencePenalty, a.penaltyLastN)));
+    if (Array.isArray(a.promptIds)) return withIds(a.promptIds, (p, n) => start(0, 0, p, n));
+    const b = encoder.encode(String(a.prompt));
+    return withBytes(b, (p) => start(p, b.byteLength, 0, 0));
+  }
 
   async function generate(id: number, a: any) {
     const isAborted = () => aborted.has(id) || (abortWord !== null && Atomics.load(abortWord, 0) === id);
     try {
       const g = guard(() => llmOf(a.model));
-      guard(() => {
-        const ids = Array.isArray(a.promptIds) ? a.promptIds : tokenizeText(g, String(a.prompt), a.addBos !== false, !!a.parseSpecial);
-        check(M._kw_llm_clear_stops(g));
-        for (const s of a.stop ?? []) withString(String(s), (p) => check(M._kw_llm_add_stop(g, p)));
-        withIds(ids, (p, n) => check(M._kw_llm_start(g, p, n, a.maxTokens, a.seed, a.temperature, a.topK, a.topP, a.minP,
-          a.repeatPenalty, a.frequencyPenalty, a.presencePenalty, a.penaltyLastN)));
-      });
+      guard(() => startGeneration(g, a));
+      const info = M._kw_llm_step_info(g) >>> 0; // {token, stop, text address, text length}
       const tokens: number[] = [];
       let text = '';
       let k = 0;
-      while (guard(() => M._kw_llm_done(g)) === 0) {
+      for (;;) {
         if (isAborted()) throw new WErr('ABORTED', 'generation aborted');
-        const tok = guard(() => M._kw_llm_next(g));
-        if (tok < 0 && tok !== -100) fail(tok);
-        if (tok >= 0 && M._kw_llm_done(g) !== 1) tokens.push(tok);
-        const n = M._kw_llm_piece_len(g);
+        check(guard(() => M._kw_llm_step(g))); // the one call per token
+        const [tok, stop, ptr, n] = new Int32Array(mem(), info, 4);
+        if (stop !== GEN_EOG) tokens.push(tok);
         if (n > 0) {
-          const piece = textAt(M._kw_llm_piece(g) >>> 0, n);
+          const piece = textAt(ptr >>> 0, n);
           if (a.stream) post({ t: 'piece', id, text: piece });
           else text += piece;
         }
+        if (stop !== 0) break;
         // without a shared abort word, the 'abort' message needs a turn of the event loop
         if (!abortWord && ++k % 8 === 0) await new Promise((r) => setTimeout(r, 0));
       }
-      const pt = M._kw_llm_stat_prompt_tokens(g), gt = M._kw_llm_stat_generated_tokens(g);
-      const ps = M._kw_llm_stat_prompt_seconds(g), gs = M._kw_llm_stat_gen_seconds(g);
+      const [pt, gt, ps, gs, stop] = new Float64Array(mem(), M._kw_llm_stats(g) >>> 0, 5);
       return {
-        text, tokens, stopReason: STOP_REASONS[M._kw_llm_done(g)] ?? '',
+        text, tokens, stopReason: STOP_REASONS[stop] ?? '',
         stats: { promptTokens: pt, generatedTokens: gt, promptTokensPerSecond: ps > 0 ? pt / ps : 0, tokensPerSecond: gs > 0 ? gt / gs : 0 },
       };
     } finally {

@@ -675,6 +675,13 @@ bool kiln_gguf_add_tensor(struct kiln_gguf_context * ctx, const struct kiln_tens
         kiln_set_error("gguf_add_tensor: tensor '%s' is not contiguous", tensor->name);
         return false;
     }
+    for (int i = 0; i < KILN_MAX_DIMS; i++) {
+        if (tensor->ne[i] == 0) {
+            /* readers refuse it (llama.cpp's divides by the extents) */
+            kiln_set_error("gguf_add_tensor: tensor '%s' has ne[%d] = 0; a GGUF tensor holds at least one element", tensor->name, i);
+            return false;
+        }
+    }
     uint64_t bytes;
     if (!kiln_gguf_tensor_bytes(tensor->type, tensor->ne, &bytes)) {
         kiln_set_error("gguf_add_tensor: tensor '%s' has an invalid shape", tensor->name);
@@ -687,7 +694,6 @@ bool kiln_gguf_add_tensor(struct kiln_gguf_context * ctx, const struct kiln_tens
     struct kiln_gguf_tensor_info * t = &ctx->ti[ctx->n_tensors];
     memset(t, 0, sizeof(*t));
     memcpy(t->name, tensor->name, sizeof(t->name));
-    /* like kiln_n_dims, but a 0 extent counts: [4, 0] stays 2-D (empty) */
     t->n_dims = 1;
     for (int i = KILN_MAX_DIMS - 1; i >= 1; i--) {
         if (tensor->ne[i] != 1) { t->n_dims = (uint32_t) i + 1; break; }

@@ -266,6 +266,10 @@ static bool rd_kv(struct rd * r, struct kiln_gguf_context * ctx, uint64_t * key_
     const uint64_t key_at = r->pos;
     uint64_t key_len = 0;
     if (!rd_str(r, &kv.key, &key_len, "key")) return false;
+    if (key_len == 0) {
+        free(kv.key);
+        return rd_fail(r, key_at, "key-value %lld: the key is the empty string", (long long) ctx->n_kv);
+    }
     kv.key_len = (size_t) key_len;
     kiln_gguf_printable(kv.key, kv.key_len, key, sizeof(key));
     *key_at_out = key_at;
@@ -353,6 +357,9 @@ static bool rd_tensor_info(struct rd * r, struct kiln_gguf_context * ctx, uint64
         if (t->ne[j] < 0) {
             return rd_fail(r, ne_at, "tensor '%s': ne[%u] = %lld is negative", name, j, (long long) t->ne[j]);
         }
+        if (t->ne[j] == 0) {
+            return rd_fail(r, ne_at, "tensor '%s': ne[%u] = 0 (a tensor holds at least one element)", name, j);
+        }
         if (t->ne[j] != 0 && nel > INT64_MAX / t->ne[j]) {
             return rd_fail(r, ne_at, "tensor '%s': element count overflows int64 at ne[%u] = %lld", name, j, (long long) t->ne[j]);
         }
@@ -424,6 +431,20 @@ static bool check_data_layout(struct rd * r, struct kiln_gguf_context * ctx) {
         max_i = order[k];
     }
     free(order);
+    /* packed, as llama.cpp requires: in file order, each tensor starts where
+     * the previous one ends, rounded up to the alignment */
+    uint64_t expect = 0;
+    for (int64_t i = 0; i < ctx->n_tensors; i++) {
+        const struct kiln_gguf_tensor_info * t = &ctx->ti[i];
+        if (t->offset != expect) {
+            return rd_fail(r, sat_add(doff, t->offset),
+                           "tensor '%s': data offset %llu, but the packed layout puts it at %llu (the previous tensor's "
+                           "offset plus its size rounded up to %zu bytes): the file leaves a gap or reorders tensors",
+                           kiln_gguf_printable(t->name, strlen(t->name), name, sizeof(name)), (unsigned long long) t->offset,
+                           (unsigned long long) expect, ctx->alignment);
+        }
+        expect = sat_add(expect, t->size + (ctx->alignment - t->size % ctx->alignment) % ctx->alignment);
+    }
     return true;
 }
 

@@ -215,6 +215,12 @@ struct kiln_gguf_context;
  * named in the message) */
 KILN_API struct kiln_model * kiln_model_load(const char * path, struct kiln_model_params params);
 KILN_API struct kiln_model * kiln_model_load_from_buffer(const void * data, size_t size, struct kiln_model_params params);
+/* A model over a GGUF file already parsed (kiln_gguf_init_from_* with
+ * no_alloc = false; weights holds its tensors, NULL for vocab_only). Both
+ * stay the caller's and must outlive the model. repack_in_place lets the
+ * weights be rearranged where they are (kiln_tensor_is_repacked tells which). */
+KILN_API struct kiln_model * kiln_model_load_from_gguf(struct kiln_gguf_context * gguf, struct kiln_context * weights,
+                                                       struct kiln_model_params params);
 KILN_API void kiln_model_free(struct kiln_model * model);
 
 KILN_API const struct kiln_vocab * kiln_model_vocab(const struct kiln_model * model);
@@ -254,6 +260,90 @@ KILN_API const float *    kiln_model_logits(const struct kiln_model * model);
 
 /* ------------------------------------------------------------ generation */
 
+/* Why a generation ended (KILN_GEN_RUNNING while it goes on). */
+enum kiln_gen_stop {
+    KILN_GEN_RUNNING     = 0,
+    KILN_GEN_EOG         = 1, /* an end-of-generation token was sampled (it is not text) */
+    KILN_GEN_MAX_TOKENS  = 2, /* max_tokens were generated */
+    KILN_GEN_STOP_STRING = 3, /* a stop string appeared (neither it nor what follows is text) */
+    KILN_GEN_CONTEXT     = 4, /* the context is full */
+};
+
+/* Called with the logits of the next position, in a scratch copy the hook
+ * may change (mask tokens with -INFINITY, add a bias) before the sampler
+ * sees them. Grammar-constrained sampling and logit bias plug in here. */
+typedef void (*kiln_logits_hook)(float * logits, int32_t n_vocab, void * user_data);
+
+struct kiln_gen_params {
+    int32_t max_tokens;          /* <= 0: until end of generation or a full context */
+    const char * const * stop;   /* stop strings (copied at start; none may be empty) */
+    int32_t n_stop;
+    kiln_logits_hook logits_hook; /* NULL: sample from the model's logits as they are */
+    void * hook_data;
+};
+
+KILN_API struct kiln_gen_params kiln_gen_params_default(void);
+
+struct kiln_generate_stats {
+    int32_t prompt_tokens;
+    int32_t generated_tokens;
+    double  prompt_tokens_per_second;
+    double  tokens_per_second;
+    bool    stopped_by_eog;     /* end-of-generation token */
+    bool    stopped_by_string;  /* a stop string */
+    enum kiln_gen_stop stop;    /* why it ended */
+    double  prompt_seconds;     /* evaluating the prompt */
+    double  gen_seconds;        /* the steps: sampling and evaluating generated tokens */
+};
+
+/* One generated token and the text it released. */
+struct kiln_gen_token {
+    kiln_token token;    /* the sampled token (an end-of-generation token too) */
+    const char * text;   /* text that is now safe to show: whole UTF-8 characters, */
+    int32_t len;         /* nothing that may still become a stop string; valid until the next call */
+    enum kiln_gen_stop stop; /* KILN_GEN_RUNNING: call kiln_gen_step again */
+};
+
+/* A stepped generation over one model: kiln_gen_start evaluates the prompt,
+ * then each kiln_gen_step evaluates the token the step before sampled,
+ * samples one token and releases its text (text goes out before the
+ * evaluation that follows it; an abort during that evaluation fails the next
+ * step). The object records the tokens its model's KV cache holds
+ * (kiln_gen_tokens) and is reused from one generation to the next. The
+ * model and sampler must outlive it; it owns neither. */
+struct kiln_gen;
+KILN_API struct kiln_gen * kiln_gen_new(struct kiln_model * model);
+KILN_API void kiln_gen_free(struct kiln_gen * gen);
+
+/* Check the parameters (messages name the bad one), empty the cache,
+ * evaluate the prompt ids and restart the sampler, which then sees the
+ * prompt for its penalties. INVALID_ARG: no prompt, an id outside the
+ * vocabulary, a prompt longer than the context, an empty stop string;
+ * ABORTED: the abort flag was set (the generation is then not started). */
+KILN_API enum kiln_status kiln_gen_start(struct kiln_gen * gen, struct kiln_sampler * sampler,
+                                         const kiln_token * prompt, int32_t n_prompt,
+                                         struct kiln_gen_params params);
+
+/* One token. After the step that ends the generation (out->stop set), the
+ * rest of the held text has been released and further steps give an empty
+ * piece with the same stop. INVALID_ARG when not started. */
+KILN_API enum kiln_status kiln_gen_step(struct kiln_gen * gen, struct kiln_gen_token * out);
+
+KILN_API void kiln_gen_stats(const struct kiln_gen * gen, struct kiln_generate_stats * stats);
+/* the tokens now in the model's KV cache: the prompt, then the generated
+ * tokens evaluated so far (the last one handed out is evaluated by the next step) */
+KILN_API const kiln_token * kiln_gen_tokens(const struct kiln_gen * gen, int32_t * n_tokens);
+
+/* Prompt text -> ids with the vocabulary's rules, into a buffer kiln_gen
+ * keeps (valid until the next call on gen); *n_tokens gets the count. */
+KILN_API const kiln_token * kiln_gen_tokenize(struct kiln_gen * gen, const char * text, int32_t len,
+                                              bool add_special, bool parse_special, int32_t * n_tokens);
+
+/* Sampler parameters out of range give INVALID_ARG and a message that names
+ * the parameter (kiln_sampler_new checks them too). */
+KILN_API enum kiln_status kiln_sampler_params_check(const struct kiln_sampler_params * params);
+
+/* The whole loop over kiln_gen for a text prompt. */
 struct kiln_generate_params {
     int32_t max_tokens;          /* <= 0: until end of generation or a full context */
     bool    add_special;         /* add BOS/EOS around the prompt as the vocabulary asks (true) */
@@ -264,24 +354,15 @@ struct kiln_generate_params {
 
 KILN_API struct kiln_generate_params kiln_generate_params_default(void);
 
-struct kiln_generate_stats {
-    int32_t prompt_tokens;
-    int32_t generated_tokens;
-    double  prompt_tokens_per_second;
-    double  tokens_per_second;
-    bool    stopped_by_eog;     /* end-of-generation token */
-    bool    stopped_by_string;  /* a stop string */
-};
-
 /* Receives generated text in order: whole UTF-8 characters only (bytes of an
  * unfinished character wait for the next token), and text that might begin
  * a stop string waits until it is known not to. token: the token whose
  * acceptance released this text (len may be 0). */
 typedef void (*kiln_piece_callback)(const char * text, int32_t len, kiln_token token, void * user_data);
 
-/* Reset the cache, evaluate the prompt, then sample until max_tokens, an
- * end-of-generation token, a stop string or a full context. A prompt longer
- * than the context gives KILN_STATUS_INVALID_ARG; the abort flag gives
+/* Tokenize the prompt, then kiln_gen_start and kiln_gen_step until the
+ * generation ends, handing each piece to callback. A prompt longer than the
+ * context gives KILN_STATUS_INVALID_ARG; the abort flag gives
  * KILN_STATUS_ABORTED (the model stays usable). stats may be NULL. */
 KILN_API enum kiln_status kiln_generate(
         struct kiln_model          * model,

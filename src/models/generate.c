@@ -1,13 +1,303 @@
 /*
- * generate.c — the generation loop: prompt, sample, emit text that is safe
- * to show (whole characters, nothing that may still turn into a stop
- * string), stop on EOS / stop strings / max tokens / a full context.
+ * generate.c — the one generation core (kiln_gen): start with prompt ids,
+ * step one token at a time, release text that is safe to show (whole UTF-8
+ * characters, nothing that may still become a stop string), stop on an
+ * end-of-generation token, a stop string, max_tokens or a full context.
+ * kiln_generate, kiln-generate and the wasm layer all drive this loop.
+ *
+ * The object keeps the ids its model's KV cache holds (prompt + evaluated
+ * tokens), which is what prefix reuse across generations and context
+ * shifting work from; sampling goes through an optional logits hook
+ * (grammars, logit bias) on a scratch copy of the logits.
  */
 #include "kiln-llama.h"
 #include "textstream.h"
 
 #include <stdlib.h>
 #include <string.h>
+
+struct kiln_gen {
+    struct kiln_model   * model;
+    struct kiln_sampler * smpl;
+    struct kiln_gen_params params;
+    char ** stop;          /* owned copies of the stop strings */
+    struct textstream ts;  /* generated text not yet handed out */
+    size_t shown;          /* bytes of ts handed out by the last step, dropped by the next */
+    kiln_token * cache; int32_t n_cache, cap_cache; /* ids in the KV cache */
+    kiln_token * ids; int32_t cap_ids;              /* kiln_gen_tokenize's result */
+    char * piece; int32_t cap_piece;                /* one token's text */
+    float * logits; int32_t cap_logits;             /* scratch for the logits hook */
+    kiln_token pending;    /* sampled and handed out, evaluated at the start of the next step */
+    int32_t n_prompt, n_generated;
+    enum kiln_gen_stop stop_reason;
+    bool started;
+    double t_prompt, t_gen;
+};
+
+struct kiln_gen_params kiln_gen_params_default(void) {
+    struct kiln_gen_params p = { .max_tokens = 128, .stop = NULL, .n_stop = 0, .logits_hook = NULL, .hook_data = NULL };
+    return p;
+}
+
+static bool grow(void ** p, int32_t * cap, int64_t need, size_t elem) {
+    if (need <= *cap) return true;
+    int64_t c = *cap > 0 ? *cap : 64;
+    while (c < need) c *= 2;
+    if (c > INT32_MAX) return false;
+    void * q = realloc(*p, (size_t) c * elem);
+    if (!q) return false;
+    *p = q;
+    *cap = (int32_t) c;
+    return true;
+}
+
+static double now_s(void) { return (double) kiln_time_us() * 1e-6; }
+
+struct kiln_gen * kiln_gen_new(struct kiln_model * model) {
+    if (!model) {
+        kiln_set_last_error("kiln_gen_new: NULL model");
+        return NULL;
+    }
+    struct kiln_gen * g = calloc(1, sizeof *g);
+    if (!g) {
+        kiln_set_last_error("kiln_gen_new: out of memory");
+        return NULL;
+    }
+    g->model = model;
+    return g;
+}
+
+static void clear_stops(struct kiln_gen * g) {
+    for (int32_t i = 0; i < g->params.n_stop && g->stop; i++) free(g->stop[i]);
+    free(g->stop);
+    g->stop = NULL;
+    g->params.n_stop = 0;
+    g->params.stop = NULL;
+}
+
+void kiln_gen_free(struct kiln_gen * g) {
+    if (!g) return;
+    clear_stops(g);
+    textstream_free(&g->ts);
+    free(g->cache);
+    free(g->ids);
+    free(g->piece);
+    free(g->logits);
+    free(g);
+}
+
+const kiln_token * kiln_gen_tokenize(struct kiln_gen * g, const char * text, int32_t len, bool add_special,
+                                     bool parse_special, int32_t * n_tokens) {
+    if (n_tokens) *n_tokens = 0;
+    if (!g || !n_tokens || len < 0 || (len > 0 && !text)) {
+        kiln_set_last_error("tokenize: invalid arguments");
+        return NULL;
+    }
+    const struct kiln_vocab * v = kiln_model_vocab(g->model);
+    int32_t n = kiln_tokenize(v, text ? text : "", len, g->ids, g->cap_ids, add_special, parse_special);
+    if (n < 0 && n != INT32_MIN) {
+        if (!grow((void **) &g->ids, &g->cap_ids, -(int64_t) n, sizeof(kiln_token))) {
+            kiln_set_last_error("tokenize: out of memory for %d tokens", -n);
+            return NULL;
+        }
+        n = kiln_tokenize(v, text ? text : "", len, g->ids, g->cap_ids, add_special, parse_special);
+    }
+    if (n < 0) return NULL; /* the tokenizer set the error */
+    if (!g->ids && !grow((void **) &g->ids, &g->cap_ids, 1, sizeof(kiln_token))) {
+        kiln_set_last_error("tokenize: out of memory");
+        return NULL;
+    }
+    *n_tokens = n;
+    return g->ids;
+}
+
+enum kiln_status kiln_gen_start(struct kiln_gen * g, struct kiln_sampler * smpl, const kiln_token * prompt,
+                                int32_t n_prompt, struct kiln_gen_params params) {
+    if (!g || !smpl) {
+        kiln_set_last_error("generate: %s", g ? "no sampler" : "NULL generation");
+        return KILN_STATUS_INVALID_ARG;
+    }
+    g->started = false;
+    if (n_prompt <= 0 || !prompt) {
+        kiln_set_last_error("generate: the prompt has no tokens");
+        return KILN_STATUS_INVALID_ARG;
+    }
+    const int32_t n_vocab = kiln_model_n_vocab(g->model), n_ctx = kiln_model_n_ctx(g->model);
+    for (int32_t i = 0; i < n_prompt; i++) {
+        if (prompt[i] < 0 || prompt[i] >= n_vocab) {
+            kiln_set_last_error("generate: token %d at %d is outside the vocabulary (0..%d)", prompt[i], i, n_vocab - 1);
+            return KILN_STATUS_INVALID_ARG;
+        }
+    }
+    if (n_prompt > n_ctx) {
+        kiln_set_last_error("generate: the prompt has %d tokens, longer than the context of %d tokens", n_prompt, n_ctx);
+        return KILN_STATUS_INVALID_ARG;
+    }
+    if (params.n_stop < 0 || (params.n_stop > 0 && !params.stop)) {
+        kiln_set_last_error("generate: n_stop is %d with %s stop strings", params.n_stop, params.stop ? "some" : "no");
+        return KILN_STATUS_INVALID_ARG;
+    }
+    for (int32_t i = 0; i < params.n_stop; i++) {
+        if (!params.stop[i] || !params.stop[i][0]) {
+            kiln_set_last_error("generate: stop string %d is empty", i);
+            return KILN_STATUS_INVALID_ARG;
+        }
+    }
+    clear_stops(g);
+    if (params.n_stop > 0) {
+        g->stop = calloc((size_t) params.n_stop, sizeof(char *));
+        for (int32_t i = 0; g->stop && i < params.n_stop; i++) {
+            g->stop[i] = strdup(params.stop[i]);
+            if (!g->stop[i]) {
+                g->params.n_stop = i;
+                clear_stops(g);
+            }
+        }
+        if (!g->stop) {
+            kiln_set_last_error("generate: out of memory");
+            return KILN_STATUS_ALLOC_FAILED;
+        }
+    }
+    if (!grow((void **) &g->cache, &g->cap_cache, n_ctx, sizeof(kiln_token)) ||
+        (params.logits_hook && !grow((void **) &g->logits, &g->cap_logits, n_vocab, sizeof(float)))) {
+        clear_stops(g);
+        kiln_set_last_error("generate: out of memory");
+        return KILN_STATUS_ALLOC_FAILED;
+    }
+    g->params = params;
+    g->params.stop = (const char * const *) g->stop;
+    g->ts.n = 0;
+    g->ts.stop = g->params.stop;
+    g->ts.n_stop = g->params.n_stop;
+    g->shown = 0;
+    g->pending = KILN_TOKEN_NULL;
+    g->smpl = smpl;
+    g->n_prompt = n_prompt;
+    g->n_generated = 0;
+    g->stop_reason = KILN_GEN_RUNNING;
+    g->t_gen = 0;
+
+    /* the whole prompt, into an empty cache */
+    kiln_model_reset(g->model);
+    g->n_cache = 0;
+    kiln_sampler_reset(smpl);
+    const double t0 = now_s();
+    enum kiln_status s = kiln_model_eval(g->model, prompt, n_prompt);
+    g->t_prompt = now_s() - t0;
+    if (s != KILN_STATUS_SUCCESS) {
+        kiln_model_reset(g->model);
+        return s;
+    }
+    memcpy(g->cache, prompt, sizeof(kiln_token) * (size_t) n_prompt);
+    g->n_cache = n_prompt;
+    for (int32_t i = 0; i < n_prompt; i++) kiln_sampler_accept(smpl, prompt[i]);
+    g->started = true;
+    return KILN_STATUS_SUCCESS;
+}
+
+/* append one token's text to the stream */
+static bool add_piece(struct kiln_gen * g, kiln_token tok) {
+    const struct kiln_vocab * v = kiln_model_vocab(g->model);
+    if (!g->piece && !grow((void **) &g->piece, &g->cap_piece, 256, 1)) return false;
+    int32_t n = kiln_token_to_piece(v, tok, g->piece, g->cap_piece, 0, false);
+    if (n < 0 && n != INT32_MIN) {
+        if (!grow((void **) &g->piece, &g->cap_piece, -(int64_t) n, 1)) return false;
+        n = kiln_token_to_piece(v, tok, g->piece, g->cap_piece, 0, false);
+    }
+    return n <= 0 || textstream_add(&g->ts, g->piece, (size_t) n);
+}
+
+enum kiln_status kiln_gen_step(struct kiln_gen * g, struct kiln_gen_token * out) {
+    if (!g || !out) {
+        kiln_set_last_error("generate: invalid arguments");
+        return KILN_STATUS_INVALID_ARG;
+    }
+    textstream_consume(&g->ts, g->shown);
+    g->shown = 0;
+    *out = (struct kiln_gen_token) { KILN_TOKEN_NULL, "", 0, g->stop_reason };
+    if (!g->started) {
+        kiln_set_last_error("generate: not started");
+        return KILN_STATUS_INVALID_ARG;
+    }
+    if (g->stop_reason != KILN_GEN_RUNNING) return KILN_STATUS_SUCCESS;
+
+    const double t0 = now_s();
+    struct kiln_model * m = g->model;
+    if (g->pending != KILN_TOKEN_NULL) {
+        /* the last token's text went out before its evaluation: the caller
+         * sees it one evaluation sooner, and an abort ends between tokens */
+        const enum kiln_status s = kiln_model_eval(m, &g->pending, 1);
+        g->t_gen += now_s() - t0;
+        if (s != KILN_STATUS_SUCCESS) {
+            g->started = false;
+            return s;
+        }
+        g->cache[g->n_cache++] = g->pending;
+        g->pending = KILN_TOKEN_NULL;
+    }
+    const int32_t n_vocab = kiln_model_n_vocab(m);
+    const float * logits = kiln_model_logits(m);
+    if (g->params.logits_hook) {
+        memcpy(g->logits, logits, sizeof(float) * (size_t) n_vocab);
+        g->params.logits_hook(g->logits, n_vocab, g->params.hook_data);
+        logits = g->logits;
+    }
+    const kiln_token tok = kiln_sampler_sample(g->smpl, logits, n_vocab);
+    if (tok < 0) {
+        g->started = false;
+        return KILN_STATUS_FAILED; /* the sampler set the error */
+    }
+    kiln_sampler_accept(g->smpl, tok);
+    out->token = tok;
+    enum kiln_gen_stop stop = KILN_GEN_RUNNING;
+    if (kiln_vocab_is_eog(kiln_model_vocab(m), tok)) {
+        stop = KILN_GEN_EOG;
+    } else {
+        g->n_generated++;
+        if (!add_piece(g, tok)) {
+            g->started = false;
+            kiln_set_last_error("generate: out of memory");
+            return KILN_STATUS_ALLOC_FAILED;
+        }
+        if (g->params.max_tokens > 0 && g->n_generated >= g->params.max_tokens) stop = KILN_GEN_MAX_TOKENS;
+        else if (kiln_model_n_past(m) >= kiln_model_n_ctx(m)) stop = KILN_GEN_CONTEXT;
+    }
+    const bool final = stop != KILN_GEN_RUNNING;
+    bool hit = false;
+    const size_t n = textstream_ready(&g->ts, final, &hit);
+    if (hit) stop = KILN_GEN_STOP_STRING;
+    out->text = g->ts.buf ? g->ts.buf : "";
+    out->len = (int32_t) n;
+    /* at the end, what was not released (a stop string and what follows) goes */
+    g->shown = stop != KILN_GEN_RUNNING ? g->ts.n : n;
+    g->stop_reason = stop;
+    out->stop = stop;
+    if (stop == KILN_GEN_RUNNING) g->pending = tok;
+    g->t_gen += now_s() - t0;
+    return KILN_STATUS_SUCCESS;
+}
+
+void kiln_gen_stats(const struct kiln_gen * g, struct kiln_generate_stats * st) {
+    if (!st) return;
+    memset(st, 0, sizeof *st);
+    if (!g) return;
+    st->prompt_tokens = g->n_prompt;
+    st->generated_tokens = g->n_generated;
+    st->prompt_seconds = g->t_prompt;
+    st->gen_seconds = g->t_gen;
+    st->prompt_tokens_per_second = g->t_prompt > 0 ? g->n_prompt / g->t_prompt : 0.0;
+    st->tokens_per_second = g->t_gen > 0 ? g->n_generated / g->t_gen : 0.0;
+    st->stop = g->stop_reason;
+    st->stopped_by_eog = g->stop_reason == KILN_GEN_EOG;
+    st->stopped_by_string = g->stop_reason == KILN_GEN_STOP_STRING;
+}
+
+const kiln_token * kiln_gen_tokens(const struct kiln_gen * g, int32_t * n_tokens) {
+    if (n_tokens) *n_tokens = g ? g->n_cache : 0;
+    return g ? g->cache : NULL;
+}
+
+/* ------------------------------------------------------------ kiln_generate */
 
 struct kiln_generate_params kiln_generate_params_default(void) {
     struct kiln_generate_params p = {
@@ -20,115 +310,30 @@ struct kiln_generate_params kiln_generate_params_default(void) {
     return p;
 }
 
-/* show what is ready; true when a stop string ended the text */
-static bool flush(struct textstream * ts, bool final, kiln_token tok, kiln_piece_callback cb, void * ud) {
-    bool hit = false;
-    size_t n = textstream_ready(ts, final, &hit);
-    if (cb && (n > 0 || tok >= 0)) {
-        cb(ts->buf ? ts->buf : "", (int32_t) n, tok, ud);
-    }
-    textstream_consume(ts, hit ? ts->n : n);
-    return hit;
-}
-
 enum kiln_status kiln_generate(struct kiln_model * model, struct kiln_sampler * smpl, const char * prompt,
                                struct kiln_generate_params gp, kiln_piece_callback cb, void * ud,
                                struct kiln_generate_stats * stats) {
-    struct kiln_generate_stats st = { 0 };
-    if (stats) {
-        *stats = st;
-    }
+    if (stats) memset(stats, 0, sizeof *stats);
     if (!model || !smpl || !prompt) {
         kiln_set_last_error("kiln_generate: invalid arguments");
         return KILN_STATUS_INVALID_ARG;
     }
-    const struct kiln_vocab * vocab = kiln_model_vocab(model);
-    const int32_t n_ctx = kiln_model_n_ctx(model);
-    const int32_t n_vocab = kiln_model_n_vocab(model);
-    int32_t len = (int32_t) strlen(prompt);
-    int32_t n_prompt = kiln_tokenize(vocab, prompt, len, NULL, 0, gp.add_special, gp.parse_special);
-    if (n_prompt == INT32_MIN) {
-        return KILN_STATUS_INVALID_ARG;
+    struct kiln_gen * g = kiln_gen_new(model);
+    if (!g) return KILN_STATUS_ALLOC_FAILED;
+    int32_t n_prompt = 0;
+    const kiln_token * ids = kiln_gen_tokenize(g, prompt, (int32_t) strlen(prompt), gp.add_special, gp.parse_special, &n_prompt);
+    struct kiln_gen_params p = kiln_gen_params_default();
+    p.max_tokens = gp.max_tokens;
+    p.stop = gp.stop;
+    p.n_stop = gp.n_stop;
+    enum kiln_status s = ids ? kiln_gen_start(g, smpl, ids, n_prompt, p) : KILN_STATUS_INVALID_ARG;
+    struct kiln_gen_token t = { 0 };
+    while (s == KILN_STATUS_SUCCESS && t.stop == KILN_GEN_RUNNING) {
+        s = kiln_gen_step(g, &t);
+        const kiln_token tok = t.stop == KILN_GEN_EOG ? KILN_TOKEN_NULL : t.token;
+        if (cb && (t.len > 0 || tok >= 0)) cb(t.text, t.len, tok, ud);
     }
-    n_prompt = n_prompt < 0 ? -n_prompt : n_prompt;
-    if (n_prompt == 0) {
-        kiln_set_last_error("kiln_generate: the prompt gives no tokens (empty prompt and no BOS)");
-        return KILN_STATUS_INVALID_ARG;
-    }
-    if (n_prompt > n_ctx) {
-        kiln_set_last_error("kiln_generate: the prompt is %d tokens, longer than the context of %d tokens", n_prompt, n_ctx);
-        return KILN_STATUS_INVALID_ARG;
-    }
-    kiln_token * toks = malloc(sizeof(kiln_token) * (size_t) n_prompt);
-    if (!toks) {
-        kiln_set_last_error("kiln_generate: out of memory");
-        return KILN_STATUS_ALLOC_FAILED;
-    }
-    kiln_tokenize(vocab, prompt, len, toks, n_prompt, gp.add_special, gp.parse_special);
-
-    kiln_model_reset(model);
-    kiln_sampler_reset(smpl);
-    int64_t t0 = kiln_time_us();
-    enum kiln_status s = kiln_model_eval(model, toks, n_prompt);
-    int64_t t1 = kiln_time_us();
-    st.prompt_tokens = n_prompt;
-    st.prompt_tokens_per_second = n_prompt / ((t1 - t0) / 1e6 + 1e-9);
-    for (int32_t i = 0; i < n_prompt; i++) {
-        kiln_sampler_accept(smpl, toks[i]);
-    }
-    free(toks);
-
-    struct textstream ts = { NULL, 0, 0, gp.stop, gp.n_stop };
-    char piece[256];
-    int32_t n_evals = 0;
-    int64_t tg0 = kiln_time_us();
-    while (s == KILN_STATUS_SUCCESS) {
-        if (gp.max_tokens > 0 && st.generated_tokens >= gp.max_tokens) {
-            break;
-        }
-        kiln_token tok = kiln_sampler_sample(smpl, kiln_model_logits(model), n_vocab);
-        if (tok < 0) {
-            s = KILN_STATUS_FAILED;
-            break;
-        }
-        kiln_sampler_accept(smpl, tok);
-        if (kiln_vocab_is_eog(vocab, tok)) {
-            st.stopped_by_eog = true;
-            break;
-        }
-        st.generated_tokens++;
-        int32_t n = kiln_token_to_piece(vocab, tok, piece, sizeof piece, 0, false);
-        bool added = true;
-        if (n < 0 && n != INT32_MIN) { /* a long piece */
-            char * big = malloc((size_t) -n);
-            added = big && kiln_token_to_piece(vocab, tok, big, -n, 0, false) == -n && textstream_add(&ts, big, (size_t) -n);
-            free(big);
-        } else if (n > 0) {
-            added = textstream_add(&ts, piece, (size_t) n);
-        }
-        if (!added) {
-            kiln_set_last_error("kiln_generate: out of memory");
-            s = KILN_STATUS_ALLOC_FAILED;
-            break;
-        }
-        if (flush(&ts, false, tok, cb, ud)) {
-            st.stopped_by_string = true;
-            break;
-        }
-        if ((gp.max_tokens > 0 && st.generated_tokens >= gp.max_tokens) || kiln_model_n_past(model) >= n_ctx) {
-            break;
-        }
-        s = kiln_model_eval(model, &tok, 1);
-        n_evals++;
-    }
-    if (!st.stopped_by_string) {
-        flush(&ts, true, KILN_TOKEN_NULL, cb, ud);
-    }
-    textstream_free(&ts);
-    int64_t tg1 = kiln_time_us();
-    st.tokens_per_second = n_evals > 0 ? n_evals / ((tg1 - tg0) / 1e6 + 1e-9) : 0.0;
-    if (stats) {
-        *stats = st;
-    }
+    kiln_gen_stats(g, stats);
+    kiln_gen_free(g);
     return s;
 }

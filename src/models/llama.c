@@ -31,6 +31,7 @@ struct layer {
 struct kiln_model {
     struct kiln_gguf_context * gguf;
     struct kiln_context      * wctx;  /* weights */
+    bool borrowed;                    /* gguf and wctx are the caller's (kiln_model_load_from_gguf) */
     struct kiln_vocab        * vocab;
     char arch[64];
 
@@ -269,19 +270,23 @@ static void repack_weights(struct kiln_model * m) {
     if (m->output != m->tok_embd) repack_one(m->output);
 }
 
-static struct kiln_model * load(struct kiln_gguf_context * g, struct kiln_context * wctx, struct kiln_model_params params, bool may_repack) {
+static struct kiln_model * load(struct kiln_gguf_context * g, struct kiln_context * wctx, struct kiln_model_params params,
+                                bool may_repack, bool borrowed) {
     if (!g) {
         return NULL; /* the reader set the error */
     }
     struct kiln_model * m = calloc(1, sizeof(*m));
     if (!m) {
-        kiln_gguf_free(g);
-        kiln_free(wctx);
+        if (!borrowed) {
+            kiln_gguf_free(g);
+            kiln_free(wctx);
+        }
         kiln_set_last_error("model: out of memory");
         return NULL;
     }
     m->gguf = g;
     m->wctx = wctx;
+    m->borrowed = borrowed;
     if (!meta_str(g, "general.architecture", m->arch, sizeof m->arch)) {
         fail_model(m, "model: general.architecture missing");
         return NULL;
@@ -337,7 +342,7 @@ struct kiln_model * kiln_model_load(const char * path, struct kiln_model_params 
     struct kiln_context * wctx = NULL;
     struct kiln_gguf_init_params gp = { .no_alloc = false, .ctx = params.vocab_only ? NULL : &wctx, .no_copy = true };
     struct kiln_gguf_context * g = kiln_gguf_init_from_file(path, gp);
-    return load(g, wctx, params, true);
+    return load(g, wctx, params, true, false);
 }
 
 struct kiln_model * kiln_model_load_from_buffer(const void * data, size_t size, struct kiln_model_params params) {
@@ -349,7 +354,16 @@ struct kiln_model * kiln_model_load_from_buffer(const void * data, size_t size, 
     struct kiln_gguf_init_params gp = { .no_alloc = false, .ctx = params.vocab_only ? NULL : &wctx, .no_copy = params.no_copy };
     struct kiln_gguf_context * g = kiln_gguf_init_from_buffer(data, size, gp);
     /* no_copy: the weights are the caller's bytes, rewritten only when allowed */
-    return load(g, wctx, params, !params.no_copy || params.repack_in_place);
+    return load(g, wctx, params, !params.no_copy || params.repack_in_place, false);
+}
+
+struct kiln_model * kiln_model_load_from_gguf(struct kiln_gguf_context * gguf, struct kiln_context * weights,
+                                              struct kiln_model_params params) {
+    if (!gguf || (!weights && !params.vocab_only)) {
+        kiln_set_last_error("model: %s", gguf ? "no weights context (parse with no_alloc = false)" : "NULL GGUF context");
+        return NULL;
+    }
+    return load(gguf, params.vocab_only ? NULL : weights, params, params.repack_in_place, true);
 }
 
 void kiln_model_free(struct kiln_model * m) {
@@ -358,8 +372,10 @@ void kiln_model_free(struct kiln_model * m) {
     }
     kiln_vocab_free(m->vocab);
     kiln_free(m->kv_ctx);
-    kiln_free(m->wctx);
-    kiln_gguf_free(m->gguf);
+    if (!m->borrowed) {
+        kiln_free(m->wctx);
+        kiln_gguf_free(m->gguf);
+    }
     kiln_gallocr_free(m->galloc);
     free(m->k_cache);
     free(m->v_cache);

@@ -67,7 +67,28 @@ static double rng_uniform(uint64_t * s) {
     return (double) (splitmix64(s) >> 11) * (1.0 / 9007199254740992.0);
 }
 
+enum kiln_status kiln_sampler_params_check(const struct kiln_sampler_params * p) {
+    if (!p) {
+        kiln_set_last_error("sampler: NULL parameters");
+        return KILN_STATUS_INVALID_ARG;
+    }
+#define BAD(cond, ...) do { if (cond) { kiln_set_last_error(__VA_ARGS__); return KILN_STATUS_INVALID_ARG; } } while (0)
+    BAD(!(p->temperature >= 0) || isinf(p->temperature), "sampler: temperature must be a number >= 0 (0: greedy), not %g", (double) p->temperature);
+    BAD(p->top_k < 0, "sampler: top_k must be >= 0 (0: off), not %d", p->top_k);
+    BAD(!(p->top_p >= 0 && p->top_p <= 1), "sampler: top_p must be in [0, 1] (1: off), not %g", (double) p->top_p);
+    BAD(!(p->min_p >= 0 && p->min_p <= 1), "sampler: min_p must be in [0, 1] (0: off), not %g", (double) p->min_p);
+    BAD(!(p->repeat_penalty > 0) || isinf(p->repeat_penalty), "sampler: repeat_penalty must be a number > 0 (1: off), not %g", (double) p->repeat_penalty);
+    BAD(!isfinite(p->frequency_penalty), "sampler: frequency_penalty must be a finite number, not %g", (double) p->frequency_penalty);
+    BAD(!isfinite(p->presence_penalty), "sampler: presence_penalty must be a finite number, not %g", (double) p->presence_penalty);
+    BAD(p->penalty_last_n < -1, "sampler: penalty_last_n must be >= -1 (-1: all, 0: off), not %d", p->penalty_last_n);
+#undef BAD
+    return KILN_STATUS_SUCCESS;
+}
+
 struct kiln_sampler * kiln_sampler_new(struct kiln_sampler_params params) {
+    if (kiln_sampler_params_check(&params) != KILN_STATUS_SUCCESS) {
+        return NULL;
+    }
     struct kiln_sampler * s = calloc(1, sizeof(*s));
     if (!s) {
         kiln_set_last_error("sampler: out of memory");

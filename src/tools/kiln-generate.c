@@ -7,8 +7,8 @@
  *                 [--print-logits N] [--isa scalar|avx2|...]
  *                 [--grammar-file F | --json-schema F] [--print-grammar]
  *
- * stdout: the prompt followed by the generated text, nothing else (or, with
- * --print-ids, the generated token ids on one line). Logs and timings go to
+ * stdout: the prompt followed by the generated text and a newline, nothing
+ * else (or, with --print-ids, the generated token ids on one line). Logs and timings go to
  * stderr. --print-logits N first prints, one JSON line each, the logits after
  * each of the prompt's first N tokens (evaluated one at a time, then the
  * cache is emptied), for cross-checks against llama.cpp. Defaults: the embedded models/stories260K.gguf, prompt
@@ -209,6 +209,11 @@ int main(int argc, char ** argv) {
         return 1;
     }
     struct kiln_sampler * smpl = kiln_sampler_new(sp);
+    if (!smpl) {
+        fprintf(stderr, "kiln-generate: %s\n", kiln_last_error());
+        kiln_model_free(model);
+        return 2;
+    }
     if (grammar_file || schema_file) {
         char * text = slurp(grammar_file ? grammar_file : schema_file);
         char * gbnf = text && schema_file ? kiln_json_schema_to_grammar(text, -1) : text;
@@ -231,9 +236,7 @@ int main(int argc, char ** argv) {
     }
     struct kiln_generate_stats st;
     enum kiln_status s = kiln_generate(model, smpl, prompt, gp, print_ids ? on_token_id : on_piece, &first, &st);
-    if (print_ids) {
-        printf("\n");
-    }
+    printf("\n"); /* the story (or the ids) ends its line before the timing on stderr */
     fflush(stdout);
     if (s != KILN_STATUS_SUCCESS) {
         fprintf(stderr, "kiln-generate: %s\n", kiln_last_error());

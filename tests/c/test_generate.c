@@ -77,6 +77,130 @@ static size_t ready_after(struct textstream * ts, const char * s, bool final, bo
     return textstream_ready(ts, final, hit);
 }
 
+/* the logits hook bans one token; it records the best and the runner-up of
+ * the logits it was given, so the test knows what greedy must pick instead */
+struct ban {
+    kiln_token token;
+    int calls;
+    kiln_token best, second;
+};
+
+static void ban_hook(float * logits, int32_t n_vocab, void * ud) {
+    struct ban * b = ud;
+    b->calls++;
+    b->best = b->second = 0;
+    for (int32_t i = 1; i < n_vocab; i++) {
+        if (logits[i] > logits[b->best]) { b->second = b->best; b->best = i; }
+        else if (b->second == b->best || logits[i] > logits[b->second]) b->second = i;
+    }
+    if (b->token >= 0) logits[b->token] = -INFINITY;
+}
+
+/* kiln_gen driven by hand: the pieces, the ids it records, the hook, the
+ * end of a generation and the checks of its options */
+static void stepped_cases(const char * ref) {
+    tu_case = "stepped generation";
+    struct kiln_model_params mp = kiln_model_params_default();
+    mp.n_threads = 1;
+    mp.n_ctx = 256;
+    struct kiln_model * m = kiln_model_load(MODEL, mp);
+    CHECK(m != NULL, "load: %s", kiln_last_error());
+    if (!m) return;
+    struct kiln_sampler * smpl = kiln_sampler_new(kiln_sampler_params_default());
+    struct kiln_gen * g = kiln_gen_new(m);
+    CHECK(g != NULL && smpl != NULL, "gen and sampler");
+    const char * prompt = "Once upon a time";
+    int32_t np = 0;
+    const kiln_token * ids = kiln_gen_tokenize(g, prompt, (int32_t) strlen(prompt), true, false, &np);
+    kiln_token want[8];
+    CHECK(ids && np == 5 && kiln_tokenize(kiln_model_vocab(m), prompt, (int32_t) strlen(prompt), want, 8, true, false) == 5 &&
+          memcmp(ids, want, sizeof(kiln_token) * 5) == 0, "kiln_gen_tokenize is kiln_tokenize (%d)", np);
+    struct kiln_gen_token t;
+    CHECK(kiln_gen_step(g, &t) == KILN_STATUS_INVALID_ARG && strstr(kiln_last_error(), "not started"), "step before start refused");
+
+    /* greedy, 200 steps: llama.cpp's reference, token by token */
+    struct kiln_gen_params gp = kiln_gen_params_default();
+    gp.max_tokens = 200;
+    CHECK(kiln_gen_start(g, smpl, want, 5, gp) == KILN_STATUS_SUCCESS, "start: %s", kiln_last_error());
+    static char text[8192];
+    size_t n = 0;
+    kiln_token gen_ids[256];
+    int steps = 0;
+    do {
+        if (kiln_gen_step(g, &t) != KILN_STATUS_SUCCESS) break;
+        if (t.len > 0 && n + (size_t) t.len < sizeof text) { memcpy(text + n, t.text, (size_t) t.len); n += (size_t) t.len; }
+        if (steps < 256) gen_ids[steps] = t.token;
+        steps++;
+    } while (t.stop == KILN_GEN_RUNNING);
+    text[n] = 0;
+    CHECK(steps == 200 && t.stop == KILN_GEN_MAX_TOKENS, "200 steps end by max_tokens (%d, stop %d)", steps, (int) t.stop);
+    CHECK(strcmp(text, ref) == 0, "stepped greedy text equals llama.cpp's reference");
+    int32_t nc = 0;
+    const kiln_token * cache = kiln_gen_tokens(g, &nc);
+    CHECK(nc == 5 + 199 && memcmp(cache, want, 5 * sizeof(kiln_token)) == 0 && memcmp(cache + 5, gen_ids, 199 * sizeof(kiln_token)) == 0 &&
+          kiln_model_n_past(m) == nc, "the cache record: prompt + 199 evaluated tokens (%d, n_past %d)", nc, kiln_model_n_past(m));
+    CHECK(kiln_gen_step(g, &t) == KILN_STATUS_SUCCESS && t.len == 0 && t.stop == KILN_GEN_MAX_TOKENS && t.token == KILN_TOKEN_NULL,
+          "a step after the end: no token, no text, same stop");
+    struct kiln_generate_stats st;
+    kiln_gen_stats(g, &st);
+    CHECK(st.prompt_tokens == 5 && st.generated_tokens == 200 && st.stop == KILN_GEN_MAX_TOKENS && st.gen_seconds > 0, "stats");
+
+    /* the hook sees the model's logits and its mask decides: ban the greedy
+     * first token, and the runner-up comes instead */
+    struct ban b = { gen_ids[0], 0, -1, -1 };
+    gp.max_tokens = 1;
+    gp.logits_hook = ban_hook;
+    gp.hook_data = &b;
+    CHECK(kiln_gen_start(g, smpl, want, 5, gp) == KILN_STATUS_SUCCESS && kiln_gen_step(g, &t) == KILN_STATUS_SUCCESS, "hooked step");
+    CHECK(b.calls == 1 && b.best == gen_ids[0] && t.token == b.second && t.token != gen_ids[0],
+          "banned token %d (the hook saw it as best: %d) gives the runner-up %d, got %d", gen_ids[0], b.best, b.second, t.token);
+
+    /* stop strings: the text ends right before one, over several steps */
+    const char * stops[] = { "named Lily" };
+    gp = kiln_gen_params_default();
+    gp.max_tokens = 200;
+    gp.stop = stops;
+    gp.n_stop = 1;
+    CHECK(kiln_gen_start(g, smpl, want, 5, gp) == KILN_STATUS_SUCCESS, "start with a stop string");
+    n = 0;
+    do {
+        if (kiln_gen_step(g, &t) != KILN_STATUS_SUCCESS) break;
+        char piece[256];
+        snprintf(piece, sizeof piece, "%.*s", t.len, t.text);
+        CHECK(strstr(piece, "named") == NULL, "no piece leaks the stop string's start: '%s'", piece);
+        if (n + (size_t) t.len < sizeof text) { memcpy(text + n, t.text, (size_t) t.len); n += (size_t) t.len; }
+    } while (t.stop == KILN_GEN_RUNNING);
+    text[n] = 0;
+    const char * at = strstr(ref, "named Lily");
+    CHECK(t.stop == KILN_GEN_STOP_STRING && at && n == (size_t) (at - ref) && strncmp(text, ref, n) == 0,
+          "text up to the stop string: '%s'", text);
+
+    /* options are checked, and the message names the bad one */
+    const char * empty[] = { "" };
+    gp.stop = empty;
+    CHECK(kiln_gen_start(g, smpl, want, 5, gp) == KILN_STATUS_INVALID_ARG && strstr(kiln_last_error(), "stop string 0 is empty"), "empty stop: %s", kiln_last_error());
+    gp.n_stop = 0;
+    kiln_token bad[2] = { 1, 512 };
+    CHECK(kiln_gen_start(g, smpl, bad, 2, gp) == KILN_STATUS_INVALID_ARG && strstr(kiln_last_error(), "token 512 at 1 is outside the vocabulary"), "bad id: %s", kiln_last_error());
+    CHECK(kiln_gen_start(g, smpl, want, 0, gp) == KILN_STATUS_INVALID_ARG && strstr(kiln_last_error(), "no tokens"), "no prompt: %s", kiln_last_error());
+    struct kiln_sampler_params sp = kiln_sampler_params_default();
+    sp.top_p = 1.5f;
+    CHECK(kiln_sampler_new(sp) == NULL && strstr(kiln_last_error(), "top_p must be in [0, 1]"), "top_p: %s", kiln_last_error());
+    sp = kiln_sampler_params_default();
+    sp.temperature = -1;
+    CHECK(kiln_sampler_new(sp) == NULL && strstr(kiln_last_error(), "temperature"), "temperature: %s", kiln_last_error());
+    sp = kiln_sampler_params_default();
+    sp.penalty_last_n = -2;
+    CHECK(kiln_sampler_new(sp) == NULL && strstr(kiln_last_error(), "penalty_last_n"), "penalty_last_n: %s", kiln_last_error());
+    sp = kiln_sampler_params_default();
+    sp.top_k = -1;
+    CHECK(kiln_sampler_params_check(&sp) == KILN_STATUS_INVALID_ARG && strstr(kiln_last_error(), "top_k"), "top_k: %s", kiln_last_error());
+
+    kiln_gen_free(g);
+    kiln_sampler_free(smpl);
+    kiln_model_free(m);
+}
+
 static void textstream_cases(void) {
     tu_case = "textstream";
     bool hit;
@@ -289,5 +413,6 @@ int main(void) {
         kiln_gguf_free(g);
     }
     free(logits_a);
+    stepped_cases(ref);
     return tu_finish();
 }

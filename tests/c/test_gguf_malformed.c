@@ -266,6 +266,9 @@ static void test_kv(void) {
     CASE_U64(o.arr_n, 1ull << 60, "array of 1152921504606846976 f32 values for key 'test.bbb' runs past", o.arr_n);
     CASE_U64(o.arr_n, UINT64_MAX / 4 + 2, "runs past the end of the file", o.arr_n);
     /* unknown value types */
+    /* a key must have a name (the spec; llama.cpp rejects it too) */
+    CASE_U64(o.key[2], 0, "key-value 2: the key is the empty string", o.key[2]);
+    CASE_U64(o.key[0], 0, "key-value 0: the key is the empty string", o.key[0]);
     CASE_U32(o.type[2], 13, "unknown value type 13 for key 'test.aaa'", o.type[2]);
     CASE_U32(o.type[2], 0xFFFFFFFFu, "unknown value type 4294967295", o.type[2]);
     CASE_U32(o.arr_etype, 13, "unknown value type 13 for the elements of array key 'test.bbb'", o.arr_etype);
@@ -315,6 +318,9 @@ static void test_tensor_infos(void) {
     CASE_U32(o.ti_ndims[2], 0xFFFFFFFFu, "n_dims = 4294967295 is outside", o.ti_ndims[2]);
     CASE_U64(o.ti_ne[0][1], (uint64_t) -2, "tensor 'w0': ne[1] = -2 is negative", o.ti_ne[0][1]);
     CASE_U64(o.ti_ne[2][0], (uint64_t) INT64_MIN, "ne[0] = -9223372036854775808 is negative", o.ti_ne[2][0]);
+    /* llama.cpp's reader divides by the dimensions (SIGFPE on a zero) */
+    CASE_U64(o.ti_ne[0][1], 0, "tensor 'w0': ne[1] = 0 (a tensor holds at least one element)", o.ti_ne[0][1]);
+    CASE_U64(o.ti_ne[1][0], 0, "tensor 'w1': ne[0] = 0 (a tensor holds at least one element)", o.ti_ne[1][0]);
     {
         struct bb b = build_base(&o);
         patch_u64(&b, o.ti_ne[0][0], 1ull << 32);
@@ -359,6 +365,27 @@ static void test_data_layout(void) {
     CASE_U64(o.ti_off[2], 0, "tensor 'w2': data at data offset 0 (32 bytes) overlaps tensor 'w0'", o.data_offset);
     CASE_U64(o.ti_off[1], 224, "tensor 'w1': data at data offset 224 (36 bytes) overlaps tensor 'w0' (data offset 0, 256 bytes)", o.data_offset + 224);
     CASE_U64(o.ti_off[0], 32, "tensor 'w1': data at data offset 256 (36 bytes) overlaps tensor 'w0' (data offset 32, 256 bytes)", o.data[1]);
+    /* packed layout (llama.cpp requires it): in file order each tensor
+     * starts at the previous offset plus its size rounded up to the alignment */
+    {
+        /* a 32-byte gap before w2 */
+        struct bb b = build_base(&o);
+        uint8_t more[64] = { 0 };
+        bb_put(&b, more, sizeof more);
+        patch_u64(&b, o.ti_off[2], 352);
+        expect_reject(b.p, b.n, "gap before w2",
+                      "tensor 'w2': data offset 352, but the packed layout puts it at 320 (the previous tensor's offset plus its size rounded up to 32 bytes)",
+                      o.data_offset + 352);
+        free(b.p);
+    }
+    {
+        /* w1 before w0 in the data, after it in the infos: no overlap, no gap, but not in file order */
+        struct bb b = build_base(&o);
+        patch_u64(&b, o.ti_off[0], 64);
+        patch_u64(&b, o.ti_off[1], 0);
+        expect_reject(b.p, b.n, "reordered data", "tensor 'w0': data offset 64, but the packed layout puts it at 0", o.data_offset + 64);
+        free(b.p);
+    }
     {
         /* the data section is cut short */
         struct bb b = build_base(&o);
