@@ -32,6 +32,7 @@ struct kiln_sampler {
     struct kg_vocab_cache vc;
     kiln_token pending;          /* the last sampled token, until accepted */
     float * work;                /* scratch: logits by id for the grammar */
+    int32_t * chunk;             /* scratch: ids filtered together (top_k_allowed) */
     int32_t cap_work;
     int32_t n_logprobs;
     bool has_logprobs;           /* the last sample filled the fields below */
@@ -109,6 +110,7 @@ void kiln_sampler_free(struct kiln_sampler * s) {
     free(s->count);
     free(s->bias);
     free(s->work);
+    free(s->chunk);
     kiln_grammar_free(s->grammar);
     kg_vocab_cache_free(&s->vc);
     free(s);
@@ -317,6 +319,53 @@ static int cmp_cand(const void * a, const void * b) {
 
 static kiln_token sample_impl(struct kiln_sampler * s, const float * logits, int32_t n_vocab);
 
+/* Keep, in order, the first k candidates of the sorted list that the grammar
+ * allows: the same k tokens a full mask followed by top-k keeps, found by
+ * filtering growing chunks from the top (in a JSON string nearly every token
+ * is allowed, so one small chunk is usually enough; where few are allowed,
+ * each candidate is rejected on its first character). */
+static enum kiln_status top_k_allowed(struct kiln_sampler * s, struct cand * c, int32_t * n_io, int32_t k) {
+    const int32_t n = *n_io;
+    if (s->cap_work < n || !s->chunk) {
+        float * w = s->cap_work < n ? realloc(s->work, sizeof(float) * (size_t) n) : s->work;
+        if (w) {
+            s->work = w;
+            s->cap_work = n > s->cap_work ? n : s->cap_work;
+        }
+        if (!s->chunk) s->chunk = malloc(sizeof(int32_t) * 4096);
+        if (!w || !s->chunk) {
+            kiln_set_last_error("sampler: out of memory");
+            return KILN_STATUS_ALLOC_FAILED;
+        }
+    }
+    const int32_t nv = s->vc.n_vocab;
+    int32_t kept = 0, i = 0, size = 64;
+    while (i < n && kept < k) {
+        const int32_t start = i;
+        int32_t m = 0;
+        for (; i < n && m < size; i++) {
+            if (c[i].id < nv && c[i].logit != -INFINITY) {
+                s->chunk[m++] = c[i].id;
+                s->work[c[i].id] = c[i].logit;
+            }
+        }
+        enum kiln_status st = kg_apply(s->grammar, &s->vc, s->work, s->chunk, m);
+        if (st != KILN_STATUS_SUCCESS) return st;
+        for (int32_t j = start; j < i && kept < k; j++) {
+            if (c[j].id < nv && c[j].logit != -INFINITY && s->work[c[j].id] != -INFINITY) {
+                c[kept++] = c[j];
+            }
+        }
+        size = size < 4096 ? size * 4 : 4096;
+    }
+    if (kept == 0) {
+        kiln_set_last_error("sampler: no token can continue the grammar");
+        return KILN_STATUS_FAILED;
+    }
+    *n_io = kept;
+    return KILN_STATUS_SUCCESS;
+}
+
 kiln_token kiln_sampler_sample(struct kiln_sampler * s, const float * logits, int32_t n_vocab) {
     kiln_token t = sample_impl(s, logits, n_vocab);
     if (s) {
@@ -387,7 +436,10 @@ static kiln_token sample_impl(struct kiln_sampler * s, const float * logits, int
         }
     }
 
-    if (s->grammar) {
+    /* with top-k on (and no logprobs), the grammar only needs to find the
+     * k best allowed tokens: that happens after sorting (top_k_allowed) */
+    const bool grammar_after_sort = s->grammar && p->temperature > 0.0f && p->top_k > 0 && s->n_logprobs == 0;
+    if (s->grammar && !grammar_after_sort) {
         enum kiln_status st = grammar_mask(s, c, n, p->temperature <= 0.0f && s->n_logprobs == 0);
         if (st != KILN_STATUS_SUCCESS) {
             return KILN_TOKEN_NULL;
@@ -420,6 +472,11 @@ static kiln_token sample_impl(struct kiln_sampler * s, const float * logits, int
     }
 
     qsort(c, (size_t) n, sizeof(struct cand), cmp_cand);
+    if (grammar_after_sort) {
+        if (top_k_allowed(s, c, &n, p->top_k) != KILN_STATUS_SUCCESS) {
+            return KILN_TOKEN_NULL;
+        }
+    }
     if (p->top_k > 0 && p->top_k < n) {
         n = p->top_k;
     }
