@@ -10,7 +10,9 @@
  * tokens from random logits (regenerated each step, not timed) with and
  * without the grammar (default tests/data/grammars/json.gbnf, so most steps
  * are inside JSON strings where most tokens are allowed: the filter's worst
- * case), greedy and at temperature 0.8 / top-k 40. Each line gives the CPU
+ * case), greedy, at temperature 0.8 / top-k 40 (the sampler then filters
+ * only until 40 allowed tokens are found) and at temperature 0.8 with every
+ * truncation off (the whole vocabulary is filtered). Each line gives the CPU
  * milliseconds per token of both and the difference; compare the difference
  * with the model's own time per token (bench-generate on the synthetic
  * 2048-wide model) for the relative cost.
@@ -172,12 +174,18 @@ int main(int argc, char ** argv) {
         }
         const int32_t nv = kiln_vocab_n_tokens(v);
         float * logits = malloc(sizeof(float) * (size_t) nv);
-        for (int mode = 0; mode < 2; mode++) {
+        static const char * MODES[3] = { "greedy", "temp0.8-topk40", "temp0.8-full" };
+        for (int mode = 0; mode < 3; mode++) {
             struct kiln_sampler_params sp = kiln_sampler_params_default();
             sp.seed = 11;
-            if (mode == 1) {
+            if (mode >= 1) {
                 sp.temperature = 0.8f;
                 sp.top_k = 40;
+            }
+            if (mode == 2) {
+                sp.top_k = 0;
+                sp.top_p = 1.0f;
+                sp.min_p = 0.0f;
             }
             double base[16], gram[16];
             int done = 0;
@@ -192,7 +200,7 @@ int main(int argc, char ** argv) {
             printf("{\"what\":\"grammar-sample\",\"vocab\":\"%s\",\"n_vocab\":%d,\"grammar\":\"%s\",\"mode\":\"%s\","
                    "\"tokens\":%d,\"sentences\":%d,\"base_ms_per_token\":%.4f,\"grammar_ms_per_token\":%.4f,"
                    "\"added_ms_per_token\":%.4f}\n",
-                   vname, nv, gpath, mode ? "temp0.8-topk40" : "greedy", n_tok, done, b, g, g - b);
+                   vname, nv, gpath, MODES[mode], n_tok, done, b, g, g - b);
             fflush(stdout);
         }
         free(logits);

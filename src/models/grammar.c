@@ -28,6 +28,8 @@
 #include <string.h>
 
 #define KG_MAX_REPETITION 2000
+#define KG_MAX_NESTING 256          /* ( ... ) groups inside one another */
+#define KG_MAX_EXPANSIONS 4000000   /* rule expansions per operation (see kg_advance) */
 
 struct kg_rule {
     struct kg_elem * e;
@@ -50,6 +52,8 @@ struct kiln_grammar {
     struct kg_stacks stacks;
     struct kg_partial partial;
     bool oom;
+    bool too_complex;   /* an operation ran past KG_MAX_EXPANSIONS */
+    uint64_t expansions;
     /* scratch for building stacks during expansion (indices, since it grows) */
     const struct kg_elem ** scratch;
     size_t n_scratch, cap_scratch;
@@ -222,6 +226,12 @@ static bool kg_scratch_reserve(struct kiln_grammar * g, size_t need) {
  * at parse time, so this terminates. */
 static void kg_advance(struct kiln_grammar * g, size_t base, uint32_t len, struct kg_stacks * out) {
     if (g->oom) return;
+    /* grammars with nested repetitions of possibly empty items expand into
+     * exponentially many paths; stop instead of running for ever */
+    if (++g->expansions > KG_MAX_EXPANSIONS) {
+        g->too_complex = g->oom = true;
+        return;
+    }
     if (len == 0) {
         if (!kg_stacks_add(out, NULL, 0)) g->oom = true;
         return;
@@ -261,6 +271,7 @@ static void kg_advance_copy(struct kiln_grammar * g, const struct kg_elem * cons
 }
 
 static void kg_init_stacks(struct kiln_grammar * g) {
+    g->expansions = 0;
     kg_stacks_clear(&g->stacks);
     g->partial = (struct kg_partial) { 0, 0 };
     const struct kg_elem * pos = g->rules[g->root].e;
@@ -480,8 +491,19 @@ void kg_vocab_cache_free(struct kg_vocab_cache * c) {
     memset(c, 0, sizeof(*c));
 }
 
+static enum kiln_status kg_oom_status(struct kiln_grammar * g) {
+    if (g->too_complex) {
+        kiln_set_last_error("grammar: too ambiguous (over %d rule expansions for one step)", KG_MAX_EXPANSIONS);
+    } else {
+        kiln_set_last_error("grammar: out of memory");
+    }
+    g->oom = g->too_complex = false;
+    return KILN_STATUS_ALLOC_FAILED;
+}
+
 enum kiln_status kg_apply(struct kiln_grammar * g, const struct kg_vocab_cache * vc, float * logits,
                           const int32_t * ids, int32_t n) {
+    g->expansions = 0;
     bool allow_eog = kg_complete_stack(g);
     bool pending = g->partial.n_remain != 0;
     struct kg_cands cands = { 0 };
@@ -529,9 +551,7 @@ enum kiln_status kg_apply(struct kiln_grammar * g, const struct kg_vocab_cache *
     free(cands.c);
     free(extra);
     if (g->oom) {
-        g->oom = false;
-        kiln_set_last_error("grammar: out of memory");
-        return KILN_STATUS_ALLOC_FAILED;
+        return kg_oom_status(g);
     }
     return KILN_STATUS_SUCCESS;
 oom:
@@ -546,6 +566,7 @@ oom:
 static enum kiln_status kg_advance_text(struct kiln_grammar * g, const uint32_t * cps, struct kg_partial end,
                                         kiln_token token, bool from_token) {
     struct kg_stacks out = { 0 }, cur = { 0 }, nx = { 0 };
+    g->expansions = 0;
     for (size_t i = 0; i < g->stacks.n && !g->oom; i++) {
         uint32_t len = g->stacks.len[i];
         if (len == 0) continue;
@@ -572,10 +593,8 @@ static enum kiln_status kg_advance_text(struct kiln_grammar * g, const uint32_t 
     kg_stacks_free(&cur);
     kg_stacks_free(&nx);
     if (g->oom) {
-        g->oom = false;
         kg_stacks_free(&out);
-        kiln_set_last_error("grammar: out of memory");
-        return KILN_STATUS_ALLOC_FAILED;
+        return kg_oom_status(g);
     }
     if (end.n_remain > 0) {
         /* an unfinished character: keep the stacks it can complete on */
@@ -642,6 +661,7 @@ struct kg_parser {
     const char * err_at;
     char err[160];
     bool failed;
+    int depth; /* of ( ... ) groups */
 };
 
 struct kg_vec {
@@ -949,10 +969,13 @@ static const char * kg_sequence(struct kg_parser * p, const char * pos, const ch
             if (!kg_vec_push(p, out, type, id)) return NULL;
             pos = kg_space(pos, nested);
         } else if (*pos == '(') {
+            if (p->depth >= KG_MAX_NESTING) return kg_fail(p, pos, "groups nested deeper than %d", KG_MAX_NESTING);
+            p->depth++;
             pos = kg_space(pos + 1, true);
             uint32_t sub;
             if (!kg_gen_symbol(p, rule_name, &sub)) return NULL;
             pos = kg_alternates(p, pos, rule_name, sub, true);
+            p->depth--;
             if (!pos) return NULL;
             last_start = out->n;
             if (!kg_vec_push(p, out, KG_RULE_REF, sub)) return NULL;
@@ -1172,7 +1195,7 @@ struct kiln_grammar * kiln_grammar_init(const char * gbnf, const char * root, co
         if (ok) {
             kg_init_stacks(g);
             if (g->oom) {
-                kiln_set_last_error("grammar: out of memory");
+                kg_oom_status(g);
                 ok = false;
             }
         }
@@ -1201,7 +1224,7 @@ void kiln_grammar_free(struct kiln_grammar * g) {
 void kiln_grammar_reset(struct kiln_grammar * g) {
     if (!g) return;
     kg_init_stacks(g);
-    g->oom = false;
+    g->oom = g->too_complex = false;
 }
 
 enum kiln_status kiln_grammar_accept_text(struct kiln_grammar * g, const char * text, int32_t len) {

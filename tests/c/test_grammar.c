@@ -97,6 +97,15 @@ int main(void) {
     expect_error("root ::= e root \"x\" | \"y\"\ne ::= | \"z\"", "left recursion");
     expect_error("root ::= (\"\")* \"a\"", "left recursion"); /* an empty item repeated */
     CHECK(matches("root ::= \"a\" root | \"b\"", "aaab") == 1, "right recursion is fine");
+    expect_error("root ::= e{0,40} \"a\"\ne ::= \"\" | \"\"", "too ambiguous"); /* 2^40 ways to match nothing */
+    {
+        char deep[1200];
+        int k = 0;
+        k += snprintf(deep, sizeof(deep), "root ::= ");
+        for (int i = 0; i < 300; i++) deep[k++] = '(';
+        deep[k] = 0;
+        expect_error(deep, "line 1, column 266: groups nested deeper than 256");
+    }
     CHECK(matches("root ::= e \"x\" root | \"y\"\ne ::= | \"z\"", "zxxy") == 1, "an empty prefix before a terminal is fine");
 
     tu_case = "literals and escapes";
