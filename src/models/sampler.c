@@ -243,20 +243,28 @@ static void fill_logprobs(struct kiln_sampler * s, const struct cand * c, int32_
     s->has_logprobs = true;
 }
 
-/* ban the tokens the grammar rejects; greedy without logprobs first tries
- * the argmax alone (most steps need nothing more) */
-static enum kiln_status grammar_mask(struct kiln_sampler * s, struct cand * c, int32_t n, bool argmax_first) {
+/* the candidates' logits (id order) copied into the scratch by id */
+static bool logits_to_work(struct kiln_sampler * s, const struct cand * c, int32_t n) {
     if (s->cap_work < n) {
         float * w = realloc(s->work, sizeof(float) * (size_t) n);
         if (!w) {
             kiln_set_last_error("sampler: out of memory");
-            return KILN_STATUS_ALLOC_FAILED;
+            return false;
         }
         s->work = w;
         s->cap_work = n;
     }
-    for (int32_t i = 0; i < n; i++) {
+    for (int32_t i = 0; c && i < n; i++) {
         s->work[i] = c[i].logit;
+    }
+    return true;
+}
+
+/* ban the tokens the grammar rejects; greedy without logprobs first tries
+ * the argmax alone (most steps need nothing more) */
+static enum kiln_status grammar_mask(struct kiln_sampler * s, struct cand * c, int32_t n, bool argmax_first) {
+    if (!logits_to_work(s, c, n)) {
+        return KILN_STATUS_ALLOC_FAILED;
     }
     int32_t nv = n < s->vc.n_vocab ? n : s->vc.n_vocab;
     if (argmax_first) {
@@ -326,17 +334,14 @@ static kiln_token sample_impl(struct kiln_sampler * s, const float * logits, int
  * each candidate is rejected on its first character). */
 static enum kiln_status top_k_allowed(struct kiln_sampler * s, struct cand * c, int32_t * n_io, int32_t k) {
     const int32_t n = *n_io;
-    if (s->cap_work < n || !s->chunk) {
-        float * w = s->cap_work < n ? realloc(s->work, sizeof(float) * (size_t) n) : s->work;
-        if (w) {
-            s->work = w;
-            s->cap_work = n > s->cap_work ? n : s->cap_work;
-        }
-        if (!s->chunk) s->chunk = malloc(sizeof(int32_t) * 4096);
-        if (!w || !s->chunk) {
-            kiln_set_last_error("sampler: out of memory");
-            return KILN_STATUS_ALLOC_FAILED;
-        }
+    /* the scratch is indexed by id; all n candidates (ids 0..n-1) are here */
+    if (!s->chunk) s->chunk = malloc(sizeof(int32_t) * 4096);
+    if (!s->chunk) {
+        kiln_set_last_error("sampler: out of memory");
+        return KILN_STATUS_ALLOC_FAILED;
+    }
+    if (!logits_to_work(s, NULL, n)) {
+        return KILN_STATUS_ALLOC_FAILED;
     }
     const int32_t nv = s->vc.n_vocab;
     int32_t kept = 0, i = 0, size = 64;
@@ -446,17 +451,8 @@ static kiln_token sample_impl(struct kiln_sampler * s, const float * logits, int
         }
     }
     if (s->n_logprobs > 0) {
-        if (s->cap_work < n) {
-            float * w = realloc(s->work, sizeof(float) * (size_t) n);
-            if (!w) {
-                kiln_set_last_error("sampler: out of memory");
-                return KILN_TOKEN_NULL;
-            }
-            s->work = w;
-            s->cap_work = n;
-        }
-        for (int32_t i = 0; i < n; i++) {
-            s->work[i] = c[i].logit;
+        if (!logits_to_work(s, c, n)) {
+            return KILN_TOKEN_NULL;
         }
         fill_logprobs(s, c, n);
     }
