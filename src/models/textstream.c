@@ -68,6 +68,9 @@ void textstream_consume(struct textstream * ts, size_t n) {
     if (n > ts->n) {
         n = ts->n;
     }
+    if (n == 0) {
+        return; /* also: an empty stream may have no buffer yet */
+    }
     memmove(ts->buf, ts->buf + n, ts->n - n);
     ts->n -= n;
 }
