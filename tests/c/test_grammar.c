@@ -1,10 +1,12 @@
 /* test_grammar.c — the GBNF parser (accepted grammars, errors with line and
  * column, left recursion), matching text against grammars (regular ones
  * checked against POSIX extended regular expressions on random strings,
- * llama.cpp's example grammars on hand-written sentences), and the sampler's
- * token filter over the stories260K vocabulary checked token by token
- * against matching each token's text. */
+ * llama.cpp's example grammars on hand-written sentences), the token filter
+ * over the stories260K vocabulary (whole vocabulary and one token at a time)
+ * checked token by token against matching each token's text, and the
+ * sampler's top-k filter against its full mask. */
 #include "kiln-llama.h"
+#include "models/grammar.h"
 #include "util/test_util.h"
 
 #include <regex.h>
@@ -177,78 +179,51 @@ int main(void) {
         kiln_grammar_free(g);
     }
 
-    tu_case = "sampler filter vs text matching";
+    tu_case = "token filter vs text matching";
     struct kiln_vocab * v = kiln_vocab_load("models/stories260K.gguf");
     CHECK(v != NULL, "stories260K vocab: %s", v ? "" : kiln_last_error());
     if (v && json) {
         const int32_t nv = kiln_vocab_n_tokens(v);
         float * logits = malloc(sizeof(float) * (size_t) nv);
-        const char * prefixes[] = { "", "{", "{\"a", "{\"a\": 1", "{\"a\": 12.", "{\"a\": \"\xc3", "{\"a\": [1, 2]}" };
+        const char * prefixes[] = { "", "{\"a", "{\"a\": 12.", "{\"a\": \"\xc3", "{\"a\": [1, 2]}" };
+        struct kg_vocab_cache vc;
+        CHECK(kg_vocab_cache_init(&vc, v) == KILN_STATUS_SUCCESS, "token texts decoded");
+        float * single = malloc(sizeof(float) * (size_t) nv);
+        struct kiln_grammar * ref = kiln_grammar_init(json, NULL, NULL);
         for (size_t pi = 0; pi < sizeof(prefixes) / sizeof(*prefixes); pi++) {
             const char * pre = prefixes[pi];
-            struct kiln_sampler_params sp = kiln_sampler_params_default();
-            struct kiln_sampler * s = kiln_sampler_new(sp);
-            CHECK(kiln_sampler_set_grammar(s, v, json, NULL) == KILN_STATUS_SUCCESS, "json grammar set");
-            /* drive the sampler's grammar to the prefix by forcing tokens:
-             * each token is sampled from logits that favour it */
-            kiln_token toks[64];
-            int nt = 0;
-            for (const char * c = pre; *c && nt < 64; c++) {
-                /* one token per byte: the single-character or byte token */
-                for (int32_t t = 0; t < nv; t++) {
-                    char pc[8];
-                    if (kiln_token_to_piece(v, t, pc, sizeof(pc), 0, true) == 1 && pc[0] == *c) {
-                        toks[nt++] = t;
-                        break;
-                    }
-                }
-            }
-            bool fed = nt == (int) strlen(pre);
-            for (int i = 0; i < nt; i++) {
-                for (int32_t k = 0; k < nv; k++) logits[k] = (k == toks[i]) ? 10.0f : 0.0f;
-                kiln_token t = kiln_sampler_sample(s, logits, nv);
-                if (t != toks[i]) {
-                    fed = false;
-                    break;
-                }
-                kiln_sampler_accept(s, t);
-            }
-            CHECK(fed, "prefix '%s' fed through the sampler", pre);
-            /* the filter's verdict per token, both paths: greedy alone
-             * checks the favoured token by itself; with logprobs on, the
-             * whole vocabulary is filtered first */
-            int agree_single = 0, agree_full = 0, allowed_text = 0, shown = 0;
+            const int32_t plen = (int32_t) strlen(pre);
+            /* the filter at the prefix, both ways: the whole vocabulary at
+             * once, and each token by itself */
+            struct kiln_grammar * g = kiln_grammar_init(json, NULL, NULL);
+            CHECK(g && kiln_grammar_accept_text(g, pre, plen) == KILN_STATUS_SUCCESS, "prefix '%s' accepted", pre);
+            for (int32_t k = 0; k < nv; k++) logits[k] = single[k] = 0.0f;
+            CHECK(kg_apply(g, &vc, logits, NULL, nv) == KILN_STATUS_SUCCESS, "filter runs");
+            int agree = 0, allowed = 0, shown = 0;
             for (int32_t t = 0; t < nv; t++) {
-                /* reference: a fresh grammar given the prefix text + the token's text */
+                kg_apply(g, &vc, single, &t, 1);
+                /* reference: the prefix text and then the token's text */
                 char piece[256];
                 int32_t pl = kiln_token_to_piece(v, t, piece, sizeof(piece), 0, true);
-                struct kiln_grammar * ref = kiln_grammar_init(json, NULL, NULL);
-                bool ok = ref && kiln_grammar_accept_text(ref, pre, (int32_t) strlen(pre)) == KILN_STATUS_SUCCESS;
-                if (kiln_vocab_is_eog(v, t)) {
-                    ok = ok && kiln_grammar_is_complete(ref);
-                } else {
-                    ok = ok && pl > 0 && piece[0] != 0 && kiln_grammar_accept_text(ref, piece, pl) == KILN_STATUS_SUCCESS;
+                kiln_grammar_reset(ref);
+                bool ok = kiln_grammar_accept_text(ref, pre, plen) == KILN_STATUS_SUCCESS;
+                if (kiln_vocab_is_eog(v, t)) ok = ok && kiln_grammar_is_complete(ref);
+                else ok = ok && pl > 0 && piece[0] != 0 && kiln_grammar_accept_text(ref, piece, pl) == KILN_STATUS_SUCCESS;
+                allowed += ok;
+                bool full_ok = logits[t] == 0.0f, single_ok = single[t] == 0.0f;
+                agree += full_ok == ok && single_ok == ok;
+                if ((full_ok != ok || single_ok != ok) && shown++ < 3) {
+                    CHECK(0, "prefix '%s' token %d '%.*s': full %d single %d text %d", pre, t, pl > 0 ? pl : 0, piece, full_ok, single_ok, ok);
                 }
-                kiln_grammar_free(ref);
-                allowed_text += ok;
-                for (int32_t k = 0; k < nv; k++) logits[k] = k == t ? 5.0f : 0.0f;
-                kiln_sampler_set_logprobs(s, 0);
-                bool single = kiln_sampler_sample(s, logits, nv) == t;
-                kiln_sampler_set_logprobs(s, 2);
-                kiln_sampler_sample(s, logits, nv);
-                struct kiln_token_logprob ch, top[2];
-                int32_t ntop = kiln_sampler_get_logprobs(s, &ch, top, 2);
-                bool full = ntop > 0 && top[0].token == t && top[0].logprob > -1e30f;
-                agree_single += single == ok;
-                agree_full += full == ok;
-                if (single != ok && shown++ < 3) CHECK(0, "prefix '%s' token %d '%.*s': single %d text %d", pre, t, pl > 0 ? pl : 0, piece, single, ok);
-                if (full != ok && shown++ < 3) CHECK(0, "prefix '%s' token %d '%.*s': full %d text %d", pre, t, pl > 0 ? pl : 0, piece, full, ok);
             }
-            CHECK(agree_single == nv && agree_full == nv, "prefix '%s': filter agrees with text matching on %d/%d and %d/%d tokens (%d allowed)",
-                  pre, agree_single, nv, agree_full, nv, allowed_text);
-            CHECK(allowed_text > 0 && allowed_text < nv, "prefix '%s': a real restriction (%d of %d allowed)", pre, allowed_text, nv);
-            kiln_sampler_free(s);
+            CHECK(agree == nv, "prefix '%s': the filter agrees with text matching on %d/%d tokens (%d allowed)", pre, agree, nv, allowed);
+            CHECK(allowed > 0 && allowed < nv, "prefix '%s': a real restriction (%d of %d allowed)", pre, allowed, nv);
+            kiln_grammar_free(g);
         }
+        kiln_grammar_free(ref);
+        kg_vocab_cache_free(&vc);
+        free(single);
+
         /* top-k after the grammar, two ways: with logprobs on the whole
          * vocabulary is masked first; without, the k best allowed tokens are
          * found in sorted chunks. Same seed, same logits: same tokens. */
@@ -261,7 +236,7 @@ int main(void) {
         kiln_sampler_set_grammar(a, v, json, NULL);
         kiln_sampler_set_grammar(b, v, json, NULL);
         kiln_sampler_set_logprobs(b, 1);
-        int same = 0, steps = 400, ends = 0;
+        int same = 0, steps = 150, ends = 0;
         tu_seed(11);
         for (int i = 0; i < steps; i++) {
             for (int32_t k = 0; k < nv; k++) logits[k] = tu_rand_uniform(0.0f, 6.0f);
