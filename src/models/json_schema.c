@@ -98,8 +98,8 @@ static bool jhex4(struct jparser * jp, uint32_t * out) {
 static bool jstring(struct jparser * jp, char ** out, size_t * out_len) {
     jp->p++; /* opening quote */
     const char * start = jp->p;
-    size_t cap = 16;
-    for (const char * q = start; q < jp->end && *q != '"'; q++) cap++;
+    /* the decoded text is never longer than the rest of the input */
+    size_t cap = (size_t) (jp->end - start);
     char * s = malloc(cap + 4);
     if (!s) return jfail(jp, "out of memory");
     size_t n = 0;

@@ -42,6 +42,8 @@ static const struct schema_case CASES[] = {
     { "{\"enum\":[\"red\",\"green\",1,null,{\"a\":[true]}]}", { "\"red\"", "\"green\"", "1", "null", "{\"a\":[true]}" },
       { "\"blue\"", "2", "\"Red\"" } },
     { "{\"const\":\"x\\\"y\"}", { "\"x\\\"y\"" }, { "\"xy\"", "\"x\"" } },
+    { "{\"enum\":[\"a\\\"bcdefghijklmnopqrstuvwxyz0123456789 after an escaped quote\"]}",
+      { "\"a\\\"bcdefghijklmnopqrstuvwxyz0123456789 after an escaped quote\"" }, { "\"a\"" } },
     { "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},\"b\":{\"type\":\"string\"}},\"required\":[\"a\"]}",
       { "{\"a\":1}", "{\"a\": 1, \"b\": \"x\"}", "{ \"a\" : -3 }" },
       { "{}", "{\"b\":\"x\"}", "{\"a\":\"1\"}", "{\"a\":1,\"c\":2}", "{\"b\":\"x\",\"a\":1}" } },
