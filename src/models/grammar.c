@@ -177,7 +177,7 @@ static void kg_stacks_free(struct kg_stacks * s) {
 /* add a stack unless an equal one is there; false on OOM */
 static bool kg_stacks_add(struct kg_stacks * s, const struct kg_elem * const * st, uint32_t len) {
     for (size_t i = 0; i < s->n; i++) {
-        if (s->len[i] == len && memcmp(s->pool + s->off[i], st, len * sizeof(*st)) == 0) {
+        if (s->len[i] == len && (len == 0 || memcmp(s->pool + s->off[i], st, len * sizeof(*st)) == 0)) {
             return true;
         }
     }
