@@ -30,6 +30,7 @@
 #define KG_MAX_REPETITION 2000
 #define KG_MAX_NESTING 256          /* ( ... ) groups inside one another */
 #define KG_MAX_EXPANSIONS 4000000   /* rule expansions per operation (see kg_advance) */
+#define KG_MAX_DEPTH 8192           /* nested leftmost expansions (each a stack frame) */
 
 struct kg_rule {
     struct kg_elem * e;
@@ -224,8 +225,12 @@ static bool kg_scratch_reserve(struct kiln_grammar * g, size_t need) {
 /* Expand the stack scratch[base .. base+len) until its top is a terminal
  * (or it is empty), adding each result to out. Left recursion is rejected
  * at parse time, so this terminates. */
-static void kg_advance(struct kiln_grammar * g, size_t base, uint32_t len, struct kg_stacks * out) {
+static void kg_advance(struct kiln_grammar * g, size_t base, uint32_t len, struct kg_stacks * out, int depth) {
     if (g->oom) return;
+    if (depth > KG_MAX_DEPTH) {
+        g->too_complex = g->oom = true;
+        return;
+    }
     /* grammars with nested repetitions of possibly empty items expand into
      * exponentially many paths; stop instead of running for ever */
     if (++g->expansions > KG_MAX_EXPANSIONS) {
@@ -249,7 +254,7 @@ static void kg_advance(struct kiln_grammar * g, size_t base, uint32_t len, struc
         uint32_t nl = len - 1;
         if (!kg_is_eos(pos + 1)) g->scratch[nb + nl++] = pos + 1;
         if (!kg_is_eos(sub)) g->scratch[nb + nl++] = sub;
-        kg_advance(g, nb, nl, out);
+        kg_advance(g, nb, nl, out, depth + 1);
         if (g->oom) return;
         while (!kg_is_eos(sub)) sub++;
         if (sub->type != KG_ALT) break;
@@ -266,7 +271,7 @@ static void kg_advance_copy(struct kiln_grammar * g, const struct kg_elem * cons
     uint32_t n = len;
     if (top) g->scratch[base + n++] = top;
     g->n_scratch = base + n;
-    kg_advance(g, base, n, out);
+    kg_advance(g, base, n, out, 0);
     g->n_scratch = base;
 }
 
@@ -493,7 +498,8 @@ void kg_vocab_cache_free(struct kg_vocab_cache * c) {
 
 static enum kiln_status kg_oom_status(struct kiln_grammar * g) {
     if (g->too_complex) {
-        kiln_set_last_error("grammar: too ambiguous (over %d rule expansions for one step)", KG_MAX_EXPANSIONS);
+        kiln_set_last_error("grammar: too ambiguous or too deep (over %d rule expansions, or %d nested, for one step)",
+                            KG_MAX_EXPANSIONS, KG_MAX_DEPTH);
     } else {
         kiln_set_last_error("grammar: out of memory");
     }
@@ -1073,23 +1079,39 @@ static const char * kg_rule_name(const struct kg_parser * p, uint32_t id) {
     return "?";
 }
 
+/* which rules can match the empty string (an alternative of nothing but
+ * such rules), to a fixed point */
+static void kg_nullable(const struct kiln_grammar * g, uint8_t * nullable) {
+    for (bool changed = true; changed;) {
+        changed = false;
+        for (uint32_t r = 0; r < g->n_rules; r++) {
+            if (nullable[r]) continue;
+            bool alt = true;
+            for (uint32_t i = 0; i < g->rules[r].n && !nullable[r]; i++) {
+                const struct kg_elem * e = &g->rules[r].e[i];
+                if (kg_is_eos(e)) {
+                    if (alt) nullable[r] = 1, changed = true;
+                    alt = true;
+                } else if (e->type == KG_RULE_REF) {
+                    alt = alt && nullable[e->value];
+                } else if (e->type != KG_CHAR_RNG_UPPER && e->type != KG_CHAR_ALT) {
+                    alt = false;
+                }
+            }
+        }
+    }
+}
+
+/* Left recursion: a rule reachable from itself through leftmost references
+ * (past references that can match nothing). llama.cpp looks only at
+ * directly empty alternatives; following every nullable rule also rejects
+ * grammars such as `x ::= y x | ...` with y ::= z? that would otherwise
+ * expand for ever. */
 static bool kg_left_rec(const struct kiln_grammar * g, uint32_t r, uint8_t * visited, uint8_t * in_progress,
-                        uint8_t * may_be_empty) {
+                        const uint8_t * may_be_empty) {
     if (in_progress[r]) return true;
     in_progress[r] = 1;
     const struct kg_rule * rule = &g->rules[r];
-    bool at_start = true;
-    for (uint32_t i = 0; i < rule->n; i++) {
-        if (kg_is_eos(&rule->e[i])) {
-            if (at_start) {
-                may_be_empty[r] = 1;
-                break;
-            }
-            at_start = true;
-        } else {
-            at_start = false;
-        }
-    }
     bool recurse = true;
     for (uint32_t i = 0; i < rule->n; i++) {
         const struct kg_elem * e = &rule->e[i];
@@ -1178,6 +1200,7 @@ struct kiln_grammar * kiln_grammar_init(const char * gbnf, const char * root, co
             goto out;
         }
         uint8_t * flags = calloc(3, g->n_rules);
+        if (flags) kg_nullable(g, flags + 2 * g->n_rules);
         if (!flags) {
             kiln_set_last_error("grammar: out of memory");
             ok = false;

@@ -98,6 +98,9 @@ int main(void) {
     expect_error("root ::= a\na ::= b \"x\"\nb ::= a | \"y\"", "left recursion");
     expect_error("root ::= e root \"x\" | \"y\"\ne ::= | \"z\"", "left recursion");
     expect_error("root ::= (\"\")* \"a\"", "left recursion"); /* an empty item repeated */
+    /* through a rule that is empty only via an optional reference (llama.cpp's
+     * grammars/japanese.gbnf with katakana made optional) */
+    expect_error("root ::= c+\nc ::= \"a\" | k?\nk ::= \"b\"", "left recursion");
     CHECK(matches("root ::= \"a\" root | \"b\"", "aaab") == 1, "right recursion is fine");
     expect_error("root ::= e{0,40} \"a\"\ne ::= \"\" | \"\"", "too ambiguous"); /* 2^40 ways to match nothing */
     {
