@@ -117,6 +117,20 @@ static bool jstring(struct jparser * jp, char ** out, size_t * out_len) {
             free(s);
             return jfail(jp, "control character in string");
         }
+        if (c >= 0x80) {
+            /* one well-formed UTF-8 character (JSON text is UTF-8) */
+            int len = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+            bool ok = len > 0 && jp->end - jp->p >= len;
+            for (int k = 1; ok && k < len; k++) ok = ((unsigned char) jp->p[k] & 0xC0) == 0x80;
+            if (!ok) {
+                free(s);
+                return jfail(jp, "invalid UTF-8 in string");
+            }
+            memcpy(s + n, jp->p, (size_t) len);
+            n += (size_t) len;
+            jp->p += len;
+            continue;
+        }
         if (c != '\\') {
             s[n++] = (char) c;
             jp->p++;

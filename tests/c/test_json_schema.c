@@ -88,6 +88,7 @@ int main(void) {
     expect_error("{\"type\": 01}", "line 1, column 11: expected ',' or '}'");
     expect_error("{\"enum\": [1, 2] } x", "line 1, column 19: trailing characters");
     expect_error("{\"a\": \"\\x\"}", "bad escape");
+    expect_error("{\"type\": \"a\xff\"}", "line 1, column 12: invalid UTF-8 in string");
     expect_error("", "line 1, column 1: unexpected end of input");
     expect_error("{\"type\":\"string\",\"pattern\":\"^a+$\"}", "pattern is not supported");
     expect_error("{\"$ref\":\"#/$defs/missing\"}", "does not resolve");
