@@ -1091,7 +1091,9 @@ static const char * resolve_ref(struct conv * c, const char * ref) {
 
 static const char * visit_inner(struct conv * c, const struct jv * s, const char * name, const char * rule_name) {
     if (s->type == JV_BOOL && s->b) {
-        return add_primitive(c, "value", find_prim("value"));
+        /* `true`: any value */
+        const char * v = add_primitive(c, "value", find_prim("value"));
+        return v ? add_rule(c, rule_name, v) : NULL;
     }
     if (s->type != JV_OBJ) {
         cfail(c, "a schema must be an object (at '%s')", *name ? name : "root");

@@ -78,6 +78,7 @@ static const struct schema_case CASES[] = {
       "\"next\":{\"anyOf\":[{\"$ref\":\"#/definitions/node\"},{\"type\":\"null\"}]}},\"required\":[\"v\",\"next\"]}},"
       "\"$ref\":\"#/definitions/node\"}", { "{\"v\":1,\"next\":{\"v\":2,\"next\":null}}" }, { "{\"v\":1,\"next\":{\"v\":2}}" } },
     { "{}", { "{}", "{\"a\":[1,{\"b\":null}]}" }, { "[]", "1" } },
+    { "true", { "{}", "[1,\"a\"]", "null", "-2.5" }, { "nul", "[1,]" } },
 };
 
 int main(void) {
