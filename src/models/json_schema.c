@@ -1116,6 +1116,10 @@ static const char * visit_inner(struct conv * c, const struct jv * s, const char
     if ((alts && alts->type == JV_ARR) || (type && type->type == JV_ARR)) {
         bool by_type = !(alts && alts->type == JV_ARR);
         const struct jv * list = by_type ? type : alts;
+        if (list->n == 0) {
+            cfail(c, "empty %s (at '%s')", by_type ? "type list" : "oneOf/anyOf", *name ? name : "root");
+            return NULL;
+        }
         for (size_t i = 0; i < list->n; i++) {
             char an[512];
             snprintf(an, sizeof(an), "%s%s%zu", name, *name ? "-" : "alternative-", i);

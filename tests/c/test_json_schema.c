@@ -96,6 +96,7 @@ int main(void) {
     expect_error("{\"$ref\":\"http://example.com/s.json\"}", "only local $ref");
     expect_error("{\"type\":\"frobnicate\"}", "unrecognized schema");
     expect_error("{\"allOf\":[{\"type\":\"string\"}]}", "allOf");
+    expect_error("{\"oneOf\":[]}", "empty oneOf/anyOf");
     expect_error("{\"type\":\"integer\",\"minimum\":5,\"maximum\":4}", "minimum above maximum");
 
     tu_case = "instances";
