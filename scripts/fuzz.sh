@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
-# Fuzz the GGUF reader with libFuzzer + ASan + UBSan for SECONDS (default 60).
+# Fuzz the GGUF reader with libFuzzer + ASan + UBSan for SECONDS (default 60),
+# then the GBNF parser / JSON Schema converter (fuzz_grammar) for
+# KILN_FUZZ_GRAMMAR_SECONDS (default 30; seeds: tests/data/grammars and
+# tests/data/json-schemas).
 #
 #   scripts/fuzz.sh [SECONDS]
 #
@@ -20,7 +23,7 @@ command -v clang >/dev/null || { echo "fuzz.sh: clang is needed (apt-get install
 
 # the fuzz build (library instrumented, only fuzz targets)
 cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_FUZZ=ON >/dev/null
-cmake --build build-fuzz -j"$J" --target fuzz_gguf >/dev/null
+cmake --build build-fuzz -j"$J" --target fuzz_gguf fuzz_grammar >/dev/null
 # the regular build, for test_gguf's synthetic seeds
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$J" --target test_gguf >/dev/null
@@ -43,6 +46,25 @@ grep -E "^(stat::|Done|==[0-9]+==ERROR|SUMMARY)" "$WORK/log" || true
 if [ "$status" -ne 0 ]; then
   tail -60 "$WORK/log"
   echo "fuzz.sh: FAILED (exit $status); reproducer in build-fuzz/artifacts/" >&2
+  exit "$status"
+fi
+
+# the grammar target: first byte 0 = GBNF, 1 = JSON Schema
+mkdir -p "$WORK/gcorpus"
+for f in tests/data/grammars/*.gbnf; do { printf '\0'; cat "$f"; } >"$WORK/gcorpus/$(basename "$f")"; done
+for f in tests/data/json-schemas/*.json; do { printf '\1'; cat "$f"; } >"$WORK/gcorpus/$(basename "$f")"; done
+GSECONDS="${KILN_FUZZ_GRAMMAR_SECONDS:-30}"
+echo "fuzz.sh: fuzz_grammar for ${GSECONDS}s, $(ls "$WORK/gcorpus" | wc -l) seeds"
+ASAN_OPTIONS="detect_leaks=1:allocator_may_return_null=0" \
+UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
+  build-fuzz/bin/fuzz_grammar "$WORK/gcorpus" \
+    -max_total_time="$GSECONDS" -max_len=8192 -timeout=10 -rss_limit_mb=2048 \
+    -artifact_prefix=build-fuzz/artifacts/ -print_final_stats=1 \
+    >"$WORK/glog" 2>&1 || status=$?
+grep -E "^(stat::|Done|==[0-9]+==ERROR|SUMMARY)" "$WORK/glog" || true
+if [ "$status" -ne 0 ]; then
+  tail -60 "$WORK/glog"
+  echo "fuzz.sh: fuzz_grammar FAILED (exit $status); reproducer in build-fuzz/artifacts/" >&2
   exit "$status"
 fi
 echo "fuzz.sh: clean"

@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # Cross-check against llama.cpp (node-llama-cpp's prebuilt CPU build, a
 # devDependency): builds the native tools, the fixtures (build/oracle/), and
-# runs tests/oracle/oracle.mjs, then tests/oracle/arch.mjs (every decoder
-# architecture on random-weight models from kiln-synth-model). Needs `npm install` done (offline is fine: the
+# runs tests/oracle/oracle.mjs, tests/oracle/arch.mjs (every decoder
+# architecture on random-weight models from kiln-synth-model),
+# tests/oracle/grammar.mjs (grammar-constrained generation against llama.cpp's
+# grammar engine and ajv) and tests/audio/vad-oracle.mjs (Silero VAD against
+# whisper.cpp). Needs `npm install` done (offline is fine: the
 # prebuilt binary ships in @node-llama-cpp/<platform>; the postinstall step is
-# not needed). About 40 s after the build on this machine.
+# not needed). About 40 s after the build on this machine, plus 1-3 min for
+# grammar.mjs.
 #
 #   scripts/test-oracle.sh [BUILD_DIR]      KILN_ORACLE_STRICT=1: count every token comparison
 set -euo pipefail
@@ -21,6 +25,8 @@ rc=0
 node tests/oracle/oracle.mjs --build "$B" --json build/oracle/result.json || rc=1
 # every decoder architecture x weight type on random-weight models (build/oracle-arch/)
 node tests/oracle/arch.mjs --build "$B" --json "$B/oracle-arch/result.json" || rc=1
+# grammar-constrained generation against llama.cpp's grammar engine and ajv
+node tests/oracle/grammar.mjs --build "$B" --json build/oracle/grammar-result.json || rc=1
 # Silero VAD against whisper.cpp (@fugood/whisper.node) and onnxruntime-node
 cmake --build "$B" -j"${KILN_JOBS:-2}" --target kiln-vad >/dev/null
 node tests/audio/vad-oracle.mjs --build "$B" 2> >(grep -v '^whisper_' >&2) || rc=1

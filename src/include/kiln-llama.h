@@ -116,8 +116,77 @@ KILN_API void       kiln_sampler_free(struct kiln_sampler * smpl);
 KILN_API kiln_token kiln_sampler_sample(struct kiln_sampler * smpl, const float * logits, int32_t n_vocab);
 /* tell the sampler a token was emitted (or was part of the prompt), for the penalties */
 KILN_API void       kiln_sampler_accept(struct kiln_sampler * smpl, kiln_token token);
-/* forget accepted tokens and restart the RNG from the seed */
+/* forget accepted tokens and restart the RNG from the seed (and the grammar
+ * from its start) */
 KILN_API void       kiln_sampler_reset(struct kiln_sampler * smpl);
+
+/* Constrain sampling to a GBNF grammar (llama.cpp's syntax; root: the start
+ * rule, NULL for "root"). Tokens whose text cannot continue the grammar get
+ * -inf before the other filters; end-of-generation tokens only once the
+ * text is a complete sentence. The grammar advances on each accepted token
+ * that this sampler itself just sampled (prompt tokens given to
+ * kiln_sampler_accept do not move it). The vocabulary must outlive the
+ * sampler. gbnf NULL removes the grammar. A bad grammar gives
+ * KILN_STATUS_INVALID_ARG and a message naming line and column; the sampler
+ * keeps its previous grammar. */
+KILN_API enum kiln_status kiln_sampler_set_grammar(
+        struct kiln_sampler     * smpl,
+        const struct kiln_vocab * vocab,
+        const char              * gbnf,
+        const char              * root);
+
+/* Added to a token's logit before everything else; -INFINITY bans it. */
+struct kiln_logit_bias {
+    kiln_token token;
+    float      bias;
+};
+/* replaces the previous list (n = 0 clears it); ids must be >= 0 */
+KILN_API enum kiln_status kiln_sampler_set_logit_bias(
+        struct kiln_sampler          * smpl,
+        const struct kiln_logit_bias * bias,
+        int32_t                        n);
+
+/* Log-probabilities per sampled token: log-softmax of the logits after the
+ * bias, the grammar and the penalties (before top-k/top-p/min-p and
+ * temperature), as OpenAI-style `logprobs` report them. n_top: how many of
+ * the most likely tokens to keep (0 turns this off; at most 64). */
+struct kiln_token_logprob {
+    kiln_token token;
+    float      logprob;
+};
+KILN_API enum kiln_status kiln_sampler_set_logprobs(struct kiln_sampler * smpl, int32_t n_top);
+/* for the last kiln_sampler_sample: the sampled token's entry in *chosen and
+ * up to n_max of the top alternatives (most likely first) in top; returns
+ * how many were written, or -1 when logprobs are off or nothing was sampled */
+KILN_API int32_t kiln_sampler_get_logprobs(
+        const struct kiln_sampler * smpl,
+        struct kiln_token_logprob * chosen,
+        struct kiln_token_logprob * top,
+        int32_t                     n_max);
+
+/* --------------------------------------------------------------- grammar */
+
+/* A GBNF grammar with its parse state, for matching text (the sampler builds
+ * its own from text). vocab: needed only for token references (<[id]>,
+ * <text>); may be NULL otherwise. NULL + kiln_last_error() ("grammar: line L,
+ * column C: ...") on a bad grammar, an undefined rule, a missing root or
+ * left recursion. */
+struct kiln_grammar;
+KILN_API struct kiln_grammar * kiln_grammar_init(const char * gbnf, const char * root, const struct kiln_vocab * vocab);
+KILN_API void                  kiln_grammar_free(struct kiln_grammar * grammar);
+/* back to the start rule */
+KILN_API void                  kiln_grammar_reset(struct kiln_grammar * grammar);
+/* advance over UTF-8 text (a character may be split across calls);
+ * KILN_STATUS_INVALID_ARG, state unchanged, when the text leaves the grammar */
+KILN_API enum kiln_status      kiln_grammar_accept_text(struct kiln_grammar * grammar, const char * text, int32_t len);
+/* the text accepted so far is a complete sentence (no pending UTF-8 bytes) */
+KILN_API bool                  kiln_grammar_is_complete(const struct kiln_grammar * grammar);
+
+/* A JSON Schema (JSON text, len < 0: NUL-terminated) converted to GBNF as
+ * llama.cpp's json-schema-to-grammar does. Returns a malloc'd NUL-terminated
+ * string (free() it), or NULL + kiln_last_error() (bad JSON names the line
+ * and column; an unsupported schema feature is named). */
+KILN_API char * kiln_json_schema_to_grammar(const char * schema, int32_t len);
 
 /* ----------------------------------------------------------------- model */
 

@@ -3,8 +3,14 @@
  * order: penalties (repeat / frequency / presence over the last n accepted
  * tokens), top-k, top-p, min-p, temperature, then a draw from the softmax
  * with a seeded RNG. Temperature <= 0 is greedy (argmax, lowest id on ties).
+ *
+ * Optional stages, each skipped entirely when unset so that plain sampling
+ * stays as it was: a logit bias per token (first), a GBNF grammar that bans
+ * the tokens which cannot continue it (grammar.c), and the log-softmax
+ * top-N of what the filters start from (logprobs).
  */
 #include "kiln-llama.h"
+#include "grammar.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -19,6 +25,20 @@ struct kiln_sampler {
     int32_t cap_cand;
     int32_t * count; /* scratch: occurrences per id */
     int32_t cap_count;
+    /* optional stages */
+    struct kiln_logit_bias * bias;
+    int32_t n_bias;
+    struct kiln_grammar * grammar;
+    struct kg_vocab_cache vc;
+    kiln_token pending;          /* the last sampled token, until accepted */
+    float * work;                /* scratch: logits by id for the grammar */
+    int32_t * chunk;             /* scratch: ids filtered together (top_k_allowed) */
+    int32_t cap_work;
+    int32_t n_logprobs;
+    bool has_logprobs;           /* the last sample filled the fields below */
+    struct kiln_token_logprob lp_chosen;
+    struct kiln_token_logprob lp_top[64];
+    int32_t n_lp_top;
 };
 
 struct kiln_sampler_params kiln_sampler_params_default(void) {
@@ -77,6 +97,7 @@ struct kiln_sampler * kiln_sampler_new(struct kiln_sampler_params params) {
     }
     s->p = params;
     s->rng = params.seed;
+    s->pending = KILN_TOKEN_NULL;
     return s;
 }
 
@@ -87,6 +108,11 @@ void kiln_sampler_free(struct kiln_sampler * s) {
     free(s->hist);
     free(s->cand);
     free(s->count);
+    free(s->bias);
+    free(s->work);
+    free(s->chunk);
+    kiln_grammar_free(s->grammar);
+    kg_vocab_cache_free(&s->vc);
     free(s);
 }
 
@@ -96,12 +122,189 @@ void kiln_sampler_reset(struct kiln_sampler * s) {
     }
     s->n_hist = 0;
     s->rng = s->p.seed;
+    s->pending = KILN_TOKEN_NULL;
+    s->has_logprobs = false;
+    if (s->grammar) {
+        kiln_grammar_reset(s->grammar);
+    }
+}
+
+enum kiln_status kiln_sampler_set_grammar(struct kiln_sampler * s, const struct kiln_vocab * vocab, const char * gbnf,
+                                          const char * root) {
+    if (!s || (gbnf && !vocab)) {
+        kiln_set_last_error("sampler: a grammar needs a sampler and a vocabulary");
+        return KILN_STATUS_INVALID_ARG;
+    }
+    if (!gbnf) {
+        kiln_grammar_free(s->grammar);
+        s->grammar = NULL;
+        kg_vocab_cache_free(&s->vc);
+        return KILN_STATUS_SUCCESS;
+    }
+    struct kiln_grammar * g = kiln_grammar_init(gbnf, root, vocab);
+    if (!g) {
+        return KILN_STATUS_INVALID_ARG;
+    }
+    if (s->vc.vocab != vocab) {
+        struct kg_vocab_cache vc;
+        enum kiln_status st = kg_vocab_cache_init(&vc, vocab);
+        if (st != KILN_STATUS_SUCCESS) {
+            kiln_grammar_free(g);
+            return st;
+        }
+        kg_vocab_cache_free(&s->vc);
+        s->vc = vc;
+    }
+    kiln_grammar_free(s->grammar);
+    s->grammar = g;
+    s->pending = KILN_TOKEN_NULL;
+    return KILN_STATUS_SUCCESS;
+}
+
+enum kiln_status kiln_sampler_set_logit_bias(struct kiln_sampler * s, const struct kiln_logit_bias * bias, int32_t n) {
+    if (!s || n < 0 || (n > 0 && !bias)) {
+        kiln_set_last_error("sampler: invalid logit bias arguments");
+        return KILN_STATUS_INVALID_ARG;
+    }
+    for (int32_t i = 0; i < n; i++) {
+        if (bias[i].token < 0 || isnan(bias[i].bias)) {
+            kiln_set_last_error("sampler: logit bias %d: token %d / bias not valid", (int) i, (int) bias[i].token);
+            return KILN_STATUS_INVALID_ARG;
+        }
+    }
+    struct kiln_logit_bias * b = NULL;
+    if (n > 0) {
+        b = malloc(sizeof(*b) * (size_t) n);
+        if (!b) {
+            kiln_set_last_error("sampler: out of memory");
+            return KILN_STATUS_ALLOC_FAILED;
+        }
+        memcpy(b, bias, sizeof(*b) * (size_t) n);
+    }
+    free(s->bias);
+    s->bias = b;
+    s->n_bias = n;
+    return KILN_STATUS_SUCCESS;
+}
+
+enum kiln_status kiln_sampler_set_logprobs(struct kiln_sampler * s, int32_t n_top) {
+    if (!s || n_top < 0 || n_top > 64) {
+        kiln_set_last_error("sampler: logprobs: n_top must be 0..64");
+        return KILN_STATUS_INVALID_ARG;
+    }
+    s->n_logprobs = n_top;
+    s->has_logprobs = false;
+    return KILN_STATUS_SUCCESS;
+}
+
+int32_t kiln_sampler_get_logprobs(const struct kiln_sampler * s, struct kiln_token_logprob * chosen,
+                                  struct kiln_token_logprob * top, int32_t n_max) {
+    if (!s || !s->has_logprobs) {
+        return -1;
+    }
+    if (chosen) {
+        *chosen = s->lp_chosen;
+    }
+    int32_t n = s->n_lp_top < n_max ? s->n_lp_top : n_max;
+    if (top && n > 0) {
+        memcpy(top, s->lp_top, sizeof(*top) * (size_t) n);
+    }
+    return n < 0 ? 0 : n;
+}
+
+/* log-softmax of the candidates (id order): the top n and the normalizer */
+static void fill_logprobs(struct kiln_sampler * s, const struct cand * c, int32_t n) {
+    double max = -INFINITY;
+    for (int32_t i = 0; i < n; i++) {
+        if (c[i].logit > max) max = c[i].logit;
+    }
+    double sum = 0.0;
+    for (int32_t i = 0; i < n; i++) {
+        sum += exp((double) c[i].logit - max);
+    }
+    double lse = max + log(sum);
+    int32_t k = 0;
+    for (int32_t i = 0; i < n; i++) {
+        float lp = (float) ((double) c[i].logit - lse);
+        if (c[i].logit == -INFINITY) {
+            continue;
+        }
+        if (k < s->n_logprobs || lp > s->lp_top[k - 1].logprob) {
+            int32_t j = k < s->n_logprobs ? k++ : k - 1;
+            while (j > 0 && s->lp_top[j - 1].logprob < lp) {
+                s->lp_top[j] = s->lp_top[j - 1];
+                j--;
+            }
+            s->lp_top[j] = (struct kiln_token_logprob) { c[i].id, lp };
+        }
+    }
+    s->n_lp_top = k;
+    s->lp_chosen.logprob = (float) lse; /* the normalizer until the token is known */
+    s->has_logprobs = true;
+}
+
+/* the candidates' logits (id order) copied into the scratch by id */
+static bool logits_to_work(struct kiln_sampler * s, const struct cand * c, int32_t n) {
+    if (s->cap_work < n) {
+        float * w = realloc(s->work, sizeof(float) * (size_t) n);
+        if (!w) {
+            kiln_set_last_error("sampler: out of memory");
+            return false;
+        }
+        s->work = w;
+        s->cap_work = n;
+    }
+    for (int32_t i = 0; c && i < n; i++) {
+        s->work[i] = c[i].logit;
+    }
+    return true;
+}
+
+/* ban the tokens the grammar rejects; greedy without logprobs first tries
+ * the argmax alone (most steps need nothing more) */
+static enum kiln_status grammar_mask(struct kiln_sampler * s, struct cand * c, int32_t n, bool argmax_first) {
+    if (!logits_to_work(s, c, n)) {
+        return KILN_STATUS_ALLOC_FAILED;
+    }
+    int32_t nv = n < s->vc.n_vocab ? n : s->vc.n_vocab;
+    if (argmax_first) {
+        int32_t best = 0;
+        for (int32_t i = 1; i < n; i++) {
+            if (c[i].logit > c[best].logit) best = i;
+        }
+        if (best < nv) {
+            enum kiln_status st = kg_apply(s->grammar, &s->vc, s->work, &best, 1);
+            if (st != KILN_STATUS_SUCCESS) return st;
+            if (s->work[best] != -INFINITY) {
+                return KILN_STATUS_SUCCESS; /* the argmax continues the grammar */
+            }
+        }
+    }
+    enum kiln_status st = kg_apply(s->grammar, &s->vc, s->work, NULL, nv);
+    if (st != KILN_STATUS_SUCCESS) return st;
+    bool any = false;
+    for (int32_t i = 0; i < n; i++) {
+        /* ids past the vocabulary (padded logits) have no text: banned */
+        c[i].logit = i < nv ? s->work[i] : -INFINITY;
+        any = any || c[i].logit != -INFINITY;
+    }
+    if (!any) {
+        kiln_set_last_error("sampler: no token can continue the grammar");
+        return KILN_STATUS_FAILED;
+    }
+    return KILN_STATUS_SUCCESS;
 }
 
 void kiln_sampler_accept(struct kiln_sampler * s, kiln_token t) {
     if (!s) {
         return;
     }
+    if (s->grammar && s->pending != KILN_TOKEN_NULL && t == s->pending) {
+        /* a token this sampler chose: the grammar moves on (a failure
+         * here means the caller accepted what the grammar had banned) */
+        (void) kg_accept_token(s->grammar, &s->vc, t);
+    }
+    s->pending = KILN_TOKEN_NULL;
     if (s->n_hist == s->cap_hist) {
         size_t cap = s->cap_hist ? s->cap_hist * 2 : 256;
         kiln_token * h = realloc(s->hist, cap * sizeof(kiln_token));
@@ -240,7 +443,67 @@ static int32_t truncate_sorted(struct cand * c, int32_t n, const struct kiln_sam
     return n;
 }
 
+static kiln_token sample_impl(struct kiln_sampler * s, const float * logits, int32_t n_vocab);
+
+/* Keep, in order, the first k candidates of the sorted list that the grammar
+ * allows: the same k tokens a full mask followed by top-k keeps, found by
+ * filtering growing chunks from the top (in a JSON string nearly every token
+ * is allowed, so one small chunk is usually enough; where few are allowed,
+ * each candidate is rejected on its first character). */
+static enum kiln_status top_k_allowed(struct kiln_sampler * s, struct cand * c, int32_t * n_io, int32_t k) {
+    const int32_t n = *n_io;
+    /* the scratch is indexed by id; all n candidates (ids 0..n-1) are here */
+    if (!s->chunk) s->chunk = malloc(sizeof(int32_t) * 4096);
+    if (!s->chunk) {
+        kiln_set_last_error("sampler: out of memory");
+        return KILN_STATUS_ALLOC_FAILED;
+    }
+    if (!logits_to_work(s, NULL, n)) {
+        return KILN_STATUS_ALLOC_FAILED;
+    }
+    const int32_t nv = s->vc.n_vocab;
+    int32_t kept = 0, i = 0, size = 64;
+    while (i < n && kept < k) {
+        const int32_t start = i;
+        int32_t m = 0;
+        for (; i < n && m < size; i++) {
+            if (c[i].id < nv && c[i].logit != -INFINITY) {
+                s->chunk[m++] = c[i].id;
+                s->work[c[i].id] = c[i].logit;
+            }
+        }
+        enum kiln_status st = kg_apply(s->grammar, &s->vc, s->work, s->chunk, m);
+        if (st != KILN_STATUS_SUCCESS) return st;
+        for (int32_t j = start; j < i && kept < k; j++) {
+            if (c[j].id < nv && c[j].logit != -INFINITY && s->work[c[j].id] != -INFINITY) {
+                c[kept++] = c[j];
+            }
+        }
+        size = size < 4096 ? size * 4 : 4096;
+    }
+    if (kept == 0) {
+        kiln_set_last_error("sampler: no token can continue the grammar");
+        return KILN_STATUS_FAILED;
+    }
+    *n_io = kept;
+    return KILN_STATUS_SUCCESS;
+}
+
 kiln_token kiln_sampler_sample(struct kiln_sampler * s, const float * logits, int32_t n_vocab) {
+    kiln_token t = sample_impl(s, logits, n_vocab);
+    if (s) {
+        s->pending = t;
+        if (s->has_logprobs && t >= 0) {
+            float lse = s->lp_chosen.logprob;
+            s->lp_chosen = (struct kiln_token_logprob) { t, (float) ((double) s->work[t] - lse) };
+        } else {
+            s->has_logprobs = false;
+        }
+    }
+    return t;
+}
+
+static kiln_token sample_impl(struct kiln_sampler * s, const float * logits, int32_t n_vocab) {
     if (!s || !logits || n_vocab <= 0) {
         kiln_set_last_error("sampler: invalid arguments");
         return KILN_TOKEN_NULL;
@@ -263,6 +526,13 @@ kiln_token kiln_sampler_sample(struct kiln_sampler * s, const float * logits, in
         c[i].logit = logits[i];
     }
     const struct kiln_sampler_params * p = &s->p;
+    s->has_logprobs = false;
+
+    for (int32_t i = 0; i < s->n_bias; i++) {
+        if (s->bias[i].token < n) {
+            c[s->bias[i].token].logit += s->bias[i].bias;
+        }
+    }
 
     /* penalties over the last n accepted tokens */
     bool pen = p->repeat_penalty != 1.0f || p->frequency_penalty != 0.0f || p->presence_penalty != 0.0f;
@@ -289,6 +559,22 @@ kiln_token kiln_sampler_sample(struct kiln_sampler * s, const float * logits, in
         }
     }
 
+    /* with top-k on (and no logprobs), the grammar only needs to find the
+     * k best allowed tokens: that happens after sorting (top_k_allowed) */
+    const bool grammar_after_sort = s->grammar && p->temperature > 0.0f && p->top_k > 0 && s->n_logprobs == 0;
+    if (s->grammar && !grammar_after_sort) {
+        enum kiln_status st = grammar_mask(s, c, n, p->temperature <= 0.0f && s->n_logprobs == 0);
+        if (st != KILN_STATUS_SUCCESS) {
+            return KILN_TOKEN_NULL;
+        }
+    }
+    if (s->n_logprobs > 0) {
+        if (!logits_to_work(s, c, n)) {
+            return KILN_TOKEN_NULL;
+        }
+        fill_logprobs(s, c, n);
+    }
+
     if (p->temperature <= 0.0f) {
         int32_t best = 0;
         for (int32_t i = 1; i < n; i++) {
@@ -299,7 +585,21 @@ kiln_token kiln_sampler_sample(struct kiln_sampler * s, const float * logits, in
         return c[best].id;
     }
 
-    n = truncate_sorted(c, n, p);
+    if (grammar_after_sort) {
+        /* the grammar walks the sorted list from the top until top_k tokens are allowed */
+        qsort(c, (size_t) n, sizeof(struct cand), cmp_cand);
+        if (top_k_allowed(s, c, &n, p->top_k) != KILN_STATUS_SUCCESS) {
+            return KILN_TOKEN_NULL;
+        }
+        if (p->top_p < 1.0f && n > 1) {
+            double mx = c[0].logit, sum = 0.0;
+            for (int32_t i = 0; i < n; i++) sum += exp((double) c[i].logit - mx);
+            const int32_t keep = top_p_cut(c, n, mx, sum, p->top_p);
+            if (keep > 0) n = keep;
+        }
+    } else {
+        n = truncate_sorted(c, n, p);
+    }
     /* min-p: drop tokens less likely than min_p times the most likely */
     if (p->min_p > 0.0f && n > 1) {
         double thr = (double) c[0].logit + log((double) p->min_p);

@@ -69,7 +69,7 @@ void textstream_consume(struct textstream * ts, size_t n) {
         n = ts->n;
     }
     if (n == 0) {
-        return; /* also: no buffer yet */
+        return; /* also: an empty stream may have no buffer yet */
     }
     memmove(ts->buf, ts->buf + n, ts->n - n);
     ts->n -= n;

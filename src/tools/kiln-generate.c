@@ -5,13 +5,16 @@
  *                 [--min-p P] [--repeat-penalty R] [--seed S] [--threads N]
  *                 [--ctx N] [--batch N] [--kv-f32] [--stop STR]... [--print-ids]
  *                 [--print-logits N] [--isa scalar|avx2|...]
+ *                 [--grammar-file F | --json-schema F] [--print-grammar]
  *
  * stdout: the prompt followed by the generated text and a newline, nothing
  * else (or, with --print-ids, the generated token ids on one line). Logs and timings go to
  * stderr. --print-logits N first prints, one JSON line each, the logits after
  * each of the prompt's first N tokens (evaluated one at a time, then the
  * cache is emptied), for cross-checks against llama.cpp. Defaults: the embedded models/stories260K.gguf, prompt
- * "Once upon a time", 200 tokens, greedy.
+ * "Once upon a time", 200 tokens, greedy. --grammar-file constrains the output
+ * to a GBNF grammar, --json-schema to a JSON Schema (converted to GBNF);
+ * --print-grammar prints that GBNF and exits (no model needed).
  */
 #include "kiln-llama.h"
 
@@ -24,7 +27,31 @@ static void usage(void) {
     fprintf(stderr,
             "usage: kiln-generate [-m FILE] [-p PROMPT] [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P]\n"
             "                     [--repeat-penalty R] [--seed S] [--threads N] [--ctx N] [--batch N]\n"
-            "                     [--kv-f32] [--stop STR]... [--print-ids] [--print-logits N] [--isa NAME]\n");
+            "                     [--kv-f32] [--stop STR]... [--print-ids] [--print-logits N] [--isa NAME]\n"
+            "                     [--grammar-file F | --json-schema F] [--print-grammar]\n");
+}
+
+/* a whole file as a NUL-terminated string, or NULL */
+static char * slurp(const char * path) {
+    FILE * f = fopen(path, "rb");
+    if (!f) return NULL;
+    char * buf = NULL;
+    size_t n = 0, cap = 0, k;
+    char tmp[65536];
+    while ((k = fread(tmp, 1, sizeof(tmp), f)) > 0) {
+        if (n + k + 1 > cap) {
+            cap = (n + k + 1) * 2;
+            char * b = realloc(buf, cap);
+            if (!b) { free(buf); fclose(f); return NULL; }
+            buf = b;
+        }
+        memcpy(buf + n, tmp, k);
+        n += k;
+    }
+    fclose(f);
+    if (!buf) buf = calloc(1, 1);
+    else buf[n] = 0;
+    return buf;
 }
 
 static void on_piece(const char * text, int32_t len, kiln_token token, void * user) {
@@ -87,6 +114,8 @@ int main(int argc, char ** argv) {
     int print_logits = 0;
     const char * stops[16];
     int n_stops = 0;
+    const char * grammar_file = NULL, * schema_file = NULL;
+    bool print_grammar = false;
     for (int i = 1; i < argc; i++) {
         const char * a = argv[i];
         bool has = i + 1 < argc;
@@ -104,6 +133,9 @@ int main(int argc, char ** argv) {
         else if (ARG("--ctx") || ARG("-c")) mp.n_ctx = atoi(argv[++i]);
         else if (ARG("--batch") || ARG("-b")) mp.n_batch = atoi(argv[++i]);
         else if (ARG("--stop") && n_stops < 16) stops[n_stops++] = argv[++i];
+        else if (ARG("--grammar-file")) grammar_file = argv[++i];
+        else if (ARG("--json-schema")) schema_file = argv[++i];
+        else if (!strcmp(a, "--print-grammar")) print_grammar = true;
         else if (!strcmp(a, "--kv-f32")) mp.kv_type = KILN_TYPE_F32;
         else if (!strcmp(a, "--print-ids")) print_ids = true;
         else if (ARG("--print-logits")) print_logits = atoi(argv[++i]);
@@ -121,6 +153,15 @@ int main(int argc, char ** argv) {
             return 2;
         }
 #undef ARG
+    }
+    if (print_grammar && (grammar_file || schema_file)) {
+        char * text = slurp(grammar_file ? grammar_file : schema_file);
+        char * gbnf = text && schema_file ? kiln_json_schema_to_grammar(text, -1) : text;
+        if (gbnf) fputs(gbnf, stdout);
+        else fprintf(stderr, "kiln-generate: %s\n", text ? kiln_last_error() : "cannot read the file");
+        if (gbnf != text) free(gbnf);
+        free(text);
+        return gbnf ? 0 : 1;
     }
     bool ctx_given = mp.n_ctx > 0;
     gp.stop = stops;
@@ -172,6 +213,20 @@ int main(int argc, char ** argv) {
         fprintf(stderr, "kiln-generate: %s\n", kiln_last_error());
         kiln_model_free(model);
         return 2;
+    }
+    if (grammar_file || schema_file) {
+        char * text = slurp(grammar_file ? grammar_file : schema_file);
+        char * gbnf = text && schema_file ? kiln_json_schema_to_grammar(text, -1) : text;
+        if (!text) kiln_set_last_error("cannot read %s", grammar_file ? grammar_file : schema_file);
+        enum kiln_status gs = gbnf ? kiln_sampler_set_grammar(smpl, kiln_model_vocab(model), gbnf, NULL) : KILN_STATUS_INVALID_ARG;
+        if (gbnf != text) free(gbnf);
+        free(text);
+        if (gs != KILN_STATUS_SUCCESS) {
+            fprintf(stderr, "kiln-generate: %s\n", kiln_last_error());
+            kiln_sampler_free(smpl);
+            kiln_model_free(model);
+            return 1;
+        }
     }
 
     int first = 1;

@@ -139,5 +139,72 @@ int main(void) {
     CHECK(memcmp(a, b, sizeof a) == 0, "same seed, same tokens");
     CHECK(memcmp(a, c, sizeof a) != 0, "another seed, other tokens");
 
+    tu_case = "logit bias";
+    s = kiln_sampler_new(plain(0.0f));
+    struct kiln_logit_bias ban[2] = { { 1, -INFINITY }, { 99, 5.0f } }; /* id 99 is past the vocabulary: ignored */
+    CHECK(kiln_sampler_set_logit_bias(s, ban, 2) == KILN_STATUS_SUCCESS, "bias set");
+    CHECK(kiln_sampler_sample(s, logits, 4) == 3, "-inf bans the argmax (1); next best is 3");
+    struct kiln_logit_bias up = { 2, 3.0f }; /* log 0.05 + 3 + 3 > log 0.5 + 3 */
+    kiln_sampler_set_logit_bias(s, &up, 1);
+    CHECK(kiln_sampler_sample(s, logits, 4) == 2, "a positive bias makes id 2 the argmax");
+    kiln_sampler_set_logit_bias(s, NULL, 0);
+    CHECK(kiln_sampler_sample(s, logits, 4) == 1, "clearing the bias restores the argmax");
+    struct kiln_logit_bias neg = { -1, 1.0f };
+    CHECK(kiln_sampler_set_logit_bias(s, &neg, 1) == KILN_STATUS_INVALID_ARG, "negative id rejected");
+    kiln_sampler_free(s);
+    p = plain(1.0f);
+    p.seed = 5;
+    s = kiln_sampler_new(p);
+    kiln_sampler_set_logit_bias(s, ban, 1);
+    int banned = 0;
+    for (int i = 0; i < 2000; i++) banned += kiln_sampler_sample(s, logits, 4) == 1;
+    CHECK(banned == 0, "a banned token is never drawn at temperature 1 (%d/2000)", banned);
+    kiln_sampler_free(s);
+
+    tu_case = "logprobs";
+    s = kiln_sampler_new(plain(0.0f));
+    CHECK(kiln_sampler_get_logprobs(s, NULL, NULL, 0) == -1, "nothing before the first sample");
+    CHECK(kiln_sampler_set_logprobs(s, 65) == KILN_STATUS_INVALID_ARG, "n_top above 64 rejected");
+    kiln_sampler_set_logprobs(s, 3);
+    kiln_token t = kiln_sampler_sample(s, many, 64);
+    struct kiln_token_logprob chosen, top[3];
+    int32_t nt = kiln_sampler_get_logprobs(s, &chosen, top, 3);
+    /* reference: log-softmax in double */
+    double mx = -1e300, sum = 0.0;
+    for (int i = 0; i < 64; i++) mx = fmax(mx, (double) many[i]);
+    for (int i = 0; i < 64; i++) sum += exp((double) many[i] - mx);
+    double lse = mx + log(sum);
+    CHECK(nt == 3, "3 alternatives (%d)", nt);
+    CHECK(chosen.token == t && fabs(chosen.logprob - ((double) many[t] - lse)) < 1e-6, "chosen %d logprob %g vs %g", chosen.token, chosen.logprob, (double) many[t] - lse);
+    bool desc = true, exact = true;
+    for (int k = 0; k < 3; k++) {
+        if (k && top[k].logprob > top[k - 1].logprob) desc = false;
+        if (fabs(top[k].logprob - ((double) many[top[k].token] - lse)) > 1e-6) exact = false;
+        int above = 0;
+        for (int i = 0; i < 64; i++) above += many[i] > many[top[k].token];
+        if (above != k) exact = false;
+    }
+    CHECK(desc && exact, "top 3 are the 3 most likely, most likely first, with log-softmax values");
+    CHECK(top[0].token == t, "greedy picks the top alternative");
+    kiln_sampler_free(s);
+
+    tu_case = "options off: sampling unchanged";
+    p = kiln_sampler_params_default();
+    p.temperature = 0.9f;
+    p.seed = 77;
+    struct kiln_sampler * s1 = kiln_sampler_new(p), * s2 = kiln_sampler_new(p);
+    kiln_sampler_set_logprobs(s2, 5);
+    kiln_sampler_set_logit_bias(s2, NULL, 0);
+    bool same = true;
+    for (int i = 0; i < 300; i++) {
+        kiln_token x = kiln_sampler_sample(s1, many, 64), y = kiln_sampler_sample(s2, many, 64);
+        same &= x == y;
+        kiln_sampler_accept(s1, x);
+        kiln_sampler_accept(s2, y);
+    }
+    CHECK(same, "logprobs on and an empty bias list draw the same 300 tokens");
+    kiln_sampler_free(s1);
+    kiln_sampler_free(s2);
+
     return tu_finish();
 }
