@@ -486,7 +486,8 @@ bool kiln_whisper_write_random(const void * template_data, size_t template_size,
                 case TK_LN_W:   x = 1.0 + 0.1 * rng_normal(&s); break;
                 case TK_LN_B:   x = 0.1 * rng_normal(&s); break;
                 case TK_BIAS: case TK_CONV_B: x = 0.05 * rng_normal(&s); break;
-                case TK_TE: case TK_DPE: x = p->logit_std / sqrt(S) * rng_normal(&s); break;
+                case TK_TE:     x = p->logit_std / sqrt(S) * rng_normal(&s); break;
+                case TK_DPE:    x = rng_normal(&s); break;   /* positions move the decoder state step to step */
                 default: { /* Whisper's sinusoids: sin for the first half of the channels, cos for the second */
                     const int64_t t = k / ne0, c = k % ne0, half = ne0 / 2;
                     const double inc = log(10000.0) / (double)(half - 1);

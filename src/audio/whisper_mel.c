@@ -1,16 +1,16 @@
 /*
- * whisper_mel.c — whisper.cpp's log-mel spectrogram, operation for operation
- * in the same float/double precision, so Kiln's encoder sees the input
- * whisper.cpp's does:
+ * whisper_mel.c — whisper.cpp's log-mel spectrogram: its steps, in double
+ * precision up to the stored float (whisper.cpp runs its FFT in float, whose
+ * rounding moves low-energy mel bins by up to ~1e-4; this is within ~1e-6 of
+ * the exact spectrum):
  *
  *  - the samples get 200 reflected samples in front (the mirror of
  *    samples[1..200]), and 30 s + 200 zeros behind;
  *  - n_len = (padded length - 400) / 160 frames; frame i starts at 160 i;
  *    frames past the audio (i > (n + 200) / 160) are log10(1e-10) directly;
- *  - each frame: periodic Hann window (float cosf), a mixed-radix FFT
- *    (radix-2 splits down to an odd size, then a direct DFT) with a
- *    400-entry float sin/cos table, power |X|^2 of bins 0..200, the
- *    filterbank dot product accumulated in double four bins at a time,
+ *  - each frame: periodic Hann window, a mixed-radix FFT (radix-2 splits
+ *    down to an odd size, then a direct DFT) with a 400-entry sin/cos
+ *    table, power |X|^2 of bins 0..200, the filterbank dot product,
  *    log10(max(sum, 1e-10));
  *  - clamp to (max - 8), then (x + 4) / 4.
  */
@@ -22,21 +22,21 @@
 
 #define N_FFT KILN_WHISPER_N_FFT
 
-struct mel_tables { float sin_v[N_FFT], cos_v[N_FFT], hann[N_FFT]; };
+struct mel_tables { double sin_v[N_FFT], cos_v[N_FFT], hann[N_FFT]; };
 
 static void tables_init(struct mel_tables * t) {
     for (int i = 0; i < N_FFT; i++) {
         const double theta = (2 * M_PI * i) / N_FFT;
-        t->sin_v[i] = sinf((float) theta);
-        t->cos_v[i] = cosf((float) theta);
-        t->hann[i] = (float) (0.5 * (1.0 - cosf((float) ((2.0 * M_PI * i) / N_FFT))));
+        t->sin_v[i] = sin(theta);
+        t->cos_v[i] = cos(theta);
+        t->hann[i] = 0.5 * (1.0 - cos(theta));
     }
 }
 
-static void dft(const struct mel_tables * t, const float * in, int N, float * out) {
+static void dft(const struct mel_tables * t, const double * in, int N, double * out) {
     const int step = N_FFT / N;
     for (int k = 0; k < N; k++) {
-        float re = 0, im = 0;
+        double re = 0, im = 0;
         for (int n = 0; n < N; n++) {
             const int idx = (k * n * step) % N_FFT;
             re += in[n] * t->cos_v[idx];
@@ -48,22 +48,22 @@ static void dft(const struct mel_tables * t, const float * in, int N, float * ou
 }
 
 /* in needs 2N floats of room (the upper half is scratch), out 8N */
-static void fft(const struct mel_tables * t, float * in, int N, float * out) {
+static void fft(const struct mel_tables * t, double * in, int N, double * out) {
     if (N == 1) { out[0] = in[0]; out[1] = 0; return; }
     const int h = N / 2;
     if (N - h * 2 == 1) { dft(t, in, N, out); return; }
-    float * even = in + N;
+    double * even = in + N;
     for (int i = 0; i < h; i++) even[i] = in[2 * i];
-    float * even_fft = out + 2 * N;
+    double * even_fft = out + 2 * N;
     fft(t, even, h, even_fft);
-    float * odd = even;
+    double * odd = even;
     for (int i = 0; i < h; i++) odd[i] = in[2 * i + 1];
-    float * odd_fft = even_fft + N;
+    double * odd_fft = even_fft + N;
     fft(t, odd, h, odd_fft);
     const int step = N_FFT / N;
     for (int k = 0; k < h; k++) {
-        const float re = t->cos_v[k * step], im = -t->sin_v[k * step];
-        const float ro = odd_fft[2 * k], io = odd_fft[2 * k + 1];
+        const double re = t->cos_v[k * step], im = -t->sin_v[k * step];
+        const double ro = odd_fft[2 * k], io = odd_fft[2 * k + 1];
         out[2 * k]           = even_fft[2 * k] + re * ro - im * io;
         out[2 * k + 1]       = even_fft[2 * k + 1] + re * io + im * ro;
         out[2 * (k + h)]     = even_fft[2 * k] - re * ro + im * io;
@@ -92,7 +92,7 @@ bool kiln_whisper_log_mel(const float * samples, int64_t n, const float * filter
     for (int64_t i = 0; i < n_reflect; i++) x[pad2 - 1 - i] = samples[1 + i];
 
     const int64_t n_eff = n + pad2;    /* samples counted for the "frame has audio" bound, as whisper.cpp */
-    float fin[2 * N_FFT], fout[8 * N_FFT];
+    double fin[2 * N_FFT], fout[8 * N_FFT];
     const int64_t n_audio_frames = n_eff / KILN_WHISPER_HOP + 1 < n_len ? n_eff / KILN_WHISPER_HOP + 1 : n_len;
     for (int64_t i = 0; i < n_audio_frames; i++) {
         const int64_t off = i * KILN_WHISPER_HOP;
@@ -104,9 +104,7 @@ bool kiln_whisper_log_mel(const float * samples, int64_t n, const float * filter
         for (int j = 0; j < n_mel; j++) {
             const float * fl = filters + (size_t) j * n_fft;
             double sum = 0.0;
-            int k = 0;
-            for (; k < n_fft - 3; k += 4) sum += fout[k] * fl[k] + fout[k + 1] * fl[k + 1] + fout[k + 2] * fl[k + 2] + fout[k + 3] * fl[k + 3];
-            for (; k < n_fft; k++) sum += fout[k] * fl[k];
+            for (int k = 0; k < n_fft; k++) sum += fout[k] * fl[k];
             mel[(size_t) j * n_len + i] = (float) log10(sum > 1e-10 ? sum : 1e-10);
         }
     }
