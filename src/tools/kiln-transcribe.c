@@ -31,6 +31,7 @@ static void usage(void) {
         "  -of FNAME                  output file without extension ('-': stdout)\n"
         "  -np, --no-prints           print only the results\n"
         "  -dl, --detect-language     print the detected language and exit\n"
+        "  --print-timing             print the transcription time (ms, without loading) to stderr\n"
         "  -bs, -bo, -tp, -tpi        beam search / best-of / temperature fallback: not built (errors out)\n");
 }
 
@@ -107,7 +108,7 @@ static void write_json(FILE * f, struct kiln_whisper * w, const char * model_pat
 int main(int argc, char ** argv) {
     const char * model = NULL, * audio = NULL, * of = NULL;
     struct kiln_whisper_params p = kiln_whisper_default_params();
-    bool oj = false, ojf = false, no_prints = false, detect_only = false;
+    bool oj = false, ojf = false, no_prints = false, detect_only = false, timing = false;
     for (int i = 1; i < argc; i++) {
         const char * a = argv[i];
         const char * v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -119,6 +120,7 @@ int main(int argc, char ** argv) {
         if (!strcmp(a, "-ojf") || !strcmp(a, "--output-json-full")) { oj = ojf = true; continue; }
         if (!strcmp(a, "-np") || !strcmp(a, "--no-prints")) { no_prints = true; continue; }
         if (!strcmp(a, "-dl") || !strcmp(a, "--detect-language")) { detect_only = true; continue; }
+        if (!strcmp(a, "--print-timing")) { timing = true; continue; }
         if (!v) { fprintf(stderr, "kiln-transcribe: %s needs a value (or is unknown)\n", a); usage(); return 2; }
         char * end = NULL;
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) model = v;
@@ -162,9 +164,16 @@ int main(int argc, char ** argv) {
         free(mel);
         if (id < 0) { fprintf(stderr, "kiln-transcribe: %s\n", kiln_last_error()); rc = 1; }
         else printf("%s %.6f\n", kiln_whisper_lang_str(id), probs[id]);
-    } else if (kiln_whisper_full(w, &p, x, n) != 0) {
-        fprintf(stderr, "kiln-transcribe: %s\n", kiln_last_error());
-        rc = 1;
+    } else {
+        const int64_t t0 = kiln_time_us();
+        if (kiln_whisper_full(w, &p, x, n) != 0) {
+            fprintf(stderr, "kiln-transcribe: %s\n", kiln_last_error());
+            rc = 1;
+        }
+        if (timing) fprintf(stderr, "kiln-transcribe: full_ms %.3f\n", (kiln_time_us() - t0) / 1000.0);
+    }
+    if (rc != 0 || detect_only) {
+        /* nothing more to write */
     } else if (oj) {
         FILE * f = stdout;
         char path[4096];
