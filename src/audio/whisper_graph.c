@@ -18,6 +18,7 @@
 #include "whisper_internal.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -81,6 +82,15 @@ static bool run_graph(struct kiln_whisper * w, struct kiln_cgraph * gf) {
     }
     plan.work_data = w->work;
     return kiln_graph_compute(gf, &plan) == KILN_STATUS_SUCCESS;
+}
+
+/* a graph step that failed: the message names the step, the context goes */
+static bool graph_failed(struct kiln_context * c, const char * step) {
+    char msg[400];
+    snprintf(msg, sizeof msg, "whisper: %s failed: %s", step, kiln_last_error());
+    kiln_set_last_error("%s", msg);
+    kiln_free(c);
+    return false;
 }
 
 static struct kiln_context * graph_ctx(size_t n_nodes, struct kiln_cgraph ** gf) {
@@ -165,13 +175,7 @@ bool kiln_whisper_encode(struct kiln_whisper * w, const float * mel, int n_len, 
     kiln_free(c);
     return true;
 fail:
-    {
-        char msg[400];
-        snprintf(msg, sizeof msg, "whisper: encoder failed: %s", kiln_last_error());
-        kiln_set_last_error("%s", msg);
-    }
-    kiln_free(c);
-    return false;
+    return graph_failed(c, "encoder");
 }
 
 const float * kiln_whisper_encoder_output(const struct kiln_whisper * w) { return w ? w->enc_out : NULL; }
@@ -251,11 +255,5 @@ bool kiln_whisper_decode(struct kiln_whisper * w, const int32_t * tokens, int n,
     kiln_free(c);
     return true;
 fail:
-    {
-        char msg[400];
-        snprintf(msg, sizeof msg, "whisper: decoder failed: %s", kiln_last_error());
-        kiln_set_last_error("%s", msg);
-    }
-    kiln_free(c);
-    return false;
+    return graph_failed(c, "decoder");
 }

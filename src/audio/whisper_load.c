@@ -245,26 +245,16 @@ static int tensor_list(struct kiln_whisper * w, struct tdesc * d) {
             LT("mlp.0.bias", 1, 4 * S, 1, F, TK_BIAS, mlp0_b);
             LT("mlp.2.weight", 2, 4 * S, S, W, TK_MAT, mlp1_w);
             LT("mlp.2.bias", 1, S, 1, F, TK_BIAS, mlp1_b);
-            LT("attn_ln.weight", 1, S, 1, F, TK_LN_W, attn_ln_w);
-            LT("attn_ln.bias", 1, S, 1, F, TK_LN_B, attn_ln_b);
-            LT("attn.query.weight", 2, S, S, W, TK_MAT, q_w);
-            LT("attn.query.bias", 1, S, 1, F, TK_BIAS, q_b);
-            LT("attn.key.weight", 2, S, S, W, TK_MAT, k_w);
-            LT("attn.value.weight", 2, S, S, W, TK_MAT, v_w);
-            LT("attn.value.bias", 1, S, 1, F, TK_BIAS, v_b);
-            LT("attn.out.weight", 2, S, S, W, TK_MAT, o_w);
-            LT("attn.out.bias", 1, S, 1, F, TK_BIAS, o_b);
-            if (sys == 1) {
-                LT("cross_attn_ln.weight", 1, S, 1, F, TK_LN_W, c_ln_w);
-                LT("cross_attn_ln.bias", 1, S, 1, F, TK_LN_B, c_ln_b);
-                LT("cross_attn.query.weight", 2, S, S, W, TK_MAT, c_q_w);
-                LT("cross_attn.query.bias", 1, S, 1, F, TK_BIAS, c_q_b);
-                LT("cross_attn.key.weight", 2, S, S, W, TK_MAT, c_k_w);
-                LT("cross_attn.value.weight", 2, S, S, W, TK_MAT, c_v_w);
-                LT("cross_attn.value.bias", 1, S, 1, F, TK_BIAS, c_v_b);
-                LT("cross_attn.out.weight", 2, S, S, W, TK_MAT, c_o_w);
-                LT("cross_attn.out.bias", 1, S, 1, F, TK_BIAS, c_o_b);
-            }
+            /* an attention: its norm, Q (bias), K (no bias), V (bias), output (bias) */
+#define ATTN(pfx, lw, lb, qw, qb, kw, vw, vb, ow, ob) do { \
+                LT(pfx "_ln.weight", 1, S, 1, F, TK_LN_W, lw);      LT(pfx "_ln.bias", 1, S, 1, F, TK_LN_B, lb); \
+                LT(pfx ".query.weight", 2, S, S, W, TK_MAT, qw);    LT(pfx ".query.bias", 1, S, 1, F, TK_BIAS, qb); \
+                LT(pfx ".key.weight", 2, S, S, W, TK_MAT, kw); \
+                LT(pfx ".value.weight", 2, S, S, W, TK_MAT, vw);    LT(pfx ".value.bias", 1, S, 1, F, TK_BIAS, vb); \
+                LT(pfx ".out.weight", 2, S, S, W, TK_MAT, ow);      LT(pfx ".out.bias", 1, S, 1, F, TK_BIAS, ob); } while (0)
+            ATTN("attn", attn_ln_w, attn_ln_b, q_w, q_b, k_w, v_w, v_b, o_w, o_b);
+            if (sys == 1) ATTN("cross_attn", c_ln_w, c_ln_b, c_q_w, c_q_b, c_k_w, c_v_w, c_v_b, c_o_w, c_o_b);
+#undef ATTN
 #undef LT
         }
         if (sys == 0) {

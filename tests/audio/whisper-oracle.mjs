@@ -103,7 +103,7 @@ function kiln(m, wav, o) {
 function tokenAt(seg, pos) {
   let c = 0;
   for (const t of seg.tokens) {
-    const len = Buffer.byteLength(t.text) ? t.text.length : 0;
+    const len = t.text.length;
     if (t.id < 50256 && c + len > pos) return t;
     if (t.id < 50256) c += len;
   }
@@ -118,8 +118,10 @@ function compare(label, k, w) {
     if (a && b && a.text === b.text && a.t0 === b.t0 && a.t1 === b.t1) { agreedSegs++; agreedToks += a.tokens.length; continue; }
     // first divergence: locate Kiln's token there and its margin
     let tok, where;
-    if (!a) { check(false, `${label}: whisper.cpp has ${w.segments.length} segments, Kiln ${k.segments.length}`); return; }
-    if (!b) { tok = a.tokens[0]; where = `extra segment ${i}`; }
+    if (!a || !b) {   // one engine stopped: the decision was the previous segment's last token
+      tok = i > 0 ? k.segments[i - 1].tokens.at(-1) : undefined;
+      where = `segment count: kiln ${k.segments.length}, whisper.cpp ${w.segments.length}`;
+    }
     else if (a.text !== b.text) {
       let p = 0;
       while (p < a.text.length && p < b.text.length && a.text[p] === b.text[p]) p++;
