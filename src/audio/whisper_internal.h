@@ -22,12 +22,6 @@ struct whisper_layer {
     struct kiln_tensor * c_q_w, * c_q_b, * c_k_w, * c_v_w, * c_v_b, * c_o_w, * c_o_b;
 };
 
-struct whisper_named { char name[64]; struct kiln_tensor ** slot; };
-
-struct whisper_result_seg {
-    struct kiln_whisper_segment s;
-};
-
 struct kiln_whisper {
     struct kiln_whisper_hparams hp;
     struct kiln_whisper_tokens  tok;
@@ -49,7 +43,6 @@ struct kiln_whisper {
     struct kiln_tensor * e_pe, * e_conv1_w, * e_conv1_b, * e_conv2_w, * e_conv2_b, * e_ln_w, * e_ln_b;
     struct kiln_tensor * d_pe, * d_te, * d_ln_w, * d_ln_b;
     struct whisper_layer * enc, * dec;
-    struct whisper_named * names; int n_names;
 
     /* state: caches (f16) and compute */
     struct kiln_context * ctx_kv;
