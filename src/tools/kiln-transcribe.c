@@ -29,7 +29,7 @@ static void usage(void) {
         "  -oj, --output-json         write JSON (whisper-cli's layout)\n"
         "  -ojf, --output-json-full   JSON with each segment's tokens\n"
         "  -of FNAME                  output file without extension ('-': stdout)\n"
-        "  -np, --no-prints           print only the results\n"
+        "  -np, --no-prints           print only the results (accepted; nothing else is printed)\n"
         "  -dl, --detect-language     print the detected language and exit\n"
         "  --print-timing             print the transcription time (ms, without loading) to stderr\n"
         "  -bs, -bo, -tp, -tpi        beam search / best-of / temperature fallback: not built (errors out)\n");
@@ -191,7 +191,8 @@ int main(int argc, char ** argv) {
             if (f != stdout) fclose(f);
         }
     }
-    if (rc == 0 && !detect_only && !(oj && of && strcmp(of, "-") == 0) && !no_prints) {
+    (void) no_prints;   /* Kiln prints nothing besides the results */
+    if (rc == 0 && !detect_only && !(oj && of && strcmp(of, "-") == 0)) {
         for (int i = 0; i < kiln_whisper_n_segments(w); i++) {
             const struct kiln_whisper_segment * s = kiln_whisper_get_segment(w, i);
             if (p.no_timestamps) { printf("%s", s->text); continue; }

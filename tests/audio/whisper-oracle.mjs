@@ -11,7 +11,7 @@
 // shapes (384 wide, 6 heads, 4 + 4 layers), F16. logit_std 3: greedy decoding
 // mixes text tokens with timestamp tokens and cuts several segments.
 //
-// Audio: jfk.wav; espeak-ng speech (sox to 16 kHz); jfk + speech + jfk (> 30 s,
+// Audio: jfk.wav; espeak-ng speech (sox -R to 16 kHz: no random dither, the same file every run); jfk + speech + jfk (> 30 s,
 // so the second window starts at the last timestamp and carries the first
 // window's tokens as context).
 //
@@ -78,8 +78,8 @@ model('tiny-real-f16', 'for-tests-ggml-tiny.bin', { state: 384, head: 6, 'audio-
 // ---- audio (16 kHz mono 16-bit for both engines)
 const f = (n) => path.join(tmp, n);
 sh('espeak-ng', ['-v', 'en-us', '-s', '150', '-w', f('say.wav'), 'The quick brown fox jumps over the lazy dog. Speech recognition turns this voice into text, one window at a time.']);
-sh('sox', [f('say.wav'), '-r', '16000', '-c', '1', '-b', '16', '-e', 'signed-integer', f('speech16.wav')]);
-sh('sox', [data('jfk.wav'), f('speech16.wav'), data('jfk.wav'), f('long16.wav')]);
+sh('sox', ['-R', f('say.wav'), '-r', '16000', '-c', '1', '-b', '16', '-e', 'signed-integer', f('speech16.wav')]);
+sh('sox', ['-R', data('jfk.wav'), f('speech16.wav'), data('jfk.wav'), f('long16.wav')]);
 const audio = { jfk: data('jfk.wav'), speech: f('speech16.wav'), long: f('long16.wav') };
 
 // ---- engines
