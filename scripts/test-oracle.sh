@@ -30,4 +30,7 @@ node tests/oracle/grammar.mjs --build "$B" --json build/oracle/grammar-result.js
 # Silero VAD against whisper.cpp (@fugood/whisper.node) and onnxruntime-node
 cmake --build "$B" -j"${KILN_JOBS:-2}" --target kiln-vad >/dev/null
 node tests/audio/vad-oracle.mjs --build "$B" 2> >(grep -v '^whisper_' >&2) || rc=1
+# Whisper against whisper.cpp (@fugood/whisper.node) on random-weight model files
+cmake --build "$B" -j"${KILN_JOBS:-2}" --target kiln-transcribe kiln-whisper-random >/dev/null
+node tests/audio/whisper-oracle.mjs --build "$B" 2> >(grep -v '^whisper_\|^read_audio' >&2) || rc=1
 exit $rc

@@ -1,0 +1,177 @@
+/*
+ * kiln-whisper.h — speech to text with OpenAI's Whisper models in
+ * whisper.cpp's model files (ggml-tiny.en.bin, ggml-base.bin, ... and their
+ * quantized variants), built on the public API (kiln.h).
+ *
+ *  - Loader: the "ggml" magic, the hyperparameters (n_mels 80 or 128, ftype),
+ *    the mel filterbank, the vocabulary, then the tensors; F32, F16, Q4_0,
+ *    Q4_1, Q5_0, Q5_1 and Q8_0 weights. A wrong or truncated file fails with
+ *    a message naming the problem.
+ *  - Front end: whisper.cpp's log-mel spectrogram (400-point FFT, hop 160,
+ *    periodic Hann window, the file's filterbank, log10 clamped at max - 8,
+ *    (x + 4) / 4, 30 s of zero padding).
+ *  - Model: the encoder (two conv1d + GELU, the file's positional embedding,
+ *    transformer blocks), the cross-attention K/V computed once per 30 s
+ *    window, the decoder with a self-attention K/V cache; the attention
+ *    caches are f16 as in whisper.cpp.
+ *  - Decoding: whisper.cpp's whisper_full for the greedy strategy at
+ *    temperature 0 (see struct kiln_whisper_params for what is covered).
+ *
+ * Errors: functions return NULL / false / -1 and set kiln_last_error().
+ */
+#ifndef KILN_WHISPER_H
+#define KILN_WHISPER_H
+
+#include "kiln.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* the file's header, in file order */
+struct kiln_whisper_hparams {
+    int32_t n_vocab;
+    int32_t n_audio_ctx;
+    int32_t n_audio_state;
+    int32_t n_audio_head;
+    int32_t n_audio_layer;
+    int32_t n_text_ctx;
+    int32_t n_text_state;
+    int32_t n_text_head;
+    int32_t n_text_layer;
+    int32_t n_mels;
+    int32_t ftype;          /* after removing the quantization version (ftype % 1000) */
+};
+
+/* special token ids (they depend on the vocabulary: English-only or multilingual) */
+struct kiln_whisper_tokens {
+    int32_t eot, sot, translate, transcribe, solm, prev, nosp, not_ts, beg;
+};
+
+struct kiln_whisper;
+
+struct kiln_whisper * kiln_whisper_load_mem (const void * data, size_t size, int n_threads);
+struct kiln_whisper * kiln_whisper_load_file(const char * path, int n_threads);
+void kiln_whisper_free(struct kiln_whisper * w);
+
+const struct kiln_whisper_hparams * kiln_whisper_get_hparams(const struct kiln_whisper * w);
+const struct kiln_whisper_tokens  * kiln_whisper_get_tokens (const struct kiln_whisper * w);
+enum kiln_type kiln_whisper_wtype(const struct kiln_whisper * w);     /* the big matrices' type */
+bool         kiln_whisper_is_multilingual(const struct kiln_whisper * w);
+int          kiln_whisper_n_vocab(const struct kiln_whisper * w);
+/* token text (bytes, not NUL-terminated in general: *len is set); NULL for an id out of range */
+const char * kiln_whisper_token_text(const struct kiln_whisper * w, int32_t id, size_t * len);
+/* the mel filterbank [n_mel][n_fft] from the file */
+const float * kiln_whisper_mel_filters(const struct kiln_whisper * w, int * n_mel, int * n_fft);
+/* set the thread count of later computations */
+void kiln_whisper_set_n_threads(struct kiln_whisper * w, int n_threads);
+
+/* languages: whisper.cpp's table (id 0 "en" .. 99 "yue"); -1 / NULL if unknown */
+int          kiln_whisper_lang_id(const char * code);
+const char * kiln_whisper_lang_str(int id);
+int          kiln_whisper_lang_max_id(void);
+
+/* ------------------------------------------------------------ front end */
+
+#define KILN_WHISPER_SAMPLE_RATE 16000
+#define KILN_WHISPER_N_FFT       400
+#define KILN_WHISPER_HOP         160
+#define KILN_WHISPER_CHUNK_S     30
+
+/* whisper.cpp's log-mel spectrogram of n samples at 16 kHz with the
+ * filterbank filters [n_mel][n_fft] (n_fft must be 201). Writes a malloc'ed
+ * [n_mel][*n_len] array to *mel (free()) and the frame count of the audio
+ * alone (whisper.cpp's n_len_org) to *n_len_org. false on bad arguments. */
+bool kiln_whisper_log_mel(const float * samples, int64_t n, const float * filters, int n_mel, int n_fft,
+                          float ** mel, int * n_len, int * n_len_org);
+
+/* ------------------------------------------------------- model steps */
+
+/* Runs the encoder on mel frames [offset, offset + 2 n_audio_ctx) of mel
+ * [n_mel][n_len] (zeros beyond n_len) and fills the cross-attention cache. */
+bool kiln_whisper_encode(struct kiln_whisper * w, const float * mel, int n_len, int offset);
+/* The encoder output of the last kiln_whisper_encode, [n_audio_ctx][n_audio_state]. */
+const float * kiln_whisper_encoder_output(const struct kiln_whisper * w);
+/* Feeds n tokens at positions n_past .. n_past + n - 1 (the self-attention
+ * cache keeps positions < n_past) and writes the last token's logits
+ * (n_vocab floats). */
+bool kiln_whisper_decode(struct kiln_whisper * w, const int32_t * tokens, int n, int n_past, float * logits);
+
+/* --------------------------------------------------------------- decoding */
+
+/* whisper.cpp's whisper_full_params, the part that is built: greedy decoding
+ * at temperature 0 without fallback, timestamps or not, context carried
+ * across 30 s windows (n_max_text_ctx), blank / non-speech suppression,
+ * max_initial_ts, language by code or "auto" (detected on the first window),
+ * translate (the task token). Defaults from kiln_whisper_default_params()
+ * are whisper.cpp's (apart from the temperature fallback, which is not built). */
+struct kiln_whisper_params {
+    int         n_threads;        /* 4 */
+    int         n_max_text_ctx;   /* 16384 */
+    bool        translate;        /* false */
+    bool        no_timestamps;    /* false */
+    bool        single_segment;   /* false */
+    bool        suppress_blank;   /* true */
+    bool        suppress_nst;     /* false */
+    float       max_initial_ts;   /* 1.0 s */
+    float       logprob_thold;    /* -1.0 */
+    float       no_speech_thold;  /* 0.6 */
+    const char * language;        /* "en"; "auto" or NULL: detect */
+    /* called with each new segment (its index) as soon as it is decoded */
+    void (*on_segment)(const struct kiln_whisper * w, int i_segment, void * user);
+    void * user;
+};
+struct kiln_whisper_params kiln_whisper_default_params(void);
+
+struct kiln_whisper_token_data {
+    int32_t id, tid;   /* tid: the most probable timestamp token */
+    float   p, plog, pt, ptsum;
+    float   gap;       /* logprob of the chosen token minus the runner-up's (the margin of the greedy choice) */
+};
+
+struct kiln_whisper_segment {
+    int64_t t0, t1;    /* centiseconds */
+    char *  text;
+    float   no_speech_prob;
+    struct kiln_whisper_token_data * tokens;
+    int     n_tokens;
+};
+
+/* Transcribes n samples (16 kHz mono); the segments replace earlier ones.
+ * Returns 0, or -1 with kiln_last_error(). */
+int kiln_whisper_full(struct kiln_whisper * w, const struct kiln_whisper_params * params, const float * samples, int64_t n);
+int kiln_whisper_n_segments(const struct kiln_whisper * w);
+const struct kiln_whisper_segment * kiln_whisper_get_segment(const struct kiln_whisper * w, int i);
+/* the language used by the last kiln_whisper_full (detected or given); its detection probabilities
+ * (kiln_whisper_lang_max_id() + 1 floats, zeros when it was not detected) */
+int          kiln_whisper_full_lang_id(const struct kiln_whisper * w);
+const float * kiln_whisper_full_lang_probs(const struct kiln_whisper * w);
+
+/* Language detection on the window at mel frame offset (encodes it): writes
+ * kiln_whisper_lang_max_id() + 1 probabilities and returns the best id, or -1. */
+int kiln_whisper_detect_language(struct kiln_whisper * w, const float * mel, int n_len, int offset, float * probs);
+
+/* ----------------------------------------------------- test model writer */
+
+/* Writes a whisper.cpp model file with random weights: the vocabulary, mel
+ * filterbank and n_vocab / n_audio_ctx / n_text_ctx / n_mels of a template
+ * whisper.cpp file (e.g. whisper.cpp's weight-less for-tests-ggml-*.bin),
+ * the widths and layer counts given here, weights of type ftype (0 f32,
+ * 1 f16, 2 q4_0, 3 q4_1, 7 q8_0, 8 q5_0, 9 q5_1). Scales: matrices
+ * N(0, 1/fan_in), the encoder's sinusoidal positions as Whisper's, the token
+ * embedding such that logits have standard deviation logit_std (about 2
+ * makes greedy decoding mix text and timestamp tokens). */
+struct kiln_whisper_random_params {
+    int      n_state, n_head, n_audio_layer, n_text_layer;
+    int      ftype;
+    uint64_t seed;
+    float    logit_std;
+};
+bool kiln_whisper_write_random(const void * template_data, size_t template_size,
+                               const struct kiln_whisper_random_params * params, const char * out_path);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

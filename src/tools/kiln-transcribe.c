@@ -1,0 +1,209 @@
+/*
+ * kiln-transcribe — speech to text with a whisper.cpp model file, with
+ * whisper.cpp's (whisper-cli's) flag names where they exist.
+ *
+ *   kiln-transcribe -m MODEL.bin -f AUDIO.wav [options]
+ *
+ * Prints "[hh:mm:ss.mmm --> hh:mm:ss.mmm]  text" per segment (or the text
+ * alone with -nt); -oj / -ojf write whisper-cli's JSON layout to OUT.json
+ * (-of OUT) or to stdout (-of -). Any WAV rate / channel count is read and
+ * resampled to 16 kHz mono.
+ */
+#include "kiln-audio.h"
+#include "kiln-whisper.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void usage(void) {
+    fprintf(stderr,
+        "usage: kiln-transcribe -m MODEL -f AUDIO.wav [options]\n"
+        "  -l LANG, --language LANG   spoken language ('auto' to detect) (en)\n"
+        "  -tr, --translate           translate to English\n"
+        "  -t N, --threads N          threads (4)\n"
+        "  -nt, --no-timestamps       no timestamps (text only; decodes without timestamp tokens)\n"
+        "  -mc N, --max-context N     tokens of previous text used as context (-1: all)\n"
+        "  -sns, --suppress-nst       suppress non-speech tokens\n"
+        "  -oj, --output-json         write JSON (whisper-cli's layout)\n"
+        "  -ojf, --output-json-full   JSON with each segment's tokens\n"
+        "  -of FNAME                  output file without extension ('-': stdout)\n"
+        "  -np, --no-prints           print only the results (accepted; nothing else is printed)\n"
+        "  -dl, --detect-language     print the detected language and exit\n"
+        "  --print-timing             print the transcription time (ms, without loading) to stderr\n"
+        "  -bs, -bo, -tp, -tpi        beam search / best-of / temperature fallback: not built (errors out)\n");
+}
+
+static void ts(char * buf, size_t n, int64_t cs, bool comma) {
+    int64_t msec = cs * 10;
+    const int64_t hr = msec / 3600000; msec -= hr * 3600000;
+    const int64_t mn = msec / 60000; msec -= mn * 60000;
+    const int64_t sec = msec / 1000; msec -= sec * 1000;
+    snprintf(buf, n, "%02d:%02d:%02d%s%03d", (int) hr, (int) mn, (int) sec, comma ? "," : ".", (int) msec);
+}
+
+static void json_str(FILE * f, const char * s, size_t n) {
+    fputc('"', f);
+    for (size_t i = 0; i < n; i++) {
+        const unsigned char c = (unsigned char) s[i];
+        if (c == '"') fputs("\\\"", f);
+        else if (c == '\\') fputs("\\\\", f);
+        else if (c == '\n') fputs("\\n", f);
+        else if (c == '\r') fputs("\\r", f);
+        else if (c == '\t') fputs("\\t", f);
+        else if (c < 0x20) fprintf(f, "\\u%04x", c);
+        else fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+static const char * model_type(int n_audio_layer) {
+    switch (n_audio_layer) {
+        case 4: return "tiny"; case 6: return "base"; case 12: return "small"; case 24: return "medium"; case 32: return "large";
+        default: return "unknown";
+    }
+}
+
+static void write_json(FILE * f, struct kiln_whisper * w, const char * model_path, const char * lang, bool translate, bool full) {
+    const struct kiln_whisper_hparams * hp = kiln_whisper_get_hparams(w);
+    fprintf(f, "{\n\t\"systeminfo\": \"kiln %s\",\n", KILN_VERSION_STRING);
+    fprintf(f, "\t\"model\": {\n\t\t\"type\": \"%s\",\n\t\t\"multilingual\": %s,\n\t\t\"vocab\": %d,\n", model_type(hp->n_audio_layer),
+            kiln_whisper_is_multilingual(w) ? "true" : "false", hp->n_vocab);
+    fprintf(f, "\t\t\"audio\": {\n\t\t\t\"ctx\": %d,\n\t\t\t\"state\": %d,\n\t\t\t\"head\": %d,\n\t\t\t\"layer\": %d\n\t\t},\n",
+            hp->n_audio_ctx, hp->n_audio_state, hp->n_audio_head, hp->n_audio_layer);
+    fprintf(f, "\t\t\"text\": {\n\t\t\t\"ctx\": %d,\n\t\t\t\"state\": %d,\n\t\t\t\"head\": %d,\n\t\t\t\"layer\": %d\n\t\t},\n",
+            hp->n_text_ctx, hp->n_text_state, hp->n_text_head, hp->n_text_layer);
+    fprintf(f, "\t\t\"mels\": %d,\n\t\t\"ftype\": %d\n\t},\n", hp->n_mels, hp->ftype);
+    fprintf(f, "\t\"params\": {\n\t\t\"model\": ");
+    json_str(f, model_path, strlen(model_path));
+    fprintf(f, ",\n\t\t\"language\": \"%s\",\n\t\t\"translate\": %s\n\t},\n", lang, translate ? "true" : "false");
+    fprintf(f, "\t\"result\": {\n\t\t\"language\": \"%s\"\n\t},\n\t\"transcription\": [\n", kiln_whisper_lang_str(kiln_whisper_full_lang_id(w)));
+    const int ns = kiln_whisper_n_segments(w);
+    for (int i = 0; i < ns; i++) {
+        const struct kiln_whisper_segment * s = kiln_whisper_get_segment(w, i);
+        char a[32], b[32];
+        ts(a, sizeof a, s->t0, true); ts(b, sizeof b, s->t1, true);
+        fprintf(f, "\t\t{\n\t\t\t\"timestamps\": {\n\t\t\t\t\"from\": \"%s\",\n\t\t\t\t\"to\": \"%s\"\n\t\t\t},\n", a, b);
+        fprintf(f, "\t\t\t\"offsets\": {\n\t\t\t\t\"from\": %lld,\n\t\t\t\t\"to\": %lld\n\t\t\t},\n\t\t\t\"text\": ", (long long) s->t0 * 10, (long long) s->t1 * 10);
+        json_str(f, s->text, strlen(s->text));
+        if (full) {
+            fprintf(f, ",\n\t\t\t\"tokens\": [\n");
+            for (int k = 0; k < s->n_tokens; k++) {
+                size_t len;
+                const char * tx = kiln_whisper_token_text(w, s->tokens[k].id, &len);
+                fprintf(f, "\t\t\t\t{\n\t\t\t\t\t\"text\": ");
+                json_str(f, tx, len);
+                fprintf(f, ",\n\t\t\t\t\t\"id\": %d,\n\t\t\t\t\t\"p\": %.6f,\n\t\t\t\t\t\"plog\": %.6f,\n\t\t\t\t\t\"gap\": %.6f\n\t\t\t\t}%s\n",
+                        s->tokens[k].id, s->tokens[k].p, s->tokens[k].plog, isfinite(s->tokens[k].gap) ? s->tokens[k].gap : 1e30,
+                        k + 1 < s->n_tokens ? "," : "");
+            }
+            fprintf(f, "\t\t\t]");
+        }
+        fprintf(f, "\n\t\t}%s\n", i + 1 < ns ? "," : "");
+    }
+    fprintf(f, "\t]\n}\n");
+}
+
+int main(int argc, char ** argv) {
+    const char * model = NULL, * audio = NULL, * of = NULL;
+    struct kiln_whisper_params p = kiln_whisper_default_params();
+    bool oj = false, ojf = false, no_prints = false, detect_only = false, timing = false;
+    for (int i = 1; i < argc; i++) {
+        const char * a = argv[i];
+        const char * v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(); return 0; }
+        if (!strcmp(a, "-tr") || !strcmp(a, "--translate")) { p.translate = true; continue; }
+        if (!strcmp(a, "-nt") || !strcmp(a, "--no-timestamps")) { p.no_timestamps = true; continue; }
+        if (!strcmp(a, "-sns") || !strcmp(a, "--suppress-nst")) { p.suppress_nst = true; continue; }
+        if (!strcmp(a, "-oj") || !strcmp(a, "--output-json")) { oj = true; continue; }
+        if (!strcmp(a, "-ojf") || !strcmp(a, "--output-json-full")) { oj = ojf = true; continue; }
+        if (!strcmp(a, "-np") || !strcmp(a, "--no-prints")) { no_prints = true; continue; }
+        if (!strcmp(a, "-dl") || !strcmp(a, "--detect-language")) { detect_only = true; continue; }
+        if (!strcmp(a, "--print-timing")) { timing = true; continue; }
+        if (!v) { fprintf(stderr, "kiln-transcribe: %s needs a value (or is unknown)\n", a); usage(); return 2; }
+        char * end = NULL;
+        if (!strcmp(a, "-m") || !strcmp(a, "--model")) model = v;
+        else if (!strcmp(a, "-f") || !strcmp(a, "--file")) audio = v;
+        else if (!strcmp(a, "-of") || !strcmp(a, "--output-file")) of = v;
+        else if (!strcmp(a, "-l") || !strcmp(a, "--language")) p.language = v;
+        else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) p.n_threads = (int) strtol(v, &end, 10);
+        else if (!strcmp(a, "-mc") || !strcmp(a, "--max-context")) { p.n_max_text_ctx = (int) strtol(v, &end, 10); if (p.n_max_text_ctx < 0) p.n_max_text_ctx = 16384; }
+        else if (!strcmp(a, "-bs") || !strcmp(a, "--beam-size") || !strcmp(a, "-bo") || !strcmp(a, "--best-of") ||
+                 !strcmp(a, "-tp") || !strcmp(a, "--temperature") || !strcmp(a, "-tpi") || !strcmp(a, "--temperature-inc")) {
+            fprintf(stderr, "kiln-transcribe: %s: only greedy decoding at temperature 0 is built\n", a);
+            return 2;
+        } else { fprintf(stderr, "kiln-transcribe: unknown option %s\n", a); usage(); return 2; }
+        if (end && *end) { fprintf(stderr, "kiln-transcribe: bad number '%s' for %s\n", v, a); return 2; }
+        i++;
+    }
+    if (!model || !audio) { usage(); return 2; }
+    if (p.language && strcmp(p.language, "auto") != 0 && kiln_whisper_lang_id(p.language) < 0) {
+        fprintf(stderr, "kiln-transcribe: unknown language '%s'\n", p.language);
+        return 2;
+    }
+    struct kiln_whisper * w = kiln_whisper_load_file(model, p.n_threads);
+    if (!w) { fprintf(stderr, "kiln-transcribe: %s\n", kiln_last_error()); return 1; }
+    struct kiln_wav wav;
+    if (!kiln_wav_read_file(audio, &wav)) { fprintf(stderr, "kiln-transcribe: %s\n", kiln_last_error()); kiln_whisper_free(w); return 1; }
+    float * x = wav.samples;
+    int64_t n = wav.n_samples;
+    float * rs = NULL;
+    if (wav.sample_rate != KILN_WHISPER_SAMPLE_RATE) {
+        rs = kiln_resample(x, n, wav.sample_rate, KILN_WHISPER_SAMPLE_RATE, &n);
+        if (!rs) { fprintf(stderr, "kiln-transcribe: %s\n", kiln_last_error()); kiln_wav_free(&wav); kiln_whisper_free(w); return 1; }
+        x = rs;
+    }
+    int rc = 0;
+    if (detect_only) {
+        float * mel = NULL, probs[128];
+        int n_len, n_org;
+        int id = -1;
+        if (kiln_whisper_log_mel(x, n, kiln_whisper_mel_filters(w, NULL, NULL), kiln_whisper_get_hparams(w)->n_mels, 201, &mel, &n_len, &n_org))
+            id = kiln_whisper_detect_language(w, mel, n_len, 0, probs);
+        free(mel);
+        if (id < 0) { fprintf(stderr, "kiln-transcribe: %s\n", kiln_last_error()); rc = 1; }
+        else printf("%s %.6f\n", kiln_whisper_lang_str(id), probs[id]);
+    } else {
+        const int64_t t0 = kiln_time_us();
+        if (kiln_whisper_full(w, &p, x, n) != 0) {
+            fprintf(stderr, "kiln-transcribe: %s\n", kiln_last_error());
+            rc = 1;
+        }
+        if (timing) fprintf(stderr, "kiln-transcribe: full_ms %.3f\n", (kiln_time_us() - t0) / 1000.0);
+    }
+    if (rc != 0 || detect_only) {
+        /* nothing more to write */
+    } else if (oj) {
+        FILE * f = stdout;
+        char path[4096];
+        if (of && strcmp(of, "-") != 0) {
+            snprintf(path, sizeof path, "%s.json", of);
+            f = fopen(path, "w");
+            if (!f) { fprintf(stderr, "kiln-transcribe: cannot write %s\n", path); rc = 1; }
+        } else if (!of) {
+            snprintf(path, sizeof path, "%s.json", audio);
+            f = fopen(path, "w");
+            if (!f) { fprintf(stderr, "kiln-transcribe: cannot write %s\n", path); rc = 1; }
+        }
+        if (f) {
+            write_json(f, w, model, p.language ? p.language : "auto", p.translate, ojf);
+            if (f != stdout) fclose(f);
+        }
+    }
+    (void) no_prints;   /* Kiln prints nothing besides the results */
+    if (rc == 0 && !detect_only && !(oj && of && strcmp(of, "-") == 0)) {
+        for (int i = 0; i < kiln_whisper_n_segments(w); i++) {
+            const struct kiln_whisper_segment * s = kiln_whisper_get_segment(w, i);
+            if (p.no_timestamps) { printf("%s", s->text); continue; }
+            char a[32], b[32];
+            ts(a, sizeof a, s->t0, false); ts(b, sizeof b, s->t1, false);
+            printf("[%s --> %s]  %s\n", a, b, s->text);
+        }
+        if (p.no_timestamps) printf("\n");
+    }
+    free(rs);
+    kiln_wav_free(&wav);
+    kiln_whisper_free(w);
+    return rc;
+}
