@@ -181,8 +181,8 @@ type KilnFactory = (opts: object) => Promise<KilnModule>;
       const factory = createRequire(js)(js) as KilnFactory;
       return { factory, wasmBinary, locate: (p: string) => fileURLToPath(locate(p)) };
     }
-    let r: any;
-    try { r = await fetch(files.wasm); } catch (e: any) { throw new WErr('BAD_SOURCE', `${files.wasm}: ${e?.message ?? e}`); }
+    let r: Response;
+    try { r = await fetch(files.wasm); } catch (e) { throw new WErr('BAD_SOURCE', `${files.wasm}: ${errText(e)}`); }
     if (!r.ok) throw new WErr('BAD_SOURCE', `${files.wasm}: HTTP ${r.status}`);
     const wasmBinary = new Uint8Array(await r.arrayBuffer());
     // emscripten's MODULARIZE script defines this global
