@@ -1,7 +1,7 @@
 /*
  * kernels.c — builds one kernel table per ISA and selects the best one the
- * CPU supports, once. See kernels.h for the contract (and for how the quant
- * work registers its per-type dot products).
+ * CPU supports, once. See kernels.h for the contract (and for how the
+ * quantized types register their per-type dot products).
  */
 #include "kernels.h"
 #include "arch/arch.h"
@@ -10,12 +10,7 @@
 
 #include <stdatomic.h>
 
-#if defined(__has_include)
-#if __has_include("../quant/quant_kernels.h")
 #include "../quant/quant_kernels.h"
-#define KILN_HAVE_QUANT_KERNELS 1
-#endif
-#endif
 
 /* every kernel of the list (arch/vec_list.h) into table k, from ISA S */
 #define KILN_VEC_SET(ret, name, params, S) k_->name = name##__##S;
@@ -82,11 +77,7 @@ static void table_base(struct kiln_kernels * k, enum kiln_isa isa) {
 }
 
 static void table_finish(struct kiln_kernels * k) {
-#ifdef KILN_HAVE_QUANT_KERNELS
     kiln_quant_register_kernels(k);
-#else
-    (void) k;
-#endif
 }
 
 static void build_tables(void) {

@@ -11,11 +11,9 @@
  * allocation, no threads, any alignment, n may be 0. The scalar entries are
  * the reference each SIMD variant is tested against (tests/c/test_kernels.c).
  *
- * ---- Quantized types (owned by the quant work, src/quant/) ---------------
+ * ---- Quantized types (src/quant/) ---------------------------------------
  * The per-type slots vec_dot[t], vec_dot_type[t] and from_float[t] are filled
- * for F32/F16/BF16 by kernels.c. For quantized types, kernels.c includes
- * "src/quant/quant_kernels.h" when that header exists (__has_include) and
- * calls
+ * for F32/F16/BF16 by kernels.c. For quantized types, kernels.c calls
  *
  *     void kiln_quant_register_kernels(struct kiln_kernels * k);
  *
@@ -25,8 +23,7 @@
  * as ggml pairs them: q8_0 / q8_1 / q8_K) and k->from_float[vec_dot_type]
  * (f32 row -> activation blocks), choosing the variant for k->isa_id (it may
  * call kiln_cpu_has_dotprod() etc. for sub-features). A NULL vec_dot[t]
- * makes mul_mat report "type t unsupported" instead of crashing. Nothing
- * else in this file needs to change when a quantized type lands.
+ * makes mul_mat report "type t unsupported" instead of crashing.
  */
 #ifndef KILN_KERNELS_H
 #define KILN_KERNELS_H
