@@ -215,14 +215,16 @@ struct kiln_gen_params {
     kiln_logits_hook logits_hook; /* NULL: sample from the model's logits as they are */
     kiln_accept_hook accept_hook; /* NULL: nobody follows the sampled tokens */
     void * hook_data;             /* user_data of both hooks */
+    bool cache_prompt;            /* reuse the cached ids the prompt starts with (true) */
 };
 
 KILN_API struct kiln_gen_params kiln_gen_params_default(void);
 
 struct kiln_generate_stats {
-    int32_t prompt_tokens;
+    int32_t prompt_tokens;      /* the prompt's length, cached ids included */
+    int32_t cached_tokens;      /* prompt ids taken from the KV cache, not evaluated */
     int32_t generated_tokens;
-    double  prompt_tokens_per_second;
+    double  prompt_tokens_per_second; /* evaluated prompt ids (prompt - cached) per second */
     double  tokens_per_second;
     bool    stopped_by_eog;     /* end-of-generation token */
     bool    stopped_by_string;  /* a stop string */
@@ -250,9 +252,13 @@ struct kiln_gen;
 KILN_API struct kiln_gen * kiln_gen_new(struct kiln_model * model);
 KILN_API void kiln_gen_free(struct kiln_gen * gen);
 
-/* Check the parameters (messages name the bad one), empty the cache,
- * evaluate the prompt ids and restart the sampler, which then sees the
- * prompt for its penalties. INVALID_ARG: no prompt, an id outside the
+/* Check the parameters (messages name the bad one), restart the sampler
+ * (which then sees the whole prompt for its penalties) and evaluate the
+ * prompt ids. With params.cache_prompt the ids the KV cache already holds at
+ * the prompt's start are kept (the longest common prefix, at most all but
+ * the last prompt id) and only the rest is evaluated; the record is trusted
+ * only while the model's n_past equals it (this object is the only one
+ * evaluating on the model). Without it the cache is emptied first. INVALID_ARG: no prompt, an id outside the
  * vocabulary, a prompt longer than the context, an empty stop string;
  * ABORTED: the abort flag was set (the generation is then not started). */
 KILN_API enum kiln_status kiln_gen_start(struct kiln_gen * gen, struct kiln_sampler * sampler,

@@ -29,13 +29,15 @@ struct kiln_gen {
     float * logits; int32_t cap_logits;             /* scratch for the logits hook */
     kiln_token pending;    /* sampled and handed out, evaluated at the start of the next step */
     int32_t n_prompt, n_generated;
+    int32_t n_reused;      /* prompt ids taken from the cache at the last start */
     enum kiln_gen_stop stop_reason;
     bool started;
     double t_prompt, t_gen;
 };
 
 struct kiln_gen_params kiln_gen_params_default(void) {
-    struct kiln_gen_params p = { .max_tokens = 128, .stop = NULL, .n_stop = 0, .logits_hook = NULL, .accept_hook = NULL, .hook_data = NULL };
+    struct kiln_gen_params p = { .max_tokens = 128, .stop = NULL, .n_stop = 0, .logits_hook = NULL, .accept_hook = NULL, .hook_data = NULL,
+                                  .cache_prompt = true };
     return p;
 }
 
@@ -178,15 +180,27 @@ enum kiln_status kiln_gen_start(struct kiln_gen * g, struct kiln_sampler * smpl,
     g->stop_reason = KILN_GEN_RUNNING;
     g->t_gen = 0;
 
-    /* the whole prompt, into an empty cache */
-    kiln_model_reset(g->model);
-    g->n_cache = 0;
+    /* prompt caching: the ids the cache already holds at the prompt's start
+     * stay; only the suffix after the longest common prefix is evaluated. The
+     * last prompt id is always evaluated again, since its logits are where
+     * sampling starts. The record counts only if the model's cache is still
+     * the one this object filled (nobody else evaluated or reset it). */
+    int32_t n_reuse = 0;
+    if (params.cache_prompt && g->n_cache == kiln_model_n_past(g->model)) {
+        const int32_t lim = g->n_cache < n_prompt - 1 ? g->n_cache : n_prompt - 1;
+        while (n_reuse < lim && g->cache[n_reuse] == prompt[n_reuse]) n_reuse++;
+    }
+    if (n_reuse > 0) kiln_model_truncate(g->model, n_reuse);
+    else kiln_model_reset(g->model);
+    g->n_cache = n_reuse;
+    g->n_reused = n_reuse;
     kiln_sampler_reset(smpl);
     const double t0 = now_s();
-    enum kiln_status s = kiln_model_eval(g->model, prompt, n_prompt);
+    enum kiln_status s = kiln_model_eval(g->model, prompt + n_reuse, n_prompt - n_reuse);
     g->t_prompt = now_s() - t0;
     if (s != KILN_STATUS_SUCCESS) {
         kiln_model_reset(g->model);
+        g->n_cache = 0;
         return s;
     }
     memcpy(g->cache, prompt, sizeof(kiln_token) * (size_t) n_prompt);
@@ -284,10 +298,11 @@ void kiln_gen_stats(const struct kiln_gen * g, struct kiln_generate_stats * st) 
     memset(st, 0, sizeof *st);
     if (!g) return;
     st->prompt_tokens = g->n_prompt;
+    st->cached_tokens = g->n_reused;
     st->generated_tokens = g->n_generated;
     st->prompt_seconds = g->t_prompt;
     st->gen_seconds = g->t_gen;
-    st->prompt_tokens_per_second = g->t_prompt > 0 ? g->n_prompt / g->t_prompt : 0.0;
+    st->prompt_tokens_per_second = g->t_prompt > 0 ? (g->n_prompt - g->n_reused) / g->t_prompt : 0.0;
     st->tokens_per_second = g->t_gen > 0 ? g->n_generated / g->t_gen : 0.0;
     st->stop = g->stop_reason;
     st->stopped_by_eog = g->stop_reason == KILN_GEN_EOG;

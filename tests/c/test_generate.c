@@ -3,7 +3,7 @@
  * output equals llama.cpp's reference (models/README.md), F32 KV cache and
  * small prompt batches agree, stop strings, a prompt longer than the
  * context, abort mid-generation (the model stays usable), an unsupported
- * architecture, bad input.
+ * architecture, bad input; prompt caching against cold runs (F32 and q8_0).
  */
 #include "kiln-gguf.h"
 #include "kiln-llama.h"
@@ -243,8 +243,9 @@ static void textstream_cases(void) {
 }
 
 /* stories260K with the feed-forward padded with zeros from 172 to 192 (the
- * fixture that lets row-quantized types hold ffn_down): same function */
-static void * padded_model(size_t * size) {
+ * fixture that lets row-quantized types hold ffn_down): same function. With
+ * wtype other than F32 the blocks' 2-D weights are quantized to it. */
+static void * padded_model(size_t * size, enum kiln_type wtype) {
     struct kiln_context * sctx = NULL;
     struct kiln_gguf_init_params ip = { .no_alloc = false, .ctx = &sctx };
     struct kiln_gguf_context * src = kiln_gguf_init_from_file(MODEL, ip);
@@ -268,6 +269,11 @@ static void * padded_model(size_t * size) {
             o = kiln_dup_tensor(ctx, t);
             memcpy(o->data, t->data, kiln_nbytes(t));
         }
+        if (wtype != KILN_TYPE_F32 && strncmp(name, "blk.", 4) == 0 && kiln_n_dims(o) == 2 && o->type == KILN_TYPE_F32) {
+            struct kiln_tensor * q = kiln_new_tensor_2d(ctx, wtype, o->ne[0], o->ne[1]);
+            kiln_quantize_chunk(wtype, o->data, q->data, 0, o->ne[1], o->ne[0], NULL);
+            o = q;
+        }
         kiln_set_name(o, name);
         kiln_gguf_add_tensor(dst, o);
     }
@@ -279,6 +285,111 @@ static void * padded_model(size_t * size) {
     kiln_free(ctx);
     kiln_free(sctx);
     return buf;
+}
+
+struct blob { void * data; size_t size; };
+
+static struct kiln_model * load_blob(const struct blob * b) {
+    struct kiln_model_params mp = kiln_model_params_default();
+    mp.n_threads = 1;
+    mp.n_ctx = 256;
+    return b ? kiln_model_load_from_buffer(b->data, b->size, mp) : kiln_model_load(MODEL, mp);
+}
+
+/* one greedy turn: start (the prompt maybe partly cached), step to the end;
+ * the sampled ids go to out, the logits of the first sampled position to l0 */
+static int turn(struct kiln_model * m, struct kiln_gen * g, struct kiln_sampler * smpl, const kiln_token * p, int32_t np, int max,
+                kiln_token * out, float * l0, struct kiln_generate_stats * st) {
+    struct kiln_gen_params gp = kiln_gen_params_default();
+    gp.max_tokens = max;
+    if (kiln_gen_start(g, smpl, p, np, gp) != KILN_STATUS_SUCCESS) return -1;
+    /* the context the prompt's last position was evaluated in decides the first logits */
+    memcpy(l0, kiln_model_logits(m), 512 * sizeof(float));
+    struct kiln_gen_token t;
+    int n = 0;
+    do {
+        if (kiln_gen_step(g, &t) != KILN_STATUS_SUCCESS) return -1;
+        if (t.token >= 0 && t.stop != KILN_GEN_EOG) out[n++] = t.token;
+    } while (t.stop == KILN_GEN_RUNNING);
+    kiln_gen_stats(g, st);
+    return n;
+}
+
+/* prompt caching: a 3-turn conversation on one kiln_gen evaluates only the
+ * new ids of turns 2 and 3, and each reply equals a cold run (a fresh
+ * kiln_gen on its own model given the whole conversation) token for token;
+ * the first logits of each turn are compared too. An edit in the middle
+ * re-evaluates from the first changed id. */
+static void prompt_cache_cases(const struct blob * b, const char * what, bool exact) {
+    tu_case = what;
+    struct kiln_model * mw = load_blob(b), * mc = load_blob(b);
+    if (!CHECK(mw && mc, "%s loads: %s", what, kiln_last_error())) { kiln_model_free(mw); kiln_model_free(mc); return; }
+    struct kiln_sampler * smpl = kiln_sampler_new(kiln_sampler_params_default());
+    struct kiln_gen * gw = kiln_gen_new(mw);
+    const struct kiln_vocab * v = kiln_model_vocab(mw);
+    static kiln_token conv[256], reply[256], cold[256];
+    static float lw[512], lc[512];
+    const char * user[3] = { "Once upon a time", " One day, Lily went to the park.", " She saw a big dog." };
+    int32_t n = 0, prev_end = 0;
+    struct kiln_generate_stats sw, sc;
+    for (int k = 0; k < 3; k++) {
+        n += kiln_tokenize(v, user[k], (int32_t) strlen(user[k]), conv + n, 256 - n, k == 0, false);
+        const int nr = turn(mw, gw, smpl, conv, n, 24, reply, lw, &sw);
+        struct kiln_gen * gc = kiln_gen_new(mc);
+        const int ncold = turn(mc, gc, smpl, conv, n, 24, cold, lc, &sc);
+        kiln_gen_free(gc);
+        CHECK(nr > 0 && nr == ncold && memcmp(reply, cold, sizeof(kiln_token) * (size_t) nr) == 0,
+              "turn %d: the reply equals a cold run's token for token (%d and %d tokens)", k + 1, nr, ncold);
+        float dmax = 0;
+        double num = 0, den = 0;
+        for (int i = 0; i < 512; i++) {
+            dmax = fmaxf(dmax, fabsf(lw[i] - lc[i]));
+            num += (double) (lw[i] - lc[i]) * (lw[i] - lc[i]);
+            den += (double) lc[i] * lc[i];
+        }
+        printf("  %s turn %d: prompt %d, cached %d, first logits max |warm - cold| = %.3g, nmse %.3g\n", what, k + 1, n,
+               sw.cached_tokens, dmax, num / den);
+        /* the warm run evaluated the last reply one id at a time, the cold
+         * run in one batch: with q8_0 weights the batched kernels are the
+         * mat-vec's sums bit for bit, with F32 weights the batched product
+         * sums in another order (the same difference as a cold run in
+         * batches of 1, measured below) */
+        if (exact) CHECK(dmax == 0, "turn %d: first logits equal the cold run's bit for bit (%.3g)", k + 1, dmax);
+        else CHECK(num / den < 1e-6, "turn %d: first logits agree with the cold run as batchings do (nmse %.3g)", k + 1, num / den);
+        CHECK(sw.prompt_tokens == n && sc.cached_tokens == 0, "prompt_tokens is the prompt's length; a cold run caches nothing");
+        if (k == 0) CHECK(sw.cached_tokens == 0, "turn 1: nothing cached");
+        else CHECK(sw.cached_tokens == prev_end - 1, "turn %d: cached %d = previous prompt + reply - 1 (%d; the last sampled id was never evaluated)",
+                   k + 1, sw.cached_tokens, prev_end - 1);
+        if (n + nr > 200) break;
+        memcpy(conv + n, reply, sizeof(kiln_token) * (size_t) nr);
+        n += nr;
+        prev_end = n;
+    }
+    /* an edit at position e: everything before it is reused, nothing after */
+    const int32_t e = 9;
+    conv[e] = conv[e] == 300 ? 301 : 300;
+    struct kiln_gen * gc = kiln_gen_new(mc);
+    const int nr = turn(mw, gw, smpl, conv, n, 16, reply, lw, &sw);
+    const int ncold = turn(mc, gc, smpl, conv, n, 16, cold, lc, &sc);
+    kiln_gen_free(gc);
+    CHECK(sw.cached_tokens == e, "edit at %d: %d ids reused", e, sw.cached_tokens);
+    CHECK(nr > 0 && nr == ncold && memcmp(reply, cold, sizeof(kiln_token) * (size_t) nr) == 0, "after the edit the reply equals a cold run's");
+    /* the same prompt again: all but its last id come from the cache */
+    turn(mw, gw, smpl, conv, n, 4, reply, lw, &sw);
+    CHECK(sw.cached_tokens == n - 1, "the same prompt again: %d of %d cached (the last is evaluated for its logits)", sw.cached_tokens, n);
+    /* someone else evaluating on the model invalidates the record */
+    kiln_model_reset(mw);
+    turn(mw, gw, smpl, conv, n, 4, reply, lw, &sw);
+    CHECK(sw.cached_tokens == 0, "a reset model: nothing reused (%d)", sw.cached_tokens);
+    struct kiln_gen_params gp = kiln_gen_params_default();
+    gp.cache_prompt = false;
+    CHECK(kiln_gen_start(gw, smpl, conv, n, gp) == KILN_STATUS_SUCCESS, "start without the cache");
+    kiln_gen_stats(gw, &sw);
+    CHECK(sw.cached_tokens == 0 && kiln_model_n_past(mw) == n, "cache_prompt false: the whole prompt evaluated");
+    kiln_gen_free(gw);
+    kiln_sampler_free(smpl);
+    kiln_model_free(mw);
+    kiln_model_free(mc);
 }
 
 int main(void) {
@@ -379,7 +490,7 @@ int main(void) {
 
     tu_case = "padded feed-forward";
     size_t psz = 0;
-    void * pbuf = padded_model(&psz);
+    void * pbuf = padded_model(&psz, KILN_TYPE_F32);
     mp = kiln_model_params_default();
     mp.n_threads = 1;
     mp.n_ctx = 256;
@@ -428,5 +539,10 @@ int main(void) {
     }
     free(logits_a);
     stepped_cases(ref);
+    prompt_cache_cases(NULL, "stories260K", false);
+    size_t qsz = 0;
+    void * qbuf = padded_model(&qsz, KILN_TYPE_Q8_0);
+    if (CHECK(qbuf != NULL, "q8_0 fixture")) prompt_cache_cases(&(struct blob) { qbuf, qsz }, "stories260K q8_0", true);
+    free(qbuf);
     return tu_finish();
 }
