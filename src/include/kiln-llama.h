@@ -177,6 +177,11 @@ KILN_API enum kiln_status kiln_model_set_n_ctx(struct kiln_model * model, int32_
 KILN_API void kiln_model_reset(struct kiln_model * model);
 /* keep only the first n positions of the KV cache */
 KILN_API void kiln_model_truncate(struct kiln_model * model, int32_t n_past);
+/* Context shift: drop the cached positions n_keep .. n_keep + n_discard - 1;
+ * the later ones move down and their keys' RoPE turns by -n_discard, so they
+ * need no re-evaluation. n_past becomes n_past - n_discard. A failed
+ * rotation empties the cache (n_past 0). */
+KILN_API enum kiln_status kiln_model_shift(struct kiln_model * model, int32_t n_keep, int32_t n_discard);
 
 /* Abort flag checked between graph nodes: set it non-zero from another
  * thread to stop kiln_model_eval; the cache keeps only completed positions. */
@@ -216,6 +221,9 @@ struct kiln_gen_params {
     kiln_accept_hook accept_hook; /* NULL: nobody follows the sampled tokens */
     void * hook_data;             /* user_data of both hooks */
     bool cache_prompt;            /* reuse the cached ids the prompt starts with (true) */
+    bool context_shift;           /* a full context drops the older half after n_keep ids and
+                                     goes on (kiln_model_shift) instead of stopping (false) */
+    int32_t n_keep;               /* ids at the start that a shift keeps (1: BOS) */
 };
 
 KILN_API struct kiln_gen_params kiln_gen_params_default(void);
@@ -223,6 +231,7 @@ KILN_API struct kiln_gen_params kiln_gen_params_default(void);
 struct kiln_generate_stats {
     int32_t prompt_tokens;      /* the prompt's length, cached ids included */
     int32_t cached_tokens;      /* prompt ids taken from the KV cache, not evaluated */
+    int32_t shifted_tokens;     /* ids dropped from the cache by context shifts */
     int32_t generated_tokens;
     double  prompt_tokens_per_second; /* evaluated prompt ids (prompt - cached) per second */
     double  tokens_per_second;

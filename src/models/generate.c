@@ -30,6 +30,7 @@ struct kiln_gen {
     kiln_token pending;    /* sampled and handed out, evaluated at the start of the next step */
     int32_t n_prompt, n_generated;
     int32_t n_reused;      /* prompt ids taken from the cache at the last start */
+    int32_t n_shifted;     /* ids dropped by context shifts since the start */
     enum kiln_gen_stop stop_reason;
     bool started;
     double t_prompt, t_gen;
@@ -37,7 +38,7 @@ struct kiln_gen {
 
 struct kiln_gen_params kiln_gen_params_default(void) {
     struct kiln_gen_params p = { .max_tokens = 128, .stop = NULL, .n_stop = 0, .logits_hook = NULL, .accept_hook = NULL, .hook_data = NULL,
-                                  .cache_prompt = true };
+                                  .cache_prompt = true, .context_shift = false, .n_keep = 1 };
     return p;
 }
 
@@ -194,6 +195,7 @@ enum kiln_status kiln_gen_start(struct kiln_gen * g, struct kiln_sampler * smpl,
     else kiln_model_reset(g->model);
     g->n_cache = n_reuse;
     g->n_reused = n_reuse;
+    g->n_shifted = 0;
     kiln_sampler_reset(smpl);
     const double t0 = now_s();
     enum kiln_status s = kiln_model_eval(g->model, prompt + n_reuse, n_prompt - n_reuse);
@@ -238,6 +240,22 @@ enum kiln_status kiln_gen_step(struct kiln_gen * g, struct kiln_gen_token * out)
 
     const double t0 = now_s();
     struct kiln_model * m = g->model;
+    if (g->pending != KILN_TOKEN_NULL && kiln_model_n_past(m) >= kiln_model_n_ctx(m)) {
+        /* a full context (only reached with context_shift): drop the older
+         * half of what follows the first n_keep ids */
+        const int32_t keep = g->params.n_keep < 0 ? 0 : g->params.n_keep > g->n_cache - 2 ? g->n_cache - 2 : g->params.n_keep;
+        const int32_t drop = (g->n_cache - keep) / 2;
+        const enum kiln_status s = kiln_model_shift(m, keep, drop);
+        if (s != KILN_STATUS_SUCCESS) {
+            g->n_cache = kiln_model_n_past(m);
+            g->t_gen += now_s() - t0;
+            g->started = false;
+            return s;
+        }
+        memmove(g->cache + keep, g->cache + keep + drop, sizeof(kiln_token) * (size_t) (g->n_cache - keep - drop));
+        g->n_cache -= drop;
+        g->n_shifted += drop;
+    }
     if (g->pending != KILN_TOKEN_NULL) {
         /* the last token's text went out before its evaluation: the caller
          * sees it one evaluation sooner, and an abort ends between tokens */
@@ -276,7 +294,7 @@ enum kiln_status kiln_gen_step(struct kiln_gen * g, struct kiln_gen_token * out)
             return KILN_STATUS_ALLOC_FAILED;
         }
         if (g->params.max_tokens > 0 && g->n_generated >= g->params.max_tokens) stop = KILN_GEN_MAX_TOKENS;
-        else if (kiln_model_n_past(m) >= kiln_model_n_ctx(m)) stop = KILN_GEN_CONTEXT;
+        else if (!g->params.context_shift && kiln_model_n_past(m) >= kiln_model_n_ctx(m)) stop = KILN_GEN_CONTEXT;
     }
     const bool final = stop != KILN_GEN_RUNNING;
     bool hit = false;
@@ -299,6 +317,7 @@ void kiln_gen_stats(const struct kiln_gen * g, struct kiln_generate_stats * st) 
     if (!g) return;
     st->prompt_tokens = g->n_prompt;
     st->cached_tokens = g->n_reused;
+    st->shifted_tokens = g->n_shifted;
     st->generated_tokens = g->n_generated;
     st->prompt_seconds = g->t_prompt;
     st->gen_seconds = g->t_gen;

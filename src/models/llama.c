@@ -569,6 +569,64 @@ static bool build_graph(struct kiln_model * m, struct batch_graph * bg, int32_t 
     return true;
 }
 
+/* Context shift: the cache positions [n_keep + n_discard, n_past) move down
+ * by n_discard and their keys turn by -n_discard positions of RoPE (a
+ * rotation by a and then by b is the rotation by a + b, the angles being
+ * linear in the position), so they read as if evaluated where they now are;
+ * values carry no position. The rotation runs on an F32 copy of the keys,
+ * written back in the cache's type. */
+enum kiln_status kiln_model_shift(struct kiln_model * m, int32_t n_keep, int32_t n_discard) {
+    if (!m || !m->layers || n_keep < 0 || n_discard <= 0 || (int64_t) n_keep + n_discard > m->n_past) {
+        kiln_set_last_error("kiln_model_shift: keep %d and discard %d of %d cached positions", n_keep, n_discard, m ? m->n_past : 0);
+        return KILN_STATUS_INVALID_ARG;
+    }
+    const int64_t Hd = m->head_dim, nkv = m->n_head_kv, kv_dim = Hd * nkv;
+    const int32_t n_move = m->n_past - n_keep - n_discard;
+    const size_t row = kiln_row_size(m->kv_type, kv_dim);
+    for (int il = 0; il < m->n_layer; il++) {
+        char * k = m->k_cache[il]->data, * v = m->v_cache[il]->data;
+        memmove(k + (size_t) n_keep * row, k + (size_t) (n_keep + n_discard) * row, (size_t) n_move * row);
+        memmove(v + (size_t) n_keep * row, v + (size_t) (n_keep + n_discard) * row, (size_t) n_move * row);
+    }
+    m->n_past = n_keep + n_move;
+    if (n_move == 0) return KILN_STATUS_SUCCESS;
+    const size_t n_tensors = (size_t) m->n_layer * 8 + 16;
+    struct kiln_init_params ip = { n_tensors * kiln_tensor_overhead() + kiln_graph_overhead_custom(n_tensors, false), NULL, true };
+    struct kiln_context * ctx = kiln_init(ip);
+    struct kiln_cgraph * gf = ctx ? kiln_new_graph_custom(ctx, n_tensors, false) : NULL;
+    struct kiln_tensor * pos = gf ? kiln_new_tensor_1d(ctx, KILN_TYPE_I32, n_move) : NULL;
+    bool ok = pos != NULL;
+    if (ok) kiln_set_input(pos);
+    for (int il = 0; ok && il < m->n_layer; il++) {
+        struct kiln_tensor * kc = kiln_view_3d(ctx, m->k_cache[il], Hd, nkv, n_move, kiln_row_size(m->kv_type, Hd), row, (size_t) n_keep * row);
+        struct kiln_tensor * kf = kc ? kiln_cpy(ctx, kc, kiln_new_tensor_3d(ctx, KILN_TYPE_F32, Hd, nkv, n_move)) : NULL;
+        struct kiln_tensor * kr = kf ? kiln_rope_ext(ctx, kf, pos, m->rope_freqs, m->n_rot, m->rope_type, m->n_ctx_orig, m->freq_base,
+                                                     m->freq_scale, m->ext_factor, 1.0f, m->beta_fast, m->beta_slow) : NULL;
+        struct kiln_tensor * back = kr ? kiln_cpy(ctx, kr, kc) : NULL;
+        ok = back && kiln_build_forward_expand(gf, back) == KILN_STATUS_SUCCESS;
+    }
+    enum kiln_status st = KILN_STATUS_ALLOC_FAILED;
+    if (ok && kiln_gallocr_alloc_graph(m->galloc, gf)) {
+        for (int32_t i = 0; i < n_move; i++) ((int32_t *) pos->data)[i] = -n_discard;
+        struct kiln_cplan plan = kiln_graph_plan(gf, m->n_threads, m->threadpool);
+        if (plan.work_size > m->work_size) {
+            uint8_t * w = realloc(m->work, plan.work_size);
+            if (w) { m->work = w; m->work_size = plan.work_size; }
+        }
+        if (plan.work_size <= m->work_size) {
+            plan.work_data = m->work;
+            st = kiln_graph_compute(gf, &plan);
+        }
+    }
+    kiln_free(ctx);
+    if (st != KILN_STATUS_SUCCESS) {
+        /* the keys are half turned: nothing cached can be trusted */
+        m->n_past = 0;
+        kiln_set_last_error("kiln_model_shift: the key rotation failed (status %d); the cache is emptied", (int) st);
+    }
+    return st;
+}
+
 static enum kiln_status eval_batch(struct kiln_model * m, const kiln_token * tokens, int32_t nb) {
     struct batch_graph bg = { 0 };
     if (!build_graph(m, &bg, nb)) {

@@ -242,6 +242,32 @@ static void textstream_cases(void) {
     textstream_free(&s2);
 }
 
+/* stories260K cut to its first block: its keys and values depend only on
+ * the token and its position, so a context shift of its cache is exactly a
+ * re-evaluation of the kept ids (with more blocks the kept positions'
+ * states also remember the dropped ones, as in llama.cpp's shift) */
+static void * one_block_model(size_t * size) {
+    struct kiln_context * sctx = NULL;
+    struct kiln_gguf_init_params ip = { .no_alloc = false, .ctx = &sctx };
+    struct kiln_gguf_context * src = kiln_gguf_init_from_file(MODEL, ip);
+    if (!src) return NULL;
+    struct kiln_gguf_context * dst = kiln_gguf_init_empty();
+    kiln_gguf_set_kv(dst, src);
+    kiln_gguf_set_val_u32(dst, "llama.block_count", 1);
+    for (int64_t i = 0; i < kiln_gguf_get_n_tensors(src); i++) {
+        const char * name = kiln_gguf_get_tensor_name(src, i);
+        if (strncmp(name, "blk.", 4) == 0 && strncmp(name, "blk.0.", 6) != 0) continue;
+        kiln_gguf_add_tensor(dst, kiln_get_tensor(sctx, name));
+    }
+    *size = kiln_gguf_get_write_size(dst, false);
+    void * buf = malloc(*size);
+    kiln_gguf_write_to_buffer(dst, buf, *size, false);
+    kiln_gguf_free(dst);
+    kiln_gguf_free(src);
+    kiln_free(sctx);
+    return buf;
+}
+
 /* stories260K with the feed-forward padded with zeros from 172 to 192 (the
  * fixture that lets row-quantized types hold ffn_down): same function. With
  * wtype other than F32 the blocks' 2-D weights are quantized to it. */
@@ -390,6 +416,78 @@ static void prompt_cache_cases(const struct blob * b, const char * what, bool ex
     kiln_sampler_free(smpl);
     kiln_model_free(mw);
     kiln_model_free(mc);
+}
+
+/* context shift: a generation 3x longer than the context goes on; after a
+ * shift the logits equal those of the kept ids evaluated afresh at their
+ * new positions (F32 cache: within 1e-4; F16 cache: measured) */
+static void context_shift_cases(void) {
+    tu_case = "context shift";
+    size_t osz = 0;
+    void * one = one_block_model(&osz);
+    CHECK(one != NULL, "one-block fixture");
+    for (int f16 = 0; f16 < 2; f16++) {
+        struct kiln_model_params mp = kiln_model_params_default();
+        mp.n_threads = 1;
+        mp.n_ctx = 64;
+        mp.kv_type = f16 ? KILN_TYPE_F16 : KILN_TYPE_F32;
+        struct kiln_model * a = kiln_model_load(MODEL, mp);
+        struct kiln_model * o1 = one ? kiln_model_load_from_buffer(one, osz, mp) : NULL, * o2 = one ? kiln_model_load_from_buffer(one, osz, mp) : NULL;
+        if (!CHECK(a && o1 && o2, "load: %s", kiln_last_error())) { kiln_model_free(a); kiln_model_free(o1); kiln_model_free(o2); break; }
+        /* 60 ids of a greedy story, then drop 20 after BOS */
+        struct kiln_sampler * smpl = kiln_sampler_new(kiln_sampler_params_default());
+        struct kiln_gen * g = kiln_gen_new(a);
+        kiln_token ids[64];
+        int32_t np = kiln_tokenize(kiln_model_vocab(a), "Once upon a time", 16, ids, 64, true, false);
+        static float l0[512];
+        kiln_token story[64];
+        const int ns = turn(a, g, smpl, ids, np, 60 - np, story, l0, &(struct kiln_generate_stats) { 0 });
+        memcpy(ids + np, story, sizeof(kiln_token) * (size_t) ns);
+        kiln_gen_free(g);
+        CHECK(ns == 60 - np && kiln_model_eval(o1, ids, 60) == KILN_STATUS_SUCCESS, "60 ids evaluated");
+        CHECK(kiln_model_shift(o1, 1, 20) == KILN_STATUS_SUCCESS && kiln_model_n_past(o1) == 40, "shift: 40 positions left");
+        CHECK(kiln_model_shift(o1, 30, 20) == KILN_STATUS_INVALID_ARG, "shift past n_past refused: %s", kiln_last_error());
+        const kiln_token next = 300;
+        CHECK(kiln_model_eval(o1, &next, 1) == KILN_STATUS_SUCCESS, "eval after the shift");
+        kiln_token kept[41];
+        kept[0] = ids[0];
+        memcpy(kept + 1, ids + 21, sizeof(kiln_token) * 39);
+        kept[40] = next;
+        CHECK(kiln_model_eval(o2, kept, 40) == KILN_STATUS_SUCCESS && kiln_model_eval(o2, kept + 40, 1) == KILN_STATUS_SUCCESS,
+              "the kept ids afresh");
+        float dmax = 0;
+        for (int i = 0; i < 512; i++) dmax = fmaxf(dmax, fabsf(kiln_model_logits(o1)[i] - kiln_model_logits(o2)[i]));
+        printf("  context shift, one block, %s cache: logits max |shifted - re-evaluated| = %.3g\n", f16 ? "F16" : "F32", dmax);
+        if (!f16) CHECK(dmax <= 1e-4f, "F32 cache: shifted logits equal a re-evaluation within 1e-4 (%.3g)", dmax);
+        else CHECK(dmax <= 1e-2f, "F16 cache: shifted logits near a re-evaluation (%.3g; turned keys rounded to F16 again)", dmax);
+        kiln_model_free(o1);
+        kiln_model_free(o2);
+
+        /* a generation of 3x the context goes on; without the shift it stops */
+        g = kiln_gen_new(a);
+        struct kiln_gen_params gp = kiln_gen_params_default();
+        gp.max_tokens = 192;
+        gp.context_shift = true;
+        CHECK(kiln_gen_start(g, smpl, ids, np, gp) == KILN_STATUS_SUCCESS, "start");
+        struct kiln_gen_token t;
+        int steps = 0;
+        do { if (kiln_gen_step(g, &t) != KILN_STATUS_SUCCESS) break; steps++; } while (t.stop == KILN_GEN_RUNNING);
+        struct kiln_generate_stats st;
+        kiln_gen_stats(g, &st);
+        int32_t nc = 0;
+        const kiln_token * rec = kiln_gen_tokens(g, &nc);
+        CHECK(t.stop == KILN_GEN_MAX_TOKENS && st.generated_tokens == 192 && st.shifted_tokens > 0 && nc == kiln_model_n_past(a) &&
+              nc <= 64 && rec[0] == ids[0], "192 tokens in a context of 64 (%d shifted, %d cached, BOS kept)", st.shifted_tokens, nc);
+        gp.context_shift = false;
+        CHECK(kiln_gen_start(g, smpl, ids, np, gp) == KILN_STATUS_SUCCESS, "start without shift");
+        do { if (kiln_gen_step(g, &t) != KILN_STATUS_SUCCESS) break; } while (t.stop == KILN_GEN_RUNNING);
+        kiln_gen_stats(g, &st);
+        CHECK(t.stop == KILN_GEN_CONTEXT && st.generated_tokens == 64 - np + 1, "without the shift: stops at the context (%d)", st.generated_tokens);
+        kiln_gen_free(g);
+        kiln_sampler_free(smpl);
+        kiln_model_free(a);
+    }
+    free(one);
 }
 
 int main(void) {
@@ -544,5 +642,6 @@ int main(void) {
     void * qbuf = padded_model(&qsz, KILN_TYPE_Q8_0);
     if (CHECK(qbuf != NULL, "q8_0 fixture")) prompt_cache_cases(&(struct blob) { qbuf, qsz }, "stories260K q8_0", true);
     free(qbuf);
+    context_shift_cases();
     return tu_finish();
 }
