@@ -284,6 +284,36 @@ KILN_API void kiln_gen_stats(const struct kiln_gen * gen, struct kiln_generate_s
  * tokens evaluated so far (the last one handed out is evaluated by the next step) */
 KILN_API const kiln_token * kiln_gen_tokens(const struct kiln_gen * gen, int32_t * n_tokens);
 
+/* The generation's state (the ids its cache holds and the cache's K and V)
+ * as bytes, to resume elsewhere without evaluating again. Version 1, little
+ * endian:
+ *   0  "KKVS"            4 bytes
+ *   4  version (1)       u32
+ *   8  model fingerprint u64 (kiln_model_fingerprint)
+ *  16  n_ctx             u32 (the saving model's context; a loading model needs n_past <= its own)
+ *  20  kv type           u32 (enum kiln_type of K and V)
+ *  24  n_past            u32
+ *  28  reserved (0)      u32
+ *  32  kv bytes          u64 = 2 x layers x n_past x row bytes
+ *  40  ids               i32 x n_past
+ *  ..  per layer: K rows 0..n_past-1, then V rows (the cache's own layout)
+ * kiln_gen_state_size gives the size; kiln_gen_state_save writes it (size too
+ * small: INVALID_ARG). kiln_gen_state_load checks everything first and
+ * changes nothing on a bad, truncated or foreign state (INVALID_ARG with a
+ * message naming the mismatch). After a load, a start whose prompt begins
+ * with the saved ids evaluates only the rest. */
+KILN_API size_t kiln_gen_state_size(const struct kiln_gen * gen);
+KILN_API enum kiln_status kiln_gen_state_save(const struct kiln_gen * gen, void * buf, size_t size);
+KILN_API enum kiln_status kiln_gen_state_load(struct kiln_gen * gen, const void * buf, size_t size);
+/* what a saved state names its model by: the architecture, the shapes and
+ * the norm weights' bytes (the same for one file however it is loaded) */
+KILN_API uint64_t kiln_model_fingerprint(const struct kiln_model * model);
+KILN_API enum kiln_type kiln_model_kv_type(const struct kiln_model * model);
+/* bytes of K and V for n_pos positions; read/write the first n_past */
+KILN_API size_t kiln_model_kv_bytes(const struct kiln_model * model, int32_t n_pos);
+KILN_API void kiln_model_kv_read(const struct kiln_model * model, void * dst);
+KILN_API enum kiln_status kiln_model_kv_write(struct kiln_model * model, const void * src, int32_t n_past);
+
 /* Prompt text -> ids with the vocabulary's rules, into a buffer kiln_gen
  * keeps (valid until the next call on gen); *n_tokens gets the count. */
 KILN_API const kiln_token * kiln_gen_tokenize(struct kiln_gen * gen, const char * text, int32_t len,

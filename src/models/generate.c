@@ -333,6 +333,105 @@ const kiln_token * kiln_gen_tokens(const struct kiln_gen * g, int32_t * n_tokens
     return g ? g->cache : NULL;
 }
 
+/* ------------------------------------------------------------ saved state */
+
+#define STATE_MAGIC "KKVS"
+#define STATE_VERSION 1u
+#define STATE_HEADER 40
+
+size_t kiln_gen_state_size(const struct kiln_gen * g) {
+    if (!g) return 0;
+    return STATE_HEADER + sizeof(kiln_token) * (size_t) g->n_cache + kiln_model_kv_bytes(g->model, g->n_cache);
+}
+
+static void put32(uint8_t * p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (uint8_t) (v >> (8 * i)); }
+static void put64(uint8_t * p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = (uint8_t) (v >> (8 * i)); }
+static uint32_t get32(const uint8_t * p) { uint32_t v = 0; for (int i = 0; i < 4; i++) v |= (uint32_t) p[i] << (8 * i); return v; }
+static uint64_t get64(const uint8_t * p) { uint64_t v = 0; for (int i = 0; i < 8; i++) v |= (uint64_t) p[i] << (8 * i); return v; }
+
+enum kiln_status kiln_gen_state_save(const struct kiln_gen * g, void * buf, size_t size) {
+    if (!g || !buf) {
+        kiln_set_last_error("state: invalid arguments");
+        return KILN_STATUS_INVALID_ARG;
+    }
+    if (g->n_cache != kiln_model_n_past(g->model)) {
+        kiln_set_last_error("state: the model's cache is no longer this generation's (%d positions, %d recorded)",
+                            kiln_model_n_past(g->model), g->n_cache);
+        return KILN_STATUS_INVALID_ARG;
+    }
+    const size_t need = kiln_gen_state_size(g);
+    if (size < need) {
+        kiln_set_last_error("state: %zu bytes is too small for %zu", size, need);
+        return KILN_STATUS_INVALID_ARG;
+    }
+    uint8_t * p = buf;
+    memcpy(p, STATE_MAGIC, 4);
+    put32(p + 4, STATE_VERSION);
+    put64(p + 8, kiln_model_fingerprint(g->model));
+    put32(p + 16, (uint32_t) kiln_model_n_ctx(g->model));
+    put32(p + 20, (uint32_t) kiln_model_kv_type(g->model));
+    put32(p + 24, (uint32_t) g->n_cache);
+    put32(p + 28, 0);
+    put64(p + 32, kiln_model_kv_bytes(g->model, g->n_cache));
+    for (int32_t i = 0; i < g->n_cache; i++) put32(p + STATE_HEADER + 4 * (size_t) i, (uint32_t) g->cache[i]);
+    kiln_model_kv_read(g->model, p + STATE_HEADER + 4 * (size_t) g->n_cache);
+    return KILN_STATUS_SUCCESS;
+}
+
+enum kiln_status kiln_gen_state_load(struct kiln_gen * g, const void * buf, size_t size) {
+    if (!g || (!buf && size > 0)) {
+        kiln_set_last_error("state: invalid arguments");
+        return KILN_STATUS_INVALID_ARG;
+    }
+    const uint8_t * p = buf;
+    if (size < STATE_HEADER || memcmp(p, STATE_MAGIC, 4) != 0) {
+        kiln_set_last_error("state: not a saved state (%zu bytes, no KKVS header)", size);
+        return KILN_STATUS_INVALID_ARG;
+    }
+    if (get32(p + 4) != STATE_VERSION) {
+        kiln_set_last_error("state: version %u, this engine reads version %u", get32(p + 4), STATE_VERSION);
+        return KILN_STATUS_INVALID_ARG;
+    }
+    if (get64(p + 8) != kiln_model_fingerprint(g->model)) {
+        kiln_set_last_error("state: saved from another model (fingerprint %016llx, this one %016llx)",
+                            (unsigned long long) get64(p + 8), (unsigned long long) kiln_model_fingerprint(g->model));
+        return KILN_STATUS_INVALID_ARG;
+    }
+    const uint32_t kv_type = get32(p + 20), n_past = get32(p + 24);
+    if (kv_type != (uint32_t) kiln_model_kv_type(g->model)) {
+        kiln_set_last_error("state: KV cache of type %u, this model's is %u", kv_type, (unsigned) kiln_model_kv_type(g->model));
+        return KILN_STATUS_INVALID_ARG;
+    }
+    if (n_past > (uint32_t) kiln_model_n_ctx(g->model)) {
+        kiln_set_last_error("state: %u positions do not fit the context of %d", n_past, kiln_model_n_ctx(g->model));
+        return KILN_STATUS_INVALID_ARG;
+    }
+    const uint64_t kv = kiln_model_kv_bytes(g->model, (int32_t) n_past);
+    if (get64(p + 32) != kv || size != STATE_HEADER + 4 * (uint64_t) n_past + kv) {
+        kiln_set_last_error("state: %zu bytes for %u positions, expected %llu (truncated or damaged)", size, n_past,
+                            (unsigned long long) (STATE_HEADER + 4 * (uint64_t) n_past + kv));
+        return KILN_STATUS_INVALID_ARG;
+    }
+    const int32_t n_vocab = kiln_model_n_vocab(g->model);
+    for (uint32_t i = 0; i < n_past; i++) {
+        const int32_t t = (int32_t) get32(p + STATE_HEADER + 4 * (size_t) i);
+        if (t < 0 || t >= n_vocab) {
+            kiln_set_last_error("state: token %d at %u is outside the vocabulary", t, i);
+            return KILN_STATUS_INVALID_ARG;
+        }
+    }
+    if (!grow((void **) &g->cache, &g->cap_cache, kiln_model_n_ctx(g->model), sizeof(kiln_token))) {
+        kiln_set_last_error("state: out of memory");
+        return KILN_STATUS_ALLOC_FAILED;
+    }
+    const enum kiln_status s = kiln_model_kv_write(g->model, p + STATE_HEADER + 4 * (size_t) n_past, (int32_t) n_past);
+    if (s != KILN_STATUS_SUCCESS) return s;
+    for (uint32_t i = 0; i < n_past; i++) g->cache[i] = (kiln_token) get32(p + STATE_HEADER + 4 * (size_t) i);
+    g->n_cache = (int32_t) n_past;
+    g->started = false;
+    return KILN_STATUS_SUCCESS;
+}
+
 /* ------------------------------------------------------------ kiln_generate */
 
 struct kiln_generate_params kiln_generate_params_default(void) {

@@ -711,3 +711,58 @@ enum kiln_status kiln_model_eval(struct kiln_model * m, const kiln_token * token
     }
     return KILN_STATUS_SUCCESS;
 }
+
+/* ------------------------------------------------------------ KV cache state */
+
+static uint64_t fnv(uint64_t h, const void * p, size_t n) {
+    const uint8_t * b = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
+
+/* the architecture, the shapes and the bytes of the norm weights (F32 and
+ * never repacked, so one file loaded either way gives one fingerprint) */
+uint64_t kiln_model_fingerprint(const struct kiln_model * m) {
+    if (!m || !m->layers) return 0;
+    uint64_t h = fnv(14695981039346656037ull, m->arch, strlen(m->arch));
+    const int32_t dims[] = { m->n_vocab, m->n_embd, m->n_layer, m->n_head, m->n_head_kv, m->n_ff, m->head_dim, m->n_rot };
+    h = fnv(h, dims, sizeof dims);
+    if (m->output_norm) h = fnv(h, m->output_norm->data, kiln_nbytes(m->output_norm));
+    for (int il = 0; il < m->n_layer; il++) {
+        if (m->layers[il].attn_norm) h = fnv(h, m->layers[il].attn_norm->data, kiln_nbytes(m->layers[il].attn_norm));
+        if (m->layers[il].ffn_norm) h = fnv(h, m->layers[il].ffn_norm->data, kiln_nbytes(m->layers[il].ffn_norm));
+    }
+    return h;
+}
+
+enum kiln_type kiln_model_kv_type(const struct kiln_model * m) { return m ? m->kv_type : KILN_TYPE_F16; }
+
+size_t kiln_model_kv_bytes(const struct kiln_model * m, int32_t n_pos) {
+    if (!m || !m->layers || n_pos < 0) return 0;
+    return 2 * (size_t) m->n_layer * kiln_row_size(m->kv_type, (int64_t) m->head_dim * m->n_head_kv) * (size_t) n_pos;
+}
+
+/* the first n_past positions of every layer's K, then its V */
+void kiln_model_kv_read(const struct kiln_model * m, void * dst) {
+    const size_t n = kiln_model_kv_bytes(m, m ? m->n_past : 0) / (2 * (size_t) (m && m->n_layer ? m->n_layer : 1));
+    uint8_t * o = dst;
+    for (int il = 0; m && m->layers && il < m->n_layer; il++) {
+        memcpy(o, m->k_cache[il]->data, n); o += n;
+        memcpy(o, m->v_cache[il]->data, n); o += n;
+    }
+}
+
+enum kiln_status kiln_model_kv_write(struct kiln_model * m, const void * src, int32_t n_past) {
+    if (!m || !m->layers || n_past < 0 || n_past > m->n_ctx) {
+        kiln_set_last_error("state: %d positions do not fit the context of %d", n_past, m ? m->n_ctx : 0);
+        return KILN_STATUS_INVALID_ARG;
+    }
+    const size_t n = kiln_model_kv_bytes(m, n_past) / (2 * (size_t) m->n_layer);
+    const uint8_t * s = src;
+    for (int il = 0; il < m->n_layer; il++) {
+        memcpy(m->k_cache[il]->data, s, n); s += n;
+        memcpy(m->v_cache[il]->data, s, n); s += n;
+    }
+    m->n_past = n_past;
+    return KILN_STATUS_SUCCESS;
+}

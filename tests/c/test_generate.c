@@ -3,7 +3,8 @@
  * output equals llama.cpp's reference (models/README.md), F32 KV cache and
  * small prompt batches agree, stop strings, a prompt longer than the
  * context, abort mid-generation (the model stays usable), an unsupported
- * architecture, bad input; prompt caching against cold runs (F32 and q8_0).
+ * architecture, bad input; prompt caching against cold runs (F32 and q8_0),
+ * context shift against re-evaluation, saved state against going on.
  */
 #include "kiln-gguf.h"
 #include "kiln-llama.h"
@@ -490,6 +491,75 @@ static void context_shift_cases(void) {
     free(one);
 }
 
+/* saved state: save after a turn, load into another model object, and the
+ * next turn is the same tokens (and logits, bit for bit) as going on without
+ * saving; bad, truncated and foreign states are refused, nothing changed */
+static void state_cases(void) {
+    tu_case = "saved state";
+    struct kiln_model * a = load_blob(NULL), * b = load_blob(NULL);
+    if (!CHECK(a && b, "load")) { kiln_model_free(a); kiln_model_free(b); return; }
+    struct kiln_sampler * smpl = kiln_sampler_new(kiln_sampler_params_default());
+    struct kiln_gen * ga = kiln_gen_new(a), * gb = kiln_gen_new(b);
+    static kiln_token conv[256], r1[64], x[64], y[64];
+    static float la[512], lb[512];
+    struct kiln_generate_stats sa, sb;
+    int32_t n = kiln_tokenize(kiln_model_vocab(a), "Once upon a time", 16, conv, 256, true, false);
+    const int nr = turn(a, ga, smpl, conv, n, 20, r1, la, &sa);
+    const size_t sz = kiln_gen_state_size(ga);
+    uint8_t * st = malloc(sz + 1);
+    CHECK(st && kiln_gen_state_save(ga, st, sz - 1) == KILN_STATUS_INVALID_ARG, "a short buffer refused");
+    CHECK(kiln_gen_state_save(ga, st, sz) == KILN_STATUS_SUCCESS && sz == 40 + 4 * (size_t) (n + nr - 1) + kiln_model_kv_bytes(a, n + nr - 1),
+          "saved %zu bytes: header, %d ids, K and V", sz, n + nr - 1);
+    memcpy(conv + n, r1, sizeof(kiln_token) * (size_t) nr);
+    n += nr;
+    n += kiln_tokenize(kiln_model_vocab(a), " The next day", 13, conv + n, 256 - n, false, false);
+    const int nx = turn(a, ga, smpl, conv, n, 20, x, la, &sa);
+
+    /* refused: nothing of gb or b changes */
+    CHECK(kiln_gen_state_load(gb, st, sz - 1) == KILN_STATUS_INVALID_ARG && strstr(kiln_last_error(), "truncated"), "truncated: %s", kiln_last_error());
+    st[4] = 2;
+    CHECK(kiln_gen_state_load(gb, st, sz) == KILN_STATUS_INVALID_ARG && strstr(kiln_last_error(), "version 2"), "version: %s", kiln_last_error());
+    st[4] = 1;
+    st[0] = 'X';
+    CHECK(kiln_gen_state_load(gb, st, sz) == KILN_STATUS_INVALID_ARG && strstr(kiln_last_error(), "not a saved state"), "magic: %s", kiln_last_error());
+    st[0] = 'K';
+    st[9] ^= 1;
+    CHECK(kiln_gen_state_load(gb, st, sz) == KILN_STATUS_INVALID_ARG && strstr(kiln_last_error(), "another model"), "fingerprint: %s", kiln_last_error());
+    st[9] ^= 1;
+    size_t osz = 0;
+    void * one = one_block_model(&osz);
+    struct kiln_model_params mp = kiln_model_params_default();
+    mp.n_ctx = 256;
+    struct kiln_model * o = one ? kiln_model_load_from_buffer(one, osz, mp) : NULL;
+    struct kiln_gen * go = o ? kiln_gen_new(o) : NULL;
+    CHECK(go && kiln_gen_state_load(go, st, sz) == KILN_STATUS_INVALID_ARG && strstr(kiln_last_error(), "another model"), "other model: %s", kiln_last_error());
+    kiln_gen_free(go);
+    kiln_model_free(o);
+    free(one);
+    mp.kv_type = KILN_TYPE_F32;
+    o = kiln_model_load(MODEL, mp);
+    go = o ? kiln_gen_new(o) : NULL;
+    CHECK(go && kiln_gen_state_load(go, st, sz) == KILN_STATUS_INVALID_ARG && strstr(kiln_last_error(), "type"), "other KV type: %s", kiln_last_error());
+    kiln_gen_free(go);
+    kiln_model_free(o);
+    int32_t nb = -1;
+    kiln_gen_tokens(gb, &nb);
+    CHECK(nb == 0 && kiln_model_n_past(b) == 0, "after the refusals nothing changed");
+
+    CHECK(kiln_gen_state_load(gb, st, sz) == KILN_STATUS_SUCCESS, "load: %s", kiln_last_error());
+    const int ny = turn(b, gb, smpl, conv, n, 20, y, lb, &sb);
+    CHECK(sb.cached_tokens == sa.cached_tokens && sb.cached_tokens == (int32_t) ((sz - 40 - kiln_model_kv_bytes(a, sb.cached_tokens)) / 4),
+          "the loaded cache serves the next prompt (%d cached)", sb.cached_tokens);
+    CHECK(nx > 0 && nx == ny && memcmp(x, y, sizeof(kiln_token) * (size_t) nx) == 0 && memcmp(la, lb, sizeof la) == 0,
+          "after save and load: the same %d tokens and bit-identical logits as going on without saving", nx);
+    free(st);
+    kiln_gen_free(ga);
+    kiln_gen_free(gb);
+    kiln_sampler_free(smpl);
+    kiln_model_free(a);
+    kiln_model_free(b);
+}
+
 int main(void) {
     textstream_cases();
     const char * ref = reference();
@@ -643,5 +713,6 @@ int main(void) {
     if (CHECK(qbuf != NULL, "q8_0 fixture")) prompt_cache_cases(&(struct blob) { qbuf, qsz }, "stories260K q8_0", true);
     free(qbuf);
     context_shift_cases();
+    state_cases();
     return tu_finish();
 }
