@@ -203,12 +203,13 @@ static bool int_opt(double v, double lo, double hi, const char * name, const cha
  * Integer options arrive as doubles so that out-of-range values are named
  * instead of wrapped. max_tokens 0: until end of generation or a full context
  * (with context_shift: until end of generation; a full context drops the older
- * half after the first n_keep ids). */
+ * half after the first n_keep ids). cache_prompt: keep the cached ids the
+ * prompt starts with (kiln_gen_params.cache_prompt). */
 KW_EXPORT int kw_llm_start(int g, const char * text, int text_len, const kiln_token * ids, int n_ids,
                            int add_bos, int parse_special, const char * stops, int n_stop,
                            double max_tokens, double seed, double temperature, double top_k, double top_p,
                            double min_p, double repeat_penalty, double frequency_penalty, double presence_penalty,
-                           double penalty_last_n, int context_shift, double n_keep) {
+                           double penalty_last_n, int context_shift, double n_keep, int cache_prompt) {
     struct kw_llm * l = get(g, "llm_start");
     if (!l) return KW_E_HANDLE;
     int64_t mt, sd, tk, pl, nk;
@@ -251,6 +252,7 @@ KW_EXPORT int kw_llm_start(int g, const char * text, int text_len, const kiln_to
     gp.stop = stop;
     gp.n_stop = n_stop;
     gp.context_shift = context_shift != 0;
+    gp.cache_prompt = cache_prompt != 0;
     gp.n_keep = (int32_t) nk;
     memset(&l->step, 0, sizeof l->step);
     enum kiln_status st = kiln_gen_start(l->gen, l->smpl, ids, n_ids, gp);

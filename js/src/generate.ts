@@ -41,6 +41,9 @@ export interface GenerateOptions {
   contextShift?: boolean;
   /** tokens at the start a context shift keeps (default 1: BOS) */
   nKeep?: number;
+  /** reuse the session's KV cache for the tokens the prompt shares with it (default true;
+   * false evaluates the whole prompt, as benchmarks of prompt speed want) */
+  cachePrompt?: boolean;
 }
 
 export type { Completion, GenerationStats };
@@ -106,6 +109,7 @@ export function generateRequest(model: number, session: number, prompt: string |
     parseSpecial: !!o.parseSpecial,
     contextShift: !!o.contextShift,
     nKeep: num('nKeep', o.nKeep, 1),
+    cachePrompt: o.cachePrompt !== false,
   };
 }
 

@@ -81,6 +81,8 @@ export interface GenerateReq {
   /** a full context drops the older half after the first nKeep tokens and goes on */
   contextShift: boolean;
   nKeep: number;
+  /** reuse the session's cached tokens the prompt starts with */
+  cachePrompt: boolean;
 }
 
 export interface TrainReq {

@@ -728,7 +728,7 @@ type KilnFactory = (opts: object) => Promise<KilnModule>;
     const start = (text: number, textLen: number, ids: number, nIds: number) => withBytes(joined, (sp) => check(M._kw_llm_start(
       g, text, textLen, ids, nIds, a.addBos !== false ? 1 : 0, a.parseSpecial ? 1 : 0, sp, stops.length,
       a.maxTokens, a.seed, a.temperature, a.topK, a.topP, a.minP, a.repeatPenalty, a.frequencyPenalty, a.presencePenalty, a.penaltyLastN,
-      a.contextShift ? 1 : 0, a.nKeep)));
+      a.contextShift ? 1 : 0, a.nKeep, a.cachePrompt ? 1 : 0)));
     if (Array.isArray(a.promptIds)) return withIds(a.promptIds, (p, n) => start(0, 0, p, n));
     const b = encoder.encode(String(a.prompt));
     return withBytes(b, (p) => start(p, b.byteLength, 0, 0));

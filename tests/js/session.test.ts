@@ -48,6 +48,10 @@ describe.each(BUILDS)('prompt caching and sessions (%s)', (build) => {
     fresh.free();
     expect(warm.stats.cachedTokens).toBe(9);
     expect(warm.tokens).toEqual(cold.tokens);
+    // cachePrompt false: the whole prompt evaluated, the same reply
+    const whole = await model.complete(edited, { ...GREEDY, cachePrompt: false });
+    expect(whole.stats.cachedTokens).toBe(0);
+    expect(whole.tokens).toEqual(cold.tokens);
   });
 
   it('chat(): the second turn reuses the first one\'s prompt and reply', async () => {
