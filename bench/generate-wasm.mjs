@@ -65,7 +65,7 @@ for (const file of files) {
       for (let r = 0; r < warmup + reps; r++) {
         const c0 = process.cpuUsage();
         const t0 = performance.now();
-        const c = await model.complete(ids, { maxTokens: nGen + 1, temperature: 0, repeatPenalty: 1 });
+        const c = await model.complete(ids, { maxTokens: nGen + 1, temperature: 0, repeatPenalty: 1, cachePrompt: false });
         const wall = (performance.now() - t0) / 1e3;
         const cpu = (() => { const u = process.cpuUsage(c0); return (u.user + u.system) / 1e6; })();
         const s = c.stats;

@@ -30,9 +30,9 @@ struct kw_step {
     int32_t len;
 };
 
-/* what JS reads after a generation (5 doubles at kw_llm_stats) */
+/* what JS reads after a generation (6 doubles at kw_llm_stats) */
 struct kw_stats {
-    double prompt_tokens, generated_tokens, prompt_seconds, gen_seconds, stop;
+    double prompt_tokens, generated_tokens, prompt_seconds, gen_seconds, stop, cached_tokens;
 };
 
 struct kw_llm {
@@ -201,19 +201,23 @@ static bool int_opt(double v, double lo, double hi, const char * name, const cha
 /* Start a generation: the prompt is text (tokenized here; ids == NULL) or
  * token ids; stops: n_stop NUL-terminated strings one after another.
  * Integer options arrive as doubles so that out-of-range values are named
- * instead of wrapped. max_tokens 0: until end of generation or a full context. */
+ * instead of wrapped. max_tokens 0: until end of generation or a full context
+ * (with context_shift: until end of generation; a full context drops the older
+ * half after the first n_keep ids). cache_prompt: keep the cached ids the
+ * prompt starts with (kiln_gen_params.cache_prompt). */
 KW_EXPORT int kw_llm_start(int g, const char * text, int text_len, const kiln_token * ids, int n_ids,
                            int add_bos, int parse_special, const char * stops, int n_stop,
                            double max_tokens, double seed, double temperature, double top_k, double top_p,
                            double min_p, double repeat_penalty, double frequency_penalty, double presence_penalty,
-                           double penalty_last_n) {
+                           double penalty_last_n, int context_shift, double n_keep, int cache_prompt) {
     struct kw_llm * l = get(g, "llm_start");
     if (!l) return KW_E_HANDLE;
-    int64_t mt, sd, tk, pl;
+    int64_t mt, sd, tk, pl, nk;
     if (!int_opt(max_tokens, 0, 2147483647.0, "max_tokens", "an integer >= 0", &mt) ||
         !int_opt(seed, 0, 18446744073709551615.0, "seed", "an integer >= 0", &sd) ||
         !int_opt(top_k, 0, 2147483647.0, "top_k", "an integer >= 0", &tk) ||
-        !int_opt(penalty_last_n, -1, 2147483647.0, "penalty_last_n", "an integer >= -1", &pl)) {
+        !int_opt(penalty_last_n, -1, 2147483647.0, "penalty_last_n", "an integer >= -1", &pl) ||
+        !int_opt(n_keep, 0, 2147483647.0, "n_keep", "an integer >= 0", &nk)) {
         return KW_E_INVALID;
     }
     if (n_stop < 0 || n_stop > KW_MAX_STOP || (n_stop > 0 && !stops)) return kw_fail(KW_E_INVALID, "generate: %d stop strings (at most %d)", n_stop, KW_MAX_STOP);
@@ -247,6 +251,9 @@ KW_EXPORT int kw_llm_start(int g, const char * text, int text_len, const kiln_to
     gp.max_tokens = (int32_t) mt;
     gp.stop = stop;
     gp.n_stop = n_stop;
+    gp.context_shift = context_shift != 0;
+    gp.cache_prompt = cache_prompt != 0;
+    gp.n_keep = (int32_t) nk;
     memset(&l->step, 0, sizeof l->step);
     enum kiln_status st = kiln_gen_start(l->gen, l->smpl, ids, n_ids, gp);
     return kw_fail_status(st, "generate");
@@ -266,13 +273,35 @@ KW_EXPORT int kw_llm_step(int g) {
 }
 KW_EXPORT const struct kw_step * kw_llm_step_info(int g) { struct kw_llm * l = get(g, "llm_step_info"); return l ? &l->step : NULL; }
 
-/* the last generation's numbers (5 doubles: prompt tokens, generated tokens,
- * prompt seconds, generation seconds, enum kiln_gen_stop) */
+/* the last generation's numbers (6 doubles: prompt tokens, generated tokens,
+ * prompt seconds, generation seconds, enum kiln_gen_stop, prompt tokens taken
+ * from the KV cache) */
 KW_EXPORT const struct kw_stats * kw_llm_stats(int g) {
     struct kw_llm * l = get(g, "llm_stats");
     if (!l) return NULL;
     struct kiln_generate_stats s;
     kiln_gen_stats(l->gen, &s);
-    l->stats = (struct kw_stats) { s.prompt_tokens, s.generated_tokens, s.prompt_seconds, s.gen_seconds, (double) s.stop };
+    l->stats = (struct kw_stats) { s.prompt_tokens, s.generated_tokens, s.prompt_seconds, s.gen_seconds, (double) s.stop,
+                                 s.cached_tokens };
     return &l->stats;
+}
+
+/* The session's state (kiln_gen_state_save's format, kiln-llama.h): its
+ * size, then the bytes written to dst; load checks it all first and changes
+ * nothing on a bad, truncated or foreign state. */
+KW_EXPORT double kw_llm_state_size(int g) {
+    struct kw_llm * l = get(g, "llm_state_size");
+    return l ? (double) kiln_gen_state_size(l->gen) : KW_E_HANDLE;
+}
+KW_EXPORT int kw_llm_state_save(int g, void * dst, double size) {
+    struct kw_llm * l = get(g, "llm_state_save");
+    if (!l) return KW_E_HANDLE;
+    kiln_clear_error();
+    return kw_fail_status(kiln_gen_state_save(l->gen, dst, (size_t) size), "state");
+}
+KW_EXPORT int kw_llm_state_load(int g, const void * src, double size) {
+    struct kw_llm * l = get(g, "llm_state_load");
+    if (!l) return KW_E_HANDLE;
+    kiln_clear_error();
+    return kw_fail_status(kiln_gen_state_load(l->gen, src, (size_t) size), "state");
 }

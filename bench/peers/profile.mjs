@@ -28,7 +28,7 @@ if (args[0] === '--child') {
   const m = await k.loadModel(model, { nCtx: 256 });
   await m.complete('Once upon', { maxTokens: 3, temperature: 0 }); // tier-up before the profiled part matters
   const t0 = performance.now();
-  const r = await m.complete(prompt, { maxTokens: +gen, temperature: 0, repeatPenalty: 1 });
+  const r = await m.complete(prompt, { maxTokens: +gen, temperature: 0, repeatPenalty: 1, cachePrompt: false });
   console.log(JSON.stringify({ wall_s: (performance.now() - t0) / 1e3, stats: r.stats }));
   m.free();
   await new Promise((res) => setTimeout(res, 300));

@@ -35,6 +35,15 @@ export interface GenerateOptions {
   addBos?: boolean;
   /** text of control tokens in the prompt becomes those tokens (default false) */
   parseSpecial?: boolean;
+  /** when the context fills, drop the older half of the tokens after the first nKeep and go on,
+   * the kept keys' RoPE turned instead of re-evaluated (llama.cpp's context shift); default false,
+   * true for chat(); false ends with stopReason 'context' */
+  contextShift?: boolean;
+  /** tokens at the start a context shift keeps (default 1: BOS) */
+  nKeep?: number;
+  /** reuse the session's KV cache for the tokens the prompt shares with it (default true;
+   * false evaluates the whole prompt, as benchmarks of prompt speed want) */
+  cachePrompt?: boolean;
 }
 
 export type { Completion, GenerationStats, StopReason };
@@ -77,12 +86,12 @@ function num(name: string, v: unknown, def: number): number {
 }
 
 /** @internal the worker's request for a generation */
-export function generateRequest(model: number, prompt: string | number[], o: GenerateOptions, stream: boolean): RequestMsg<'generate'> {
+export function generateRequest(model: number, session: number, prompt: string | number[], o: GenerateOptions, stream: boolean): RequestMsg<'generate'> {
   if (typeof prompt !== 'string' && !Array.isArray(prompt)) throw new KilnError('INVALID_ARGUMENT', 'generate: the prompt must be a string or an array of token ids');
   const stop = o.stop === undefined ? [] : Array.isArray(o.stop) ? o.stop : [o.stop];
   for (const s of stop) if (typeof s !== 'string' || s.length === 0 || s.includes('\0')) throw new KilnError('INVALID_ARGUMENT', 'stop strings must be non-empty strings without NUL characters');
   return {
-    t: 'generate', model, stream,
+    t: 'generate', model, session, stream,
     prompt: typeof prompt === 'string' ? prompt : undefined,
     promptIds: Array.isArray(prompt) ? prompt : undefined,
     maxTokens: num('maxTokens', o.maxTokens, 256),
@@ -98,16 +107,58 @@ export function generateRequest(model: number, prompt: string | number[], o: Gen
     stop,
     addBos: o.addBos !== false,
     parseSpecial: !!o.parseSpecial,
+    contextShift: !!o.contextShift,
+    nKeep: num('nKeep', o.nKeep, 1),
+    cachePrompt: o.cachePrompt !== false,
   };
 }
 
-/** @internal Text generation bound to one model of one engine (used by Model in kiln.ts). */
+let nextSession = 1;
+
+/** @internal Text generation bound to one model of one engine (used by Model in kiln.ts)
+ * and one session: a KV cache and the record of the token ids it holds, so
+ * that a prompt starting with what the cache holds evaluates only the rest.
+ * session 0 is the model's default; newSession() makes an independent one. */
 export class TextGen {
   private info: LlmInfo | null = null;
+  private freed = false;
   /** stats of the last finished generate() / complete() */
   lastStats: GenerationStats | null = null;
 
-  constructor(private sched: Scheduler, private model: number) {}
+  constructor(private sched: Scheduler, private model: number, private session = 0) {}
+
+  /** a session with its own KV cache over the same weights */
+  newSession(): TextGen { return new TextGen(this.sched, this.model, nextSession++); }
+
+  /** give back this session's KV cache (the default session goes with the model) */
+  free(): void {
+    if (this.freed || this.session === 0) return;
+    this.freed = true;
+    this.sched.send({ t: 'freeSession', model: this.model, session: this.session });
+  }
+
+  /** the ids this session's KV cache holds and the cache itself, as bytes to keep (OPFS,
+   * IndexedDB) and give to loadState() later, on this model loaded again; format in
+   * src/include/kiln-llama.h (kiln_gen_state_save), version 1 */
+  async saveState(): Promise<Uint8Array> {
+    if (this.freed) throw new KilnError('INVALID_HANDLE', 'the session was freed');
+    const r = await this.sched.job({ t: 'saveState', model: this.model, session: this.session });
+    return new Uint8Array(r.buffer);
+  }
+
+  /** a saved state back into this session: a prompt that starts with its ids evaluates only the
+   * rest. Another model's, another version's or truncated bytes: KilnError, the session unchanged */
+  async loadState(bytes: Uint8Array): Promise<void> {
+    if (this.freed) throw new KilnError('INVALID_HANDLE', 'the session was freed');
+    if (!(bytes instanceof Uint8Array)) throw new KilnError('INVALID_ARGUMENT', 'loadState: the state must be a Uint8Array');
+    const buffer = bytes.slice().buffer;
+    await this.sched.job({ t: 'loadState', model: this.model, session: this.session, buffer }, { transfer: [buffer] });
+  }
+
+  private request(prompt: string | number[], opts: GenerateOptions, stream: boolean): RequestMsg<'generate'> {
+    if (this.freed) throw new KilnError('INVALID_HANDLE', 'the session was freed');
+    return generateRequest(this.model, this.session, prompt, opts, stream);
+  }
 
   async tokenize(text: string, opts: { addBos?: boolean; special?: boolean } = {}): Promise<number[]> {
     if (typeof text !== 'string') throw new KilnError('INVALID_ARGUMENT', 'tokenize: the text must be a string');
@@ -135,7 +186,7 @@ export class TextGen {
 
   /** generated text as it comes, in pieces of whole characters */
   async *generate(prompt: string | number[], opts: GenerateOptions = {}): AsyncGenerator<string, Completion | undefined> {
-    const req = generateRequest(this.model, prompt, opts, true);
+    const req = this.request(prompt, opts, true);
     if (opts.signal?.aborted) throw new KilnAbortError();
     // our own controller: a consumer that stops iterating cancels the job
     const ctl = new AbortController();
@@ -169,7 +220,7 @@ export class TextGen {
 
   /** the whole generation at once, with token ids and speed */
   async complete(prompt: string | number[], opts: GenerateOptions = {}): Promise<Completion> {
-    const r = await this.sched.job(generateRequest(this.model, prompt, opts, false), { signal: opts.signal });
+    const r = await this.sched.job(this.request(prompt, opts, false), { signal: opts.signal });
     this.lastStats = r.stats;
     return r;
   }
@@ -205,6 +256,6 @@ export class TextGen {
     const { template, ...rest } = opts;
     const c = await this.applyChatTemplate(messages, template);
     const stop = [...c.stop, ...(rest.stop === undefined ? [] : Array.isArray(rest.stop) ? rest.stop : [rest.stop])];
-    return this.complete(c.text, { addBos: c.addBos, parseSpecial: true, ...rest, stop });
+    return this.complete(c.text, { addBos: c.addBos, parseSpecial: true, contextShift: true, ...rest, stop });
   }
 }

@@ -594,6 +594,12 @@ export class Model {
   applyChatTemplate(messages: ChatMessage[], template?: string) { return this.gen.applyChatTemplate(messages, template); }
   /** stats of the last finished generate() / complete() */
   get lastStats(): GenerationStats | null { return this.gen.lastStats; }
+  /** An independent conversation: its own KV cache over the model's weights
+   * (generate/complete/chat as on the model, which use a default session).
+   * Each session's cache costs 2 x layers x nCtx x KV width x 2 bytes (F16),
+   * taken from the wasm heap (kiln.memory().used) at its first generation;
+   * free() gives it back. */
+  session(): TextGen { return this.gen.newSession(); }
 
   /** return the model's memory (tensors taken from it keep it until they are freed) */
   free(): void {

@@ -38,8 +38,12 @@ export type MetadataValue = string | number | boolean | { array: string; length:
 export interface TensorDesc { shape: number[]; type: number; nbytes: number }
 export interface LlmInfo { nCtx: number; nVocab: number; bos: number; eos: number; bosText: string; eosText: string }
 export interface GenerationStats {
+  /** the prompt's length in tokens, cached ones included */
   promptTokens: number;
+  /** prompt tokens taken from the session's KV cache (the longest common prefix with what it holds), not evaluated */
+  cachedTokens: number;
   generatedTokens: number;
+  /** evaluated prompt tokens (promptTokens - cachedTokens) per second */
   promptTokensPerSecond: number;
   tokensPerSecond: number;
 }
@@ -57,6 +61,8 @@ export type StopReason = 'eos' | 'maxTokens' | 'stop' | 'context';
 /** a generation; the engine checks the ranges of the numbers (kiln_sampler_params_check) */
 export interface GenerateReq {
   model: number;
+  /** 0: the model's default session; else one of model.session()'s (its own KV cache) */
+  session: number;
   stream: boolean;
   prompt?: string;
   promptIds?: number[];
@@ -73,6 +79,11 @@ export interface GenerateReq {
   stop: string[];
   addBos: boolean;
   parseSpecial: boolean;
+  /** a full context drops the older half after the first nKeep tokens and goes on */
+  contextShift: boolean;
+  nKeep: number;
+  /** reuse the session's cached tokens the prompt starts with */
+  cachePrompt: boolean;
 }
 
 export interface TrainReq {
@@ -109,6 +120,12 @@ export interface Requests {
     reply: { modelId: number; size: number; version: number; nKv: number; tensors: string[]; metadata: Record<string, MetadataValue> };
   };
   freeModel: { req: { model: number }; reply: void };
+  /** the session's ids and KV cache as bytes (kiln_gen_state_save's format, src/include/kiln-llama.h) */
+  saveState: { req: { model: number; session: number }; reply: { buffer: ArrayBuffer } };
+  /** checked whole first: a bad state changes nothing */
+  loadState: { req: { model: number; session: number; buffer: ArrayBuffer }; reply: void };
+  /** a session's KV cache and generator go (model.session().free()) */
+  freeSession: { req: { model: number; session: number }; reply: void };
   tokenize: { req: { model: number; text: string; addBos: boolean; special: boolean }; reply: number[] };
   detokenize: { req: { model: number; ids: number[]; removeSpecial: boolean; unparseSpecial: boolean }; reply: string };
   tokenPiece: { req: { model: number; token: number; special: boolean }; reply: string };

@@ -68,7 +68,8 @@ type KilnFactory = (opts: object) => Promise<KilnModule>;
   const tensors = new Map<number, number | WErr>(); // client id -> handle or build error
   const models = new Map<number, number>();
   const modelOpts = new Map<number, { vocabOnly: boolean; nCtx: number }>();
-  const llms = new Map<number, number>(); // model id -> kw_llm handle (generate.ts)
+  const llms = new Map<number, number>(); // model id -> kw_llm handle of its default session (generate.ts)
+  const sessions = new Map<number, { model: number; g: number }>(); // session id -> its own kw_llm handle
   // the op table of wasm/kiln_wasm_ops.c (KW_OPS): index, inputs (t/o), params (i/f/d)
   const ops = new Map<string, { index: number; inputs: string; params: string }>();
   let opArgs = 0; // scratch in wasm memory: 8 input handles, then 16 parameters
@@ -655,15 +656,24 @@ type KilnFactory = (opts: object) => Promise<KilnModule>;
   // wasm memory may be shared (mt): TextDecoder wants a copy
   const textAt = (ptr: number, n: number): string => (n > 0 ? decoder.decode(u8(ptr, n).slice()) : '');
 
-  function llmOf(modelId: number): number {
-    const have = llms.get(modelId);
+  // a session is a kw_llm of its own over the model's shared weights: its
+  // own KV cache and the record of the ids it holds (prompt caching)
+  function llmOf(modelId: number, session = 0): number {
+    const have = session ? sessions.get(session)?.g : llms.get(modelId);
     if (have) return have;
     const m = models.get(modelId);
     if (!m) throw new WErr('INVALID_HANDLE', 'the model was freed');
     const o = modelOpts.get(modelId) ?? { vocabOnly: false, nCtx: 0 };
     const g = check(M._kw_llm_new(m, o.vocabOnly ? 1 : 0, o.nCtx));
-    llms.set(modelId, g);
+    if (session) sessions.set(session, { model: modelId, g });
+    else llms.set(modelId, g);
     return g;
+  }
+
+  function freeSession(session: number) {
+    const s = sessions.get(session);
+    sessions.delete(session);
+    if (s) guard(() => M._kw_llm_free(s.g));
   }
 
   function withBytes<T>(b: Uint8Array, fn: (p: number) => T): T {
@@ -730,7 +740,8 @@ type KilnFactory = (opts: object) => Promise<KilnModule>;
     for (const b of parts) { joined.set(b, o); o += b.byteLength + 1; }
     const start = (text: number, textLen: number, ids: number, nIds: number) => withBytes(joined, (sp) => check(M._kw_llm_start(
       g, text, textLen, ids, nIds, a.addBos !== false ? 1 : 0, a.parseSpecial ? 1 : 0, sp, stops.length,
-      a.maxTokens, a.seed, a.temperature, a.topK, a.topP, a.minP, a.repeatPenalty, a.frequencyPenalty, a.presencePenalty, a.penaltyLastN)));
+      a.maxTokens, a.seed, a.temperature, a.topK, a.topP, a.minP, a.repeatPenalty, a.frequencyPenalty, a.presencePenalty, a.penaltyLastN,
+      a.contextShift ? 1 : 0, a.nKeep, a.cachePrompt ? 1 : 0)));
     if (Array.isArray(a.promptIds)) return withIds(a.promptIds, (p, n) => start(0, 0, p, n));
     const b = encoder.encode(String(a.prompt));
     return withBytes(b, (p) => start(p, b.byteLength, 0, 0));
@@ -738,7 +749,7 @@ type KilnFactory = (opts: object) => Promise<KilnModule>;
 
   async function generate(id: number, a: RequestMsg<'generate'>): Promise<ReplyOf<'generate'>> {
     try {
-      const g = guard(() => llmOf(a.model));
+      const g = guard(() => llmOf(a.model, a.session));
       guard(() => startGeneration(g, a));
       const info = M._kw_llm_step_info(g) >>> 0; // {token, stop, text address, text length}
       const tokens: number[] = [];
@@ -758,10 +769,10 @@ type KilnFactory = (opts: object) => Promise<KilnModule>;
         // without a shared abort word, the 'abort' message needs a turn of the event loop
         if (!abortWord && ++k % 8 === 0) await new Promise((r) => setTimeout(r, 0));
       }
-      const [pt, gt, ps, gs, stop] = new Float64Array(mem(), M._kw_llm_stats(g) >>> 0, 5);
+      const [pt, gt, ps, gs, stop, ct] = new Float64Array(mem(), M._kw_llm_stats(g) >>> 0, 6);
       return {
         text, tokens, stopReason: STOP_REASONS[stop] ?? 'eos',
-        stats: { promptTokens: pt, generatedTokens: gt, promptTokensPerSecond: ps > 0 ? pt / ps : 0, tokensPerSecond: gs > 0 ? gt / gs : 0 },
+        stats: { promptTokens: pt, cachedTokens: ct, generatedTokens: gt, promptTokensPerSecond: ps > 0 ? (pt - ct) / ps : 0, tokensPerSecond: gs > 0 ? gt / gs : 0 },
       };
     } finally {
       aborted.delete(id);
@@ -812,9 +823,25 @@ type KilnFactory = (opts: object) => Promise<KilnModule>;
         const g = llms.get(a.model);
         llms.delete(a.model);
         if (g) guard(() => M._kw_llm_free(g));
+        for (const [k, v] of sessions) if (v.model === a.model) freeSession(k);
         if (m) guard(() => M._kw_model_free(m));
         return undefined;
       }
+      case 'freeSession': freeSession(a.session); return undefined;
+      case 'saveState': return guard(() => {
+        const g = llmOf(a.model, a.session);
+        const n = M._kw_llm_state_size(g);
+        if (n < 0) check(n);
+        const p = M._kw_malloc(Math.max(1, n));
+        if (!p) fail(-2);
+        try { check(M._kw_llm_state_save(g, p, n)); return { buffer: u8(p, n).slice().buffer }; } finally { M._kw_free_ptr(p); }
+      });
+      case 'loadState': return guard(() => {
+        const g = llmOf(a.model, a.session);
+        const b = new Uint8Array(a.buffer);
+        withBytes(b, (p) => check(M._kw_llm_state_load(g, p, b.byteLength)));
+        return undefined;
+      });
       case 'tokenize': case 'detokenize': case 'tokenPiece': case 'meta': case 'llmInfo':
         return guard(() => textOp(a));
       case 'generate': return generate(id, a);

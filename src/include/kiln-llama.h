@@ -246,6 +246,11 @@ KILN_API enum kiln_status kiln_model_set_n_ctx(struct kiln_model * model, int32_
 KILN_API void kiln_model_reset(struct kiln_model * model);
 /* keep only the first n positions of the KV cache */
 KILN_API void kiln_model_truncate(struct kiln_model * model, int32_t n_past);
+/* Context shift: drop the cached positions n_keep .. n_keep + n_discard - 1;
+ * the later ones move down and their keys' RoPE turns by -n_discard, so they
+ * need no re-evaluation. n_past becomes n_past - n_discard. A failed
+ * rotation empties the cache (n_past 0). */
+KILN_API enum kiln_status kiln_model_shift(struct kiln_model * model, int32_t n_keep, int32_t n_discard);
 
 /* Abort flag checked between graph nodes: set it non-zero from another
  * thread to stop kiln_model_eval; the cache keeps only completed positions. */
@@ -284,14 +289,20 @@ struct kiln_gen_params {
     kiln_logits_hook logits_hook; /* NULL: sample from the model's logits as they are */
     kiln_accept_hook accept_hook; /* NULL: nobody follows the sampled tokens */
     void * hook_data;             /* user_data of both hooks */
+    bool cache_prompt;            /* reuse the cached ids the prompt starts with (true) */
+    bool context_shift;           /* a full context drops the older half after n_keep ids and
+                                     goes on (kiln_model_shift) instead of stopping (false) */
+    int32_t n_keep;               /* ids at the start that a shift keeps (1: BOS) */
 };
 
 KILN_API struct kiln_gen_params kiln_gen_params_default(void);
 
 struct kiln_generate_stats {
-    int32_t prompt_tokens;
+    int32_t prompt_tokens;      /* the prompt's length, cached ids included */
+    int32_t cached_tokens;      /* prompt ids taken from the KV cache, not evaluated */
+    int32_t shifted_tokens;     /* ids dropped from the cache by context shifts */
     int32_t generated_tokens;
-    double  prompt_tokens_per_second;
+    double  prompt_tokens_per_second; /* evaluated prompt ids (prompt - cached) per second */
     double  tokens_per_second;
     bool    stopped_by_eog;     /* end-of-generation token */
     bool    stopped_by_string;  /* a stop string */
@@ -319,9 +330,13 @@ struct kiln_gen;
 KILN_API struct kiln_gen * kiln_gen_new(struct kiln_model * model);
 KILN_API void kiln_gen_free(struct kiln_gen * gen);
 
-/* Check the parameters (messages name the bad one), empty the cache,
- * evaluate the prompt ids and restart the sampler, which then sees the
- * prompt for its penalties. INVALID_ARG: no prompt, an id outside the
+/* Check the parameters (messages name the bad one), restart the sampler
+ * (which then sees the whole prompt for its penalties) and evaluate the
+ * prompt ids. With params.cache_prompt the ids the KV cache already holds at
+ * the prompt's start are kept (the longest common prefix, at most all but
+ * the last prompt id) and only the rest is evaluated; the record is trusted
+ * only while the model's n_past equals it (this object is the only one
+ * evaluating on the model). Without it the cache is emptied first. INVALID_ARG: no prompt, an id outside the
  * vocabulary, a prompt longer than the context, an empty stop string;
  * ABORTED: the abort flag was set (the generation is then not started). */
 KILN_API enum kiln_status kiln_gen_start(struct kiln_gen * gen, struct kiln_sampler * sampler,
@@ -337,6 +352,36 @@ KILN_API void kiln_gen_stats(const struct kiln_gen * gen, struct kiln_generate_s
 /* the tokens now in the model's KV cache: the prompt, then the generated
  * tokens evaluated so far (the last one handed out is evaluated by the next step) */
 KILN_API const kiln_token * kiln_gen_tokens(const struct kiln_gen * gen, int32_t * n_tokens);
+
+/* The generation's state (the ids its cache holds and the cache's K and V)
+ * as bytes, to resume elsewhere without evaluating again. Version 1, little
+ * endian:
+ *   0  "KKVS"            4 bytes
+ *   4  version (1)       u32
+ *   8  model fingerprint u64 (kiln_model_fingerprint)
+ *  16  n_ctx             u32 (the saving model's context; a loading model needs n_past <= its own)
+ *  20  kv type           u32 (enum kiln_type of K and V)
+ *  24  n_past            u32
+ *  28  reserved (0)      u32
+ *  32  kv bytes          u64 = 2 x layers x n_past x row bytes
+ *  40  ids               i32 x n_past
+ *  ..  per layer: K rows 0..n_past-1, then V rows (the cache's own layout)
+ * kiln_gen_state_size gives the size; kiln_gen_state_save writes it (size too
+ * small: INVALID_ARG). kiln_gen_state_load checks everything first and
+ * changes nothing on a bad, truncated or foreign state (INVALID_ARG with a
+ * message naming the mismatch). After a load, a start whose prompt begins
+ * with the saved ids evaluates only the rest. */
+KILN_API size_t kiln_gen_state_size(const struct kiln_gen * gen);
+KILN_API enum kiln_status kiln_gen_state_save(const struct kiln_gen * gen, void * buf, size_t size);
+KILN_API enum kiln_status kiln_gen_state_load(struct kiln_gen * gen, const void * buf, size_t size);
+/* what a saved state names its model by: the architecture, the shapes and
+ * the norm weights' bytes (the same for one file however it is loaded) */
+KILN_API uint64_t kiln_model_fingerprint(const struct kiln_model * model);
+KILN_API enum kiln_type kiln_model_kv_type(const struct kiln_model * model);
+/* bytes of K and V for n_pos positions; read/write the first n_past */
+KILN_API size_t kiln_model_kv_bytes(const struct kiln_model * model, int32_t n_pos);
+KILN_API void kiln_model_kv_read(const struct kiln_model * model, void * dst);
+KILN_API enum kiln_status kiln_model_kv_write(struct kiln_model * model, const void * src, int32_t n_past);
 
 /* Prompt text -> ids with the vocabulary's rules, into a buffer kiln_gen
  * keeps (valid until the next call on gen); *n_tokens gets the count. */

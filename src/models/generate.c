@@ -29,13 +29,16 @@ struct kiln_gen {
     float * logits; int32_t cap_logits;             /* scratch for the logits hook */
     kiln_token pending;    /* sampled and handed out, evaluated at the start of the next step */
     int32_t n_prompt, n_generated;
+    int32_t n_reused;      /* prompt ids taken from the cache at the last start */
+    int32_t n_shifted;     /* ids dropped by context shifts since the start */
     enum kiln_gen_stop stop_reason;
     bool started;
     double t_prompt, t_gen;
 };
 
 struct kiln_gen_params kiln_gen_params_default(void) {
-    struct kiln_gen_params p = { .max_tokens = 128, .stop = NULL, .n_stop = 0, .logits_hook = NULL, .accept_hook = NULL, .hook_data = NULL };
+    struct kiln_gen_params p = { .max_tokens = 128, .stop = NULL, .n_stop = 0, .logits_hook = NULL, .accept_hook = NULL, .hook_data = NULL,
+                                  .cache_prompt = true, .context_shift = false, .n_keep = 1 };
     return p;
 }
 
@@ -178,15 +181,28 @@ enum kiln_status kiln_gen_start(struct kiln_gen * g, struct kiln_sampler * smpl,
     g->stop_reason = KILN_GEN_RUNNING;
     g->t_gen = 0;
 
-    /* the whole prompt, into an empty cache */
-    kiln_model_reset(g->model);
-    g->n_cache = 0;
+    /* prompt caching: the ids the cache already holds at the prompt's start
+     * stay; only the suffix after the longest common prefix is evaluated. The
+     * last prompt id is always evaluated again, since its logits are where
+     * sampling starts. The record counts only if the model's cache is still
+     * the one this object filled (nobody else evaluated or reset it). */
+    int32_t n_reuse = 0;
+    if (params.cache_prompt && g->n_cache == kiln_model_n_past(g->model)) {
+        const int32_t lim = g->n_cache < n_prompt - 1 ? g->n_cache : n_prompt - 1;
+        while (n_reuse < lim && g->cache[n_reuse] == prompt[n_reuse]) n_reuse++;
+    }
+    if (n_reuse > 0) kiln_model_truncate(g->model, n_reuse);
+    else kiln_model_reset(g->model);
+    g->n_cache = n_reuse;
+    g->n_reused = n_reuse;
+    g->n_shifted = 0;
     kiln_sampler_reset(smpl);
     const double t0 = now_s();
-    enum kiln_status s = kiln_model_eval(g->model, prompt, n_prompt);
+    enum kiln_status s = kiln_model_eval(g->model, prompt + n_reuse, n_prompt - n_reuse);
     g->t_prompt = now_s() - t0;
     if (s != KILN_STATUS_SUCCESS) {
         kiln_model_reset(g->model);
+        g->n_cache = 0;
         return s;
     }
     memcpy(g->cache, prompt, sizeof(kiln_token) * (size_t) n_prompt);
@@ -224,6 +240,22 @@ enum kiln_status kiln_gen_step(struct kiln_gen * g, struct kiln_gen_token * out)
 
     const double t0 = now_s();
     struct kiln_model * m = g->model;
+    if (g->pending != KILN_TOKEN_NULL && kiln_model_n_past(m) >= kiln_model_n_ctx(m)) {
+        /* a full context (only reached with context_shift): drop the older
+         * half of what follows the first n_keep ids */
+        const int32_t keep = g->params.n_keep < 0 ? 0 : g->params.n_keep > g->n_cache - 2 ? g->n_cache - 2 : g->params.n_keep;
+        const int32_t drop = (g->n_cache - keep) / 2;
+        const enum kiln_status s = kiln_model_shift(m, keep, drop);
+        if (s != KILN_STATUS_SUCCESS) {
+            g->n_cache = kiln_model_n_past(m);
+            g->t_gen += now_s() - t0;
+            g->started = false;
+            return s;
+        }
+        memmove(g->cache + keep, g->cache + keep + drop, sizeof(kiln_token) * (size_t) (g->n_cache - keep - drop));
+        g->n_cache -= drop;
+        g->n_shifted += drop;
+    }
     if (g->pending != KILN_TOKEN_NULL) {
         /* the last token's text went out before its evaluation: the caller
          * sees it one evaluation sooner, and an abort ends between tokens */
@@ -262,7 +294,7 @@ enum kiln_status kiln_gen_step(struct kiln_gen * g, struct kiln_gen_token * out)
             return KILN_STATUS_ALLOC_FAILED;
         }
         if (g->params.max_tokens > 0 && g->n_generated >= g->params.max_tokens) stop = KILN_GEN_MAX_TOKENS;
-        else if (kiln_model_n_past(m) >= kiln_model_n_ctx(m)) stop = KILN_GEN_CONTEXT;
+        else if (!g->params.context_shift && kiln_model_n_past(m) >= kiln_model_n_ctx(m)) stop = KILN_GEN_CONTEXT;
     }
     const bool final = stop != KILN_GEN_RUNNING;
     bool hit = false;
@@ -284,10 +316,12 @@ void kiln_gen_stats(const struct kiln_gen * g, struct kiln_generate_stats * st) 
     memset(st, 0, sizeof *st);
     if (!g) return;
     st->prompt_tokens = g->n_prompt;
+    st->cached_tokens = g->n_reused;
+    st->shifted_tokens = g->n_shifted;
     st->generated_tokens = g->n_generated;
     st->prompt_seconds = g->t_prompt;
     st->gen_seconds = g->t_gen;
-    st->prompt_tokens_per_second = g->t_prompt > 0 ? g->n_prompt / g->t_prompt : 0.0;
+    st->prompt_tokens_per_second = g->t_prompt > 0 ? (g->n_prompt - g->n_reused) / g->t_prompt : 0.0;
     st->tokens_per_second = g->t_gen > 0 ? g->n_generated / g->t_gen : 0.0;
     st->stop = g->stop_reason;
     st->stopped_by_eog = g->stop_reason == KILN_GEN_EOG;
@@ -297,6 +331,105 @@ void kiln_gen_stats(const struct kiln_gen * g, struct kiln_generate_stats * st) 
 const kiln_token * kiln_gen_tokens(const struct kiln_gen * g, int32_t * n_tokens) {
     if (n_tokens) *n_tokens = g ? g->n_cache : 0;
     return g ? g->cache : NULL;
+}
+
+/* ------------------------------------------------------------ saved state */
+
+#define STATE_MAGIC "KKVS"
+#define STATE_VERSION 1u
+#define STATE_HEADER 40
+
+size_t kiln_gen_state_size(const struct kiln_gen * g) {
+    if (!g) return 0;
+    return STATE_HEADER + sizeof(kiln_token) * (size_t) g->n_cache + kiln_model_kv_bytes(g->model, g->n_cache);
+}
+
+static void put32(uint8_t * p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (uint8_t) (v >> (8 * i)); }
+static void put64(uint8_t * p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = (uint8_t) (v >> (8 * i)); }
+static uint32_t get32(const uint8_t * p) { uint32_t v = 0; for (int i = 0; i < 4; i++) v |= (uint32_t) p[i] << (8 * i); return v; }
+static uint64_t get64(const uint8_t * p) { uint64_t v = 0; for (int i = 0; i < 8; i++) v |= (uint64_t) p[i] << (8 * i); return v; }
+
+enum kiln_status kiln_gen_state_save(const struct kiln_gen * g, void * buf, size_t size) {
+    if (!g || !buf) {
+        kiln_set_last_error("state: invalid arguments");
+        return KILN_STATUS_INVALID_ARG;
+    }
+    if (g->n_cache != kiln_model_n_past(g->model)) {
+        kiln_set_last_error("state: the model's cache is no longer this generation's (%d positions, %d recorded)",
+                            kiln_model_n_past(g->model), g->n_cache);
+        return KILN_STATUS_INVALID_ARG;
+    }
+    const size_t need = kiln_gen_state_size(g);
+    if (size < need) {
+        kiln_set_last_error("state: %zu bytes is too small for %zu", size, need);
+        return KILN_STATUS_INVALID_ARG;
+    }
+    uint8_t * p = buf;
+    memcpy(p, STATE_MAGIC, 4);
+    put32(p + 4, STATE_VERSION);
+    put64(p + 8, kiln_model_fingerprint(g->model));
+    put32(p + 16, (uint32_t) kiln_model_n_ctx(g->model));
+    put32(p + 20, (uint32_t) kiln_model_kv_type(g->model));
+    put32(p + 24, (uint32_t) g->n_cache);
+    put32(p + 28, 0);
+    put64(p + 32, kiln_model_kv_bytes(g->model, g->n_cache));
+    for (int32_t i = 0; i < g->n_cache; i++) put32(p + STATE_HEADER + 4 * (size_t) i, (uint32_t) g->cache[i]);
+    kiln_model_kv_read(g->model, p + STATE_HEADER + 4 * (size_t) g->n_cache);
+    return KILN_STATUS_SUCCESS;
+}
+
+enum kiln_status kiln_gen_state_load(struct kiln_gen * g, const void * buf, size_t size) {
+    if (!g || (!buf && size > 0)) {
+        kiln_set_last_error("state: invalid arguments");
+        return KILN_STATUS_INVALID_ARG;
+    }
+    const uint8_t * p = buf;
+    if (size < STATE_HEADER || memcmp(p, STATE_MAGIC, 4) != 0) {
+        kiln_set_last_error("state: not a saved state (%zu bytes, no KKVS header)", size);
+        return KILN_STATUS_INVALID_ARG;
+    }
+    if (get32(p + 4) != STATE_VERSION) {
+        kiln_set_last_error("state: version %u, this engine reads version %u", get32(p + 4), STATE_VERSION);
+        return KILN_STATUS_INVALID_ARG;
+    }
+    if (get64(p + 8) != kiln_model_fingerprint(g->model)) {
+        kiln_set_last_error("state: saved from another model (fingerprint %016llx, this one %016llx)",
+                            (unsigned long long) get64(p + 8), (unsigned long long) kiln_model_fingerprint(g->model));
+        return KILN_STATUS_INVALID_ARG;
+    }
+    const uint32_t kv_type = get32(p + 20), n_past = get32(p + 24);
+    if (kv_type != (uint32_t) kiln_model_kv_type(g->model)) {
+        kiln_set_last_error("state: KV cache of type %u, this model's is %u", kv_type, (unsigned) kiln_model_kv_type(g->model));
+        return KILN_STATUS_INVALID_ARG;
+    }
+    if (n_past > (uint32_t) kiln_model_n_ctx(g->model)) {
+        kiln_set_last_error("state: %u positions do not fit the context of %d", n_past, kiln_model_n_ctx(g->model));
+        return KILN_STATUS_INVALID_ARG;
+    }
+    const uint64_t kv = kiln_model_kv_bytes(g->model, (int32_t) n_past);
+    if (get64(p + 32) != kv || size != STATE_HEADER + 4 * (uint64_t) n_past + kv) {
+        kiln_set_last_error("state: %zu bytes for %u positions, expected %llu (truncated or damaged)", size, n_past,
+                            (unsigned long long) (STATE_HEADER + 4 * (uint64_t) n_past + kv));
+        return KILN_STATUS_INVALID_ARG;
+    }
+    const int32_t n_vocab = kiln_model_n_vocab(g->model);
+    for (uint32_t i = 0; i < n_past; i++) {
+        const int32_t t = (int32_t) get32(p + STATE_HEADER + 4 * (size_t) i);
+        if (t < 0 || t >= n_vocab) {
+            kiln_set_last_error("state: token %d at %u is outside the vocabulary", t, i);
+            return KILN_STATUS_INVALID_ARG;
+        }
+    }
+    if (!grow((void **) &g->cache, &g->cap_cache, kiln_model_n_ctx(g->model), sizeof(kiln_token))) {
+        kiln_set_last_error("state: out of memory");
+        return KILN_STATUS_ALLOC_FAILED;
+    }
+    const enum kiln_status s = kiln_model_kv_write(g->model, p + STATE_HEADER + 4 * (size_t) n_past, (int32_t) n_past);
+    if (s != KILN_STATUS_SUCCESS) return s;
+    for (uint32_t i = 0; i < n_past; i++) g->cache[i] = (kiln_token) get32(p + STATE_HEADER + 4 * (size_t) i);
+    g->n_cache = (int32_t) n_past;
+    g->started = false;
+    return KILN_STATUS_SUCCESS;
 }
 
 /* ------------------------------------------------------------ kiln_generate */

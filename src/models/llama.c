@@ -378,6 +378,67 @@ int32_t kiln_model_meta_val_str(const struct kiln_model * m, const char * key, c
     return (int32_t) n;
 }
 
+/* Context shift: the cache positions [n_keep + n_discard, n_past) move down
+ * by n_discard and their keys turn by -n_discard positions of RoPE (a
+ * rotation by a and then by b is the rotation by a + b, the angles being
+ * linear in the position), so they read as if evaluated where they now are;
+ * values carry no position. The rotation runs on an F32 copy of the keys,
+ * written back in the cache's type. */
+enum kiln_status kiln_model_shift(struct kiln_model * m, int32_t n_keep, int32_t n_discard) {
+    if (!m || !m->layers || n_keep < 0 || n_discard <= 0 || (int64_t) n_keep + n_discard > m->n_past) {
+        kiln_set_last_error("kiln_model_shift: keep %d and discard %d of %d cached positions", n_keep, n_discard, m ? m->n_past : 0);
+        return KILN_STATUS_INVALID_ARG;
+    }
+    const int64_t Hd = m->head_dim, nkv = m->n_head_kv, kv_dim = Hd * nkv;
+    const int32_t n_move = m->n_past - n_keep - n_discard;
+    const size_t row = kiln_row_size(m->kv_type, kv_dim);
+    for (int il = 0; il < m->n_layer; il++) {
+        char * k = m->k_cache[il]->data, * v = m->v_cache[il]->data;
+        memmove(k + (size_t) n_keep * row, k + (size_t) (n_keep + n_discard) * row, (size_t) n_move * row);
+        memmove(v + (size_t) n_keep * row, v + (size_t) (n_keep + n_discard) * row, (size_t) n_move * row);
+    }
+    m->n_past = n_keep + n_move;
+    if (n_move == 0) return KILN_STATUS_SUCCESS;
+    const size_t n_tensors = (size_t) m->n_layer * 8 + 16;
+    struct kiln_init_params ip = { n_tensors * kiln_tensor_overhead() + kiln_graph_overhead_custom(n_tensors, false), NULL, true };
+    struct kiln_context * ctx = kiln_init(ip);
+    struct kiln_cgraph * gf = ctx ? kiln_new_graph_custom(ctx, n_tensors, false) : NULL;
+    struct kiln_tensor * pos = gf ? kiln_new_tensor_1d(ctx, KILN_TYPE_I32, n_move) : NULL;
+    bool ok = pos != NULL;
+    if (ok) kiln_set_input(pos);
+    for (int il = 0; ok && il < m->n_layer; il++) {
+        const struct layer * L = &m->layers[il];
+        if (!L->rope) continue; /* a layer without RoPE keeps its keys as they are */
+        struct kiln_tensor * kc = kiln_view_3d(ctx, m->k_cache[il], Hd, nkv, n_move, kiln_row_size(m->kv_type, Hd), row, (size_t) n_keep * row);
+        struct kiln_tensor * kf = kc ? kiln_cpy(ctx, kc, kiln_new_tensor_3d(ctx, KILN_TYPE_F32, Hd, nkv, n_move)) : NULL;
+        /* the layer's own base and scale (sliding-window layers may have their own) */
+        struct kiln_tensor * kr = kf ? kiln_rope_ext(ctx, kf, pos, m->rope_freqs, m->n_rot, m->rope_type, m->n_ctx_orig, L->freq_base,
+                                                     L->freq_scale, m->ext_factor, 1.0f, m->beta_fast, m->beta_slow) : NULL;
+        struct kiln_tensor * back = kr ? kiln_cpy(ctx, kr, kc) : NULL;
+        ok = back && kiln_build_forward_expand(gf, back) == KILN_STATUS_SUCCESS;
+    }
+    enum kiln_status st = KILN_STATUS_ALLOC_FAILED;
+    if (ok && kiln_gallocr_alloc_graph(m->galloc, gf)) {
+        for (int32_t i = 0; i < n_move; i++) ((int32_t *) pos->data)[i] = -n_discard;
+        struct kiln_cplan plan = kiln_graph_plan(gf, m->n_threads, m->threadpool);
+        if (plan.work_size > m->work_size) {
+            uint8_t * w = realloc(m->work, plan.work_size);
+            if (w) { m->work = w; m->work_size = plan.work_size; }
+        }
+        if (plan.work_size <= m->work_size) {
+            plan.work_data = m->work;
+            st = kiln_graph_compute(gf, &plan);
+        }
+    }
+    kiln_free(ctx);
+    if (st != KILN_STATUS_SUCCESS) {
+        /* the keys are half turned: nothing cached can be trusted */
+        m->n_past = 0;
+        kiln_set_last_error("kiln_model_shift: the key rotation failed (status %d); the cache is emptied", (int) st);
+    }
+    return st;
+}
+
 enum kiln_status kiln_model_eval(struct kiln_model * m, const kiln_token * tokens, int32_t n_tokens) {
     if (!m || !tokens || n_tokens <= 0) {
         kiln_set_last_error("kiln_model_eval: invalid arguments");
@@ -405,5 +466,60 @@ enum kiln_status kiln_model_eval(struct kiln_model * m, const kiln_token * token
             return st;
         }
     }
+    return KILN_STATUS_SUCCESS;
+}
+
+/* ------------------------------------------------------------ KV cache state */
+
+static uint64_t fnv(uint64_t h, const void * p, size_t n) {
+    const uint8_t * b = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
+
+/* the architecture, the shapes and the bytes of the norm weights (F32 and
+ * never repacked, so one file loaded either way gives one fingerprint) */
+uint64_t kiln_model_fingerprint(const struct kiln_model * m) {
+    if (!m || !m->layers) return 0;
+    uint64_t h = fnv(14695981039346656037ull, m->arch, strlen(m->arch));
+    const int32_t dims[] = { m->n_vocab, m->n_embd, m->n_layer, m->n_head, m->n_head_kv, m->n_ff, m->head_dim, m->n_rot };
+    h = fnv(h, dims, sizeof dims);
+    if (m->output_norm) h = fnv(h, m->output_norm->data, kiln_nbytes(m->output_norm));
+    for (int il = 0; il < m->n_layer; il++) {
+        if (m->layers[il].attn_norm) h = fnv(h, m->layers[il].attn_norm->data, kiln_nbytes(m->layers[il].attn_norm));
+        if (m->layers[il].ffn_norm) h = fnv(h, m->layers[il].ffn_norm->data, kiln_nbytes(m->layers[il].ffn_norm));
+    }
+    return h;
+}
+
+enum kiln_type kiln_model_kv_type(const struct kiln_model * m) { return m ? m->kv_type : KILN_TYPE_F16; }
+
+size_t kiln_model_kv_bytes(const struct kiln_model * m, int32_t n_pos) {
+    if (!m || !m->layers || n_pos < 0) return 0;
+    return 2 * (size_t) m->n_layer * kiln_row_size(m->kv_type, (int64_t) m->head_dim * m->n_head_kv) * (size_t) n_pos;
+}
+
+/* the first n_past positions of every layer's K, then its V */
+void kiln_model_kv_read(const struct kiln_model * m, void * dst) {
+    const size_t n = kiln_model_kv_bytes(m, m ? m->n_past : 0) / (2 * (size_t) (m && m->n_layer ? m->n_layer : 1));
+    uint8_t * o = dst;
+    for (int il = 0; m && m->layers && il < m->n_layer; il++) {
+        memcpy(o, m->k_cache[il]->data, n); o += n;
+        memcpy(o, m->v_cache[il]->data, n); o += n;
+    }
+}
+
+enum kiln_status kiln_model_kv_write(struct kiln_model * m, const void * src, int32_t n_past) {
+    if (!m || !m->layers || n_past < 0 || n_past > m->n_ctx) {
+        kiln_set_last_error("state: %d positions do not fit the context of %d", n_past, m ? m->n_ctx : 0);
+        return KILN_STATUS_INVALID_ARG;
+    }
+    const size_t n = kiln_model_kv_bytes(m, n_past) / (2 * (size_t) m->n_layer);
+    const uint8_t * s = src;
+    for (int il = 0; il < m->n_layer; il++) {
+        memcpy(m->k_cache[il]->data, s, n); s += n;
+        memcpy(m->v_cache[il]->data, s, n); s += n;
+    }
+    m->n_past = n_past;
     return KILN_STATUS_SUCCESS;
 }

@@ -3,7 +3,8 @@
  * output equals llama.cpp's reference (models/README.md), F32 KV cache and
  * small prompt batches agree, stop strings, a prompt longer than the
  * context, abort mid-generation (the model stays usable), an unsupported
- * architecture, bad input.
+ * architecture, bad input; prompt caching against cold runs (F32 and q8_0),
+ * context shift against re-evaluation, saved state against going on.
  */
 #include "kiln-gguf.h"
 #include "kiln-llama.h"
@@ -242,9 +243,36 @@ static void textstream_cases(void) {
     textstream_free(&s2);
 }
 
+/* stories260K cut to its first block: its keys and values depend only on
+ * the token and its position, so a context shift of its cache is exactly a
+ * re-evaluation of the kept ids (with more blocks the kept positions'
+ * states also remember the dropped ones, as in llama.cpp's shift) */
+static void * one_block_model(size_t * size) {
+    struct kiln_context * sctx = NULL;
+    struct kiln_gguf_init_params ip = { .no_alloc = false, .ctx = &sctx };
+    struct kiln_gguf_context * src = kiln_gguf_init_from_file(MODEL, ip);
+    if (!src) return NULL;
+    struct kiln_gguf_context * dst = kiln_gguf_init_empty();
+    kiln_gguf_set_kv(dst, src);
+    kiln_gguf_set_val_u32(dst, "llama.block_count", 1);
+    for (int64_t i = 0; i < kiln_gguf_get_n_tensors(src); i++) {
+        const char * name = kiln_gguf_get_tensor_name(src, i);
+        if (strncmp(name, "blk.", 4) == 0 && strncmp(name, "blk.0.", 6) != 0) continue;
+        kiln_gguf_add_tensor(dst, kiln_get_tensor(sctx, name));
+    }
+    *size = kiln_gguf_get_write_size(dst, false);
+    void * buf = malloc(*size);
+    kiln_gguf_write_to_buffer(dst, buf, *size, false);
+    kiln_gguf_free(dst);
+    kiln_gguf_free(src);
+    kiln_free(sctx);
+    return buf;
+}
+
 /* stories260K with the feed-forward padded with zeros from 172 to 192 (the
- * fixture that lets row-quantized types hold ffn_down): same function */
-static void * padded_model(size_t * size) {
+ * fixture that lets row-quantized types hold ffn_down): same function. With
+ * wtype other than F32 the blocks' 2-D weights are quantized to it. */
+static void * padded_model(size_t * size, enum kiln_type wtype) {
     struct kiln_context * sctx = NULL;
     struct kiln_gguf_init_params ip = { .no_alloc = false, .ctx = &sctx };
     struct kiln_gguf_context * src = kiln_gguf_init_from_file(MODEL, ip);
@@ -268,6 +296,11 @@ static void * padded_model(size_t * size) {
             o = kiln_dup_tensor(ctx, t);
             memcpy(o->data, t->data, kiln_nbytes(t));
         }
+        if (wtype != KILN_TYPE_F32 && strncmp(name, "blk.", 4) == 0 && kiln_n_dims(o) == 2 && o->type == KILN_TYPE_F32) {
+            struct kiln_tensor * q = kiln_new_tensor_2d(ctx, wtype, o->ne[0], o->ne[1]);
+            kiln_quantize_chunk(wtype, o->data, q->data, 0, o->ne[1], o->ne[0], NULL);
+            o = q;
+        }
         kiln_set_name(o, name);
         kiln_gguf_add_tensor(dst, o);
     }
@@ -279,6 +312,252 @@ static void * padded_model(size_t * size) {
     kiln_free(ctx);
     kiln_free(sctx);
     return buf;
+}
+
+struct blob { void * data; size_t size; };
+
+static struct kiln_model * load_blob(const struct blob * b) {
+    struct kiln_model_params mp = kiln_model_params_default();
+    mp.n_threads = 1;
+    mp.n_ctx = 256;
+    return b ? kiln_model_load_from_buffer(b->data, b->size, mp) : kiln_model_load(MODEL, mp);
+}
+
+/* one greedy turn: start (the prompt maybe partly cached), step to the end;
+ * the sampled ids go to out, the logits of the first sampled position to l0 */
+static int turn(struct kiln_model * m, struct kiln_gen * g, struct kiln_sampler * smpl, const kiln_token * p, int32_t np, int max,
+                kiln_token * out, float * l0, struct kiln_generate_stats * st) {
+    struct kiln_gen_params gp = kiln_gen_params_default();
+    gp.max_tokens = max;
+    if (kiln_gen_start(g, smpl, p, np, gp) != KILN_STATUS_SUCCESS) return -1;
+    /* the context the prompt's last position was evaluated in decides the first logits */
+    memcpy(l0, kiln_model_logits(m), 512 * sizeof(float));
+    struct kiln_gen_token t;
+    int n = 0;
+    do {
+        if (kiln_gen_step(g, &t) != KILN_STATUS_SUCCESS) return -1;
+        if (t.token >= 0 && t.stop != KILN_GEN_EOG) out[n++] = t.token;
+    } while (t.stop == KILN_GEN_RUNNING);
+    kiln_gen_stats(g, st);
+    return n;
+}
+
+/* prompt caching: a 3-turn conversation on one kiln_gen evaluates only the
+ * new ids of turns 2 and 3, and each reply equals a cold run (a fresh
+ * kiln_gen on its own model given the whole conversation) token for token;
+ * the first logits of each turn are compared too. An edit in the middle
+ * re-evaluates from the first changed id. */
+static void prompt_cache_cases(const struct blob * b, const char * what, bool exact) {
+    tu_case = what;
+    struct kiln_model * mw = load_blob(b), * mc = load_blob(b);
+    if (!CHECK(mw && mc, "%s loads: %s", what, kiln_last_error())) { kiln_model_free(mw); kiln_model_free(mc); return; }
+    struct kiln_sampler * smpl = kiln_sampler_new(kiln_sampler_params_default());
+    struct kiln_gen * gw = kiln_gen_new(mw);
+    const struct kiln_vocab * v = kiln_model_vocab(mw);
+    static kiln_token conv[256], reply[256], cold[256];
+    static float lw[512], lc[512];
+    const char * user[3] = { "Once upon a time", " One day, Lily went to the park.", " She saw a big dog." };
+    int32_t n = 0, prev_end = 0;
+    struct kiln_generate_stats sw, sc;
+    for (int k = 0; k < 3; k++) {
+        n += kiln_tokenize(v, user[k], (int32_t) strlen(user[k]), conv + n, 256 - n, k == 0, false);
+        const int nr = turn(mw, gw, smpl, conv, n, 24, reply, lw, &sw);
+        struct kiln_gen * gc = kiln_gen_new(mc);
+        const int ncold = turn(mc, gc, smpl, conv, n, 24, cold, lc, &sc);
+        kiln_gen_free(gc);
+        CHECK(nr > 0 && nr == ncold && memcmp(reply, cold, sizeof(kiln_token) * (size_t) nr) == 0,
+              "turn %d: the reply equals a cold run's token for token (%d and %d tokens)", k + 1, nr, ncold);
+        float dmax = 0;
+        double num = 0, den = 0;
+        for (int i = 0; i < 512; i++) {
+            dmax = fmaxf(dmax, fabsf(lw[i] - lc[i]));
+            num += (double) (lw[i] - lc[i]) * (lw[i] - lc[i]);
+            den += (double) lc[i] * lc[i];
+        }
+        printf("  %s turn %d: prompt %d, cached %d, first logits max |warm - cold| = %.3g, nmse %.3g\n", what, k + 1, n,
+               sw.cached_tokens, dmax, num / den);
+        /* the warm run evaluated the last reply one id at a time, the cold
+         * run in one batch: with q8_0 weights the batched kernels are the
+         * mat-vec's sums bit for bit, with F32 weights the batched product
+         * sums in another order (the same difference as a cold run in
+         * batches of 1, measured below) */
+        if (exact) CHECK(dmax == 0, "turn %d: first logits equal the cold run's bit for bit (%.3g)", k + 1, dmax);
+        else CHECK(num / den < 1e-6, "turn %d: first logits agree with the cold run as batchings do (nmse %.3g)", k + 1, num / den);
+        CHECK(sw.prompt_tokens == n && sc.cached_tokens == 0, "prompt_tokens is the prompt's length; a cold run caches nothing");
+        if (k == 0) CHECK(sw.cached_tokens == 0, "turn 1: nothing cached");
+        else CHECK(sw.cached_tokens == prev_end - 1, "turn %d: cached %d = previous prompt + reply - 1 (%d; the last sampled id was never evaluated)",
+                   k + 1, sw.cached_tokens, prev_end - 1);
+        if (n + nr > 200) break;
+        memcpy(conv + n, reply, sizeof(kiln_token) * (size_t) nr);
+        n += nr;
+        prev_end = n;
+    }
+    /* an edit at position e: everything before it is reused, nothing after */
+    const int32_t e = 9;
+    conv[e] = conv[e] == 300 ? 301 : 300;
+    struct kiln_gen * gc = kiln_gen_new(mc);
+    const int nr = turn(mw, gw, smpl, conv, n, 16, reply, lw, &sw);
+    const int ncold = turn(mc, gc, smpl, conv, n, 16, cold, lc, &sc);
+    kiln_gen_free(gc);
+    CHECK(sw.cached_tokens == e, "edit at %d: %d ids reused", e, sw.cached_tokens);
+    CHECK(nr > 0 && nr == ncold && memcmp(reply, cold, sizeof(kiln_token) * (size_t) nr) == 0, "after the edit the reply equals a cold run's");
+    /* the same prompt again: all but its last id come from the cache */
+    turn(mw, gw, smpl, conv, n, 4, reply, lw, &sw);
+    CHECK(sw.cached_tokens == n - 1, "the same prompt again: %d of %d cached (the last is evaluated for its logits)", sw.cached_tokens, n);
+    /* someone else evaluating on the model invalidates the record */
+    kiln_model_reset(mw);
+    turn(mw, gw, smpl, conv, n, 4, reply, lw, &sw);
+    CHECK(sw.cached_tokens == 0, "a reset model: nothing reused (%d)", sw.cached_tokens);
+    struct kiln_gen_params gp = kiln_gen_params_default();
+    gp.cache_prompt = false;
+    CHECK(kiln_gen_start(gw, smpl, conv, n, gp) == KILN_STATUS_SUCCESS, "start without the cache");
+    kiln_gen_stats(gw, &sw);
+    CHECK(sw.cached_tokens == 0 && kiln_model_n_past(mw) == n, "cache_prompt false: the whole prompt evaluated");
+    kiln_gen_free(gw);
+    kiln_sampler_free(smpl);
+    kiln_model_free(mw);
+    kiln_model_free(mc);
+}
+
+/* context shift: a generation 3x longer than the context goes on; after a
+ * shift the logits equal those of the kept ids evaluated afresh at their
+ * new positions (F32 cache: within 1e-4; F16 cache: measured) */
+static void context_shift_cases(void) {
+    tu_case = "context shift";
+    size_t osz = 0;
+    void * one = one_block_model(&osz);
+    CHECK(one != NULL, "one-block fixture");
+    for (int f16 = 0; f16 < 2; f16++) {
+        struct kiln_model_params mp = kiln_model_params_default();
+        mp.n_threads = 1;
+        mp.n_ctx = 64;
+        mp.kv_type = f16 ? KILN_TYPE_F16 : KILN_TYPE_F32;
+        struct kiln_model * a = kiln_model_load(MODEL, mp);
+        struct kiln_model * o1 = one ? kiln_model_load_from_buffer(one, osz, mp) : NULL, * o2 = one ? kiln_model_load_from_buffer(one, osz, mp) : NULL;
+        if (!CHECK(a && o1 && o2, "load: %s", kiln_last_error())) { kiln_model_free(a); kiln_model_free(o1); kiln_model_free(o2); break; }
+        /* 60 ids of a greedy story, then drop 20 after BOS */
+        struct kiln_sampler * smpl = kiln_sampler_new(kiln_sampler_params_default());
+        struct kiln_gen * g = kiln_gen_new(a);
+        kiln_token ids[64];
+        int32_t np = kiln_tokenize(kiln_model_vocab(a), "Once upon a time", 16, ids, 64, true, false);
+        static float l0[512];
+        kiln_token story[64];
+        const int ns = turn(a, g, smpl, ids, np, 60 - np, story, l0, &(struct kiln_generate_stats) { 0 });
+        memcpy(ids + np, story, sizeof(kiln_token) * (size_t) ns);
+        kiln_gen_free(g);
+        CHECK(ns == 60 - np && kiln_model_eval(o1, ids, 60) == KILN_STATUS_SUCCESS, "60 ids evaluated");
+        CHECK(kiln_model_shift(o1, 1, 20) == KILN_STATUS_SUCCESS && kiln_model_n_past(o1) == 40, "shift: 40 positions left");
+        CHECK(kiln_model_shift(o1, 30, 20) == KILN_STATUS_INVALID_ARG, "shift past n_past refused: %s", kiln_last_error());
+        const kiln_token next = 300;
+        CHECK(kiln_model_eval(o1, &next, 1) == KILN_STATUS_SUCCESS, "eval after the shift");
+        kiln_token kept[41];
+        kept[0] = ids[0];
+        memcpy(kept + 1, ids + 21, sizeof(kiln_token) * 39);
+        kept[40] = next;
+        CHECK(kiln_model_eval(o2, kept, 40) == KILN_STATUS_SUCCESS && kiln_model_eval(o2, kept + 40, 1) == KILN_STATUS_SUCCESS,
+              "the kept ids afresh");
+        float dmax = 0;
+        for (int i = 0; i < 512; i++) dmax = fmaxf(dmax, fabsf(kiln_model_logits(o1)[i] - kiln_model_logits(o2)[i]));
+        printf("  context shift, one block, %s cache: logits max |shifted - re-evaluated| = %.3g\n", f16 ? "F16" : "F32", dmax);
+        if (!f16) CHECK(dmax <= 1e-4f, "F32 cache: shifted logits equal a re-evaluation within 1e-4 (%.3g)", dmax);
+        else CHECK(dmax <= 1e-2f, "F16 cache: shifted logits near a re-evaluation (%.3g; turned keys rounded to F16 again)", dmax);
+        kiln_model_free(o1);
+        kiln_model_free(o2);
+
+        /* a generation of 3x the context goes on; without the shift it stops */
+        g = kiln_gen_new(a);
+        struct kiln_gen_params gp = kiln_gen_params_default();
+        gp.max_tokens = 192;
+        gp.context_shift = true;
+        CHECK(kiln_gen_start(g, smpl, ids, np, gp) == KILN_STATUS_SUCCESS, "start");
+        struct kiln_gen_token t;
+        int steps = 0;
+        do { if (kiln_gen_step(g, &t) != KILN_STATUS_SUCCESS) break; steps++; } while (t.stop == KILN_GEN_RUNNING);
+        struct kiln_generate_stats st;
+        kiln_gen_stats(g, &st);
+        int32_t nc = 0;
+        const kiln_token * rec = kiln_gen_tokens(g, &nc);
+        CHECK(t.stop == KILN_GEN_MAX_TOKENS && st.generated_tokens == 192 && st.shifted_tokens > 0 && nc == kiln_model_n_past(a) &&
+              nc <= 64 && rec[0] == ids[0], "192 tokens in a context of 64 (%d shifted, %d cached, BOS kept)", st.shifted_tokens, nc);
+        gp.context_shift = false;
+        CHECK(kiln_gen_start(g, smpl, ids, np, gp) == KILN_STATUS_SUCCESS, "start without shift");
+        do { if (kiln_gen_step(g, &t) != KILN_STATUS_SUCCESS) break; } while (t.stop == KILN_GEN_RUNNING);
+        kiln_gen_stats(g, &st);
+        CHECK(t.stop == KILN_GEN_CONTEXT && st.generated_tokens == 64 - np + 1, "without the shift: stops at the context (%d)", st.generated_tokens);
+        kiln_gen_free(g);
+        kiln_sampler_free(smpl);
+        kiln_model_free(a);
+    }
+    free(one);
+}
+
+/* saved state: save after a turn, load into another model object, and the
+ * next turn is the same tokens (and logits, bit for bit) as going on without
+ * saving; bad, truncated and foreign states are refused, nothing changed */
+static void state_cases(void) {
+    tu_case = "saved state";
+    struct kiln_model * a = load_blob(NULL), * b = load_blob(NULL);
+    if (!CHECK(a && b, "load")) { kiln_model_free(a); kiln_model_free(b); return; }
+    struct kiln_sampler * smpl = kiln_sampler_new(kiln_sampler_params_default());
+    struct kiln_gen * ga = kiln_gen_new(a), * gb = kiln_gen_new(b);
+    static kiln_token conv[256], r1[64], x[64], y[64];
+    static float la[512], lb[512];
+    struct kiln_generate_stats sa, sb;
+    int32_t n = kiln_tokenize(kiln_model_vocab(a), "Once upon a time", 16, conv, 256, true, false);
+    const int nr = turn(a, ga, smpl, conv, n, 20, r1, la, &sa);
+    const size_t sz = kiln_gen_state_size(ga);
+    uint8_t * st = malloc(sz + 1);
+    CHECK(st && kiln_gen_state_save(ga, st, sz - 1) == KILN_STATUS_INVALID_ARG, "a short buffer refused");
+    CHECK(kiln_gen_state_save(ga, st, sz) == KILN_STATUS_SUCCESS && sz == 40 + 4 * (size_t) (n + nr - 1) + kiln_model_kv_bytes(a, n + nr - 1),
+          "saved %zu bytes: header, %d ids, K and V", sz, n + nr - 1);
+    memcpy(conv + n, r1, sizeof(kiln_token) * (size_t) nr);
+    n += nr;
+    n += kiln_tokenize(kiln_model_vocab(a), " The next day", 13, conv + n, 256 - n, false, false);
+    const int nx = turn(a, ga, smpl, conv, n, 20, x, la, &sa);
+
+    /* refused: nothing of gb or b changes */
+    CHECK(kiln_gen_state_load(gb, st, sz - 1) == KILN_STATUS_INVALID_ARG && strstr(kiln_last_error(), "truncated"), "truncated: %s", kiln_last_error());
+    st[4] = 2;
+    CHECK(kiln_gen_state_load(gb, st, sz) == KILN_STATUS_INVALID_ARG && strstr(kiln_last_error(), "version 2"), "version: %s", kiln_last_error());
+    st[4] = 1;
+    st[0] = 'X';
+    CHECK(kiln_gen_state_load(gb, st, sz) == KILN_STATUS_INVALID_ARG && strstr(kiln_last_error(), "not a saved state"), "magic: %s", kiln_last_error());
+    st[0] = 'K';
+    st[9] ^= 1;
+    CHECK(kiln_gen_state_load(gb, st, sz) == KILN_STATUS_INVALID_ARG && strstr(kiln_last_error(), "another model"), "fingerprint: %s", kiln_last_error());
+    st[9] ^= 1;
+    size_t osz = 0;
+    void * one = one_block_model(&osz);
+    struct kiln_model_params mp = kiln_model_params_default();
+    mp.n_ctx = 256;
+    struct kiln_model * o = one ? kiln_model_load_from_buffer(one, osz, mp) : NULL;
+    struct kiln_gen * go = o ? kiln_gen_new(o) : NULL;
+    CHECK(go && kiln_gen_state_load(go, st, sz) == KILN_STATUS_INVALID_ARG && strstr(kiln_last_error(), "another model"), "other model: %s", kiln_last_error());
+    kiln_gen_free(go);
+    kiln_model_free(o);
+    free(one);
+    mp.kv_type = KILN_TYPE_F32;
+    o = kiln_model_load(MODEL, mp);
+    go = o ? kiln_gen_new(o) : NULL;
+    CHECK(go && kiln_gen_state_load(go, st, sz) == KILN_STATUS_INVALID_ARG && strstr(kiln_last_error(), "type"), "other KV type: %s", kiln_last_error());
+    kiln_gen_free(go);
+    kiln_model_free(o);
+    int32_t nb = -1;
+    kiln_gen_tokens(gb, &nb);
+    CHECK(nb == 0 && kiln_model_n_past(b) == 0, "after the refusals nothing changed");
+
+    CHECK(kiln_gen_state_load(gb, st, sz) == KILN_STATUS_SUCCESS, "load: %s", kiln_last_error());
+    const int ny = turn(b, gb, smpl, conv, n, 20, y, lb, &sb);
+    CHECK(sb.cached_tokens == sa.cached_tokens && sb.cached_tokens == (int32_t) ((sz - 40 - kiln_model_kv_bytes(a, sb.cached_tokens)) / 4),
+          "the loaded cache serves the next prompt (%d cached)", sb.cached_tokens);
+    CHECK(nx > 0 && nx == ny && memcmp(x, y, sizeof(kiln_token) * (size_t) nx) == 0 && memcmp(la, lb, sizeof la) == 0,
+          "after save and load: the same %d tokens and bit-identical logits as going on without saving", nx);
+    free(st);
+    kiln_gen_free(ga);
+    kiln_gen_free(gb);
+    kiln_sampler_free(smpl);
+    kiln_model_free(a);
+    kiln_model_free(b);
 }
 
 int main(void) {
@@ -379,7 +658,7 @@ int main(void) {
 
     tu_case = "padded feed-forward";
     size_t psz = 0;
-    void * pbuf = padded_model(&psz);
+    void * pbuf = padded_model(&psz, KILN_TYPE_F32);
     mp = kiln_model_params_default();
     mp.n_threads = 1;
     mp.n_ctx = 256;
@@ -428,5 +707,12 @@ int main(void) {
     }
     free(logits_a);
     stepped_cases(ref);
+    prompt_cache_cases(NULL, "stories260K", false);
+    size_t qsz = 0;
+    void * qbuf = padded_model(&qsz, KILN_TYPE_Q8_0);
+    if (CHECK(qbuf != NULL, "q8_0 fixture")) prompt_cache_cases(&(struct blob) { qbuf, qsz }, "stories260K q8_0", true);
+    free(qbuf);
+    context_shift_cases();
+    state_cases();
     return tu_finish();
 }

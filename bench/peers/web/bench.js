@@ -66,7 +66,7 @@ function kilnEngine() {
     async gen({ prompt, nGen, reps }) {
       const out = [];
       for (let i = 0; i < reps; i++) {
-        const r = await model.complete(prompt, { maxTokens: nGen, ...greedy });
+        const r = await model.complete(prompt, { maxTokens: nGen, ...greedy, cachePrompt: false }); // every rep evaluates the whole prompt
         const s = r.stats;
         const n = s.generatedTokens; // tokensPerSecond = n / (time of n samplings and n-1 evals)
         const genS = s.tokensPerSecond > 0 ? n / s.tokensPerSecond : 0;
