@@ -7,11 +7,13 @@ export type { Progress } from './scheduler.js';
 export { KilnError, KilnAbortError } from './errors.js';
 export type { KilnErrorCode } from './errors.js';
 export type { CacheEntry, CacheEvent, ModelCache } from './cache.js';
-export type { GenerateOptions, GenerationStats, Completion, StopReason, ChatMessage, ChatOptions } from './generate.js';
+export type { GenerateOptions, GenerationStats, Completion, StopReason, ChatMessage, ChatOptions, Session } from './generate.js';
 export { TrainController, TrainedModel } from './train.js';
 export type { TrainOptions, TrainProgress } from './train.js';
 export { Optimizer } from './autograd.js';
 export type { Optim, SGDOptions, AdamWOptions, BackwardOptions } from './autograd.js';
+export { Vad, VadStream } from './vad.js';
+export type { VadSource, VadOptions, VadSegment, VadResult, VadStreamOptions, AudioBufferLike } from './vad.js';
 
 // ==== autograd.d.ts
 import type { Tensor } from './kiln.js';
@@ -133,8 +135,14 @@ export declare class KilnError extends Error {
 export declare class KilnAbortError extends KilnError {
     constructor(message?: string);
 }
+/** Error as it crosses the worker boundary (the worker protocol's type; not exported by the package). */
+export interface WireError {
+    code: KilnErrorCode;
+    message: string;
+}
 
 // ==== generate.d.ts
+import type { Completion, GenerationStats, StopReason } from './protocol.js';
 export interface GenerateOptions {
     /** tokens to generate at most (default 256; 0: until end of text or a full context) */
     maxTokens?: number;
@@ -161,23 +169,17 @@ export interface GenerateOptions {
     addBos?: boolean;
     /** text of control tokens in the prompt becomes those tokens (default false) */
     parseSpecial?: boolean;
+    /** when the context fills, drop the older half of the tokens after the first nKeep and go on,
+     * the kept keys' RoPE turned instead of re-evaluated (llama.cpp's context shift); default false,
+     * true for chat(); false ends with stopReason 'context' */
+    contextShift?: boolean;
+    /** tokens at the start a context shift keeps (default 1: BOS) */
+    nKeep?: number;
+    /** reuse the session's KV cache for the tokens the prompt shares with it (default true;
+     * false evaluates the whole prompt, as benchmarks of prompt speed want) */
+    cachePrompt?: boolean;
 }
-export interface GenerationStats {
-    promptTokens: number;
-    generatedTokens: number;
-    promptTokensPerSecond: number;
-    tokensPerSecond: number;
-}
-/** why a generation ended: end-of-text token, maxTokens reached, a stop string, or the context is full */
-export type StopReason = 'eos' | 'maxTokens' | 'stop' | 'context';
-export interface Completion {
-    /** the generated text (without the prompt) */
-    text: string;
-    /** the generated token ids (the end-of-text token excluded) */
-    tokens: number[];
-    stats: GenerationStats;
-    stopReason: StopReason;
-}
+export type { Completion, GenerationStats, StopReason };
 export interface ChatMessage {
     role: string;
     content: string;
@@ -186,13 +188,29 @@ export interface ChatOptions extends GenerateOptions {
     /** a Jinja chat template to use instead of the model's tokenizer.chat_template */
     template?: string;
 }
+/** A conversation with its own KV cache over the model's weights (model.session()):
+ * a prompt that starts with what the cache holds evaluates only the rest. */
+export interface Session {
+    /** stats of the last finished generate() / complete() */
+    readonly lastStats: GenerationStats | null;
+    generate(prompt: string | number[], opts?: GenerateOptions): AsyncGenerator<string, Completion | undefined>;
+    complete(prompt: string | number[], opts?: GenerateOptions): Promise<Completion>;
+    chat(messages: ChatMessage[], opts?: ChatOptions): Promise<Completion>;
+    /** the ids the cache holds and the cache itself, as bytes for loadState() (kiln_gen_state_save's format, version 1) */
+    saveState(): Promise<Uint8Array>;
+    loadState(bytes: Uint8Array): Promise<void>;
+    /** give back this session's KV cache */
+    free(): void;
+}
 
 // ==== kiln.d.ts
 import { type Progress } from './scheduler.js';
 import { type TrainOptions, type TrainedModel } from './train.js';
+import { type Vad, type VadSource } from './vad.js';
 import { type CacheEvent, type ModelCache } from './cache.js';
 import { type BackwardOptions, type Optim } from './autograd.js';
-import { type ChatMessage, type ChatOptions, type Completion, type GenerateOptions, type GenerationStats } from './generate.js';
+import type { MetadataValue } from './protocol.js';
+import { type Session, type ChatMessage, type ChatOptions, type Completion, type GenerateOptions, type GenerationStats } from './generate.js';
 export type Build = 'st' | 'mt';
 /**
  * SIMD flavour of the engine: 'relaxed' adds relaxed SIMD (8-bit dot
@@ -309,6 +327,8 @@ export declare class Kiln {
     loadModel(source: ModelSource, opts?: LoadOptions): Promise<Model>;
     /** train an example model (Fashion-MNIST FC/CNN) in the engine worker (train.ts) */
     train(opts: TrainOptions): Promise<TrainedModel>;
+    /** Silero VAD from whisper.cpp's model file, run in the engine worker (vad.ts) */
+    loadVad(source: VadSource): Promise<Vad>;
     /** stop the engine; everything pending fails with ENGINE_CLOSED */
     destroy(): void;
 }
@@ -435,10 +455,7 @@ export declare class Tensor {
     pad(p0: number, p1?: number, p2?: number, p3?: number): Tensor;
     diag(): Tensor;
 }
-export type MetadataValue = string | number | boolean | {
-    array: string;
-    length: number;
-};
+export type { MetadataValue };
 export interface ModelInfo {
     size: number;
     version: number;
@@ -490,9 +507,102 @@ export declare class Model {
     }>;
     /** stats of the last finished generate() / complete() */
     get lastStats(): GenerationStats | null;
+    /** An independent conversation: its own KV cache over the model's weights
+     * (generate/complete/chat as on the model, which use a default session).
+     * Each session's cache costs 2 x layers x nCtx x KV width x 2 bytes (F16),
+     * taken from the wasm heap (kiln.memory().used) at its first generation;
+     * free() gives it back. */
+    session(): Session;
     /** return the model's memory (tensors taken from it keep it until they are freed) */
     free(): void;
 }
+
+// ==== protocol.d.ts
+import type { WireError } from './errors.js';
+export type Build = 'st' | 'mt';
+export type MetadataValue = string | number | boolean | {
+    array: string;
+    length: number;
+};
+export interface GenerationStats {
+    /** the prompt's length in tokens, cached ones included */
+    promptTokens: number;
+    /** prompt tokens taken from the session's KV cache (the longest common prefix with what it holds), not evaluated */
+    cachedTokens: number;
+    generatedTokens: number;
+    /** evaluated prompt tokens (promptTokens - cachedTokens) per second */
+    promptTokensPerSecond: number;
+    tokensPerSecond: number;
+}
+export interface Completion {
+    /** the generated text (without the prompt) */
+    text: string;
+    /** the generated token ids (the end-of-text token excluded) */
+    tokens: number[];
+    stats: GenerationStats;
+    stopReason: StopReason;
+}
+/** why a generation ended: end-of-text token, maxTokens reached, a stop string, or the context is full */
+export type StopReason = 'eos' | 'maxTokens' | 'stop' | 'context';
+/** one engine variant's files as URLs (file: URLs in Node; see assets.ts) */
+export interface EngineFiles {
+    /** emscripten's loader (a classic script) */
+    js: string;
+    wasm: string;
+    /** kiln-mt: the pthread worker's script */
+    worker?: string;
+}
+export interface TrainProgressMsg {
+    epoch: number;
+    batch: number;
+    batches: number;
+    loss: number;
+    accuracy: number;
+}
+/** everything the worker sends */
+export type FromWorker = {
+    t: 'started';
+} | {
+    t: 'reply';
+    id: number;
+    ok: true;
+    value: unknown;
+} | {
+    t: 'reply';
+    id: number;
+    ok: false;
+    error: WireError;
+} | {
+    t: 'progress';
+    id: number;
+    loaded: number;
+    total: number;
+} | {
+    t: 'progress';
+    id: number;
+    train: TrainProgressMsg;
+} | {
+    t: 'piece';
+    id: number;
+    text: string;
+}
+/** a 'fill' load asks for its bytes: into shared wasm memory, or the next slice */
+ | {
+    t: 'fill';
+    id: number;
+    memory: SharedArrayBuffer;
+    ptr: number;
+    total: number;
+} | {
+    t: 'fill';
+    id: number;
+    loaded: number;
+    total: number;
+    buffer?: ArrayBuffer;
+};
+export type FillMsg = Extract<FromWorker, {
+    t: 'fill';
+}>;
 
 // ==== scheduler.d.ts
 export interface Progress {
@@ -553,4 +663,87 @@ export declare class TrainedModel {
     /** the weights as a GGUF file (readable by `kiln-mnist eval`) */
     toGGUF(): Promise<Uint8Array>;
     free(): void;
+}
+
+// ==== vad.d.ts
+import type { Kiln } from './kiln.js';
+export type VadSource = string | URL | Uint8Array | ArrayBuffer | Blob;
+export interface VadOptions {
+    /** speech probability threshold (0.5); speech ends below threshold - 0.15 */
+    threshold?: number;
+    /** shortest speech kept, ms (250) */
+    minSpeechMs?: number;
+    /** silence that ends speech, ms (100) */
+    minSilenceMs?: number;
+    /** segments longer than this are split, s (no limit) */
+    maxSpeechS?: number;
+    /** padding around segments, ms (30) */
+    speechPadMs?: number;
+}
+export interface VadSegment {
+    /** seconds, rounded to centiseconds as whisper.cpp does */
+    start: number;
+    end: number;
+}
+export interface VadResult {
+    /** one speech probability per 512-sample window at 16 kHz (32 ms) */
+    probs: Float32Array;
+    segments: VadSegment[];
+}
+/** what an AudioBuffer offers (so Node needs no DOM types) */
+export interface AudioBufferLike {
+    sampleRate: number;
+    numberOfChannels: number;
+    length: number;
+    getChannelData(channel: number): Float32Array;
+}
+export interface VadStreamOptions extends VadOptions {
+    /** rate of the pushed samples (required) */
+    sampleRate: number;
+    /** speech began (seconds from the start of the stream, padding included) */
+    onSpeechStart?: (time: number) => void;
+    /** speech ended: its samples at the stream's rate, padding included, and its times */
+    onSpeechEnd?: (samples: Float32Array, segment: VadSegment) => void;
+    /** speech that began (onSpeechStart) ended shorter than minSpeechMs */
+    onMisfire?: () => void;
+    /** every window's probability, with the window's start time */
+    onProbability?: (prob: number, time: number) => void;
+}
+export declare const WINDOW = 512;
+export declare const RATE = 16000;
+export declare function loadVad(kiln: Kiln, source: VadSource): Promise<Vad>;
+export declare class Vad {
+    private kiln;
+    private id;
+    private freed;
+    private streaming;
+    private live;
+    /** probabilities and whisper.cpp's segments of a whole recording */
+    detect(samples: Float32Array | AudioBufferLike, sampleRate?: number, opts?: VadOptions): Promise<VadResult>;
+    /** a stream of chunks (a microphone); see VadStreamOptions */
+    stream(opts: VadStreamOptions): VadStream;
+    free(): void;
+}
+/** speech events from pushed chunks; push() and end() resolve when the engine has taken the samples in */
+export declare class VadStream {
+    private kiln;
+    private id;
+    private rate;
+    private p;
+    private cb;
+    private done;
+    private windows;
+    private triggered;
+    private startWin;
+    private tempEnd;
+    private chunks;
+    private base;
+    private total;
+    private closed;
+    push(chunk: Float32Array): Promise<void>;
+    /** the last partial window, and the end of speech still open */
+    end(): Promise<void>;
+    private sec;
+    private emitEnd;
+    private onProbs;
 }

@@ -28,7 +28,7 @@ export class KilnAbortError extends KilnError {
   }
 }
 
-/** @internal Error as it crosses the worker boundary. */
+/** Error as it crosses the worker boundary (the worker protocol's type; not exported by the package). */
 export interface WireError { code: KilnErrorCode; message: string }
 
 /** @internal */

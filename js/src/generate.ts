@@ -115,11 +115,26 @@ export function generateRequest(model: number, session: number, prompt: string |
 
 let nextSession = 1;
 
+/** A conversation with its own KV cache over the model's weights (model.session()):
+ * a prompt that starts with what the cache holds evaluates only the rest. */
+export interface Session {
+  /** stats of the last finished generate() / complete() */
+  readonly lastStats: GenerationStats | null;
+  generate(prompt: string | number[], opts?: GenerateOptions): AsyncGenerator<string, Completion | undefined>;
+  complete(prompt: string | number[], opts?: GenerateOptions): Promise<Completion>;
+  chat(messages: ChatMessage[], opts?: ChatOptions): Promise<Completion>;
+  /** the ids the cache holds and the cache itself, as bytes for loadState() (kiln_gen_state_save's format, version 1) */
+  saveState(): Promise<Uint8Array>;
+  loadState(bytes: Uint8Array): Promise<void>;
+  /** give back this session's KV cache */
+  free(): void;
+}
+
 /** @internal Text generation bound to one model of one engine (used by Model in kiln.ts)
  * and one session: a KV cache and the record of the token ids it holds, so
  * that a prompt starting with what the cache holds evaluates only the rest.
  * session 0 is the model's default; newSession() makes an independent one. */
-export class TextGen {
+export class TextGen implements Session {
   private info: LlmInfo | null = null;
   private freed = false;
   /** stats of the last finished generate() / complete() */

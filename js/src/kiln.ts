@@ -12,7 +12,7 @@ import { backward, gradOf, makeOptim, zeroGrad, type BackwardOptions, type Optim
 import { isBytes, planBytes } from './bytes.js';
 import { engineWorkerUrl, filesUnder, nodeImport, packagedFiles, type EngineFiles } from './assets.js';
 import type { FillMsg, MetadataValue, ModelSourceMsg } from './protocol.js';
-import { TextGen, type ChatMessage, type ChatOptions, type Completion, type GenerateOptions, type GenerationStats } from './generate.js';
+import { TextGen, type Session, type ChatMessage, type ChatOptions, type Completion, type GenerateOptions, type GenerationStats } from './generate.js';
 
 export type Build = 'st' | 'mt';
 /**
@@ -599,7 +599,7 @@ export class Model {
    * Each session's cache costs 2 x layers x nCtx x KV width x 2 bytes (F16),
    * taken from the wasm heap (kiln.memory().used) at its first generation;
    * free() gives it back. */
-  session(): TextGen { return this.gen.newSession(); }
+  session(): Session { return this.gen.newSession(); }
 
   /** return the model's memory (tensors taken from it keep it until they are freed) */
   free(): void {

@@ -11,7 +11,7 @@ import type { WireError } from './errors.js';
 
 export type Build = 'st' | 'mt';
 
-/** what the worker reports about the engine (KilnInfo in kiln.ts) */
+/** @internal what the worker reports about the engine (KilnInfo in kiln.ts) */
 export interface EngineInfo {
   build: Build;
   simdFlavor: 'relaxed' | 'simd128';
@@ -23,7 +23,7 @@ export interface EngineInfo {
   ops: string[];
 }
 
-/** where a model's bytes come from */
+/** @internal where a model's bytes come from */
 export type ModelSourceMsg =
   | { kind: 'bytes'; buffer: ArrayBuffer | SharedArrayBuffer; byteOffset: number; byteLength: number }
   /** bytes still on the caller's side (bytes.ts): 'shared' copies into wasm memory, 'slices' sends them */
@@ -35,7 +35,9 @@ export type ModelSourceMsg =
 
 export type MetadataValue = string | number | boolean | { array: string; length: number };
 
+/** @internal */
 export interface TensorDesc { shape: number[]; type: number; nbytes: number }
+/** @internal */
 export interface LlmInfo { nCtx: number; nVocab: number; bos: number; eos: number; bosText: string; eosText: string }
 export interface GenerationStats {
   /** the prompt's length in tokens, cached ones included */
@@ -58,7 +60,7 @@ export interface Completion {
 /** why a generation ended: end-of-text token, maxTokens reached, a stop string, or the context is full */
 export type StopReason = 'eos' | 'maxTokens' | 'stop' | 'context';
 
-/** a generation; the engine checks the ranges of the numbers (kiln_sampler_params_check) */
+/** @internal a generation; the engine checks the ranges of the numbers (kiln_sampler_params_check) */
 export interface GenerateReq {
   model: number;
   /** 0: the model's default session; else one of model.session()'s (its own KV cache) */
@@ -86,6 +88,7 @@ export interface GenerateReq {
   cachePrompt: boolean;
 }
 
+/** @internal */
 export interface TrainReq {
   arch: number;
   epochs: number;
@@ -99,7 +102,7 @@ export interface TrainReq {
   pauseSab: SharedArrayBuffer | null;
 }
 
-/** every request: its fields and what its reply carries (void: fire and forget) */
+/** @internal every request: its fields and what its reply carries (void: fire and forget) */
 export interface Requests {
   init: {
     req: { build: Build; threads: number; logLevel: number; abortSab: SharedArrayBuffer | null; variants: { name: string; files: EngineFiles }[]; wasmUrlGiven: boolean };
@@ -155,9 +158,10 @@ export interface Requests {
   vadStreamEnd: { req: { vad: number }; reply: { buffer: ArrayBuffer } };
   vadFree: { req: { vad: number }; reply: undefined };
 }
+/** @internal */
 export type VadRequestKind = 'vadLoad' | 'vadDetect' | 'vadStreamBegin' | 'vadStreamPush' | 'vadStreamEnd' | 'vadFree';
 
-/** @internal one engine variant's files as URLs (file: URLs in Node; see assets.ts) */
+/** one engine variant's files as URLs (file: URLs in Node; see assets.ts) */
 export interface EngineFiles {
   /** emscripten's loader (a classic script) */
   js: string;
@@ -166,22 +170,23 @@ export interface EngineFiles {
   worker?: string;
 }
 
-/** VAD segmentation parameters, checked by vad.ts */
+/** @internal VAD segmentation parameters, checked by vad.ts */
 export interface VadParams { threshold: number; minSpeechMs: number; minSilenceMs: number; maxSpeechS: number; speechPadMs: number }
 
+/** @internal */
 export type RequestKind = keyof Requests;
-/** a request of one kind (or of any kind) as the package sends it */
+/** @internal a request of one kind (or of any kind) as the package sends it */
 export type RequestMsg<K extends RequestKind = RequestKind> = K extends RequestKind ? { t: K } & Requests[K]['req'] : never;
-/** what a job of kind K resolves to */
+/** @internal what a job of kind K resolves to */
 export type ReplyOf<K extends RequestKind> = Requests[K]['reply'];
 
-/** messages for a running job past the queue */
+/** @internal messages for a running job past the queue */
 export type ControlMsg =
   | { t: 'abort'; job: number }
   | { t: 'fillData'; job: number; buffer: ArrayBuffer; byteLength: number; error?: string }
   | { t: 'filled'; job: number; error?: string };
 
-/** everything the worker receives: a request (with the job id the scheduler gave it), or control */
+/** @internal everything the worker receives: a request (with the job id the scheduler gave it), or control */
 export type ToWorker = (RequestMsg & { id?: number }) | ControlMsg;
 
 export interface TrainProgressMsg { epoch: number; batch: number; batches: number; loss: number; accuracy: number }

@@ -15,6 +15,7 @@ export interface Progress { loaded: number; total: number }
 /** a load reports bytes, a training run batches */
 type OnProgress = ((p: Progress) => void) | ((p: TrainProgressMsg) => void);
 
+/** @internal */
 export interface JobOptions {
   signal?: AbortSignal;
   onProgress?: OnProgress;
