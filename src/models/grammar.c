@@ -46,6 +46,11 @@ struct kg_stacks {
     size_t   n, cap;
 };
 
+/* stack i of s (NULL while every stack is empty and nothing is pooled) */
+static inline const struct kg_elem * const * kg_stack_at(const struct kg_stacks * s, size_t i) {
+    return s->pool ? s->pool + s->off[i] : NULL;
+}
+
 struct kiln_grammar {
     struct kg_rule * rules;
     uint32_t n_rules;
@@ -178,7 +183,7 @@ static void kg_stacks_free(struct kg_stacks * s) {
 /* add a stack unless an equal one is there; false on OOM */
 static bool kg_stacks_add(struct kg_stacks * s, const struct kg_elem * const * st, uint32_t len) {
     for (size_t i = 0; i < s->n; i++) {
-        if (s->len[i] == len && (len == 0 || memcmp(s->pool + s->off[i], st, len * sizeof(*st)) == 0)) {
+        if (s->len[i] == len && (len == 0 || memcmp(kg_stack_at(s, i), st, len * sizeof(*st)) == 0)) {
             return true;
         }
     }
@@ -294,7 +299,7 @@ static void kg_accept_cp(struct kiln_grammar * g, const struct kg_stacks * cur, 
     for (size_t i = 0; i < cur->n && !g->oom; i++) {
         uint32_t len = cur->len[i];
         if (len == 0) continue;
-        const struct kg_elem * const * st = cur->pool + cur->off[i];
+        const struct kg_elem * const * st = kg_stack_at(cur, i);
         const struct kg_elem * pos = st[len - 1];
         if (pos->type == KG_TOKEN || pos->type == KG_TOKEN_NOT) continue;
         const struct kg_elem * after;
@@ -404,10 +409,10 @@ static void kg_reject(struct kiln_grammar * g, const struct kg_stacks * stacks, 
         return;
     }
     struct kg_cands cur = { 0 };
-    kg_reject_for_stack(g, stacks->pool + stacks->off[0], stacks->len[0], c, n, &cur);
+    kg_reject_for_stack(g, kg_stack_at(stacks, 0), stacks->len[0], c, n, &cur);
     for (size_t s = 1; s < stacks->n && cur.n > 0 && !g->oom; s++) {
         struct kg_cands nx = { 0 };
-        kg_reject_for_stack(g, stacks->pool + stacks->off[s], stacks->len[s], cur.c, cur.n, &nx);
+        kg_reject_for_stack(g, kg_stack_at(stacks, s), stacks->len[s], cur.c, cur.n, &nx);
         free(cur.c);
         cur = nx;
     }
@@ -576,7 +581,7 @@ static enum kiln_status kg_advance_text(struct kiln_grammar * g, const uint32_t 
     for (size_t i = 0; i < g->stacks.n && !g->oom; i++) {
         uint32_t len = g->stacks.len[i];
         if (len == 0) continue;
-        const struct kg_elem * const * st = g->stacks.pool + g->stacks.off[i];
+        const struct kg_elem * const * st = kg_stack_at(&g->stacks, i);
         const struct kg_elem * pos = st[len - 1];
         if (pos->type == KG_TOKEN || pos->type == KG_TOKEN_NOT) {
             bool m = from_token && (pos->type == KG_TOKEN ? (uint32_t) token == pos->value : (uint32_t) token != pos->value);
@@ -593,7 +598,7 @@ static enum kiln_status kg_advance_text(struct kiln_grammar * g, const uint32_t 
             kg_stacks_swap(&cur, &nx);
         }
         for (size_t k = 0; k < cur.n && !g->oom; k++) {
-            if (!kg_stacks_add(&out, cur.pool + cur.off[k], cur.len[k])) g->oom = true;
+            if (!kg_stacks_add(&out, kg_stack_at(&cur, k), cur.len[k])) g->oom = true;
         }
     }
     kg_stacks_free(&cur);

@@ -182,6 +182,20 @@ int main(void) {
         kiln_grammar_free(g);
     }
 
+    tu_case = "text after the grammar is complete";
+    g = kiln_grammar_init("#s\nroot ::= [2} \"-\" [A-Z]", NULL, NULL);
+    CHECK(g != NULL, "grammar parses");
+    if (g) {
+        /* one character completes the grammar: the next text meets only the empty stack */
+        CHECK(kiln_grammar_accept_text(g, "2", 1) == KILN_STATUS_SUCCESS, "the one character");
+        CHECK(kiln_grammar_is_complete(g), "complete");
+        CHECK(kiln_grammar_accept_text(g, "}\n", 2) != KILN_STATUS_SUCCESS, "nothing may follow");
+        CHECK(kiln_grammar_is_complete(g), "state unchanged after the rejection");
+        kiln_grammar_reset(g);
+        CHECK(kiln_grammar_accept_text(g, "2}\n", 3) != KILN_STATUS_SUCCESS, "nothing may follow, in one call");
+        kiln_grammar_free(g);
+    }
+
     tu_case = "token filter vs text matching";
     struct kiln_vocab * v = kiln_vocab_load("models/stories260K.gguf");
     CHECK(v != NULL, "stories260K vocab: %s", v ? "" : kiln_last_error());
