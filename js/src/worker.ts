@@ -165,16 +165,17 @@ type KilnFactory = (opts: object) => Promise<KilnModule>;
     };
   }
 
-  // Node's modules by a name held in a variable: bundlers for the web leave them alone
-  const nodeModule = <T>(name: string): Promise<T> => import(/* @vite-ignore */ /* webpackIgnore: true */ name) as Promise<T>;
+  // Node's modules are imported by literal name: this file is copied, not bundled, and Vite's dev
+  // server leaves a literal node: import alone (a computed one would get a static import of its
+  // client injected, which a classic worker cannot run)
 
   /** one variant's loader and wasm bytes; files are URLs (file: URLs in Node, see assets.ts) */
   async function loadVariant(name: string, files: EngineFiles): Promise<{ factory: KilnFactory; wasmBinary: Uint8Array; locate: (p: string) => string }> {
     const locate = (p: string) => (p.endsWith('.worker.js') && files.worker) || (p.endsWith('.wasm') ? files.wasm : p.endsWith('.js') ? files.js : p);
     if (isNode) {
-      const { createRequire } = await nodeModule<NodeModule>('node:module');
-      const { fileURLToPath } = await nodeModule<NodeUrl>('node:url');
-      const fs = await nodeModule<NodeFs>('node:fs');
+      const { createRequire } = await (import('node:module' as string) as Promise<NodeModule>);
+      const { fileURLToPath } = await (import('node:url' as string) as Promise<NodeUrl>);
+      const fs = await (import('node:fs' as string) as Promise<NodeFs>);
       const js = fileURLToPath(files.js);
       // the .wasm first: a missing variant fails before its loader runs
       let wasmBinary: Uint8Array;
@@ -348,7 +349,7 @@ type KilnFactory = (opts: object) => Promise<KilnModule>;
         }
       } else if (src.kind === 'path') {
         if (!isNode) throw new WErr('BAD_SOURCE', 'file paths can only be loaded in Node');
-        const fs = await nodeModule<NodeFs>('node:fs');
+        const fs = await (import('node:fs' as string) as Promise<NodeFs>);
         let fh: NodeFileHandle;
         try { fh = await fs.promises.open(src.path, 'r'); } catch (e) { throw new WErr('BAD_SOURCE', `cannot open ${src.path}: ${errText(e)}`); }
         try {
@@ -907,7 +908,7 @@ type KilnFactory = (opts: object) => Promise<KilnModule>;
 
   async function start() {
     if (isNode) {
-      const port = (await nodeModule<{ parentPort: NodePort }>('node:worker_threads')).parentPort;
+      const port = (await (import('node:worker_threads' as string) as Promise<{ parentPort: NodePort }>)).parentPort;
       post = (m, tr) => port.postMessage(m, tr);
       onMessage = (fn) => port.on('message', fn);
     } else {
