@@ -634,6 +634,27 @@ static bool is_reserved(const char * name) {
 }
 
 /* item repeated min..max times (max < 0: unbounded), with a separator */
+/* minItems/maxItems/minLength/maxLength as a repetition count: absent (or
+ * not a number) gives def; negative counts are 0; a maximum past what a GBNF
+ * repetition can say (2000, the parser's limit) is no maximum, a minimum past
+ * it is refused */
+static long jcount(struct conv * c, const struct jv * v, long def, bool is_max, const char * what) {
+    if (!v || v->type != JV_NUM) return def;
+    if (!(v->num >= 0)) return 0;
+    if (v->num > 2000) {
+        if (is_max) return -1;
+        cfail(c, "%s %g is more than a grammar can repeat (2000)", what, v->num);
+        return 0;
+    }
+    return (long) v->num;
+}
+
+/* a schema number brought inside +-1e16 before it becomes an integer bound
+ * (the 15-digit check then refuses what was beyond it) */
+static double bound16(double x) {
+    return x > 1e16 ? 1e16 : x < -1e16 ? -1e16 : x;
+}
+
 static void build_repetition(struct sb * b, const char * item, long min_items, long max_items, const char * sep) {
     bool has_max = max_items >= 0;
     if (max_items == 0) return;
@@ -1202,8 +1223,8 @@ static const char * visit_inner(struct conv * c, const struct jv * s, const char
             path_name(in, sizeof(in), name, "item");
             const char * r = visit(c, items, in);
             const struct jv * mn = jget(s, "minItems"), * mx = jget(s, "maxItems");
-            if (r) build_repetition(&b, r, mn && mn->type == JV_NUM ? (long) mn->num : 0,
-                                    mx && mx->type == JV_NUM ? (long) mx->num : -1, "\",\" space");
+            if (r) build_repetition(&b, r, jcount(c, mn, 0, false, "minItems"),
+                                    jcount(c, mx, -1, true, "maxItems"), "\",\" space");
         }
         sb_add(&b, " \"]\" space");
         if (!c->failed) out = b.oom ? NULL : add_rule(c, rule_name, b.s);
@@ -1229,8 +1250,8 @@ static const char * visit_inner(struct conv * c, const struct jv * s, const char
     if (tname && !strcmp(tname, "string") && (mnl || mxl)) {
         const char * ch = add_primitive(c, "char", find_prim("char"));
         sb_add(&b, "\"\\\"\" ");
-        if (ch) build_repetition(&b, ch, mnl && mnl->type == JV_NUM ? (long) mnl->num : 0,
-                                 mxl && mxl->type == JV_NUM ? (long) mxl->num : -1, NULL);
+        if (ch) build_repetition(&b, ch, jcount(c, mnl, 0, false, "minLength"),
+                                 jcount(c, mxl, -1, true, "maxLength"), NULL);
         sb_add(&b, " \"\\\"\" space");
         out = b.oom || c->failed ? NULL : add_rule(c, rule_name, b.s);
         free(b.s);
@@ -1241,10 +1262,10 @@ static const char * visit_inner(struct conv * c, const struct jv * s, const char
     if ((!tname || !strcmp(tname, "integer")) && (mn || xmn || mx || xmx)) {
         bool has_min = false, has_max = false;
         long long lo = 0, hi = 0;
-        if (mn && mn->type == JV_NUM) { has_min = true; lo = (long long) ceil(mn->num); }
-        else if (xmn && xmn->type == JV_NUM) { has_min = true; lo = (long long) floor(xmn->num) + 1; }
-        if (mx && mx->type == JV_NUM) { has_max = true; hi = (long long) floor(mx->num); }
-        else if (xmx && xmx->type == JV_NUM) { has_max = true; hi = (long long) ceil(xmx->num) - 1; }
+        if (mn && mn->type == JV_NUM) { has_min = true; lo = (long long) ceil(bound16(mn->num)); }
+        else if (xmn && xmn->type == JV_NUM) { has_min = true; lo = (long long) floor(bound16(xmn->num)) + 1; }
+        if (mx && mx->type == JV_NUM) { has_max = true; hi = (long long) floor(bound16(mx->num)); }
+        else if (xmx && xmx->type == JV_NUM) { has_max = true; hi = (long long) ceil(bound16(xmx->num)) - 1; }
         if ((has_min && llabs(lo) > 999999999999999LL) || (has_max && llabs(hi) > 999999999999999LL)) {
             cfail(c, "integer bounds beyond 15 digits are not supported (at '%s')", *name ? name : "root");
             return NULL;
