@@ -663,6 +663,13 @@ struct kg_name {
     const char * first_ref; /* where a sequence first referred to it */
 };
 
+/* whether the item before pos (spaces skipped back) ends in a repetition operator */
+static bool kg_after_repetition(const char * src, const char * pos) {
+    const char * q = pos;
+    while (q > src && (q[-1] == ' ' || q[-1] == '\t' || q[-1] == '\n' || q[-1] == '\r')) q--;
+    return q > src && (q[-1] == '*' || q[-1] == '+' || q[-1] == '?' || q[-1] == '}');
+}
+
 struct kg_parser {
     const char * src;
     const struct kiln_vocab * vocab;
@@ -998,12 +1005,20 @@ static const char * kg_sequence(struct kg_parser * p, const char * pos, const ch
             pos = kg_space(pos + 1, nested);
         } else if (*pos == '*' || *pos == '+' || *pos == '?') {
             if (last_start == out->n) return kg_fail(p, pos, "expecting preceding item to */+/?/{");
+            if (pos > p->src && kg_after_repetition(p->src, pos)) {
+                /* x++ and the like: the same language as one operator, but exponentially many
+                 * ways to match it, which the matcher would explore */
+                return kg_fail(p, pos, "a repetition of a repetition (e.g. x++): use one operator");
+            }
             int mn = *pos == '+' ? 1 : 0, mx = *pos == '?' ? 1 : -1;
             if (!kg_repeat(p, out, last_start, rule_name, mn, mx)) return NULL;
             pos = kg_space(pos + 1, nested);
         } else if (*pos == '{') {
             const char * brace = pos;
             if (last_start == out->n) return kg_fail(p, pos, "expecting preceding item to */+/?/{");
+            if (pos > p->src && kg_after_repetition(p->src, pos)) {
+                return kg_fail(p, pos, "a repetition of a repetition (e.g. x*{2}): use one operator");
+            }
             pos = kg_space(pos + 1, nested);
             if (!(*pos >= '0' && *pos <= '9')) return kg_fail(p, pos, "expecting an int");
             int mn = 0, mx = -1;

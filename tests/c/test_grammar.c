@@ -182,6 +182,11 @@ int main(void) {
         kiln_grammar_free(g);
     }
 
+    tu_case = "repetition of a repetition";
+    expect_error("root ::= \"a\"++", "repetition of a repetition");
+    expect_error("root ::= [0-9]* {2}", "repetition of a repetition");
+    CHECK(matches("root ::= (\"a\"+)+ \"b\"", "aab") == 1, "a group around a repetition still repeats");
+
     tu_case = "text after the grammar is complete";
     g = kiln_grammar_init("#s\nroot ::= [2} \"-\" [A-Z]", NULL, NULL);
     CHECK(g != NULL, "grammar parses");
