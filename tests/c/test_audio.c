@@ -20,18 +20,6 @@
 #define MODEL "tests/data/audio/ggml-silero-v6.2.0.bin"
 #define JFK   "tests/data/audio/jfk.wav"
 
-static uint8_t * read_all(const char * path, size_t * size) {
-    FILE * f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t * b = (uint8_t *) malloc((size_t) n);
-    *size = b ? fread(b, 1, (size_t) n, f) : 0;
-    fclose(f);
-    return b;
-}
-
 /* ------------------------------------------------------------------ WAV */
 
 static void put16(uint8_t * p, uint32_t v) { p[0] = (uint8_t) v; p[1] = (uint8_t)(v >> 8); }
@@ -284,7 +272,7 @@ static double ref_window(const struct ref_model * m, const float * x, double * h
 static void test_vad(void) {
     tu_case = "vad";
     size_t size;
-    uint8_t * file = read_all(MODEL, &size);
+    uint8_t * file = (uint8_t *) tu_read_file(MODEL, &size);
     CHECK(file != NULL, "cannot read %s", MODEL);
     if (!file) return;
     struct kiln_vad * vad = kiln_vad_load_mem(file, size, 1);

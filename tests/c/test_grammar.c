@@ -14,22 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static char * slurp(const char * path) {
-    FILE * f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char * b = malloc((size_t) n + 1);
-    if (b && fread(b, 1, (size_t) n, f) != (size_t) n) {
-        free(b);
-        b = NULL;
-    }
-    if (b) b[n] = 0;
-    fclose(f);
-    return b;
-}
-
 /* whole-string match: every byte accepted and the grammar complete */
 static int matches(const char * gbnf, const char * text) {
     struct kiln_grammar * g = kiln_grammar_init(gbnf, NULL, NULL);
@@ -146,10 +130,10 @@ int main(void) {
     }
 
     tu_case = "llama.cpp example grammars";
-    char * json = slurp("tests/data/grammars/json.gbnf");
-    char * arith = slurp("tests/data/grammars/arithmetic.gbnf");
-    char * list = slurp("tests/data/grammars/list.gbnf");
-    char * cgr = slurp("tests/data/grammars/c.gbnf");
+    char * json = tu_read_file("tests/data/grammars/json.gbnf", NULL);
+    char * arith = tu_read_file("tests/data/grammars/arithmetic.gbnf", NULL);
+    char * list = tu_read_file("tests/data/grammars/list.gbnf", NULL);
+    char * cgr = tu_read_file("tests/data/grammars/c.gbnf", NULL);
     CHECK(json && arith && list && cgr, "grammar files present");
     if (json && arith && list && cgr) {
         const char * json_ok[] = { "{}", "{\"a\": [1, 2.5, -3e7, true, null]}", "{\"k\":\"v\\n\\u00e9\"}",

@@ -27,29 +27,17 @@
 #define BASE_EN "tests/data/audio/for-tests-ggml-base.en.bin"
 #define JFK "tests/data/audio/jfk.wav"
 
-static uint8_t * read_all(const char * path, size_t * size) {
-    FILE * f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t * b = (uint8_t *) malloc((size_t) n);
-    *size = b ? fread(b, 1, (size_t) n, f) : 0;
-    fclose(f);
-    return b;
-}
-
 static char g_tmp[256];
 
 static uint8_t * write_model(const char * tmpl, int ftype, int n_state, int n_text_layer, size_t * size) {
     size_t ts;
-    uint8_t * t = read_all(tmpl, &ts);
+    uint8_t * t = (uint8_t *) tu_read_file(tmpl, &ts);
     if (!t) return NULL;
     struct kiln_whisper_random_params p = { n_state, 2, 2, n_text_layer, ftype, 7, 3.0f };
     const bool ok = kiln_whisper_write_random(t, ts, &p, g_tmp);
     free(t);
     if (!ok) { printf("write: %s\n", kiln_last_error()); return NULL; }
-    return read_all(g_tmp, size);
+    return (uint8_t *) tu_read_file(g_tmp, size);
 }
 
 static void test_loader(void) {
@@ -105,7 +93,7 @@ static void test_loader(void) {
 
     /* the weight-less test file: no tensors -> refused, naming a missing tensor */
     size_t tn;
-    uint8_t * tb = read_all(TINY, &tn);
+    uint8_t * tb = (uint8_t *) tu_read_file(TINY, &tn);
     w = tb ? kiln_whisper_load_mem(tb, tn, 1) : NULL;
     CHECK(w == NULL && strstr(kiln_last_error(), "missing"), "weight-less file refused: %s", kiln_last_error());
     free(tb);

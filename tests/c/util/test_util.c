@@ -124,3 +124,21 @@ struct kiln_context * tu_ctx(size_t mem_size) {
     struct kiln_init_params p = { mem_size, NULL, false };
     return kiln_init(p);
 }
+
+char * tu_read_file(const char * path, size_t * size) {
+    FILE * f = fopen(path, "rb");
+    if (!f) return NULL;
+    char * b = NULL;
+    long n = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    if (n >= 0 && fseek(f, 0, SEEK_SET) == 0) b = malloc((size_t) n + 1);
+    if (b && fread(b, 1, (size_t) n, f) != (size_t) n) {
+        free(b);
+        b = NULL;
+    }
+    if (b) {
+        b[n] = 0;
+        if (size) *size = (size_t) n;
+    }
+    fclose(f);
+    return b;
+}

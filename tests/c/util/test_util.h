@@ -39,6 +39,10 @@ double * tu_to_f64(const struct kiln_tensor * t);
 /* write a logical-order double array into a tensor */
 void tu_from_f64(struct kiln_tensor * t, const double * v);
 
+/* a whole file, malloc'd with a NUL after its bytes (so text files are
+ * strings); *size (may be NULL) gets the byte count; NULL if unreadable */
+char * tu_read_file(const char * path, size_t * size);
+
 /* normalized mean squared error: sum((a-b)^2) / sum(b^2) (b = reference) */
 double tu_nmse(const double * out, const double * ref, int64_t n);
 /* largest absolute difference */
