@@ -21,6 +21,7 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { describeOracle, loadOracleLlama, oracleIsaArgs } from "./llamacpp.mjs";
+import { firstDiff, logSoftmax } from './compare.mjs';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 const args = process.argv.slice(2);
@@ -118,20 +119,7 @@ function kilnLogits(model, ids) {
     return JSON.parse(out).logits;
 }
 
-function logSoftmax(v) {
-    let m = -Infinity;
-    for (const x of v) m = Math.max(m, x);
-    let s = 0;
-    for (const x of v) s += Math.exp(x - m);
-    const lse = m + Math.log(s);
-    return v.map((x) => x - lse);
-}
 
-function firstDiff(a, b) {
-    const n = Math.max(a.length, b.length);
-    for (let i = 0; i < n; i++) if (a[i] !== b[i]) return i;
-    return -1;
-}
 
 const top2 = (probs) => { // [[token, p], [token, p]] of a Map token -> p
     let a = [-1, 0], b = [-1, 0];

@@ -1,0 +1,18 @@
+// compare.mjs — small comparisons shared by the oracle scripts.
+
+/** log-probabilities of a logit vector (logit - logsumexp) */
+export function logSoftmax(v) {
+    let m = -Infinity;
+    for (const x of v) m = Math.max(m, x);
+    let s = 0;
+    for (const x of v) s += Math.exp(x - m);
+    const lse = m + Math.log(s);
+    return v.map((x) => x - lse);
+}
+
+/** the first index where two token lists differ, -1 if equal */
+export function firstDiff(a, b) {
+    const n = Math.max(a.length, b.length);
+    for (let i = 0; i < n; i++) if (a[i] !== b[i]) return i;
+    return -1;
+}
