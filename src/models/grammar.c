@@ -663,13 +663,6 @@ struct kg_name {
     const char * first_ref; /* where a sequence first referred to it */
 };
 
-/* whether the item before pos (spaces skipped back) ends in a repetition operator */
-static bool kg_after_repetition(const char * src, const char * pos) {
-    const char * q = pos;
-    while (q > src && (q[-1] == ' ' || q[-1] == '\t' || q[-1] == '\n' || q[-1] == '\r')) q--;
-    return q > src && (q[-1] == '*' || q[-1] == '+' || q[-1] == '?' || q[-1] == '}');
-}
-
 struct kg_parser {
     const char * src;
     const struct kiln_vocab * vocab;
@@ -929,6 +922,7 @@ static const char * kg_token(struct kg_parser * p, const char * s, uint32_t * id
 static const char * kg_sequence(struct kg_parser * p, const char * pos, const char * rule_name, struct kg_vec * out,
                                 bool nested) {
     uint32_t last_start = out->n;
+    const char * after_rep = NULL; /* where the text after the last repetition operator starts */
     while (*pos) {
         if (*pos == '"') {
             pos++;
@@ -1005,18 +999,18 @@ static const char * kg_sequence(struct kg_parser * p, const char * pos, const ch
             pos = kg_space(pos + 1, nested);
         } else if (*pos == '*' || *pos == '+' || *pos == '?') {
             if (last_start == out->n) return kg_fail(p, pos, "expecting preceding item to */+/?/{");
-            if (pos > p->src && kg_after_repetition(p->src, pos)) {
+            if (pos == after_rep) {
                 /* x++ and the like: the same language as one operator, but exponentially many
                  * ways to match it, which the matcher would explore */
                 return kg_fail(p, pos, "a repetition of a repetition (e.g. x++): use one operator");
             }
             int mn = *pos == '+' ? 1 : 0, mx = *pos == '?' ? 1 : -1;
             if (!kg_repeat(p, out, last_start, rule_name, mn, mx)) return NULL;
-            pos = kg_space(pos + 1, nested);
+            pos = after_rep = kg_space(pos + 1, nested);
         } else if (*pos == '{') {
             const char * brace = pos;
             if (last_start == out->n) return kg_fail(p, pos, "expecting preceding item to */+/?/{");
-            if (pos > p->src && kg_after_repetition(p->src, pos)) {
+            if (pos == after_rep) {
                 return kg_fail(p, pos, "a repetition of a repetition (e.g. x*{2}): use one operator");
             }
             pos = kg_space(pos + 1, nested);
@@ -1042,6 +1036,7 @@ static const char * kg_sequence(struct kg_parser * p, const char * pos, const ch
                 return kg_fail(p, brace, "number of repetitions exceeds %d", KG_MAX_REPETITION);
             }
             if (!kg_repeat(p, out, last_start, rule_name, mn, mx)) return NULL;
+            after_rep = pos;
         } else {
             break;
         }
