@@ -107,6 +107,7 @@ async function send() {
       const r = await it.next();
       if (r.done) { result = r.value; break; }
       reply += r.value;
+      demo.onPiece?.(reply); // tests: act at an exact point of the stream
       if (!dirty) { dirty = true; requestAnimationFrame(flush); }
     }
     flush();

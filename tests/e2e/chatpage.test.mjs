@@ -6,7 +6,8 @@
 // mode replies parse and ajv validates them against the page's schema; and a
 // reload restores the session state from IndexedDB so that the third turn
 // continues with the same cached count and the same greedy reply as without
-// the reload.
+// the reload. Stop ends a turn midway: nothing of it is kept but the cache,
+// and the next turn goes on.
 // Run: node --test --test-concurrency=1 tests/e2e/  (scripts/test-e2e.sh)
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -95,6 +96,7 @@ test('Chat page: three turns reuse the KV cache; replies equal a fresh session\'
     assert.equal(t.stats.cachedTokens, node[k].cached, `turn ${k + 1} cached`);
     if (k > 0) assert.ok(t.stats.cachedTokens >= node[k - 1].promptTokens, `turn ${k + 1} reuses the previous prompt`);
   }
+  await p.screenshot({ path: path.join(ROOT, 'test-artifacts', 'chat.png'), fullPage: true });
   console.log(`# chat page: cached ${node.map((t) => `${t.cached}/${t.promptTokens}`).join(', ')} (cached/prompt tokens per turn)`);
   await ctx.close();
 });
@@ -141,5 +143,31 @@ test('Chat page: saveState to IndexedDB, reload, loadState: the third turn is ca
   await p.reload();
   await p.waitForFunction(() => window.__kilnChat?.ready, null, { timeout: 60000 });
   assert.equal(await p.evaluate(() => window.__kilnChat.restored), null);
+  await ctx.close();
+});
+
+test('Chat page: Stop ends a turn midway; the message returns to the box and the next turn works', async () => {
+  const ctx = await browser.newContext();
+  const p = await openChat(ctx);
+  await p.fill('[data-testid=chat-max-tokens]', '400');
+  // the test's hook clicks Stop once the reply has a few characters
+  await p.evaluate(() => {
+    window.__kilnChat.onPiece = (text) => {
+      if (text.length >= 8 && !window.__stopClicked) { window.__stopClicked = true; document.querySelector('[data-testid=chat-stop]').click(); }
+    };
+  });
+  await p.fill('[data-testid=chat-input]', USER[0]);
+  await p.click('[data-testid=send]');
+  await p.waitForFunction(() => window.__kilnChat.stopped === 1 && !window.__kilnChat.busy, null, { timeout: 60000 });
+  assert.equal(await p.textContent('[data-testid=chat-note]'), 'stopped');
+  assert.equal(await p.evaluate(() => window.__kilnChat.turns.length), 0);
+  assert.equal(await p.inputValue('[data-testid=chat-input]'), USER[0]);
+  assert.equal(await p.locator('[data-testid=chat-log] .msg').count(), 0);
+  await p.evaluate(() => { window.__kilnChat.onPiece = null; });
+  await p.fill('[data-testid=chat-max-tokens]', '48');
+  const t = await turn(p, USER[0]);
+  // the same reply as a fresh session's; the prompt was cached from the stopped turn
+  assert.deepEqual(t.tokens, node[0].tokens);
+  assert.equal(t.stats.cachedTokens, node[0].promptTokens - 1);
   await ctx.close();
 });
