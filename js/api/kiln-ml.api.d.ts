@@ -7,7 +7,7 @@ export type { Progress } from './scheduler.js';
 export { KilnError, KilnAbortError } from './errors.js';
 export type { KilnErrorCode } from './errors.js';
 export type { CacheEntry, CacheEvent, ModelCache } from './cache.js';
-export type { GenerateOptions, GenerationStats, Completion, StopReason, ChatMessage, ChatOptions, Session } from './generate.js';
+export type { GenerateOptions, GenerationStats, Completion, StopReason, TokenLogprob, ChatMessage, ChatOptions, Session } from './generate.js';
 export { TrainController, TrainedModel } from './train.js';
 export type { TrainOptions, TrainProgress } from './train.js';
 export { Optimizer } from './autograd.js';
@@ -142,7 +142,7 @@ export interface WireError {
 }
 
 // ==== generate.d.ts
-import type { Completion, GenerationStats, StopReason } from './protocol.js';
+import type { Completion, GenerationStats, StopReason, TokenLogprob } from './protocol.js';
 export interface GenerateOptions {
     /** tokens to generate at most (default 256; 0: until end of text or a full context) */
     maxTokens?: number;
@@ -178,8 +178,25 @@ export interface GenerateOptions {
     /** reuse the session's KV cache for the tokens the prompt shares with it (default true;
      * false evaluates the whole prompt, as benchmarks of prompt speed want) */
     cachePrompt?: boolean;
+    /** a grammar in llama.cpp's GBNF syntax (start rule `root`): only tokens that keep the text
+     * inside the grammar are sampled, and end of text only once the text is a whole sentence.
+     * A bad grammar: KilnError naming the line and column */
+    grammar?: string;
+    /** a JSON Schema (an object or its JSON text), turned into a grammar in the engine as
+     * llama.cpp's json-schema-to-grammar does: the text is JSON valid for the schema. Not with `grammar` */
+    jsonSchema?: object | string;
+    /** added to a token's logit before sampling; -Infinity bans it. An object maps token ids to
+     * biases (OpenAI's logit_bias); a list of [id or text, bias] pairs also takes text, whose
+     * tokens (tokenized without BOS) each get the bias, as llama.cpp's server does */
+    logitBias?: Record<number, number> | Array<[number | string, number]>;
+    /** report the log-probability of each generated token and of the N most likely tokens at its
+     * position (1..64; 0: off, the default), log-softmax of the logits after bias, grammar and
+     * penalties, before top-k/top-p/min-p and temperature: in Completion.logprobs and onLogprobs */
+    logprobs?: number;
+    /** called with each generated token's log-probabilities as it is sampled (needs logprobs > 0) */
+    onLogprobs?: (entry: TokenLogprob) => void;
 }
-export type { Completion, GenerationStats, StopReason };
+export type { Completion, GenerationStats, StopReason, TokenLogprob };
 export interface ChatMessage {
     role: string;
     content: string;
@@ -541,6 +558,21 @@ export interface Completion {
     tokens: number[];
     stats: GenerationStats;
     stopReason: StopReason;
+    /** with the option logprobs: one entry per generated token (as tokens) */
+    logprobs?: TokenLogprob[];
+}
+/** a generated token's log-probability and the most likely tokens at its position */
+export interface TokenLogprob {
+    token: number;
+    /** the token's text (control tokens as their text) */
+    text: string;
+    logprob: number;
+    /** the most likely tokens, most likely first (as many as the option logprobs asks) */
+    top: {
+        token: number;
+        text: string;
+        logprob: number;
+    }[];
 }
 /** why a generation ended: end-of-text token, maxTokens reached, a stop string, or the context is full */
 export type StopReason = 'eos' | 'maxTokens' | 'stop' | 'context';
@@ -585,6 +617,7 @@ export type FromWorker = {
     t: 'piece';
     id: number;
     text: string;
+    logprobs?: TokenLogprob[];
 }
 /** a 'fill' load asks for its bytes: into shared wasm memory, or the next slice */
  | {

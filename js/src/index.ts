@@ -4,7 +4,7 @@ export type { Progress } from './scheduler.js';
 export { KilnError, KilnAbortError } from './errors.js';
 export type { KilnErrorCode } from './errors.js';
 export type { CacheEntry, CacheEvent, ModelCache } from './cache.js';
-export type { GenerateOptions, GenerationStats, Completion, StopReason, ChatMessage, ChatOptions, Session } from './generate.js';
+export type { GenerateOptions, GenerationStats, Completion, StopReason, TokenLogprob, ChatMessage, ChatOptions, Session } from './generate.js';
 export { TrainController, TrainedModel } from './train.js';
 export type { TrainOptions, TrainProgress } from './train.js';
 export { Optimizer } from './autograd.js';

@@ -474,6 +474,7 @@ export class Tensor {
   private u(name: string) { return this.kiln.op(name, [this]); }
   private b(name: string, o: Tensor) { return this.kiln.op(name, [this, o]); }
 
+  // ---- op methods: generated from KW_OPS (wasm/kiln_wasm_ops.c) by scripts/gen-tensor-ops.mjs; edit there
   add(b: Tensor) { return this.b('add', b); }
   sub(b: Tensor) { return this.b('sub', b); }
   mul(b: Tensor) { return this.b('mul', b); }
@@ -492,10 +493,7 @@ export class Tensor {
   rmsNorm(eps = 1e-5) { return this.kiln.op('rmsNorm', [this], [eps]); }
   groupNorm(nGroups: number, eps = 1e-6) { return this.kiln.op('groupNorm', [this], [nGroups, eps]); }
   /** rotary embedding; pos: I32 [shape[2]] */
-  rope(pos: Tensor, nDims: number, o: RopeOptions = {}) {
-    return this.kiln.op('rope', [this, pos, o.freqFactors], [nDims, o.mode ?? 0, o.nCtxOrig ?? 0, o.freqBase ?? 10000,
-      o.freqScale ?? 1, o.extFactor ?? 0, o.attnFactor ?? 1, o.betaFast ?? 32, o.betaSlow ?? 1]);
-  }
+  rope(pos: Tensor, nDims: number, o: RopeOptions = {}) { return this.kiln.op('rope', [this, pos, o.freqFactors], [nDims, o.mode ?? 0, o.nCtxOrig ?? 0, o.freqBase ?? 10000, o.freqScale ?? 1, o.extFactor ?? 0, o.attnFactor ?? 1, o.betaFast ?? 32, o.betaSlow ?? 1]); }
   reshape(shape: number[]) {
     if (!Array.isArray(shape) || shape.length < 1 || shape.length > 4) return this.kiln.op('reshape', [this], [NaN, 1, 1, 1]);
     return this.kiln.op('reshape', [this], [1, 1, 1, 1].map((d, i) => shape[i] ?? d));
@@ -542,6 +540,7 @@ export class Tensor {
   topK(k: number) { return this.kiln.op('topK', [this], [k]); }
   pad(p0: number, p1 = 0, p2 = 0, p3 = 0) { return this.kiln.op('pad', [this], [p0, p1, p2, p3]); }
   diag() { return this.u('diag'); }
+  // ---- end of the generated op methods
 }
 
 export type { MetadataValue };

@@ -56,6 +56,17 @@ export interface Completion {
   tokens: number[];
   stats: GenerationStats;
   stopReason: StopReason;
+  /** with the option logprobs: one entry per generated token (as tokens) */
+  logprobs?: TokenLogprob[];
+}
+/** a generated token's log-probability and the most likely tokens at its position */
+export interface TokenLogprob {
+  token: number;
+  /** the token's text (control tokens as their text) */
+  text: string;
+  logprob: number;
+  /** the most likely tokens, most likely first (as many as the option logprobs asks) */
+  top: { token: number; text: string; logprob: number }[];
 }
 /** why a generation ended: end-of-text token, maxTokens reached, a stop string, or the context is full */
 export type StopReason = 'eos' | 'maxTokens' | 'stop' | 'context';
@@ -86,6 +97,13 @@ export interface GenerateReq {
   nKeep: number;
   /** reuse the session's cached tokens the prompt starts with */
   cachePrompt: boolean;
+  /** GBNF text, or a JSON Schema's JSON text (turned into GBNF in the engine) */
+  grammar?: string;
+  jsonSchema?: string;
+  /** [token id or text (tokenized without BOS), bias] */
+  logitBias: Array<[number | string, number]>;
+  /** top-N log-probabilities per token (0: off) */
+  logprobs: number;
 }
 
 /** @internal */
@@ -129,6 +147,8 @@ export interface Requests {
   loadState: { req: { model: number; session: number; buffer: ArrayBuffer }; reply: void };
   /** a session's KV cache and generator go (model.session().free()) */
   freeSession: { req: { model: number; session: number }; reply: void };
+  /** the logits of the session's last evaluated position (tests check logprobs against them) */
+  lastLogits: { req: { model: number; session: number }; reply: { buffer: ArrayBuffer } };
   tokenize: { req: { model: number; text: string; addBos: boolean; special: boolean }; reply: number[] };
   detokenize: { req: { model: number; ids: number[]; removeSpecial: boolean; unparseSpecial: boolean }; reply: string };
   tokenPiece: { req: { model: number; token: number; special: boolean }; reply: string };
@@ -198,7 +218,7 @@ export type FromWorker =
   | { t: 'reply'; id: number; ok: false; error: WireError }
   | { t: 'progress'; id: number; loaded: number; total: number }
   | { t: 'progress'; id: number; train: TrainProgressMsg }
-  | { t: 'piece'; id: number; text: string }
+  | { t: 'piece'; id: number; text: string; logprobs?: TokenLogprob[] }
   /** a 'fill' load asks for its bytes: into shared wasm memory, or the next slice */
   | { t: 'fill'; id: number; memory: SharedArrayBuffer; ptr: number; total: number }
   | { t: 'fill'; id: number; loaded: number; total: number; buffer?: ArrayBuffer };

@@ -8,7 +8,7 @@
  * 'abort' message (loads check it between chunks).
  */
 import { KilnAbortError, KilnError, fromWire } from './errors.js';
-import type { ControlMsg, FillMsg, FromWorker, ReplyOf, RequestMsg, TrainProgressMsg } from './protocol.js';
+import type { ControlMsg, FillMsg, FromWorker, ReplyOf, RequestMsg, TokenLogprob, TrainProgressMsg } from './protocol.js';
 
 export interface Progress { loaded: number; total: number }
 
@@ -20,7 +20,7 @@ export interface JobOptions {
   signal?: AbortSignal;
   onProgress?: OnProgress;
   /** streamed output of a running job (generated text pieces) */
-  onPiece?: (text: string) => void;
+  onPiece?: (text: string, logprobs?: TokenLogprob[]) => void;
   /** a running load asks for its bytes (bytes.ts); live() is false once the job is over or aborted */
   onFill?: (msg: FillMsg, live: () => boolean) => void;
   transfer?: Transferable[];
@@ -33,7 +33,7 @@ interface Job {
   resolve: (v: unknown) => void;
   reject: (e: unknown) => void;
   onProgress?: OnProgress;
-  onPiece?: (text: string) => void;
+  onPiece?: (text: string, logprobs?: TokenLogprob[]) => void;
   onFill?: (msg: FillMsg, live: () => boolean) => void;
   signal?: AbortSignal;
   onAbort?: () => void;
@@ -71,7 +71,7 @@ export class Scheduler {
       job.onProgress?.(p as Progress & TrainProgressMsg);
       return;
     }
-    if (msg.t === 'piece') { if (!job.settled) job.onPiece?.(msg.text); return; }
+    if (msg.t === 'piece') { if (!job.settled) job.onPiece?.(msg.text, msg.logprobs); return; }
     if (msg.t === 'fill') {
       if (!job.settled) job.onFill?.(msg, () => this.current === job && !job.settled && !job.signal?.aborted && !this.closed);
       return;
