@@ -5,7 +5,7 @@
  *   x = LN(tok_embd[t] + token_types[0] (+ position_embd[pos]))    bert: absolute positions
  *   per layer: q, k, v = Wqkv x (fused) or Wq x, Wk x, Wv x (+ biases)
  *              nomic-bert: RoPE (NEOX) on q and k
- *              a = Wo attention(q, k, v) (+ bo)        bidirectional unless attention.causal
+ *              a = Wo attention(q, k, v) (+ bo)        bidirectional, in F32
  *              h = LN(x + a)                            post-LayerNorm
  *              f = down(gelu(up h + b) + b)             bert (GELU as ggml's f16 table)
  *                  down(silu(gate h) * up h)            nomic-bert (SwiGLU)
@@ -25,8 +25,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define PAD_TO(x, n) (((x) + (n) - 1) / (n) * (n))
-
 struct enc_layer {
     struct kiln_tensor * wqkv, * bqkv, * wq, * wk, * wv, * bq, * bk, * bv, * wo, * bo;
     struct kiln_tensor * attn_out_norm, * attn_out_norm_b;
@@ -36,7 +34,6 @@ struct enc_layer {
 
 struct encoder {
     bool nomic;                       /* nomic-bert: RoPE and SwiGLU; bert: positions and GELU */
-    bool causal;                      /* {arch}.attention.causal (llama.cpp's default: true) */
     int32_t pooling;                  /* {arch}.pooling_type, or -1 when the file has none */
     struct kiln_tensor * tok_embd, * type_embd, * pos_embd, * tok_norm, * tok_norm_b;
     struct enc_layer * layers;
@@ -103,9 +100,8 @@ bool encoder_load(struct kiln_model * m, struct kiln_model_params params) {
         kiln_set_last_error("model: metadata %s missing", k);
         return false;
     }
-    e->causal = true;
-    snprintf(k, sizeof k, "%s.attention.causal", m->arch);
-    meta_bool(g, k, &e->causal);
+    /* {arch}.attention.causal is not read: llama.cpp runs encoder graphs
+     * bidirectional whatever it says (llama_context::encode) */
     uint32_t u;
     e->pooling = -1;
     snprintf(k, sizeof k, "%s.pooling_type", m->arch);
@@ -218,7 +214,7 @@ static void gelu_rows(struct kiln_tensor * dst, const struct kiln_tensor * a, in
 struct enc_graph {
     struct kiln_context * ctx;
     struct kiln_cgraph * gf;
-    struct kiln_tensor * tokens, * pos, * mask, * out;
+    struct kiln_tensor * tokens, * pos, * out;
 };
 
 #define CHK(x) do { if (!(x)) return false; } while (0)
@@ -237,12 +233,6 @@ static bool build(struct kiln_model * m, struct enc_graph * bg, int32_t n) {
     CHK(bg->gf && bg->tokens && bg->pos);
     kiln_set_input(bg->tokens);
     kiln_set_input(bg->pos);
-    bg->mask = NULL;
-    if (e->causal) {
-        bg->mask = kiln_new_tensor_2d(ctx, KILN_TYPE_F16, n, PAD_TO(n, KILN_KQ_MASK_PAD));
-        CHK(bg->mask);
-        kiln_set_input(bg->mask);
-    }
 
     struct kiln_tensor * x = kiln_get_rows(ctx, e->tok_embd, bg->tokens);
     CHK(x);
@@ -274,10 +264,18 @@ static bool build(struct kiln_model * m, struct enc_graph * bg, int32_t n) {
                               m->ext_factor, m->attn_factor, m->beta_fast, m->beta_slow);
             CHK(q && k);
         }
-        struct kiln_tensor * att = kiln_flash_attn_ext(ctx, kiln_permute(ctx, q, 0, 2, 1, 3), kiln_permute(ctx, k, 0, 2, 1, 3),
-                                                       kiln_permute(ctx, v, 0, 2, 1, 3), bg->mask, 1.0f / sqrtf((float) Hd), 0.0f, 0.0f);
+        /* as llama.cpp without flash attention, in F32: kq = K^T Q per head,
+         * softmax(kq * scale), then V kq (with flash attention on, llama.cpp
+         * would cast K and V to F16 when there is no cache) */
+        struct kiln_tensor * kq = kiln_mul_mat(ctx, kiln_permute(ctx, k, 0, 2, 1, 3), kiln_permute(ctx, q, 0, 2, 1, 3));
+        CHK(kq);
+        kq = kiln_soft_max_ext(ctx, kq, NULL, 1.0f / sqrtf((float) Hd), 0.0f);
+        struct kiln_tensor * vt = kiln_cont(ctx, kiln_transpose(ctx, kiln_permute(ctx, v, 0, 2, 1, 3)));
+        CHK(kq && vt);
+        struct kiln_tensor * kqv = kiln_mul_mat(ctx, vt, kq); /* [Hd, n, nh] */
+        CHK(kqv);
+        struct kiln_tensor * att = kiln_cont(ctx, kiln_permute(ctx, kqv, 0, 2, 1, 3));
         CHK(att);
-        kiln_flash_attn_ext_set_prec(att, KILN_PREC_F32);
         att = kiln_reshape_2d(ctx, att, Hd * nh, n);
         struct kiln_tensor * cur = linear(ctx, L->wo, L->bo, att);
         CHK(cur);
@@ -324,13 +322,6 @@ enum kiln_status encoder_eval(struct kiln_model * m, const kiln_token * tokens, 
     for (int32_t i = 0; i < n; i++) {
         ((int32_t *) bg.tokens->data)[i] = tokens[i];
         ((int32_t *) bg.pos->data)[i] = i;
-    }
-    if (bg.mask) {
-        kiln_fp16_t * mk = bg.mask->data;
-        const kiln_fp16_t zero = kiln_fp32_to_fp16(0.0f), ninf = kiln_fp32_to_fp16(-INFINITY);
-        for (int64_t i = 0; i < bg.mask->ne[1]; i++) {
-            for (int64_t j = 0; j < n; j++) mk[i * n + j] = (i < n && j <= i) ? zero : ninf;
-        }
     }
     struct kiln_cplan plan = kiln_graph_plan(bg.gf, m->n_threads, m->threadpool);
     if (plan.work_size > m->work_size) {
