@@ -323,26 +323,11 @@ enum kiln_status encoder_eval(struct kiln_model * m, const kiln_token * tokens, 
         ((int32_t *) bg.tokens->data)[i] = tokens[i];
         ((int32_t *) bg.pos->data)[i] = i;
     }
-    struct kiln_cplan plan = kiln_graph_plan(bg.gf, m->n_threads, m->threadpool);
-    if (plan.work_size > m->work_size) {
-        uint8_t * w = realloc(m->work, plan.work_size);
-        if (!w) {
-            kiln_free(bg.ctx);
-            kiln_set_last_error("model: cannot allocate %zu bytes of work buffer", plan.work_size);
-            return KILN_STATUS_ALLOC_FAILED;
-        }
-        m->work = w;
-        m->work_size = plan.work_size;
-    }
-    plan.work_data = m->work;
-    plan.abort_flag = m->abort_flag;
-    enum kiln_status st = kiln_graph_compute(bg.gf, &plan);
+    const enum kiln_status st = model_compute(m, bg.gf);
     if (st == KILN_STATUS_SUCCESS) {
         for (int32_t i = 0; i < n; i++) {
             memcpy(out + (size_t) i * m->n_embd, (const char *) bg.out->data + (size_t) i * bg.out->nb[1], sizeof(float) * (size_t) m->n_embd);
         }
-    } else if (st == KILN_STATUS_ABORTED) {
-        kiln_set_last_error("model: evaluation aborted");
     }
     kiln_free(bg.ctx);
     return st;

@@ -242,6 +242,24 @@ static void fill_mask(struct kiln_tensor * t, int32_t n_past, int32_t nb, int32_
     }
 }
 
+enum kiln_status model_compute(struct kiln_model * m, struct kiln_cgraph * gf) {
+    struct kiln_cplan plan = kiln_graph_plan(gf, m->n_threads, m->threadpool);
+    if (plan.work_size > m->work_size) {
+        uint8_t * w = realloc(m->work, plan.work_size);
+        if (!w) {
+            kiln_set_last_error("model: cannot allocate %zu bytes of work buffer", plan.work_size);
+            return KILN_STATUS_ALLOC_FAILED;
+        }
+        m->work = w;
+        m->work_size = plan.work_size;
+    }
+    plan.work_data = m->work;
+    plan.abort_flag = m->abort_flag;
+    const enum kiln_status st = kiln_graph_compute(gf, &plan);
+    if (st == KILN_STATUS_ABORTED) kiln_set_last_error("model: evaluation aborted");
+    return st;
+}
+
 enum kiln_status decoder_eval_batch(struct kiln_model * m, const kiln_token * tokens, int32_t nb) {
     struct batch_graph bg = { 0 };
     if (!build_graph(m, &bg, nb)) {
@@ -266,26 +284,11 @@ enum kiln_status decoder_eval_batch(struct kiln_model * m, const kiln_token * to
     }
     fill_mask(bg.mask, m->n_past, nb, 0);
     if (bg.mask_swa) fill_mask(bg.mask_swa, m->n_past, nb, m->n_swa);
-    struct kiln_cplan plan = kiln_graph_plan(bg.gf, m->n_threads, m->threadpool);
-    if (plan.work_size > m->work_size) {
-        uint8_t * w = realloc(m->work, plan.work_size);
-        if (!w) {
-            kiln_free(bg.ctx);
-            kiln_set_last_error("model: cannot allocate %zu bytes of work buffer", plan.work_size);
-            return KILN_STATUS_ALLOC_FAILED;
-        }
-        m->work = w;
-        m->work_size = plan.work_size;
-    }
-    plan.work_data = m->work;
-    plan.abort_flag = m->abort_flag;
-    enum kiln_status st = kiln_graph_compute(bg.gf, &plan);
+    enum kiln_status st = model_compute(m, bg.gf);
     if (st == KILN_STATUS_SUCCESS) {
         memcpy(m->logits, bg.logits->data, sizeof(float) * (size_t) m->n_vocab);
         if (bg.embd) memcpy(m->embd_out, bg.embd->data, sizeof(float) * (size_t) m->n_embd * (size_t) nb);
         m->n_past += nb;
-    } else if (st == KILN_STATUS_ABORTED) {
-        kiln_set_last_error("model: evaluation aborted");
     }
     kiln_free(bg.ctx);
     return st;

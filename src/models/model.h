@@ -106,6 +106,9 @@ bool arch_load_hparams(struct kiln_model * m);
 void decoder_init_gelu_table(void);
 /* decoder.c: y = gelu(x) through ggml's f16 table (init first) */
 void decoder_gelu_f16_table(float * y, const float * x, int64_t n);
+/* decoder.c: run an allocated graph on the model's threads and work buffer
+ * (abort flag honoured; "model: evaluation aborted" then) */
+enum kiln_status model_compute(struct kiln_model * m, struct kiln_cgraph * gf);
 /* decoder.c: evaluate one batch of at most n_batch tokens */
 enum kiln_status decoder_eval_batch(struct kiln_model * m, const kiln_token * tokens, int32_t nb);
 
