@@ -3,7 +3,7 @@
  * decoder GGUF, as llama.cpp computes them (kiln_model_embed).
  *
  *   kiln-embed -m FILE [-p TEXT]... [--pooling none|mean|cls|last] [--normalize 0|1]
- *              [--json] [-t N] [--isa NAME] [--ids]
+ *              [--json] [-t N] [--isa NAME] [--ids] [--timing]
  *
  * Each -p TEXT is one input; without -p, each line of stdin is one. Prints
  * one line per input: a JSON array of floats with --json (one array per
@@ -11,6 +11,8 @@
  * by spaces. Floats are printed with 9 significant digits (exact for f32).
  * --pooling: default the file's pooling_type; --normalize: L2 (1, default)
  * or none (0). --ids: print the token ids of each input to stderr.
+ * --timing: one JSON line on stderr at the end (inputs, tokens, seconds of
+ * embedding, model loading excluded).
  */
 #include "kiln-llama.h"
 
@@ -20,11 +22,15 @@
 
 static void usage(void) {
     fprintf(stderr, "usage: kiln-embed -m FILE [-p TEXT]... [--pooling none|mean|cls|last] [--normalize 0|1]\n"
-                    "                  [--json] [-t N] [--isa NAME] [--ids]   (no -p: one input per stdin line)\n");
+                    "                  [--json] [-t N] [--isa NAME] [--ids] [--timing]   (no -p: one input per stdin line)\n");
 }
+
+static int64_t t_us, n_tok, n_in;
 
 static int embed_one(struct kiln_model * m, const char * text, struct kiln_embed_params ep, bool json, bool ids) {
     const int32_t len = (int32_t) strlen(text);
+    n_tok += -kiln_tokenize(kiln_model_vocab(m), text, len, NULL, 0, true, false);
+    n_in++;
     if (ids) {
         kiln_token buf[4096];
         const int32_t n = kiln_tokenize(kiln_model_vocab(m), text, len, buf, 4096, true, false);
@@ -42,7 +48,9 @@ static int embed_one(struct kiln_model * m, const char * text, struct kiln_embed
         fprintf(stderr, "kiln-embed: out of memory\n");
         return 1;
     }
+    const int64_t t0 = kiln_time_us();
     const int32_t n = kiln_model_embed(m, text, len, ep, v, need);
+    t_us += kiln_time_us() - t0;
     if (n < 0) {
         fprintf(stderr, "kiln-embed: %s\n", kiln_last_error());
         free(v);
@@ -67,7 +75,7 @@ int main(int argc, char ** argv) {
     const char * path = NULL;
     const char ** texts = calloc((size_t) argc, sizeof(char *));
     int n_texts = 0;
-    bool json = false, ids = false;
+    bool json = false, ids = false, timing = false;
     struct kiln_embed_params ep = kiln_embed_params_default();
     struct kiln_model_params mp = kiln_model_params_default();
     for (int i = 1; i < argc; i++) {
@@ -93,6 +101,7 @@ int main(int argc, char ** argv) {
             ep.normalize = s[0] == '1';
         } else if (!strcmp(a, "--json")) json = true;
         else if (!strcmp(a, "--ids")) ids = true;
+        else if (!strcmp(a, "--timing")) timing = true;
         else if (!strcmp(a, "-t") && has) mp.n_threads = atoi(argv[++i]);
         else if (!strcmp(a, "--isa") && has) {
             kiln_cpu_force_isa(argv[++i]);
@@ -130,6 +139,10 @@ int main(int argc, char ** argv) {
             rc = embed_one(m, line, ep, json, ids);
         }
         free(line);
+    }
+    if (timing && rc == 0) {
+        fprintf(stderr, "{\"what\":\"embed\",\"inputs\":%lld,\"tokens\":%lld,\"seconds\":%.6f,\"isa\":\"%s\"}\n",
+                (long long) n_in, (long long) n_tok, t_us / 1e6, kiln_cpu_isa());
     }
     kiln_model_free(m);
     free(texts);
