@@ -130,6 +130,23 @@ const llama = await loadOracleLlama();
 console.log(describeOracle());
 const table = {};
 
+// WordPiece edge cases (ids only): case folding outside ASCII, accents,
+// compatibility characters, CJK / kana / hangul, emoji, punctuation runs
+const EDGE = [
+    "ÄÖÜ ß ǅ İ Ⅻ ﬁ", "Ångström café naïve Ωmega ΣΊΣΥΦΟΣ", "日本語のテキスト、中文，한국어",
+    "emoji 😀👍🏽 and symbols $100 ±5% <tag> a_b c-d e.f", "don't won't it's \"quoted\" (paren) [brack] {brace}",
+    "tab\tseparated\tand  double  spaces", "ＡＢＣ full-width ｱｲｳ", "Ⅰ Ⅱ ① ② ¹²³ ½", "ﬀ ﬃ œ æ Æ Œ ø Ø đ Đ ł Ł", "Straße ǈ ǋ ǲ Ḁ ẞ",
+];
+{
+    const lm = await llama.loadModel({ modelPath: VOCAB, vocabOnly: true });
+    for (const t of EDGE) {
+        const want = [...lm.tokenize(t)];
+        const got = run(bin("kiln-tokenize"), ["-m", VOCAB, "--no-bos"], t).stdout.trim().split(/\s+/).map(Number);
+        check(firstDiff(got, want) < 0, `WordPiece ids ${JSON.stringify(t)}`, firstDiff(got, want) < 0 ? `(${want.length} ids)` : `kiln [${got}] llama.cpp [${want}]`);
+    }
+    await lm.dispose();
+}
+
 const all = [...MODELS.map(([n, a, t]) => [n, a, null, t]), ...DECODERS.map(([n, f]) => [n, null, f, "f32"])]
     .filter(([n]) => !only || only.includes(n));
 for (const [name, synth, given, tolName] of all) {
