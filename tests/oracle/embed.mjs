@@ -87,7 +87,12 @@ MODELS.push(["nomic-bert-cls-f16", ["--arch", "nomic-bert", "--type", "f16", "--
 MODELS.push(["minilm-l6-mean-f32", ["--arch", "bert", "--type", "f32", "--pooling", "mean", ...MINILM]]);
 MODELS.push(["minilm-l6-mean-q8_0", ["--arch", "bert", "--type", "q8_0", "--pooling", "mean", ...MINILM]]);
 MODELS.push(["minilm-l1-none-q8_0", ["--arch", "bert", "--type", "q8_0", "--pooling", "none", ...MINILM, "--layers", "1"], "one-layer"]);
-const DECODERS = [["stories260K", path.join(root, "models/stories260K.gguf")]];
+// the decoder: its file has no pooling_type (none: llama.cpp gives the last
+// token's vector); mean and cls set on llama.cpp's side through a metadata
+// override and on Kiln's with --pooling
+const STORIES = path.join(root, "models/stories260K.gguf");
+const DECODERS = [["stories260K", STORIES, null], ["stories260K-mean", STORIES, "mean"], ["stories260K-cls", STORIES, "cls"]];
+const POOL_ID = { none: 0, mean: 1, cls: 2, last: 3 };
 
 let passed = 0;
 let failed = 0;
@@ -106,9 +111,9 @@ function run(cmd, argv, input = undefined) {
 }
 
 // Kiln: every text in one process; --ids prints each text's ids on stderr
-function kilnEmbed(file, texts, normalize) {
+function kilnEmbed(file, texts, normalize, pooling) {
     const r = run(bin("kiln-embed"), ["-m", file, "--json", "--ids", "-t", "1", "--normalize", normalize ? "1" : "0",
-        ...oracleIsaArgs()], texts.join("\n") + "\n");
+        ...(pooling ? ["--pooling", pooling] : []), ...oracleIsaArgs()], texts.join("\n") + "\n");
     const vecs = r.stdout.split("\n").filter((l) => l !== "").map((l) => JSON.parse(l));
     const ids = r.stderr.split("\n").filter((l) => l !== "").map((l) => l.trim().split(/\s+/).map(Number));
     return { vecs, ids };
@@ -147,9 +152,9 @@ const EDGE = [
     await lm.dispose();
 }
 
-const all = [...MODELS.map(([n, a, t]) => [n, a, null, t]), ...DECODERS.map(([n, f]) => [n, null, f, "f32"])]
+const all = [...MODELS.map(([n, a, t]) => [n, a, null, t, null]), ...DECODERS.map(([n, f, p]) => [n, null, f, "f32", p])]
     .filter(([n]) => !only || only.includes(n));
-for (const [name, synth, given, tolName] of all) {
+for (const [name, synth, given, tolName, pooling] of all) {
     let file = given;
     if (synth) {
         file = path.join(modelDir, `${name}.gguf`);
@@ -158,14 +163,15 @@ for (const [name, synth, given, tolName] of all) {
     // encoders without flash attention: llama.cpp then runs attention in F32
     // (with it, it casts K and V to F16 when there is no cache), as Kiln's
     // encoder does; decoders with it, over the F16 KV cache, as Kiln's decoder
-    const lm = await llama.loadModel({ modelPath: file, defaultContextFlashAttention: !synth });
+    const lm = await llama.loadModel({ modelPath: file, defaultContextFlashAttention: !synth,
+        ...(pooling ? { metadataOverrides: { llama: { pooling_type: POOL_ID[pooling] } } } : {}) });
     const ctxSize = synth ? Number(synth[synth.indexOf("--ctx") + 1]) : 256;
     const ectx = await lm.createEmbeddingContext({ contextSize: ctxSize, batchSize: ctxSize, threads: 1 });
-    const pooledNone = synth ? synth.includes("none") : true; // the decoder's file has no pooling_type: none
+    const pooledNone = synth ? synth.includes("none") : !pooling; // the decoder's file has no pooling_type: none
     // the decoder's context (stories260K: 128 positions) takes the shorter texts only
     const texts = synth ? TEXTS : TEXTS.filter((t) => t.length < 100);
-    const raw = kilnEmbed(file, texts, false);
-    const normed = kilnEmbed(file, texts, true);
+    const raw = kilnEmbed(file, texts, false, pooling);
+    const normed = kilnEmbed(file, texts, true, pooling);
     const cell = { maxRel: 0, maxNormDiff: 0, minCos: 1 };
     const tol = TOL[tolName ?? synth[synth.indexOf("--type") + 1]];
     for (let t = 0; t < texts.length; t++) {
