@@ -127,6 +127,8 @@ describe.each(BUILDS)('embeddings (%s)', (build) => {
     await expect(m.embed(42 as never)).rejects.toBeInstanceOf(KilnError);
     // longer than the 128 positions of the synthetic model
     await expect(m.embed('word '.repeat(200))).rejects.toThrow(/context/);
+    // an encoder does not generate
+    await expect(m.complete('Hello', { maxTokens: 1 })).rejects.toThrow(/encoder/);
     // still usable
     expect((await m.embed('Hello world')).length).toBe(128);
   });
