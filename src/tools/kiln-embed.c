@@ -29,7 +29,8 @@ static int64_t t_us, n_tok, n_in;
 
 static int embed_one(struct kiln_model * m, const char * text, struct kiln_embed_params ep, bool json, bool ids) {
     const int32_t len = (int32_t) strlen(text);
-    n_tok += -kiln_tokenize(kiln_model_vocab(m), text, len, NULL, 0, true, false);
+    const int32_t nt = kiln_tokenize(kiln_model_vocab(m), text, len, NULL, 0, true, false);
+    if (nt != INT32_MIN) n_tok += nt < 0 ? -(int64_t) nt : nt;
     n_in++;
     if (ids) {
         kiln_token buf[4096];
