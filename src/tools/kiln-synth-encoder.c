@@ -27,12 +27,7 @@
 #include <string.h>
 
 static uint64_t rng = 0x2545f4914f6cdd1dULL;
-static float frand(void) { /* uniform in [-1, 1) */
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (float) ((rng >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
-}
+static float frand(void) { return synth_rand(&rng); } /* uniform in [-1, 1) */
 
 struct out {
     struct kiln_context * ctx;
@@ -42,17 +37,7 @@ struct out {
 
 /* a [ne0, ne1] tensor of offset + scale * U(-1, 1); vectors (and f32 = true) in F32 */
 static void add(struct out * o, const char * name, int64_t ne0, int64_t ne1, float scale, float offset, bool f32) {
-    const enum kiln_type type = ne1 == 1 || f32 ? KILN_TYPE_F32 : o->type;
-    struct kiln_tensor * t = ne1 == 1 ? kiln_new_tensor_1d(o->ctx, type, ne0) : kiln_new_tensor_2d(o->ctx, type, ne0, ne1);
-    if (!t || !synth_fill(t, scale, offset, frand)) { fprintf(stderr, "kiln-synth-encoder: out of memory at %s\n", name); exit(1); }
-    kiln_set_name(t, name);
-    kiln_gguf_add_tensor(o->g, t);
-}
-
-static void set_u32(struct kiln_gguf_context * g, const char * arch, const char * key, uint32_t v) {
-    char k[128];
-    snprintf(k, sizeof k, "%s.%s", arch, key);
-    kiln_gguf_set_val_u32(g, k, v);
+    synth_add(o->ctx, o->g, "kiln-synth-encoder", name, ne1 == 1 || f32 ? KILN_TYPE_F32 : o->type, ne0, ne1, scale, offset, frand);
 }
 
 int main(int argc, char ** argv) {
@@ -73,11 +58,7 @@ int main(int argc, char ** argv) {
         else if (!strcmp(argv[i], "--seed") && has) rng ^= strtoull(argv[++i], NULL, 10) * 0x9e3779b97f4a7c15ULL;
         else if (!strcmp(argv[i], "--causal")) causal = true;
         else if (!strcmp(argv[i], "--type") && has) {
-            const char * tn = argv[++i];
-            type = KILN_TYPE_COUNT;
-            for (int t = 0; t < KILN_TYPE_COUNT; t++) {
-                if (kiln_type_is_valid(t) && !strcmp(kiln_type_name((enum kiln_type) t), tn)) type = (enum kiln_type) t;
-            }
+            type = synth_type_by_name(argv[++i]);
         } else if (argv[i][0] != '-' && !out) out = argv[i];
         else bad = true;
     }
@@ -104,12 +85,12 @@ int main(int argc, char ** argv) {
     kiln_gguf_set_val_str(g, "general.architecture", arch);
     kiln_gguf_set_val_str(g, "general.name", "kiln-synthetic-encoder");
     kiln_gguf_set_val_u32(g, "tokenizer.ggml.token_type_count", 2);
-    set_u32(g, arch, "embedding_length", (uint32_t) width);
-    set_u32(g, arch, "block_count", (uint32_t) layers);
-    set_u32(g, arch, "attention.head_count", (uint32_t) heads);
-    set_u32(g, arch, "feed_forward_length", (uint32_t) ff);
-    set_u32(g, arch, "context_length", (uint32_t) ctx);
-    set_u32(g, arch, "pooling_type", (uint32_t) pool);
+    synth_set_u32(g, arch, "embedding_length", (uint32_t) width);
+    synth_set_u32(g, arch, "block_count", (uint32_t) layers);
+    synth_set_u32(g, arch, "attention.head_count", (uint32_t) heads);
+    synth_set_u32(g, arch, "feed_forward_length", (uint32_t) ff);
+    synth_set_u32(g, arch, "context_length", (uint32_t) ctx);
+    synth_set_u32(g, arch, "pooling_type", (uint32_t) pool);
     char k[128];
     snprintf(k, sizeof k, "%s.attention.layer_norm_epsilon", arch);
     kiln_gguf_set_val_f32(g, k, 1e-12f);
