@@ -55,28 +55,12 @@ void encoder_free(struct encoder * e) {
 
 int32_t encoder_pooling(const struct kiln_model * m) { return m->enc ? m->enc->pooling : -1; }
 
-/* a weight of shape [ne0, ne1] (ne1 = 1: a vector) */
+/* model_weight, and vectors (norms, biases) must be F32: they are read
+ * element by element */
 static struct kiln_tensor * weight(struct kiln_model * m, const char * name, int64_t ne0, int64_t ne1, bool required, bool * ok) {
-    struct kiln_tensor * t = kiln_get_tensor(m->wctx, name);
-    if (!t) {
-        if (required && *ok) {
-            kiln_set_last_error("model: tensor '%s' missing", name);
-            *ok = false;
-        }
-        return NULL;
-    }
-    if (t->ne[0] != ne0 || t->ne[1] != ne1 || t->ne[2] != 1 || t->ne[3] != 1) {
-        if (*ok) {
-            kiln_set_last_error("model: tensor '%s' has shape [%lld, %lld, %lld, %lld], expected [%lld, %lld]", name,
-                                (long long) t->ne[0], (long long) t->ne[1], (long long) t->ne[2], (long long) t->ne[3],
-                                (long long) ne0, (long long) ne1);
-        }
-        *ok = false;
-        return NULL;
-    }
-    /* norms, biases and the embeddings are read element by element as F32 */
-    if (ne1 == 1 && t->type != KILN_TYPE_F32) {
-        if (*ok) kiln_set_last_error("model: tensor '%s' is %s (vectors must be f32)", name, kiln_type_name(t->type));
+    struct kiln_tensor * t = model_weight(m, name, ne0, ne1, required, ok);
+    if (t && ne1 == 1 && t->type != KILN_TYPE_F32) {
+        kiln_set_last_error("model: tensor '%s' is %s (vectors must be f32)", name, kiln_type_name(t->type));
         *ok = false;
         return NULL;
     }

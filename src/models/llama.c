@@ -41,7 +41,7 @@ static bool fail_model(struct kiln_model * m, const char * fmt, ...) {
     return false;
 }
 
-static struct kiln_tensor * weight(struct kiln_model * m, const char * name, int64_t ne0, int64_t ne1, bool required, bool * ok) {
+struct kiln_tensor * model_weight(struct kiln_model * m, const char * name, int64_t ne0, int64_t ne1, bool required, bool * ok) {
     struct kiln_tensor * t = kiln_get_tensor(m->wctx, name);
     if (!t) {
         if (required) {
@@ -59,6 +59,7 @@ static struct kiln_tensor * weight(struct kiln_model * m, const char * name, int
     }
     return t;
 }
+#define weight model_weight
 
 static bool load_weights(struct kiln_model * m) {
     bool ok = true;

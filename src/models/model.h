@@ -102,6 +102,11 @@ const char * arch_supported_list(void);
 /* hyperparameters from the GGUF keys (llama.cpp's defaults for optional ones); false + error */
 bool arch_load_hparams(struct kiln_model * m);
 
+/* llama.c: the weight of that name and shape [ne0, ne1] (ne1 = 1: a vector),
+ * NULL when absent; a missing required one or a wrong shape sets the error
+ * and *ok = false */
+struct kiln_tensor * model_weight(struct kiln_model * m, const char * name, int64_t ne0, int64_t ne1, bool required, bool * ok);
+
 /* decoder.c: ggml's GELU table, built once before a GELU model runs */
 void decoder_init_gelu_table(void);
 /* decoder.c: y = gelu(x) through ggml's f16 table (init first) */
