@@ -3,7 +3,8 @@
 # devDependency): builds the native tools, the fixtures (build/oracle/), and
 # runs tests/oracle/oracle.mjs, tests/oracle/arch.mjs (every decoder
 # architecture on random-weight models from kiln-synth-model),
-# tests/oracle/grammar.mjs (grammar-constrained generation against llama.cpp's
+# tests/oracle/embed.mjs (embeddings of bert / nomic-bert encoders and a
+# decoder against llama.cpp's), tests/oracle/grammar.mjs (grammar-constrained generation against llama.cpp's
 # grammar engine and ajv) and tests/audio/vad-oracle.mjs (Silero VAD against
 # whisper.cpp). Needs `npm install` done (offline is fine: the
 # prebuilt binary ships in @node-llama-cpp/<platform>; the postinstall step is
@@ -25,6 +26,9 @@ rc=0
 node tests/oracle/oracle.mjs --build "$B" --json build/oracle/result.json || rc=1
 # every decoder architecture x weight type on random-weight models (build/oracle-arch/)
 node tests/oracle/arch.mjs --build "$B" --json "$B/oracle-arch/result.json" || rc=1
+# embeddings (bert / nomic-bert random-weight encoders, stories260K) against llama.cpp's
+cmake --build "$B" -j"${KILN_JOBS:-2}" --target kiln-embed kiln-synth-encoder >/dev/null
+node tests/oracle/embed.mjs --build "$B" --json "$B/oracle-embed/result.json" || rc=1
 # grammar-constrained generation against llama.cpp's grammar engine and ajv
 node tests/oracle/grammar.mjs --build "$B" --json build/oracle/grammar-result.json || rc=1
 # Silero VAD against whisper.cpp (@fugood/whisper.node) and onnxruntime-node

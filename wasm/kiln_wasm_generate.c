@@ -105,7 +105,7 @@ KW_EXPORT int kw_llm_new(int model_handle, int vocab_only, int n_ctx) {
     kiln_clear_error();
     struct kiln_model * m = kiln_model_load_from_gguf(me->gguf, me->mctx, p);
     if (!m) return kw_fail_kiln(KW_E_FORMAT, "model");
-    if (n_ctx == 0 && !vocab_only) {
+    if (n_ctx == 0 && !vocab_only && !kiln_model_is_encoder(m)) {
         /* like llama.cpp's 4096 default, but room for short-context toys
          * (stories260K says 128) and no 32k cache in a 4 GB wasm heap */
         int32_t want = kiln_model_n_ctx_train(m);
@@ -131,6 +131,9 @@ KW_EXPORT int kw_llm_new(int model_handle, int vocab_only, int n_ctx) {
     kw_entry_add_dep(kw_slot(h, KW_KIND_LLM, "llm_new"), ms); /* the model's bytes and tensors live while the generator does */
     return h;
 }
+
+/* the generator's model (kiln_wasm_embed.c), or NULL and a handle failure */
+struct kiln_model * kw_llm_model(int g, const char * fn) { struct kw_llm * l = get(g, fn); return l ? l->model : NULL; }
 
 KW_EXPORT int kw_llm_n_ctx(int g) { struct kw_llm * l = get(g, "llm_n_ctx"); return l ? kiln_model_n_ctx(l->model) : KW_E_HANDLE; }
 KW_EXPORT int kw_llm_n_vocab(int g) { struct kw_llm * l = get(g, "llm_n_vocab"); return l ? kiln_vocab_n_tokens(kiln_model_vocab(l->model)) : KW_E_HANDLE; }

@@ -2,7 +2,7 @@
 
 // ==== index.d.ts
 export { Kiln, Tensor, Model, TYPE_IDS, relaxedSimdSupported } from './kiln.js';
-export type { Build, Simd, LogLevel, DType, TensorOptions, KilnOptions, KilnInfo, LoadOptions, MemoryStats, ModelSource, RopeOptions, TensorData, TensorInfo, ModelInfo, MetadataValue } from './kiln.js';
+export type { Build, Simd, LogLevel, DType, TensorOptions, KilnOptions, KilnInfo, LoadOptions, MemoryStats, ModelSource, RopeOptions, TensorData, TensorInfo, ModelInfo, MetadataValue, EmbedOptions, Pooling } from './kiln.js';
 export type { Progress } from './scheduler.js';
 export { KilnError, KilnAbortError } from './errors.js';
 export type { KilnErrorCode } from './errors.js';
@@ -473,6 +473,13 @@ export declare class Tensor {
     diag(): Tensor;
 }
 export type { MetadataValue };
+/** pooling of Model.embed: llama.cpp's pooling types */
+export type Pooling = 'none' | 'mean' | 'cls' | 'last';
+export interface EmbedOptions {
+    pooling?: Pooling;
+    normalize?: boolean;
+    signal?: AbortSignal;
+}
 export interface ModelInfo {
     size: number;
     version: number;
@@ -524,6 +531,13 @@ export declare class Model {
     }>;
     /** stats of the last finished generate() / complete() */
     get lastStats(): GenerationStats | null;
+    /** Embeddings as llama.cpp computes them (encoders: bert, nomic-bert;
+     * decoders: their final-norm hidden states), one Float32Array per text
+     * (an array of them for an array of texts). pooling: the file's
+     * pooling_type by default ('none' gives every token's vector, one after
+     * the other); normalize: divide by the L2 norm (default true). */
+    embed(text: string, opts?: EmbedOptions): Promise<Float32Array>;
+    embed(texts: string[], opts?: EmbedOptions): Promise<Float32Array[]>;
     /** An independent conversation: its own KV cache over the model's weights
      * (generate/complete/chat as on the model, which use a default session).
      * Each session's cache costs 2 x layers x nCtx x KV width x 2 bytes (F16),

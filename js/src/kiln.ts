@@ -544,6 +544,10 @@ export class Tensor {
 }
 
 export type { MetadataValue };
+/** pooling of Model.embed: llama.cpp's pooling types */
+export type Pooling = 'none' | 'mean' | 'cls' | 'last';
+const POOLING: Pooling[] = ['none', 'mean', 'cls', 'last'];
+export interface EmbedOptions { pooling?: Pooling; normalize?: boolean; signal?: AbortSignal }
 export interface ModelInfo { size: number; version: number; nKv: number; tensors: string[]; metadata: Record<string, MetadataValue> }
 
 /** a GGUF model held in wasm memory */
@@ -593,6 +597,28 @@ export class Model {
   applyChatTemplate(messages: ChatMessage[], template?: string) { return this.gen.applyChatTemplate(messages, template); }
   /** stats of the last finished generate() / complete() */
   get lastStats(): GenerationStats | null { return this.gen.lastStats; }
+  /** Embeddings as llama.cpp computes them (encoders: bert, nomic-bert;
+   * decoders: their final-norm hidden states), one Float32Array per text
+   * (an array of them for an array of texts). pooling: the file's
+   * pooling_type by default ('none' gives every token's vector, one after
+   * the other); normalize: divide by the L2 norm (default true). */
+  embed(text: string, opts?: EmbedOptions): Promise<Float32Array>;
+  embed(texts: string[], opts?: EmbedOptions): Promise<Float32Array[]>;
+  async embed(input: string | string[], opts: EmbedOptions = {}): Promise<Float32Array | Float32Array[]> {
+    const many = Array.isArray(input);
+    const texts = many ? input : [input];
+    if (!texts.every((t) => typeof t === 'string')) throw new KilnError('INVALID_ARGUMENT', 'embed: the input must be a string or an array of strings');
+    const pool = opts.pooling === undefined ? -1 : POOLING.indexOf(opts.pooling);
+    if (pool < -1 || (opts.pooling !== undefined && pool < 0)) {
+      throw new KilnError('INVALID_ARGUMENT', `embed: pooling '${String(opts.pooling)}' (none, mean, cls or last)`);
+    }
+    const r = await this.kiln.sched.job({ t: 'embed', model: this.id, texts, pooling: pool, normalize: opts.normalize !== false }, { signal: opts.signal });
+    const out: Float32Array[] = [];
+    let o = 0;
+    for (const n of r.counts) { out.push(new Float32Array(r.buffer, o * 4, n)); o += n; }
+    return many ? out : out[0];
+  }
+
   /** An independent conversation: its own KV cache over the model's weights
    * (generate/complete/chat as on the model, which use a default session).
    * Each session's cache costs 2 x layers x nCtx x KV width x 2 bytes (F16),

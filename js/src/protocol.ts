@@ -154,6 +154,8 @@ export interface Requests {
   tokenPiece: { req: { model: number; token: number; special: boolean }; reply: string };
   meta: { req: { model: number; key: string }; reply: string | null };
   llmInfo: { req: { model: number }; reply: LlmInfo };
+  /** one vector (or, pooling none, one per token) per text, back to back in buffer; counts: floats per text */
+  embed: { req: { model: number; texts: string[]; pooling: number; normalize: boolean }; reply: { buffer: ArrayBuffer; counts: number[]; nEmbd: number } };
   /** streams 'piece' messages while it runs */
   generate: { req: GenerateReq; reply: Completion };
   backward: { req: { tensor: number }; reply: { params: number[] } };

@@ -727,6 +727,21 @@ type KilnFactory = (opts: object) => Promise<KilnModule>;
     }
   }
 
+  // embeddings (wasm/kiln_wasm_embed.c): each text in turn, the floats copied out
+  function embed(a: RequestMsg<'embed'>): ReplyOf<'embed'> {
+    const g = llmOf(a.model);
+    const parts: Float32Array[] = [];
+    for (const text of a.texts) {
+      const b = encoder.encode(String(text));
+      const n = withBytes(b, (p) => check(M._kw_llm_embed(g, p, b.byteLength, a.pooling, a.normalize ? 1 : 0)));
+      parts.push(new Float32Array(mem(), M._kw_embed_out() >>> 0, n).slice());
+    }
+    const out = new Float32Array(parts.reduce((k, x) => k + x.length, 0));
+    let o = 0;
+    for (const x of parts) { out.set(x, o); o += x.length; }
+    return { buffer: out.buffer, counts: parts.map((x) => x.length), nEmbd: check(M._kw_llm_n_embd(g)) };
+  }
+
   // enum kiln_gen_stop
   // enum kiln_gen_stop: 0 is 'still running', never a finished generation's reason
   const STOP_REASONS: Record<number, StopReason> = { 1: 'eos', 2: 'maxTokens', 3: 'stop', 4: 'context' };
@@ -905,6 +920,7 @@ type KilnFactory = (opts: object) => Promise<KilnModule>;
       case 'tokenize': case 'detokenize': case 'tokenPiece': case 'meta': case 'llmInfo':
         return guard(() => textOp(a));
       case 'generate': return generate(id, a);
+      case 'embed': return guard(() => embed(a));
       case 'memory': return guard(() => ({ used: M._kw_mem_used(), total: M._kw_mem_total(), max: M._kw_mem_max(), handles: M._kw_live_handles() }));
       case 'info': return info();
       case 'backward': case 'grad': case 'zeroGrad': case 'optimStep': case 'optimFree': return autogradRequest(a);
