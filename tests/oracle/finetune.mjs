@@ -33,7 +33,7 @@ function check(ok, what, detail = "") {
 
 // ---- train (a few seconds)
 const args = ["-m", model, "--data", data, "--lora-rank", "8", "--lora-alpha", "16", "--lora-targets", "q,v",
-    "--ctx", "64", "--batch", "8", "--epochs", "3", "--lr", "5e-3", "--seed", "1", "--threads", "2", "-o", adapter, "--json"];
+    "--ctx", "64", "--batch", "8", "--epochs", "3", "--lr", "2e-2", "--seed", "1", "--threads", "1", "-o", adapter, "--json"];
 const t0 = Date.now();
 const out = execFileSync(path.join(build, "bin/kiln-finetune"), args, { encoding: "utf8" });
 const events = out.trim().split("\n").map((l) => JSON.parse(l));
