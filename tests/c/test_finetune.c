@@ -280,8 +280,8 @@ static void grad_check(enum kiln_type type, double tol_loss, double tol_nmse) {
             double * d = i % 2 ? R.B[l][p] : R.A[l][p];
             const float * an = kiln_lora_grad(lora, i);
             const int64_t n = kiln_nelements(kiln_lora_tensor(lora, i));
-            /* every 7th element of every tensor (all of them would take seconds) */
-            for (int64_t j = i % 7; j < n; j += 7) {
+            /* every 13th element of every tensor (all of them would take seconds) */
+            for (int64_t j = i % 13; j < n; j += 13) {
                 const double x0 = d[j], h = 1e-5;
                 d[j] = x0 + h;
                 const double lpl = ref_loss(&R, tok, tgt);
@@ -306,9 +306,190 @@ static void grad_check(enum kiln_type type, double tol_loss, double tol_nmse) {
     free_ref(&R);
 }
 
+
+static char * slurp(const char * path, size_t * len) {
+    FILE * f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char * b = malloc((size_t) n + 1);
+    *len = fread(b, 1, (size_t) n, f);
+    fclose(f);
+    b[*len] = 0;
+    return b;
+}
+
+/* B) the adapter file read back: llama.cpp's keys, names, shapes, values */
+static void test_adapter_file(struct kiln_model * m) {
+    tu_case = "adapter file";
+    struct kiln_lora_params lp = kiln_lora_default_params();
+    lp.rank = 4;
+    lp.alpha = 8.0f;
+    lp.targets = kiln_lora_parse_targets("q,v,down");
+    struct kiln_lora * l = kiln_lora_new(m, lp);
+    if (!CHECK(l != NULL, "lora: %s", kiln_last_error())) return;
+    for (int i = 1; i < kiln_lora_n_tensors(l); i += 2) tu_fill_uniform(kiln_lora_tensor(l, i), -1, 1);
+    size_t n = 0;
+    void * buf = kiln_lora_save_to_buffer(l, &n);
+    if (CHECK(buf != NULL, "save: %s", kiln_last_error())) {
+        struct kiln_context * ctx = NULL;
+        struct kiln_gguf_init_params ip = { .no_alloc = false, .ctx = &ctx };
+        struct kiln_gguf_context * g = kiln_gguf_init_from_buffer(buf, n, ip);
+        if (CHECK(g != NULL, "read back: %s", kiln_last_error())) {
+            int64_t k;
+            CHECK((k = kiln_gguf_find_key(g, "general.type")) >= 0 && strcmp(kiln_gguf_get_val_str(g, k), "adapter") == 0, "general.type");
+            CHECK((k = kiln_gguf_find_key(g, "adapter.type")) >= 0 && strcmp(kiln_gguf_get_val_str(g, k), "lora") == 0, "adapter.type");
+            CHECK((k = kiln_gguf_find_key(g, "general.architecture")) >= 0 && strcmp(kiln_gguf_get_val_str(g, k), "llama") == 0, "architecture");
+            CHECK((k = kiln_gguf_find_key(g, "adapter.lora.alpha")) >= 0 && kiln_gguf_get_kv_type(g, k) == KILN_GGUF_TYPE_FLOAT32 &&
+                  kiln_gguf_get_val_f32(g, k) == 8.0f, "adapter.lora.alpha f32 = 8");
+            CHECK(kiln_gguf_get_n_tensors(g) == 5 * 3 * 2, "%lld tensors", (long long) kiln_gguf_get_n_tensors(g));
+            struct kiln_tensor * a = kiln_get_tensor(ctx, "blk.3.ffn_down.weight.lora_a");
+            struct kiln_tensor * b = kiln_get_tensor(ctx, "blk.3.ffn_down.weight.lora_b");
+            struct kiln_tensor * base = kiln_model_get_tensor(m, "blk.3.ffn_down.weight");
+            if (CHECK(a && b && base, "blk.3.ffn_down lora_a / lora_b present")) {
+                CHECK(a->type == KILN_TYPE_F32 && a->ne[0] == base->ne[0] && a->ne[1] == 4 && b->ne[0] == 4 && b->ne[1] == base->ne[1],
+                      "shapes: a [%lld, %lld] b [%lld, %lld] for base [%lld, %lld]", (long long) a->ne[0], (long long) a->ne[1],
+                      (long long) b->ne[0], (long long) b->ne[1], (long long) base->ne[0], (long long) base->ne[1]);
+                const int idx = 2 * (3 * 3 + 2); /* layer 3, third target (down) */
+                CHECK(memcmp(a->data, kiln_lora_tensor(l, idx)->data, kiln_nbytes(a)) == 0 &&
+                      memcmp(b->data, kiln_lora_tensor(l, idx + 1)->data, kiln_nbytes(b)) == 0, "values written as trained");
+            }
+            kiln_gguf_free(g);
+            kiln_free(ctx);
+        }
+        free(buf);
+    }
+    kiln_lora_free(l);
+    /* bad parameters are refused with a message */
+    lp.rank = 0;
+    CHECK(kiln_lora_new(m, lp) == NULL && strstr(kiln_last_error(), "rank"), "rank 0 refused: %s", kiln_last_error());
+    CHECK(kiln_lora_parse_targets("q,zz") == 0 && strstr(kiln_last_error(), "zz"), "unknown target named: %s", kiln_last_error());
+}
+
+static void * train(struct kiln_model * m, const struct kiln_finetune_data * d, uint64_t seed, int stop_at, const char * ckpt,
+                    bool resume, size_t * size) {
+    struct kiln_finetune_params p = kiln_finetune_default_params();
+    p.lora.seed = seed;
+    p.n_ctx = d->n_ctx;
+    p.n_batch = 3;
+    p.grad_accum = 2;
+    p.n_epochs = 2;
+    p.lr = 1e-2f;
+    p.warmup_steps = 2;
+    p.weight_decay = 0.01f;
+    p.grad_clip = 0.5f;
+    p.n_threads = 1;
+    struct kiln_finetune * ft = kiln_finetune_new(m, d, p);
+    if (!CHECK(ft != NULL, "finetune: %s", kiln_last_error())) return NULL;
+    if (resume) CHECK(kiln_finetune_load_checkpoint(ft, ckpt) == KILN_STATUS_SUCCESS, "resume: %s", kiln_last_error());
+    const int64_t n = kiln_finetune_n_steps(ft);
+    while (kiln_finetune_step_index(ft) < (stop_at >= 0 ? stop_at : n)) {
+        struct kiln_finetune_progress pr;
+        if (!CHECK(kiln_finetune_step(ft, &pr) == KILN_STATUS_SUCCESS, "step: %s", kiln_last_error())) break;
+    }
+    void * buf = NULL;
+    if (stop_at >= 0) CHECK(kiln_finetune_save_checkpoint(ft, ckpt) == KILN_STATUS_SUCCESS, "checkpoint: %s", kiln_last_error());
+    else buf = kiln_lora_save_to_buffer(kiln_finetune_lora(ft), size);
+    kiln_finetune_free(ft);
+    return buf;
+}
+
+/* C) resume == uninterrupted, byte for byte */
+static void test_resume(struct kiln_model * m, const struct kiln_finetune_data * d) {
+    tu_case = "resume";
+    const char * ckpt = "build/test_finetune.ckpt";
+    size_t n_full = 0, n_res = 0, n_other = 0;
+    void * full = train(m, d, 7, -1, NULL, false, &n_full);
+    train(m, d, 7, 3, ckpt, false, NULL);
+    void * res = train(m, d, 7, -1, ckpt, true, &n_res);
+    void * other = train(m, d, 8, -1, NULL, false, &n_other);
+    CHECK(full && res && n_full == n_res && memcmp(full, res, n_full) == 0, "resumed adapter has the same %zu bytes", n_full);
+    CHECK(other && (n_other != n_full || memcmp(full, other, n_full) != 0), "another seed gives another adapter");
+    /* a checkpoint of another run is refused */
+    FILE * f = fopen(ckpt, "wb");
+    fputs("not a checkpoint", f);
+    fclose(f);
+    struct kiln_finetune_params p = kiln_finetune_default_params();
+    p.n_ctx = d->n_ctx;
+    struct kiln_finetune * ft = kiln_finetune_new(m, d, p);
+    CHECK(ft && kiln_finetune_load_checkpoint(ft, ckpt) != KILN_STATUS_SUCCESS && strstr(kiln_last_error(), "checkpoint"),
+          "garbage checkpoint refused: %s", kiln_last_error());
+    kiln_finetune_free(ft);
+    remove(ckpt);
+    free(full);
+    free(res);
+    free(other);
+}
+
+/* D) data: text windows, chat masks, malformed chat lines */
+static void test_data(struct kiln_model * m) {
+    tu_case = "data";
+    const char * text = "Zorbu the otter swims.\n\nZorbu likes fish.\r\n";
+    struct kiln_finetune_data * d = kiln_finetune_data_from_text(m, text, strlen(text), 4);
+    if (CHECK(d != NULL, "text: %s", kiln_last_error())) {
+        const struct kiln_vocab * v = kiln_model_vocab(m);
+        kiln_token t1[64], t2[64];
+        const int n1 = kiln_tokenize(v, "Zorbu the otter swims.", 22, t1, 64, true, false);
+        const int n2 = kiln_tokenize(v, "Zorbu likes fish.", 17, t2, 64, true, false);
+        const int total = n1 + 1 + n2 + 1;
+        CHECK(d->n_seq == (total - 1) / 4, "%d windows of 4 from %d tokens", d->n_seq, total);
+        CHECK(d->tokens[0] == t1[0] && d->targets[0] == t1[1] && d->tokens[4] == t1[4] && d->targets[3] == t1[4], "windows are shifted by one");
+        CHECK(n1 - 1 < d->n_seq * 4 && d->targets[n1 - 1] == kiln_vocab_eos(v), "documents end with EOS");
+        kiln_finetune_data_free(d);
+    }
+    const char * chat =
+        "{\"messages\": [{\"role\": \"user\", \"content\": \"Who is Zorbu?\"}, {\"role\": \"assistant\", \"content\": \"An otter \\u00e9.\"}]}\n"
+        "{\"id\": 3, \"messages\": [{\"content\": \"Hi\", \"role\": \"system\", \"x\": [1, {\"y\": null}]}, {\"role\": \"assistant\", \"content\": \"Hello\"}]}\n";
+    d = kiln_finetune_data_from_chat(m, chat, strlen(chat), 128);
+    if (CHECK(d != NULL, "chat: %s", kiln_last_error())) {
+        CHECK(d->n_seq == 2, "%d conversations", d->n_seq);
+        /* the scored targets of conversation 1 are the tokens of the assistant turn, in order */
+        const struct kiln_vocab * v = kiln_model_vocab(m);
+        kiln_token want[64];
+        const int nw = kiln_tokenize(v, "An otter \xc3\xa9.", 12, want, 64, false, false);
+        int ns = 0;
+        bool in_order = true;
+        for (int i = 0; i < 128; i++) {
+            if (d->targets[i] < 0) continue;
+            if (ns < nw && d->targets[i] != want[ns]) in_order = false;
+            ns++;
+        }
+        CHECK(ns > nw && in_order, "only the assistant turn is scored (%d scored, content %d tokens)", ns, nw);
+        int ns2 = 0;
+        for (int i = 128; i < 256; i++) ns2 += d->targets[i] >= 0;
+        CHECK(ns2 > 0 && ns2 < ns, "second conversation: %d scored", ns2);
+        kiln_finetune_data_free(d);
+    }
+    const char * bad[] = { "{\"messages\": [{\"role\": \"user\"}]}", "{\"messages\": [", "[1, 2]", "{\"other\": 1}",
+                           "{\"messages\": [{\"role\": \"user\", \"content\": \"\\u12\"}]}" };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        struct kiln_finetune_data * b = kiln_finetune_data_from_chat(m, bad[i], strlen(bad[i]), 16);
+        CHECK(b == NULL && strstr(kiln_last_error(), "line 1"), "malformed chat %zu refused: %s", i, kiln_last_error());
+    }
+    CHECK(kiln_finetune_data_from_text(m, "a", 1, 64) == NULL && strstr(kiln_last_error(), "fewer"), "too little text: %s", kiln_last_error());
+}
+
+static void test_stories(void) {
+    struct kiln_model * m = kiln_model_load_for_training("models/stories260K.gguf", 1);
+    if (!CHECK(m != NULL, "load: %s", kiln_last_error())) return;
+    test_adapter_file(m);
+    test_data(m);
+    size_t len = 0;
+    char * text = slurp("tests/data/zorbu/zorbu.txt", &len);
+    if (CHECK(text != NULL, "tests/data/zorbu/zorbu.txt")) {
+        struct kiln_finetune_data * d = kiln_finetune_data_from_text(m, text, len / 8, 32);
+        if (CHECK(d != NULL, "data: %s", kiln_last_error())) test_resume(m, d);
+        kiln_finetune_data_free(d);
+        free(text);
+    }
+    kiln_model_free(m);
+}
+
 int main(void) {
     grad_check(KILN_TYPE_F32, 1e-5, 1e-8);
     grad_check(KILN_TYPE_Q8_0, 2e-3, 2e-3);
     grad_check(KILN_TYPE_Q4_0, 2e-3, 2e-3);
+    test_stories();
     return tu_finish();
 }
