@@ -284,7 +284,7 @@ static void test_mul_mat_frozen_quant(enum kiln_type type) {
     char name[64];
     snprintf(name, sizeof name, "mul_mat frozen %s", kiln_type_name(type));
     tu_case = name;
-    const int64_t K = 256, N = 5, M = 3;
+    const int64_t K = 256, N = 5, M = 70; /* M > 64: several blocks of out_prod's converted-row path */
     struct kiln_context * ctx = tu_ctx(16 << 20);
     T * wf = kiln_new_tensor_2d(ctx, KILN_TYPE_F32, K, N);
     tu_fill_uniform(wf, -1.0f, 1.0f);
