@@ -5,7 +5,10 @@
  * thread count:
  *
  *   {"what":"finetune","model":…,"isa":…,"threads":…,"rank":…,"targets":…,"ctx":…,"batch":…,
- *    "lora_params":…,"steps":…,"tokens_per_s":…,"p25":…,"p75":…,"peak_rss_MB":…}
+ *    "lora_params":…,"steps":…,"tokens_per_s":…,"p25":…,"p75":…,"tokens_per_cpu_s":…,"peak_rss_MB":…}
+ *
+ * tokens_per_cpu_s divides by the process's CPU time (all threads): on a
+ * shared machine it shows the cost of the work apart from waiting for a core.
  *
  *   bench-finetune [-m FILE]... [--threads N]... [--ctx N] [--batch N] [--rank R]
  *                  [--targets q,v] [--steps N]
@@ -25,6 +28,12 @@
 static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double) ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static double cpu_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return (double) ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
@@ -83,22 +92,25 @@ int main(int argc, char ** argv) {
             if (!ft) {
                 printf("{\"what\":\"finetune\",\"model\":\"%s\",\"error\":\"%s\"}\n", models[mi], kiln_last_error());
             } else {
-                double t[1000];
+                double t[1000], cpu = 0.0;
+                int64_t toks = 0;
                 int k = 0;
                 struct kiln_finetune_progress pr;
                 kiln_finetune_step(ft, &pr); /* warm-up */
                 for (; k < steps && kiln_finetune_step_index(ft) < kiln_finetune_n_steps(ft); k++) {
-                    const double t0 = now_s();
+                    const double t0 = now_s(), c0 = cpu_s();
                     if (kiln_finetune_step(ft, &pr) != KILN_STATUS_SUCCESS) break;
                     t[k] = (double) pr.tokens / (now_s() - t0);
+                    cpu += cpu_s() - c0;
+                    toks += pr.tokens;
                 }
                 qsort(t, (size_t) k, sizeof(double), cmp);
                 const char * name = strrchr(models[mi], '/') ? strrchr(models[mi], '/') + 1 : models[mi];
                 if (k > 0) {
                     printf("{\"what\":\"finetune\",\"model\":\"%s\",\"isa\":\"%s\",\"threads\":%d,\"rank\":%d,\"targets\":\"%s\",\"ctx\":%d,"
-                           "\"batch\":%d,\"lora_params\":%lld,\"steps\":%d,\"tokens_per_s\":%.1f,\"p25\":%.1f,\"p75\":%.1f,\"peak_rss_MB\":%.1f}\n",
+                           "\"batch\":%d,\"lora_params\":%lld,\"steps\":%d,\"tokens_per_s\":%.1f,\"p25\":%.1f,\"p75\":%.1f,\"tokens_per_cpu_s\":%.1f,\"peak_rss_MB\":%.1f}\n",
                            name, kiln_cpu_isa(), threads[ti], rank, targets, ctx, batch, (long long) kiln_lora_n_params(kiln_finetune_lora(ft)),
-                           k, t[k / 2], t[k / 4], t[(3 * k) / 4], peak_rss_mb());
+                           k, t[k / 2], t[k / 4], t[(3 * k) / 4], toks / (cpu > 0 ? cpu : 1e-9), peak_rss_mb());
                 } else {
                     printf("{\"what\":\"finetune\",\"model\":\"%s\",\"error\":\"%s\"}\n", name, kiln_last_error());
                 }
