@@ -114,14 +114,6 @@ struct kiln_model * kiln_model_load_for_training_from_buffer(const void * data, 
 
 /* ---- the adapter */
 
-/* splitmix64: the adapter's initial values depend on the seed only */
-static uint64_t mix(uint64_t * s) {
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
 static bool supported(const struct kiln_model * m) {
     const struct arch_traits * tr = m->tr;
     const char * why = NULL;
@@ -203,7 +195,7 @@ struct kiln_lora * kiln_lora_new(struct kiln_model * m, struct kiln_lora_params 
         /* PEFT: kaiming_uniform_(A, a = sqrt(5)) over fan_in = n_in gives U(-1/sqrt(n_in), 1/sqrt(n_in)) */
         const double bound = 1.0 / sqrt((double) n_in);
         float * a = pr->a->data;
-        for (int64_t j = 0; j < n_in * p.rank; j++) a[j] = (float) ((((double) (mix(&rs) >> 11) / 9007199254740992.0) * 2.0 - 1.0) * bound);
+        for (int64_t j = 0; j < n_in * p.rank; j++) a[j] = (float) ((((double) (lora_mix(&rs) >> 11) / 9007199254740992.0) * 2.0 - 1.0) * bound);
         memset(pr->b->data, 0, kiln_nbytes(pr->b));
         for (int k = 0; k < 2; k++) {
             struct kiln_tensor * t = k ? pr->b : pr->a;

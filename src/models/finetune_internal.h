@@ -30,7 +30,16 @@ struct kiln_lora {
     size_t work_size;
 };
 
-/* "attn_q" ... for target bit i */
+/* splitmix64: every random choice of training (A's initial values, the
+ * split, the order of an epoch) is a function of the seed only */
+static inline uint64_t lora_mix(uint64_t * s) {
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+/* "q", "k", ... for target bit i */
 extern const char * const lora_target_names[LORA_N_TARGETS];
 
 #endif

@@ -50,19 +50,12 @@ struct kiln_finetune_params kiln_finetune_default_params(void) {
     return p;
 }
 
-static uint64_t mix(uint64_t * s) {
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
 /* Fisher-Yates from a stream seeded by (seed, salt) */
 static void permute(int32_t * a, int32_t n, uint64_t seed, uint64_t salt) {
     uint64_t s = seed ^ (salt * 0xd1b54a32d192ed03ULL);
     for (int32_t i = 0; i < n; i++) a[i] = i;
     for (int32_t i = n - 1; i > 0; i--) {
-        const int32_t j = (int32_t) (mix(&s) % (uint64_t) (i + 1));
+        const int32_t j = (int32_t) (lora_mix(&s) % (uint64_t) (i + 1));
         const int32_t t = a[i];
         a[i] = a[j];
         a[j] = t;

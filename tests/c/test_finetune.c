@@ -37,16 +37,7 @@
 struct w { double * d; int64_t ne0, ne1; };
 
 static struct w deq(struct kiln_tensor * t) {
-    struct w r = { malloc(sizeof(double) * (size_t) kiln_nelements(t)), t->ne[0], t->ne[1] };
-    float * row = malloc(sizeof(float) * (size_t) t->ne[0]);
-    const struct kiln_type_traits * tr = kiln_get_type_traits(t->type);
-    for (int64_t i = 0; i < t->ne[1]; i++) {
-        const char * src = (const char *) t->data + i * t->nb[1];
-        if (t->type == KILN_TYPE_F32) memcpy(row, src, sizeof(float) * (size_t) t->ne[0]);
-        else tr->to_float(src, row, t->ne[0]);
-        for (int64_t j = 0; j < t->ne[0]; j++) r.d[i * t->ne[0] + j] = row[j];
-    }
-    free(row);
+    struct w r = { tu_weights_f64(t), t->ne[0], t->ne[1] };
     return r;
 }
 
@@ -307,19 +298,6 @@ static void grad_check(enum kiln_type type, double tol_loss, double tol_nmse) {
 }
 
 
-static char * slurp(const char * path, size_t * len) {
-    FILE * f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char * b = malloc((size_t) n + 1);
-    *len = fread(b, 1, (size_t) n, f);
-    fclose(f);
-    b[*len] = 0;
-    return b;
-}
-
 /* B) the adapter file read back: llama.cpp's keys, names, shapes, values */
 static void test_adapter_file(struct kiln_model * m) {
     tu_case = "adapter file";
@@ -476,7 +454,7 @@ static void test_stories(void) {
     test_adapter_file(m);
     test_data(m);
     size_t len = 0;
-    char * text = slurp("tests/data/zorbu/zorbu.txt", &len);
+    char * text = tu_read_file("tests/data/zorbu/zorbu.txt", &len);
     if (CHECK(text != NULL, "tests/data/zorbu/zorbu.txt")) {
         struct kiln_finetune_data * d = kiln_finetune_data_from_text(m, text, len / 8, 32);
         if (CHECK(d != NULL, "data: %s", kiln_last_error())) test_resume(m, d);
