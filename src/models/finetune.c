@@ -132,7 +132,8 @@ static bool supported(const struct kiln_model * m) {
         for (int t = 0; t < LORA_N_TARGETS; t++) {
             const struct kiln_tensor * w = *layer_slot(L, t);
             if (w && kiln_tensor_is_repacked(w)) {
-                kiln_set_last_error("finetune: '%s' is repacked; load the model with kiln_model_load_for_training", w->name);
+                kiln_set_last_error("finetune: '%s' was rearranged for generation (repacked): train a model loaded with "
+                                    "kiln_model_load_for_training, or in JS before its first generation", w->name);
                 return false;
             }
         }
