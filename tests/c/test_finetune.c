@@ -231,6 +231,15 @@ static void grad_check(enum kiln_type type, double tol_loss, double tol_nmse) {
     size_t size;
     void * buf = make_model(type, &R, &size);
     struct kiln_model * m = kiln_model_load_for_training_from_buffer(buf, size, 2);
+    if (type == KILN_TYPE_Q8_0) {
+        /* a model loaded for generation has its Q8_0 weights interleaved: refused, with the way out named */
+        struct kiln_model * g = kiln_model_load_from_buffer(buf, size, kiln_model_params_default());
+        struct kiln_lora_params dp = kiln_lora_default_params();
+        if (CHECK(g != NULL, "load for generation: %s", kiln_last_error()) && kiln_tensor_is_repacked(kiln_model_get_tensor(g, "blk.0.attn_q.weight"))) {
+            CHECK(kiln_lora_new(g, dp) == NULL && strstr(kiln_last_error(), "repacked"), "repacked weights refused: %s", kiln_last_error());
+        }
+        kiln_model_free(g);
+    }
     free(buf);
     if (!CHECK(m != NULL, "load: %s", kiln_last_error())) { free_ref(&R); return; }
     struct kiln_lora_params lp = { RANK, (float) ALPHA, kiln_lora_parse_targets("all"), 5 };
