@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define E 64
 #define NV 512
@@ -385,7 +386,8 @@ static void * train(struct kiln_model * m, const struct kiln_finetune_data * d, 
 /* C) resume == uninterrupted, byte for byte */
 static void test_resume(struct kiln_model * m, const struct kiln_finetune_data * d) {
     tu_case = "resume";
-    const char * ckpt = "build/test_finetune.ckpt";
+    char ckpt[96];
+    snprintf(ckpt, sizeof ckpt, "/tmp/kiln-test-finetune-%d.ckpt", (int) getpid());
     size_t n_full = 0, n_res = 0, n_other = 0;
     void * full = train(m, d, 7, -1, NULL, false, &n_full);
     train(m, d, 7, 3, ckpt, false, NULL);
