@@ -9,6 +9,7 @@ export type { KilnErrorCode } from './errors.js';
 export type { CacheEntry, CacheEvent, ModelCache } from './cache.js';
 export type { GenerateOptions, GenerationStats, Completion, StopReason, TokenLogprob, ChatMessage, ChatOptions, Session } from './generate.js';
 export { TrainController, TrainedModel } from './train.js';
+export type { FinetuneOptions, FinetuneProgress, FinetuneResult } from './finetune.js';
 export type { TrainOptions, TrainProgress } from './train.js';
 export { Optimizer } from './autograd.js';
 export type { Optim, SGDOptions, AdamWOptions, BackwardOptions } from './autograd.js';
@@ -141,6 +142,42 @@ export interface WireError {
     message: string;
 }
 
+// ==== finetune.d.ts
+import type { FinetuneProgressMsg } from './protocol.js';
+export type FinetuneProgress = FinetuneProgressMsg;
+export interface FinetuneOptions {
+    /** plain text (one document per line) or, with chat, JSONL {"messages": [...]} lines */
+    data: string;
+    /** JSONL conversations; only assistant turns are scored (ChatML rendering, src/models/finetune_data.c) */
+    chat?: boolean;
+    /** LoRA rank (default 8) */
+    rank?: number;
+    /** LoRA alpha: the adapter is scaled by alpha / rank (default 16) */
+    alpha?: number;
+    /** projections to adapt among q, k, v, o, gate, up, down (default ['q', 'v']) */
+    targets?: string[];
+    /** tokens per training sequence (default 64, at most the model's training context) */
+    nCtx?: number;
+    /** sequences per step (default 4) */
+    batchSize?: number;
+    epochs?: number;
+    /** peak learning rate of the AdamW cosine schedule (default 1e-3) */
+    lr?: number;
+    seed?: number;
+    /** share of the sequences held out to report a validation loss (default 0.1) */
+    valFraction?: number;
+    signal?: AbortSignal;
+    onProgress?: (p: FinetuneProgress) => void;
+}
+export interface FinetuneResult {
+    /** the adapter file (GGUF) */
+    adapter: Uint8Array;
+    steps: number;
+    /** validation loss before training and after the last step */
+    valLossBefore: number;
+    valLoss: number;
+}
+
 // ==== generate.d.ts
 import type { Completion, GenerationStats, StopReason, TokenLogprob } from './protocol.js';
 export interface GenerateOptions {
@@ -224,6 +261,7 @@ export interface Session {
 import { type Progress } from './scheduler.js';
 import { type TrainOptions, type TrainedModel } from './train.js';
 import { type Vad, type VadSource } from './vad.js';
+import { type FinetuneOptions, type FinetuneResult } from './finetune.js';
 import { type CacheEvent, type ModelCache } from './cache.js';
 import { type BackwardOptions, type Optim } from './autograd.js';
 import type { MetadataValue } from './protocol.js';
@@ -544,6 +582,8 @@ export declare class Model {
      * taken from the wasm heap (kiln.memory().used) at its first generation;
      * free() gives it back. */
     session(): Session;
+    /** LoRA fine-tuning in the engine worker (finetune.ts): the adapter as GGUF bytes that llama.cpp loads */
+    finetune(opts: FinetuneOptions): Promise<FinetuneResult>;
     /** return the model's memory (tensors taken from it keep it until they are freed) */
     free(): void;
 }
@@ -605,6 +645,17 @@ export interface TrainProgressMsg {
     loss: number;
     accuracy: number;
 }
+/** one optimizer step of model.finetune(); valLoss after the last step of an epoch */
+export interface FinetuneProgressMsg {
+    step: number;
+    steps: number;
+    epoch: number;
+    loss: number;
+    lr: number;
+    gradNorm: number;
+    tokens: number;
+    valLoss?: number;
+}
 /** everything the worker sends */
 export type FromWorker = {
     t: 'started';
@@ -627,6 +678,10 @@ export type FromWorker = {
     t: 'progress';
     id: number;
     train: TrainProgressMsg;
+} | {
+    t: 'progress';
+    id: number;
+    finetune: FinetuneProgressMsg;
 } | {
     t: 'piece';
     id: number;

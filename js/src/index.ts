@@ -6,6 +6,7 @@ export type { KilnErrorCode } from './errors.js';
 export type { CacheEntry, CacheEvent, ModelCache } from './cache.js';
 export type { GenerateOptions, GenerationStats, Completion, StopReason, TokenLogprob, ChatMessage, ChatOptions, Session } from './generate.js';
 export { TrainController, TrainedModel } from './train.js';
+export type { FinetuneOptions, FinetuneProgress, FinetuneResult } from './finetune.js';
 export type { TrainOptions, TrainProgress } from './train.js';
 export { Optimizer } from './autograd.js';
 export type { Optim, SGDOptions, AdamWOptions, BackwardOptions } from './autograd.js';

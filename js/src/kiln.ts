@@ -7,6 +7,7 @@ import { KilnError } from './errors.js';
 import { Scheduler, type Port, type Progress } from './scheduler.js';
 import { train as trainModel, type TrainOptions, type TrainedModel } from './train.js';
 import { loadVad, type Vad, type VadSource } from './vad.js';
+import { finetune, type FinetuneOptions, type FinetuneResult } from './finetune.js';
 import { loadModelCached, modelCache, type CacheEvent, type ModelCache } from './cache.js';
 import { backward, gradOf, makeOptim, zeroGrad, type BackwardOptions, type Optim } from './autograd.js';
 import { isBytes, planBytes } from './bytes.js';
@@ -625,6 +626,12 @@ export class Model {
    * taken from the wasm heap (kiln.memory().used) at its first generation;
    * free() gives it back. */
   session(): Session { return this.gen.newSession(); }
+
+  /** LoRA fine-tuning in the engine worker (finetune.ts): the adapter as GGUF bytes that llama.cpp loads */
+  finetune(opts: FinetuneOptions): Promise<FinetuneResult> {
+    if (this.freed) return Promise.reject(new KilnError('INVALID_HANDLE', 'the model was freed'));
+    return finetune(this.kiln, this.id, opts);
+  }
 
   /** return the model's memory (tensors taken from it keep it until they are freed) */
   free(): void {

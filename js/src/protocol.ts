@@ -172,6 +172,8 @@ export interface Requests {
   trainClassify: { req: { model: number; image: ArrayBuffer }; reply: { buffer: ArrayBuffer } };
   trainGGUF: { req: { model: number }; reply: { buffer: ArrayBuffer } };
   trainFree: { req: { model: number }; reply: void };
+  /** LoRA fine-tuning of a loaded model (finetune.ts); reports 'progress' with a finetune field after every step */
+  finetune: { req: FinetuneReq; reply: { buffer: ArrayBuffer; steps: number; valLossBefore: number; valLoss: number } };
   /** Silero VAD (vad.ts, wasm/kiln_wasm_audio.c); vad: the client's id for a loaded model */
   vadLoad: { req: { vad: number; bytes: ArrayBuffer }; reply: undefined };
   vadDetect: { req: { vad: number; samples: ArrayBuffer; rate: number; opts: VadParams }; reply: { buffer: ArrayBuffer; segs: number[] } };
@@ -213,6 +215,25 @@ export type ToWorker = (RequestMsg & { id?: number }) | ControlMsg;
 
 export interface TrainProgressMsg { epoch: number; batch: number; batches: number; loss: number; accuracy: number }
 
+/** @internal model.finetune() (finetune.ts, wasm/kiln_wasm_finetune.c) */
+export interface FinetuneReq {
+  model: number;
+  data: string;
+  chat: boolean;
+  rank: number;
+  alpha: number;
+  targets: string;
+  nCtx: number;
+  batchSize: number;
+  epochs: number;
+  lr: number;
+  seed: number;
+  valFraction: number;
+}
+
+/** one optimizer step of model.finetune(); valLoss after the last step of an epoch */
+export interface FinetuneProgressMsg { step: number; steps: number; epoch: number; loss: number; lr: number; gradNorm: number; tokens: number; valLoss?: number }
+
 /** everything the worker sends */
 export type FromWorker =
   | { t: 'started' }
@@ -220,6 +241,7 @@ export type FromWorker =
   | { t: 'reply'; id: number; ok: false; error: WireError }
   | { t: 'progress'; id: number; loaded: number; total: number }
   | { t: 'progress'; id: number; train: TrainProgressMsg }
+  | { t: 'progress'; id: number; finetune: FinetuneProgressMsg }
   | { t: 'piece'; id: number; text: string; logprobs?: TokenLogprob[] }
   /** a 'fill' load asks for its bytes: into shared wasm memory, or the next slice */
   | { t: 'fill'; id: number; memory: SharedArrayBuffer; ptr: number; total: number }

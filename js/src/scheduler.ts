@@ -8,12 +8,12 @@
  * 'abort' message (loads check it between chunks).
  */
 import { KilnAbortError, KilnError, fromWire } from './errors.js';
-import type { ControlMsg, FillMsg, FromWorker, ReplyOf, RequestMsg, TokenLogprob, TrainProgressMsg } from './protocol.js';
+import type { ControlMsg, FillMsg, FinetuneProgressMsg, FromWorker, ReplyOf, RequestMsg, TokenLogprob, TrainProgressMsg } from './protocol.js';
 
 export interface Progress { loaded: number; total: number }
 
 /** a load reports bytes, a training run batches */
-type OnProgress = ((p: Progress) => void) | ((p: TrainProgressMsg) => void);
+type OnProgress = ((p: Progress) => void) | ((p: TrainProgressMsg) => void) | ((p: FinetuneProgressMsg) => void);
 
 /** @internal */
 export interface JobOptions {
@@ -67,8 +67,8 @@ export class Scheduler {
     if (!job || msg.t === 'started' || msg.id !== job.id) return; // a reply to a job already given up on
     if (msg.t === 'progress') {
       // the job's own kind decides which of the two it is
-      const p = 'train' in msg ? msg.train : { loaded: msg.loaded, total: msg.total };
-      job.onProgress?.(p as Progress & TrainProgressMsg);
+      const p = 'train' in msg ? msg.train : 'finetune' in msg ? msg.finetune : { loaded: msg.loaded, total: msg.total };
+      job.onProgress?.(p as Progress & TrainProgressMsg & FinetuneProgressMsg);
       return;
     }
     if (msg.t === 'piece') { if (!job.settled) job.onPiece?.(msg.text, msg.logprobs); return; }

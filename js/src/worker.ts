@@ -23,6 +23,7 @@ type EngineFiles = import('./protocol.js').EngineFiles;
 type StopReason = import('./protocol.js').StopReason;
 type TokenLogprob = import('./protocol.js').TokenLogprob;
 type VadRequestKind = import('./protocol.js').VadRequestKind;
+type FinetuneProgressMsg = import('./protocol.js').FinetuneProgressMsg;
 
 /* Node, where the worker runs under worker_threads: only what is used */
 declare const process: { versions?: { node?: string } } | undefined;
@@ -548,6 +549,44 @@ type KilnFactory = (opts: object) => Promise<KilnModule>;
     }
   }
 
+  /* ---------------------------------------------------------- LoRA fine-tuning (finetune.ts) */
+
+  async function finetune(id: number, a: RequestMsg<'finetune'>): Promise<ReplyOf<'finetune'>> {
+    const m = models.get(a.model);
+    if (m === undefined) throw new WErr('INVALID_HANDLE', 'the model was freed');
+    const text = new TextEncoder().encode(a.data);
+    const h = guard(() => withBytes(text, (p) => withString(a.targets, (pt) =>
+      check(M._kw_ft_new(m, p, text.byteLength, a.chat ? 1 : 0, a.rank, a.alpha, pt, a.nCtx, a.batchSize, a.epochs, a.lr, a.seed, a.valFraction)))));
+    try {
+      const info = () => new Float64Array(mem(), M._kw_ft_info(h) >>> 0, 8).slice();
+      const steps = info()[1];
+      guard(() => check(M._kw_ft_validate(h)));
+      const valLossBefore = info()[7];
+      let valLoss = valLossBefore;
+      const perEpoch = Math.max(1, Math.round(steps / a.epochs));
+      let last = Date.now();
+      for (let s = 0; s < steps; s++) {
+        if (isAborted(id)) throw new WErr('ABORTED', 'fine-tuning aborted');
+        guard(() => check(M._kw_ft_step(h)));
+        const [step, n, epoch, loss, lr, gradNorm, tokens] = info();
+        const p: FinetuneProgressMsg = { step, steps: n, epoch, loss, lr, gradNorm, tokens };
+        if (step % perEpoch === 0 || step === n) {
+          guard(() => check(M._kw_ft_validate(h)));
+          valLoss = p.valLoss = info()[7];
+        }
+        post({ t: 'progress', id, finetune: p });
+        // let 'abort' messages in (st builds have no shared abort word)
+        if (Date.now() - last > 30) { await new Promise((r) => setTimeout(r, 0)); last = Date.now(); }
+      }
+      const size = guard(() => check(M._kw_ft_adapter(h)));
+      const buffer = u8(M._kw_ft_adapter_ptr(h), size).slice().buffer;
+      return { buffer, steps, valLossBefore, valLoss };
+    } finally {
+      M._kw_ft_free(h);
+      aborted.delete(id);
+    }
+  }
+
   function trainRequest(a: RequestMsg<'trainEvaluate' | 'trainClassify' | 'trainGGUF' | 'trainFree'>) {
     switch (a.t) {
       case 'trainEvaluate': {
@@ -925,6 +964,7 @@ type KilnFactory = (opts: object) => Promise<KilnModule>;
       case 'info': return info();
       case 'backward': case 'grad': case 'zeroGrad': case 'optimStep': case 'optimFree': return autogradRequest(a);
       case 'train': return train(id, a);
+      case 'finetune': return finetune(id, a);
       case 'trainEvaluate': case 'trainClassify': case 'trainGGUF': case 'trainFree': return trainRequest(a);
       case 'vadLoad': case 'vadDetect': case 'vadStreamBegin': case 'vadStreamPush': case 'vadStreamEnd': case 'vadFree': return vadRequest(a);
       default: throw new WErr('INVALID_ARGUMENT', `unknown request ${(a as { t?: unknown }).t}`);
