@@ -61,7 +61,7 @@ static bool g_available[KILN_ISA_COUNT];
 static _Atomic(const struct kiln_kernels *) g_current = NULL;
 static atomic_int g_init_state = 0; /* 0 none, 1 building, 2 ready */
 
-static const char * const isa_names[KILN_ISA_COUNT] = { "scalar", "avx2", "neon", "wasm_simd128", "wasm_relaxed", "avx512" };
+static const char * const isa_names[KILN_ISA_COUNT] = { "scalar", "avx2", "neon", "wasm_simd128", "wasm_relaxed", "avx512", "avxvnni" };
 
 const char * kiln_isa_name(enum kiln_isa isa) {
     return (isa >= 0 && isa < KILN_ISA_COUNT) ? isa_names[isa] : "unknown";
@@ -132,6 +132,19 @@ static void build_tables(void) {
         k->gemm_x4[KILN_TYPE_Q4_K] = q4_Kx8_q8_K_gemm__avx512;
         g_available[KILN_ISA_AVX512] = true;
     }
+    /* AVX2's table with AVX-VNNI kernels, bit-identical to AVX2's: for CPUs
+     * with AVX-VNNI and no AVX-512 (Intel client); where both exist the
+     * avx512 row is preferred (best_table) */
+    if (g_available[KILN_ISA_AVX2] && kiln_cpu_has_avxvnni()) {
+        k = &g_tables[KILN_ISA_AVXVNNI];
+        *k = g_tables[KILN_ISA_AVX2];
+        k->isa = isa_names[KILN_ISA_AVXVNNI];
+        k->isa_id = KILN_ISA_AVXVNNI;
+        table_finish(k);
+        k->vec_dot_x4[KILN_TYPE_Q4_K] = q4_Kx8_q8_K_vec_dot__avxvnni;
+        k->gemm_x4[KILN_TYPE_Q4_K] = q4_Kx8_q8_K_gemm__avxvnni;
+        g_available[KILN_ISA_AVXVNNI] = true;
+    }
 #endif
 #ifdef KILN_ARCH_ARM
     k = &g_tables[KILN_ISA_NEON];
@@ -179,8 +192,10 @@ static void build_tables(void) {
 }
 
 static const struct kiln_kernels * best_table(void) {
-    for (int i = KILN_ISA_COUNT - 1; i > 0; i--) {
-        if (g_available[i]) return &g_tables[i];
+    static const enum kiln_isa pref[] = { KILN_ISA_AVX512, KILN_ISA_AVXVNNI, KILN_ISA_AVX2, KILN_ISA_NEON,
+                                          KILN_ISA_WASM_RELAXED, KILN_ISA_WASM_SIMD128 };
+    for (size_t i = 0; i < sizeof pref / sizeof pref[0]; i++) {
+        if (g_available[pref[i]]) return &g_tables[pref[i]];
     }
     return &g_tables[KILN_ISA_SCALAR];
 }

@@ -232,7 +232,8 @@ int main(void) {
     test_mul_mat(768, 24, 30, 1, 1);     /* more activation rows than one block of them */
     test_mul_mat(256, 16, 5, 2, 4);      /* broadcast batches */
     test_bad_inputs();
-    if (kiln_kernels_for_isa(KILN_ISA_AVX512)) printf("avx512 q4_K x8 kernels checked: %d cases\n", n_checked);
-    else printf("avx512 row NOT TESTED: this CPU/build has no AVX-512 F+BW+VL+VNNI\n");
+    printf("q4_K x8 kernels checked: %d cases\n", n_checked);
+    if (!kiln_kernels_for_isa(KILN_ISA_AVX512)) printf("avx512 row NOT TESTED: this CPU/build has no AVX-512 F+BW+VL+VNNI\n");
+    if (!kiln_kernels_for_isa(KILN_ISA_AVXVNNI)) printf("avxvnni row NOT TESTED: this CPU/build has no AVX-VNNI\n");
     return tu_finish();
 }
