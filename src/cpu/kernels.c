@@ -80,6 +80,16 @@ static void table_finish(struct kiln_kernels * k) {
     kiln_quant_register_kernels(k);
 }
 
+/* isa's table as a copy of base's, its quant kernels registered for isa */
+static struct kiln_kernels * table_from(enum kiln_isa isa, enum kiln_isa base) {
+    struct kiln_kernels * k = &g_tables[isa];
+    *k = g_tables[base];
+    k->isa = isa_names[isa];
+    k->isa_id = isa;
+    table_finish(k);
+    return k;
+}
+
 static void build_tables(void) {
     struct kiln_kernels * k = &g_tables[KILN_ISA_SCALAR];
     table_base(k, KILN_ISA_SCALAR);
@@ -119,11 +129,7 @@ static void build_tables(void) {
      * AVX2 one it replaces (quant_avx512.c), so results do not depend on
      * which of the two rows a machine runs */
     if (g_available[KILN_ISA_AVX2] && kiln_cpu_has_avx512_vnni()) {
-        k = &g_tables[KILN_ISA_AVX512];
-        *k = g_tables[KILN_ISA_AVX2];
-        k->isa = isa_names[KILN_ISA_AVX512];
-        k->isa_id = KILN_ISA_AVX512;
-        table_finish(k);
+        k = table_from(KILN_ISA_AVX512, KILN_ISA_AVX2);
         k->vec_dot_x4[KILN_TYPE_Q4_0] = q4_0x4_q8_0_vec_dot__avx512;
         k->vec_dot_x4[KILN_TYPE_Q8_0] = q8_0x4_q8_0_vec_dot__avx512;
         k->gemm_x4[KILN_TYPE_Q4_0] = q4_0x4_q8_0_gemm__avx512;
@@ -136,11 +142,7 @@ static void build_tables(void) {
      * with AVX-VNNI and no AVX-512 (Intel client); where both exist the
      * avx512 row is preferred (best_table) */
     if (g_available[KILN_ISA_AVX2] && kiln_cpu_has_avxvnni()) {
-        k = &g_tables[KILN_ISA_AVXVNNI];
-        *k = g_tables[KILN_ISA_AVX2];
-        k->isa = isa_names[KILN_ISA_AVXVNNI];
-        k->isa_id = KILN_ISA_AVXVNNI;
-        table_finish(k);
+        k = table_from(KILN_ISA_AVXVNNI, KILN_ISA_AVX2);
         k->vec_dot_x4[KILN_TYPE_Q4_K] = q4_Kx8_q8_K_vec_dot__avxvnni;
         k->gemm_x4[KILN_TYPE_Q4_K] = q4_Kx8_q8_K_gemm__avxvnni;
         g_available[KILN_ISA_AVXVNNI] = true;

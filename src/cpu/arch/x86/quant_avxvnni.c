@@ -28,21 +28,15 @@ static inline __m256i scaled_sub4(__m256i d, uint32_t sc4) {
 /* Q4_K x8 integer core: a 32-byte load is one 8-byte piece of 4 rows
  * (repack_q4_K_avx512.c does the same with all 8 rows per load) */
 static inline void q4kx8_core_avxvnni(const block_q4_Kx8 * xb, const struct q4kx8_sb * sb, const block_q8_K * yb, __m256i ip[4]) {
-    const __m256i m4 = _mm256_set1_epi8(0x0f);
     const __m256i evens = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
     for (int p = 0; p < 4; p++) {
         __m256i lo_a = _mm256_setzero_si256(), lo_b = lo_a, hi_a = lo_a, hi_b = lo_a;
         for (int k = 0; k < 4; k++) {
-            const uint8_t * q = xb->qs + 64 * (4 * p + k);
-            const __m256i wa = load32(q), wb = load32(q + 32);
-            long long yl, yh;
-            memcpy(&yl, yb->qs + 64 * p + 8 * k, 8);
-            memcpy(&yh, yb->qs + 64 * p + 32 + 8 * k, 8);
-            const __m256i vl = _mm256_set1_epi64x(yl), vh = _mm256_set1_epi64x(yh);
-            lo_a = _mm256_dpbusd_avx_epi32(lo_a, _mm256_and_si256(wa, m4), vl);
-            lo_b = _mm256_dpbusd_avx_epi32(lo_b, _mm256_and_si256(wb, m4), vl);
-            hi_a = _mm256_dpbusd_avx_epi32(hi_a, _mm256_and_si256(_mm256_srli_epi16(wa, 4), m4), vh);
-            hi_b = _mm256_dpbusd_avx_epi32(hi_b, _mm256_and_si256(_mm256_srli_epi16(wb, 4), m4), vh);
+            const struct q4kx8_piece w = q4kx8_load_piece(xb, yb, p, k);
+            lo_a = _mm256_dpbusd_avx_epi32(lo_a, w.lo_a, w.vl);
+            lo_b = _mm256_dpbusd_avx_epi32(lo_b, w.lo_b, w.vl);
+            hi_a = _mm256_dpbusd_avx_epi32(hi_a, w.hi_a, w.vh);
+            hi_b = _mm256_dpbusd_avx_epi32(hi_b, w.hi_b, w.vh);
         }
         const uint64_t s0 = sb->sc[2 * p], s1 = sb->sc[2 * p + 1];
         const __m256i ta = _mm256_add_epi64(scaled_sub4(lo_a, (uint32_t) s0), scaled_sub4(hi_a, (uint32_t) s1));

@@ -15,7 +15,6 @@
 #include "repack_q4_K_x86.h"
 
 static inline void q4kx8_core_avx2(const block_q4_Kx8 * xb, const struct q4kx8_sb * sb, const block_q8_K * yb, __m256i ip[4]) {
-    const __m256i m4 = _mm256_set1_epi8(0x0f);
     /* i16 lanes of 64-bit lane r: row r's scale (rows 0..3 / 4..7) */
     const __m256i pick_a = _mm256_setr_epi8(0, -1, 0, -1, 0, -1, 0, -1, 1, -1, 1, -1, 1, -1, 1, -1,
                                             2, -1, 2, -1, 2, -1, 2, -1, 3, -1, 3, -1, 3, -1, 3, -1);
@@ -25,16 +24,11 @@ static inline void q4kx8_core_avx2(const block_q4_Kx8 * xb, const struct q4kx8_s
     for (int p = 0; p < 4; p++) {
         __m256i lo_a = _mm256_setzero_si256(), lo_b = lo_a, hi_a = lo_a, hi_b = lo_a;
         for (int k = 0; k < 4; k++) {
-            const uint8_t * q = xb->qs + 64 * (4 * p + k);
-            const __m256i wa = load32(q), wb = load32(q + 32);
-            long long yl, yh;
-            memcpy(&yl, yb->qs + 64 * p + 8 * k, 8);
-            memcpy(&yh, yb->qs + 64 * p + 32 + 8 * k, 8);
-            const __m256i vl = _mm256_set1_epi64x(yl), vh = _mm256_set1_epi64x(yh);
-            lo_a = _mm256_add_epi16(lo_a, _mm256_maddubs_epi16(_mm256_and_si256(wa, m4), vl));
-            lo_b = _mm256_add_epi16(lo_b, _mm256_maddubs_epi16(_mm256_and_si256(wb, m4), vl));
-            hi_a = _mm256_add_epi16(hi_a, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(wa, 4), m4), vh));
-            hi_b = _mm256_add_epi16(hi_b, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(wb, 4), m4), vh));
+            const struct q4kx8_piece w = q4kx8_load_piece(xb, yb, p, k);
+            lo_a = _mm256_add_epi16(lo_a, _mm256_maddubs_epi16(w.lo_a, w.vl));
+            lo_b = _mm256_add_epi16(lo_b, _mm256_maddubs_epi16(w.lo_b, w.vl));
+            hi_a = _mm256_add_epi16(hi_a, _mm256_maddubs_epi16(w.hi_a, w.vh));
+            hi_b = _mm256_add_epi16(hi_b, _mm256_maddubs_epi16(w.hi_b, w.vh));
         }
         const __m256i s0 = _mm256_set1_epi64x((long long) sb->sc[2 * p]), s1 = _mm256_set1_epi64x((long long) sb->sc[2 * p + 1]);
         const __m256i ia = _mm256_add_epi32(_mm256_madd_epi16(lo_a, _mm256_shuffle_epi8(s0, pick_a)),

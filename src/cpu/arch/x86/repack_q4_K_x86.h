@@ -39,6 +39,29 @@ static inline void q4kx8_decode(const block_q4_Kx8 * x, struct q4kx8_sb * o) {
     o->dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *) x->dmin));
 }
 
+/* Piece k (0..3) of sub-block pair p, for the 256-bit cores: the nibbles
+ * of rows 0..3 (a) and 4..7 (b) against the 8 q8 values they meet, low
+ * nibbles (sub-block 2p, *vl) and high (2p + 1, *vh), each 8 bytes
+ * broadcast to the four 64-bit lanes (one row each). */
+struct q4kx8_piece { __m256i lo_a, lo_b, hi_a, hi_b, vl, vh; };
+
+static inline struct q4kx8_piece q4kx8_load_piece(const block_q4_Kx8 * xb, const block_q8_K * yb, int p, int k) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    const uint8_t * q = xb->qs + 64 * (4 * p + k);
+    const __m256i wa = _mm256_loadu_si256((const __m256i *) q), wb = _mm256_loadu_si256((const __m256i *) (q + 32));
+    long long yl, yh;
+    memcpy(&yl, yb->qs + 64 * p + 8 * k, 8);
+    memcpy(&yh, yb->qs + 64 * p + 32 + 8 * k, 8);
+    struct q4kx8_piece o;
+    o.lo_a = _mm256_and_si256(wa, m4);
+    o.lo_b = _mm256_and_si256(wb, m4);
+    o.hi_a = _mm256_and_si256(_mm256_srli_epi16(wa, 4), m4);
+    o.hi_b = _mm256_and_si256(_mm256_srli_epi16(wb, 4), m4);
+    o.vl = _mm256_set1_epi64x(yl);
+    o.vh = _mm256_set1_epi64x(yh);
+    return o;
+}
+
 /* the min sums M_p (pair p of sub-blocks) of the 8 rows against one q8_K block */
 static inline void q4kx8_mins(const struct q4kx8_sb * sb, const block_q8_K * y, __m256i mp[4]) {
     /* the 8 sub-blocks' sums of q8 values (|sum| <= 32 * 127: i16) */
