@@ -111,6 +111,7 @@ KILN_REPACK_Q4_K_KERNELS(scalar)
 KILN_REPACK_KERNELS(avx2)
 KILN_REPACK_KERNELS_BLOCKSUM(avx2)
 KILN_REPACK_GEMM_KERNELS(avx2)
+void iq4_nlx4_q8_0_gemm__avx2(int64_t n, int ncols, float * s, size_t ss, const void * x, const void * y, size_t ys);
 KILN_REPACK_Q4_K_KERNELS(avx2)
 KILN_REPACK_KERNELS(avx512)
 KILN_REPACK_GEMM_KERNELS(avx512)
