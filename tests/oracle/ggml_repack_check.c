@@ -160,6 +160,8 @@ int main(int argc, char ** argv) {
         for (int r = 0; r < 4; r++) same &= m.d[r] == k[r].d;
         check(same, "kiln_quantize_row_q8_K_x4 == ggml_quantize_mat_q8_K_4x8 on a +-max tie");
     }
+    if (!kiln_kernels_for_isa(KILN_ISA_AVX512)) printf("avx512 row NOT TESTED: this CPU has no AVX-512 F+BW+VL+VNNI\n");
+    if (!kiln_kernels_for_isa(KILN_ISA_AVXVNNI)) printf("avxvnni row NOT TESTED: this CPU has no AVX-VNNI\n");
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }
