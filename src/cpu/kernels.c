@@ -81,7 +81,7 @@ static void table_finish(struct kiln_kernels * k) {
 }
 
 /* isa's table as a copy of base's, its quant kernels registered for isa */
-static struct kiln_kernels * table_from(enum kiln_isa isa, enum kiln_isa base) {
+static inline struct kiln_kernels * table_from(enum kiln_isa isa, enum kiln_isa base) {
     struct kiln_kernels * k = &g_tables[isa];
     *k = g_tables[base];
     k->isa = isa_names[isa];

@@ -40,4 +40,54 @@ static inline void q4kx8_core_avx512(const block_q4_Kx8 * xb, const struct q4kx8
     }
 }
 
-KILN_Q4_KX8_KERNELS(q4kx8_core_avx512, avx512)
+KILN_Q4_KX8_VEC(q4kx8_core_avx512, avx512)
+
+/* the batched kernel: the core for 4 activation rows at once, each 64-byte
+ * piece loaded and split into nibbles once for all four (same integer sums
+ * per row, so the same results as the per-column core) */
+static inline void q4kx8_core4_avx512(const block_q4_Kx8 * xb, const struct q4kx8_sb * sb, const block_q8_K * const yb[4],
+                                      __m256i ip[4][4]) {
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    for (int p = 0; p < 4; p++) {
+        __m512i lo[4], hi[4];
+        for (int c = 0; c < 4; c++) lo[c] = hi[c] = _mm512_setzero_si512();
+        for (int k = 0; k < 4; k++) {
+            const __m512i w = _mm512_loadu_si512((const void *) (xb->qs + 64 * (4 * p + k)));
+            const __m512i wl = _mm512_and_si512(w, m4), wh = _mm512_and_si512(_mm512_srli_epi16(w, 4), m4);
+            for (int c = 0; c < 4; c++) {
+                long long yl, yh;
+                memcpy(&yl, yb[c]->qs + 64 * p + 8 * k, 8);
+                memcpy(&yh, yb[c]->qs + 64 * p + 32 + 8 * k, 8);
+                lo[c] = _mm512_dpbusd_epi32(lo[c], wl, _mm512_set1_epi64(yl));
+                hi[c] = _mm512_dpbusd_epi32(hi[c], wh, _mm512_set1_epi64(yh));
+            }
+        }
+        for (int c = 0; c < 4; c++) {
+            const __m512i t = _mm512_add_epi64(scaled_sub(lo[c], sb->sc[2 * p]), scaled_sub(hi[c], sb->sc[2 * p + 1]));
+            ip[c][p] = _mm512_cvtepi64_epi32(t);
+        }
+    }
+}
+
+void q4_Kx8_q8_K_gemm__avx512(int64_t n, int ncols, float * s, size_t ss, const void * vx, const void * vy, size_t ys) {
+    const block_q4_Kx8 * x = vx;
+    for (int c0 = 0; c0 < ncols; c0 += 4) {
+        const int nc = ncols - c0 < 4 ? ncols - c0 : 4;
+        __m256 acc[4], accm[4];
+        for (int c = 0; c < 4; c++) acc[c] = accm[c] = _mm256_setzero_ps();
+        for (int64_t b = 0; b < n / QK_K; b++) {
+            struct q4kx8_sb sb;
+            q4kx8_decode(&x[b], &sb);
+            const block_q8_K * yb[4];
+            for (int c = 0; c < 4; c++) yb[c] = (const block_q8_K *) ((const char *) vy + (size_t) (c0 + (c < nc ? c : nc - 1)) * ys) + b;
+            __m256i ip[4][4];
+            q4kx8_core4_avx512(&x[b], &sb, yb, ip);
+            for (int c = 0; c < nc; c++) {
+                __m256i mp[4];
+                q4kx8_mins(&sb, yb[c], mp);
+                q4kx8_step_pairs(&sb, yb[c]->d, ip[c], mp, &acc[c], &accm[c]);
+            }
+        }
+        for (int c = 0; c < nc; c++) _mm256_storeu_ps(s + (size_t) (c0 + c) * ss, _mm256_sub_ps(acc[c], accm[c]));
+    }
+}

@@ -97,7 +97,8 @@ static inline void q4kx8_step_pairs(const struct q4kx8_sb * sb, float dy, const 
  * CORE(const block_q4_Kx8 * xb, const struct q4kx8_sb * sb, const block_q8_K * yb, __m256i ip[4]):
  * the mat-vec kernel, and the batched one (the group's super-block decoded
  * once for up to 4 activation rows at a time). */
-#define KILN_Q4_KX8_KERNELS(CORE, S) \
+#define KILN_Q4_KX8_KERNELS(CORE, S) KILN_Q4_KX8_VEC(CORE, S) KILN_Q4_KX8_GEMM(CORE, S)
+#define KILN_Q4_KX8_VEC(CORE, S) \
 void q4_Kx8_q8_K_vec_dot__##S(int64_t n, float * s, const void * vx, const void * vy) { \
     const block_q4_Kx8 * x = vx; \
     const block_q8_K * y = vy; \
@@ -111,7 +112,8 @@ void q4_Kx8_q8_K_vec_dot__##S(int64_t n, float * s, const void * vx, const void 
         q4kx8_step_vec(&sb, y[b].d, ip, mp, &acc, &accm); \
     } \
     _mm256_storeu_ps(s, _mm256_sub_ps(acc, accm)); \
-} \
+}
+#define KILN_Q4_KX8_GEMM(CORE, S) \
 void q4_Kx8_q8_K_gemm__##S(int64_t n, int ncols, float * s, size_t ss, const void * vx, const void * vy, size_t ys) { \
     const block_q4_Kx8 * x = vx; \
     for (int c0 = 0; c0 < ncols; c0 += 4) { \
