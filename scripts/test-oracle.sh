@@ -24,6 +24,15 @@ cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$B" -j"${KILN_JOBS:-2}" --target kiln-generate kiln-tokenize kiln-quantize kiln-llama-pad kiln-synth-model >/dev/null
 bash scripts/make-oracle-fixtures.sh "$B" >/dev/null
 rc=0
+# Kiln's Q4_K x8 kernels against llama.cpp's exported repacked Q4_K kernels
+# (the haswell build, bit for bit; x86-64 Linux, where that build exists)
+if [ "$(uname -s)-$(uname -m)" = "Linux-x86_64" ]; then
+  cmake --build "$B" -j"${KILN_JOBS:-2}" --target kiln >/dev/null
+  GGML_BINS=$(node -e 'const p=require("path");console.log(p.resolve(p.dirname(require.resolve("@node-llama-cpp/linux-x64")),"..","bins","linux-x64"))')
+  ${CC:-cc} -O2 -Isrc/include -Isrc -Isrc/core -Isrc/quant tests/oracle/ggml_repack_check.c "$B/libkiln.a" -ldl -lm -lpthread \
+    -o "$B/ggml_repack_check"
+  "$B/ggml_repack_check" "$GGML_BINS/libggml-base.so" "$GGML_BINS/libggml-cpu-haswell.so" || rc=1
+fi
 node tests/oracle/oracle.mjs --build "$B" --json build/oracle/result.json || rc=1
 # every decoder architecture x weight type on random-weight models (build/oracle-arch/)
 node tests/oracle/arch.mjs --build "$B" --json "$B/oracle-arch/result.json" || rc=1
