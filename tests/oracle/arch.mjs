@@ -44,6 +44,7 @@ const modelDir = path.join(buildDir, "oracle-arch");
 const ARCHS = [
     ["llama", "llama-spm"], ["qwen3", "gpt-2"], ["gemma", "llama-spm"], ["gemma2", "llama-spm"],
     ["gemma3", "llama-spm"], ["granite", "gpt-2"], ["smollm3", "gpt-2"], ["olmo2", "gpt-2"],
+    ["phi3", "phi-3"], ["qwen2moe", "gpt-2"], ["qwen3moe", "gpt-2"],
 ].filter(([a]) => !onlyArch || onlyArch.includes(a));
 const TYPES = onlyType ?? ["f32", "f16", "q8_0", "q4_K"];
 const PROMPTS = [
