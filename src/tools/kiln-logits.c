@@ -1,10 +1,11 @@
 /*
  * kiln-logits — the logits after a sequence of token ids, each evaluated on
- * its own (as generation does after the prompt), or all as one batch
- * (--batch, as a prompt is evaluated), for cross-checks against llama.cpp at
- * a given generation step (tests/oracle/arch.mjs).
+ * its own (as generation does after the prompt), or the first N as one batch
+ * (--batch N, as a prompt is evaluated) and the rest one by one, for
+ * cross-checks against llama.cpp at a given generation step
+ * (tests/oracle/arch.mjs).
  *
- *   kiln-logits -m FILE --ids 1,2,3 [--isa NAME] [--ctx N] [--batch 1]
+ *   kiln-logits -m FILE --ids 1,2,3 [--isa NAME] [--ctx N] [--batch N]
  *
  * stdout: one JSON line {"n":N,"logits":[...]} (%.9g, so floats round-trip).
  */
@@ -18,12 +19,12 @@ int main(int argc, char ** argv) {
     const char * path = NULL, * ids = NULL;
     struct kiln_model_params mp = kiln_model_params_default();
     mp.n_threads = 1;
-    bool batch = false;
+    int32_t first = 1; /* ids in the first batch */
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "-m")) path = argv[i + 1];
         else if (!strcmp(argv[i], "--ids")) ids = argv[i + 1];
         else if (!strcmp(argv[i], "--ctx")) mp.n_ctx = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--batch")) batch = atoi(argv[i + 1]) != 0, mp.n_batch = 1 << 16; /* one graph for all ids */
+        else if (!strcmp(argv[i], "--batch")) first = atoi(argv[i + 1]), mp.n_batch = first > 1 ? first : 1;
         else if (!strcmp(argv[i], "--isa")) {
             kiln_cpu_force_isa(argv[i + 1]);
             if (strcmp(kiln_cpu_isa(), argv[i + 1]) != 0) {
@@ -33,7 +34,7 @@ int main(int argc, char ** argv) {
         } else path = NULL, i = argc;
     }
     if (!path || !ids) {
-        fprintf(stderr, "usage: kiln-logits -m FILE --ids 1,2,3 [--isa NAME] [--ctx N] [--batch 1]\n");
+        fprintf(stderr, "usage: kiln-logits -m FILE --ids 1,2,3 [--isa NAME] [--ctx N] [--batch N]\n");
         return 2;
     }
     struct kiln_model * model = kiln_model_load(path, mp);
@@ -56,8 +57,9 @@ int main(int argc, char ** argv) {
         kiln_model_free(model);
         return 2;
     }
-    for (int32_t i = 0; i < n; i += batch ? n : 1) {
-        if (kiln_model_eval(model, toks + i, batch ? n : 1) != KILN_STATUS_SUCCESS) {
+    if (first < 1 || first > n) first = first < 1 ? 1 : n;
+    for (int32_t i = 0; i < n; i += i == 0 ? first : 1) {
+        if (kiln_model_eval(model, toks + i, i == 0 ? first : 1) != KILN_STATUS_SUCCESS) {
             fprintf(stderr, "kiln-logits: token %d: %s\n", i, kiln_last_error());
             free(toks);
             kiln_model_free(model);
