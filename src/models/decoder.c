@@ -117,7 +117,17 @@ static struct kiln_tensor * ffn_silu(struct kiln_context * ctx, struct kiln_tens
 static struct kiln_tensor * ffn_moe(const struct kiln_model * m, const struct layer * L, struct kiln_context * ctx,
                                     struct kiln_tensor * x, int32_t nb) {
     const int64_t E = m->n_embd, X = m->n_expert, U = m->n_expert_used;
-    struct kiln_tensor * probs = kiln_soft_max(ctx, kiln_mul_mat(ctx, L->gate_inp, x)); /* [X, nb] */
+    /* router logits token by token: the mat-vec path for every token, so a
+     * batch routes exactly as single tokens do (llama.cpp's does); a batched
+     * gemm sums in another order, and at a near-tie of two experts' logits
+     * that picks other experts */
+    struct kiln_tensor * logits = NULL;
+    for (int32_t t = 0; t < nb; t++) {
+        struct kiln_tensor * lt = kiln_mul_mat(ctx, L->gate_inp, kiln_view_2d(ctx, x, E, 1, x->nb[1], (size_t) t * x->nb[1]));
+        logits = logits ? kiln_concat(ctx, logits, lt, 1) : lt;
+        CHKN(logits);
+    }
+    struct kiln_tensor * probs = kiln_soft_max(ctx, logits); /* [X, nb] */
     CHKN(probs);
     struct kiln_tensor * sel = kiln_top_k(ctx, probs, (int) U); /* [U, nb] */
     CHKN(sel);
@@ -158,7 +168,7 @@ static bool build_graph(struct kiln_model * m, struct batch_graph * bg, int32_t 
     const int64_t E = m->n_embd, Hd = m->head_dim, nh = m->n_head, nkv = m->n_head_kv;
     const int64_t kv_dim = Hd * nkv;
     const int64_t n_kv = m->n_past + nb;
-    const size_t n_tensors = (size_t) m->n_layer * (80 + 3 * (size_t) m->n_expert_used) + 64;
+    const size_t n_tensors = (size_t) m->n_layer * (80 + 3 * (size_t) m->n_expert_used + (m->n_expert ? 3 * (size_t) nb : 0)) + 64;
     struct kiln_init_params ip = { n_tensors * kiln_tensor_overhead() + kiln_graph_overhead_custom(n_tensors, false), NULL, true };
     struct kiln_context * ctx = kiln_init(ip);
     CHK(ctx);

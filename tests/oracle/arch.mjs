@@ -66,6 +66,14 @@ const TOL = { f32: 3e-3, f16: 1e-3, q8_0: 1e-3, q4_K: 1e-3 };
 // shows as log-prob shifts of a few 1e-3.
 const GELU_ARCHS = ["gemma", "gemma2", "gemma3"];
 const tolAt = (arch, wt) => (GELU_ARCHS.includes(arch) ? 1e-2 : TOL[wt] ?? 1e-3);
+// After a prompt evaluated as one batch: llama.cpp multiplies F32/F16
+// weights by a batch of activations with llamafile's tinyBLAS gemm, whose
+// order of summation is neither its own mat-vec's nor Kiln's gemm's; its own
+// one-by-one and batched log-probs differ by 3.2e-3 (llama f32) and 4.7e-3
+// (qwen3moe f32) on these models. Q8_0/K-quant batches sum per row as the
+// mat-vec does (one-by-one and batched agree exactly on both engines).
+const TOL_BATCH = { f32: 1e-2, f16: 1e-2 };
+const tolBatchAt = (arch, wt) => Math.max(tolAt(arch, wt), TOL_BATCH[wt] ?? 0);
 
 // Greedy tokens may differ at a step where the two engines' log-probs agree
 // within DRIFT (tokens with p > 1e-4) and the two picks are each other's
@@ -270,8 +278,8 @@ for (const [arch, vocab] of ARCHS) for (const wt of TYPES) {
         let dB = nb.probabilities.size === klB.length ? 0 : Infinity;
         for (const [tok, pr] of nb.probabilities) if (pr > 1e-30) dB = Math.max(dB, Math.abs(Math.log(pr) - klB[tok]));
         cell.batchMaxLogprobDiff = Math.max(cell.batchMaxLogprobDiff, dB);
-        check(dB <= tolAt(arch, wt), `batched prompt (${input.length} tokens): log-probs after it ${tag}`,
-            `|diff| ${dB.toExponential(1)} (tol ${tolAt(arch, wt)})`);
+        check(dB <= tolBatchAt(arch, wt), `batched prompt (${input.length} tokens): log-probs after it ${tag}`,
+            `|diff| ${dB.toExponential(1)} (tol ${tolBatchAt(arch, wt)})`);
         // llama.cpp's distribution at step d of this run: the prompt as one batch, then one by one
         const distAtB = async (d) => {
             const want = { generateNext: { probabilities: true, token: true, options: greedy } };
