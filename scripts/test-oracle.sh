@@ -3,6 +3,7 @@
 # devDependency): builds the native tools, the fixtures (build/oracle/), and
 # runs tests/oracle/oracle.mjs, tests/oracle/arch.mjs (every decoder
 # architecture on random-weight models from kiln-synth-model),
+# tests/oracle/chat-template.mjs (built-in chat templates vs llama.cpp's Jinja),
 # tests/oracle/grammar.mjs (grammar-constrained generation against llama.cpp's
 # grammar engine and ajv) and tests/audio/vad-oracle.mjs (Silero VAD against
 # whisper.cpp). Needs `npm install` done (offline is fine: the
@@ -25,6 +26,8 @@ rc=0
 node tests/oracle/oracle.mjs --build "$B" --json build/oracle/result.json || rc=1
 # every decoder architecture x weight type on random-weight models (build/oracle-arch/)
 node tests/oracle/arch.mjs --build "$B" --json "$B/oracle-arch/result.json" || rc=1
+# the built-in chat templates against llama.cpp's Jinja engine on real models' templates
+node tests/oracle/chat-template.mjs --build "$B" || rc=1
 # grammar-constrained generation against llama.cpp's grammar engine and ajv
 node tests/oracle/grammar.mjs --build "$B" --json build/oracle/grammar-result.json || rc=1
 # Silero VAD against whisper.cpp (@fugood/whisper.node) and onnxruntime-node
