@@ -4,6 +4,7 @@
 # runs tests/oracle/oracle.mjs, tests/oracle/arch.mjs (every decoder
 # architecture on random-weight models from kiln-synth-model),
 # tests/oracle/chat-template.mjs (built-in chat templates vs llama.cpp's Jinja),
+# tests/oracle/quant-mix.mjs (q4_K_M / q5_K_M vs llama.cpp's quantizer),
 # tests/oracle/grammar.mjs (grammar-constrained generation against llama.cpp's
 # grammar engine and ajv) and tests/audio/vad-oracle.mjs (Silero VAD against
 # whisper.cpp). Needs `npm install` done (offline is fine: the
@@ -26,6 +27,9 @@ rc=0
 node tests/oracle/oracle.mjs --build "$B" --json build/oracle/result.json || rc=1
 # every decoder architecture x weight type on random-weight models (build/oracle-arch/)
 node tests/oracle/arch.mjs --build "$B" --json "$B/oracle-arch/result.json" || rc=1
+# kiln-quantize's q4_K_M / q5_K_M mixes against llama.cpp's llama_model_quantize (types and bytes)
+cmake --build "$B" -j"${KILN_JOBS:-2}" --target kiln-gguf >/dev/null
+node tests/oracle/quant-mix.mjs --build "$B" 2> >(grep -v '^llama_model_quantize\|^\[ *[0-9]' >&2) || rc=1
 # the built-in chat templates against llama.cpp's Jinja engine on real models' templates
 node tests/oracle/chat-template.mjs --build "$B" || rc=1
 # grammar-constrained generation against llama.cpp's grammar engine and ajv
