@@ -8,7 +8,7 @@
 // (default build/peers.jsonl). The last line is the summary object.
 // A benchmark, not a test: run by hand, never from scripts/test.sh.
 //
-//   node bench/peers/run.mjs [--only kernels,bw,native,browser] [--models stories,q4_0,q8_0]
+//   node bench/peers/run.mjs [--only kernels,bw,native,browser] [--models stories,q4_0,q8_0,q4_K_M]
 //        [--threads 1,2] [--gen N] [--prompt TEXT] [--reps N] [--warmup N] [--rounds N] [--browser-reps N]
 //        [--engines wllama,kiln-mt,wllama-1t,kiln-st] [--kernel-reps N] [--budget S]
 //        [--timeout S (one run's limit; a starved machine records what it measured)] [--json FILE]
@@ -28,7 +28,7 @@ const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..')
 const args = process.argv.slice(2);
 const opt = (k, d) => { const i = args.indexOf(`--${k}`); return i >= 0 ? args[i + 1] : d; };
 const only = opt('only', 'kernels,bw,native,browser').split(',');
-const which = opt('models', 'stories,q4_0,q8_0').split(',');
+const which = opt('models', 'stories,q4_0,q8_0,q4_K_M').split(',');
 const threads = opt('threads', '1,2').split(',').map(Number);
 const nGen = +opt('gen', 12);
 const reps = +opt('reps', 2);
@@ -50,7 +50,8 @@ setJsonFile(jsonFile);
 const log = (...a) => console.error(...a);
 const t0 = Date.now();
 
-const summary = { gen_vs_wllama_q4_0: null, gen_vs_wllama_q8_0: null, gen_native_vs_llamacpp_q4_0: null, gemm_vs_tfjs: null };
+const summary = { gen_vs_wllama_q4_0: null, gen_vs_wllama_q8_0: null, gen_vs_wllama_q4_K_M: null, gen_native_vs_llamacpp_q4_0: null,
+  gen_native_vs_llamacpp_q4_K_M: null, gemm_vs_tfjs: null };
 const sections = [];
 const notes = [];
 
@@ -101,6 +102,8 @@ if (only.includes('native')) {
   const q4 = ns.filter((n) => n.model === 'synth-q4_0');
   const best = q4.find((n) => n.threads === Math.max(...threads)) ?? q4[0];
   summary.gen_native_vs_llamacpp_q4_0 = best?.ratio_tg.median ?? null;
+  const qk = ns.filter((n) => n.model === 'synth-q4_K_M');
+  summary.gen_native_vs_llamacpp_q4_K_M = (qk.find((n) => n.threads === Math.max(...threads)) ?? qk[0])?.ratio_tg.median ?? null;
 }
 
 if (only.includes('browser')) {
@@ -128,7 +131,7 @@ if (only.includes('browser')) {
   }
   sections.push(`Chromium, greedy, ${nGen} tokens, prompt tokens ${bs.map((b) => `${b.model} ${Object.values(b.engines).find((e) => e.prompt_n)?.prompt_n ?? '?'}`).join(', ')}; rounds: ${bs.map((b) => b.rounds).join('/')} (each engine loads once in its own page, engines take turns per round); tokens/s median (min–max); kiln/wllama: per-round ratio vs wllama at the same threads\n` +
     table(rows, ['model', 'engine', 'thr', 'pp tok/s', 'tg tok/s', 'bw frac', 'kiln/wllama', 'same ids as llama.cpp / text as wllama', 'load s']));
-  for (const [k, key] of [['synth-q4_0', 'gen_vs_wllama_q4_0'], ['synth-q8_0', 'gen_vs_wllama_q8_0']]) {
+  for (const [k, key] of [['synth-q4_0', 'gen_vs_wllama_q4_0'], ['synth-q8_0', 'gen_vs_wllama_q8_0'], ['synth-q4_K_M', 'gen_vs_wllama_q4_K_M']]) {
     const b = bs.find((x) => x.model === k);
     summary[key] = b?.ratio_kiln_mt_vs_wllama?.median ?? null;
   }
