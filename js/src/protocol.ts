@@ -133,6 +133,8 @@ export interface Requests {
   detokenize: { req: { model: number; ids: number[]; removeSpecial: boolean; unparseSpecial: boolean }; reply: string };
   tokenPiece: { req: { model: number; token: number; special: boolean }; reply: string };
   meta: { req: { model: number; key: string }; reply: string | null };
+  /** messages through a built-in chat template (a name, or template text whose family is recognised; null: the model's) */
+  chatBuiltin: { req: { model: number; messages: { role: string; content: string }[]; template: string | null }; reply: string };
   llmInfo: { req: { model: number }; reply: LlmInfo };
   /** streams 'piece' messages while it runs */
   generate: { req: GenerateReq; reply: Completion };
