@@ -282,7 +282,7 @@ for (const [arch, vocab] of ARCHS) for (const wt of TYPES) {
         for (const [tok, pr] of nb.probabilities) if (pr > 1e-30) dB = Math.max(dB, Math.abs(Math.log(pr) - klB[tok]));
         cell.batchMaxLogprobDiff = Math.max(cell.batchMaxLogprobDiff, dB);
         check(dB <= tolBatchAt(arch, wt), `batched prompt (${input.length} tokens): log-probs after it ${tag}`,
-            `|diff| ${dB.toExponential(1)} (tol ${tolBatchAt(arch, wt)})`);
+            `|diff| ${dB.toExponential(1)} (tol ${+tolBatchAt(arch, wt).toPrecision(3)})`);
         // llama.cpp's distribution at step d of this run: the prompt as one batch, then one by one
         const distAtB = async (d) => {
             const want = { generateNext: { probabilities: true, token: true, options: greedy } };
