@@ -69,14 +69,14 @@ const tolAt = (arch, wt) => (GELU_ARCHS.includes(arch) ? 1e-2 : TOL[wt] ?? 1e-3)
 // After a prompt evaluated as one batch: llama.cpp multiplies F32/F16
 // weights by a batch of activations with llamafile's tinyBLAS gemm, whose
 // order of summation is neither its own mat-vec's nor Kiln's; its own
-// one-by-one and batched log-probs differ on these models by up to 3.2e-3
-// (llama f32), 4.7e-3 (qwen3moe f32), 6.6e-3 (llama f16) and 1.04e-2
-// (qwen3 f16, 18 tokens) and 1.2e-2 (gemma2 f16). The batched tolerance is
-// the one-by-one one (how far Kiln may be from llama.cpp's mat-vec path)
-// plus that drift. Q8_0/K-quant batches sum per row as the mat-vec does
-// (one-by-one and batched agree exactly on both engines): no addition.
-const TOL_BATCH = { f32: 1e-2, f16: 2e-2 };
-const tolBatchAt = (arch, wt) => tolAt(arch, wt) + (TOL_BATCH[wt] ?? 0);
+// one-by-one and batched log-probs differ on these models by 2e-3..3e-2
+// (granite f16, whose multipliers amplify it), measured in every run as
+// `self`. Kiln's batched gemm drifts from its own mat-vec path by rounding of
+// the same size, so by the triangle inequality Kiln's batched log-probs may
+// differ from llama.cpp's batched ones by the one-by-one tolerance plus twice
+// that drift. Q8_0/K-quant batches sum per row as the mat-vec does (Q8_0:
+// one-by-one and batched agree exactly on both engines): no allowance.
+const tolBatchAt = (arch, wt, self) => tolAt(arch, wt) + (wt === "f32" || wt === "f16" ? 2 * self : 0);
 
 // Greedy tokens may differ at a step where the two engines' log-probs agree
 // within DRIFT (tokens with p > 1e-4) and the two picks are each other's
@@ -213,7 +213,7 @@ for (const [arch, vocab] of ARCHS) for (const wt of TYPES) {
         let res = null;
         for (let i = 0; i < input.length; i++) {
             const last = i === input.length - 1;
-            const r = await seq.controlledEvaluate([[input[i], i < nlog || last ? { generateNext: { probabilities: i < nlog, token: last, options: greedy } } : undefined]]
+            const r = await seq.controlledEvaluate([[input[i], i < nlog || last ? { generateNext: { probabilities: i < nlog || last, token: last, options: greedy } } : undefined]]
                 .map(([t, o]) => (o ? [t, o] : t)));
             if (i < nlog) single.push(r[0].next.probabilities);
             if (last) res = r[0];
@@ -280,9 +280,13 @@ for (const [arch, vocab] of ARCHS) for (const wt of TYPES) {
         const klB = logSoftmax(kilnLogits(file, input, input.length));
         let dB = nb.probabilities.size === klB.length ? 0 : Infinity;
         for (const [tok, pr] of nb.probabilities) if (pr > 1e-30) dB = Math.max(dB, Math.abs(Math.log(pr) - klB[tok]));
+        // llama.cpp's own drift: its one-by-one against its batched log-probs
+        let self = 0;
+        for (const [tok, pr] of res.next.probabilities) if (pr > 1e-30) self = Math.max(self, Math.abs(Math.log(pr) - Math.log(nb.probabilities.get(tok))));
         cell.batchMaxLogprobDiff = Math.max(cell.batchMaxLogprobDiff, dB);
-        check(dB <= tolBatchAt(arch, wt), `batched prompt (${input.length} tokens): log-probs after it ${tag}`,
-            `|diff| ${dB.toExponential(1)} (tol ${+tolBatchAt(arch, wt).toPrecision(3)})`);
+        const tolB = tolBatchAt(arch, wt, self);
+        check(dB <= tolB, `batched prompt (${input.length} tokens): log-probs after it ${tag}`,
+            `|diff| ${dB.toExponential(1)} (tol ${+tolB.toPrecision(3)}; llama.cpp's own one-by-one vs batched ${self.toExponential(1)})`);
         // llama.cpp's distribution at step d of this run: the prompt as one batch, then one by one
         const distAtB = async (d) => {
             const want = { generateNext: { probabilities: true, token: true, options: greedy } };
