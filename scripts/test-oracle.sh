@@ -4,9 +4,12 @@
 # runs tests/oracle/oracle.mjs, tests/oracle/arch.mjs (every decoder
 # architecture on random-weight models from kiln-synth-model),
 # tests/oracle/embed.mjs (embeddings of bert / nomic-bert encoders and a
-# decoder against llama.cpp's), tests/oracle/grammar.mjs (grammar-constrained generation against llama.cpp's
-# grammar engine and ajv), tests/oracle/finetune.mjs (a LoRA adapter trained by
-# kiln-finetune, loaded by llama.cpp) and tests/audio/vad-oracle.mjs (Silero VAD against
+# decoder against llama.cpp's), tests/oracle/chat-template.mjs (built-in chat
+# templates vs llama.cpp's Jinja), tests/oracle/quant-mix.mjs (q4_K_M / q5_K_M
+# vs llama.cpp's quantizer), tests/oracle/grammar.mjs (grammar-constrained
+# generation against llama.cpp's grammar engine and ajv),
+# tests/oracle/finetune.mjs (a LoRA adapter trained by kiln-finetune, loaded by
+# llama.cpp) and tests/audio/vad-oracle.mjs (Silero VAD against
 # whisper.cpp). Needs `npm install` done (offline is fine: the
 # prebuilt binary ships in @node-llama-cpp/<platform>; the postinstall step is
 # not needed). About 40 s after the build on this machine, plus 1-3 min for
@@ -39,6 +42,11 @@ node tests/oracle/arch.mjs --build "$B" --json "$B/oracle-arch/result.json" || r
 # embeddings (bert / nomic-bert random-weight encoders, stories260K) against llama.cpp's
 cmake --build "$B" -j"${KILN_JOBS:-2}" --target kiln-embed kiln-synth-encoder >/dev/null
 node tests/oracle/embed.mjs --build "$B" --json "$B/oracle-embed/result.json" || rc=1
+# kiln-quantize's q4_K_M / q5_K_M mixes against llama.cpp's llama_model_quantize (types and bytes)
+cmake --build "$B" -j"${KILN_JOBS:-2}" --target kiln-gguf >/dev/null
+node tests/oracle/quant-mix.mjs --build "$B" || rc=1
+# the built-in chat templates against llama.cpp's Jinja engine on real models' templates
+node tests/oracle/chat-template.mjs --build "$B" || rc=1
 # grammar-constrained generation against llama.cpp's grammar engine and ajv
 node tests/oracle/grammar.mjs --build "$B" --json build/oracle/grammar-result.json || rc=1
 # LoRA fine-tuning: kiln-finetune's adapter loaded by llama.cpp (stories260K + the Zorbu corpus)

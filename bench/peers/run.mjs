@@ -52,7 +52,7 @@ setJsonFile(jsonFile);
 const log = (...a) => console.error(...a);
 const t0 = Date.now();
 
-const summary = { gen_vs_wllama_q4_0: null, gen_vs_wllama_q8_0: null, gen_native_vs_llamacpp_q4_0: null, gemm_vs_tfjs: null,
+const summary = { gen_vs_wllama_q4_0: null, gen_vs_wllama_q8_0: null, gen_vs_wllama_q4_k_m: null, gen_native_vs_llamacpp_q4_0: null, gemm_vs_tfjs: null,
   pp_native_vs_llamacpp_q4_0: null, pp_native_vs_llamacpp_q4_k_m: null, gen_native_vs_llamacpp_q4_k_m: null };
 const sections = [];
 const notes = [];
@@ -149,7 +149,7 @@ if (only.includes('browser')) {
   }
   sections.push(`Chromium, greedy, ${nGen} tokens, prompt tokens ${bs.map((b) => `${b.model} ${Object.values(b.engines).find((e) => e.prompt_n)?.prompt_n ?? '?'}`).join(', ')}; rounds: ${bs.map((b) => b.rounds).join('/')} (each engine loads once in its own page, engines take turns per round); tokens/s median (min–max); kiln/wllama: per-round ratio vs wllama at the same threads\n` +
     table(rows, ['model', 'engine', 'thr', 'pp tok/s', 'tg tok/s', 'bw frac', 'kiln/wllama', 'same ids as llama.cpp / text as wllama', 'load s']));
-  for (const [k, key] of [['synth-q4_0', 'gen_vs_wllama_q4_0'], ['synth-q8_0', 'gen_vs_wllama_q8_0']]) {
+  for (const [k, key] of [['synth-q4_0', 'gen_vs_wllama_q4_0'], ['synth-q8_0', 'gen_vs_wllama_q8_0'], ['synth-q4_K_M', 'gen_vs_wllama_q4_k_m']]) {
     const b = bs.find((x) => x.model === k);
     summary[key] = b?.ratio_kiln_mt_vs_wllama?.median ?? null;
   }
