@@ -225,7 +225,7 @@ export type DType = 'f32' | 'f16' | 'bf16' | 'f64' | 'i8' | 'i16' | 'i32' | 'i64
 export declare const TYPE_IDS: Record<DType, number>;
 export type TensorData = Float32Array | Float64Array | Int32Array | Int16Array | Int8Array | Uint16Array | BigInt64Array | Uint8Array;
 export interface KilnOptions {
-    /** threads for compute (default: the machine's cores, at most 8); more than 1 needs kiln-mt */
+    /** threads for compute (default: the machine's cores, in a browser less one for the page, at most 8); more than 1 needs kiln-mt */
     threads?: number;
     /**
      * a folder holding the engine builds as the package's wasm/dist/ does (st/, mt/, st-relaxed/, mt-relaxed/):

@@ -36,7 +36,7 @@ const TYPE_NAMES: Record<number, DType> = Object.fromEntries(Object.entries(TYPE
 export type TensorData = Float32Array | Float64Array | Int32Array | Int16Array | Int8Array | Uint16Array | BigInt64Array | Uint8Array;
 
 export interface KilnOptions {
-  /** threads for compute (default: the machine's cores, at most 8); more than 1 needs kiln-mt */
+  /** threads for compute (default: the machine's cores, in a browser less one for the page, at most 8); more than 1 needs kiln-mt */
   threads?: number;
   /**
    * a folder holding the engine builds as the package's wasm/dist/ does (st/, mt/, st-relaxed/, mt-relaxed/):
@@ -129,7 +129,9 @@ async function defaultThreads(): Promise<number> {
     const os = await nodeImport('node:os');
     n = typeof os.availableParallelism === 'function' ? os.availableParallelism() : os.cpus().length;
   } else if (typeof navigator !== 'undefined' && navigator.hardwareConcurrency) {
-    n = navigator.hardwareConcurrency;
+    // a page leaves one core to its own thread: with every core computing,
+    // each of the page's tasks waits for the scheduler behind the engine's
+    n = navigator.hardwareConcurrency - 1;
   }
   return Math.max(1, Math.min(8, n));
 }

@@ -198,7 +198,10 @@ export type FromWorker =
   | { t: 'reply'; id: number; ok: false; error: WireError }
   | { t: 'progress'; id: number; loaded: number; total: number }
   | { t: 'progress'; id: number; train: TrainProgressMsg }
-  | { t: 'piece'; id: number; text: string }
+  /** generated text: the pieces of one or more tokens, in order (the worker sends
+   *  at most one message per PIECE_INTERVAL_MS, so the page wakes ~60 times a second
+   *  however fast tokens come) */
+  | { t: 'piece'; id: number; texts: string[] }
   /** a 'fill' load asks for its bytes: into shared wasm memory, or the next slice */
   | { t: 'fill'; id: number; memory: SharedArrayBuffer; ptr: number; total: number }
   | { t: 'fill'; id: number; loaded: number; total: number; buffer?: ArrayBuffer };

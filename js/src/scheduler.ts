@@ -71,7 +71,7 @@ export class Scheduler {
       job.onProgress?.(p as Progress & TrainProgressMsg);
       return;
     }
-    if (msg.t === 'piece') { if (!job.settled) job.onPiece?.(msg.text); return; }
+    if (msg.t === 'piece') { for (const t of msg.texts) { if (job.settled) break; job.onPiece?.(t); } return; }
     if (msg.t === 'fill') {
       if (!job.settled) job.onFill?.(msg, () => this.current === job && !job.settled && !job.signal?.aborted && !this.closed);
       return;

@@ -730,6 +730,9 @@ type KilnFactory = (opts: object) => Promise<KilnModule>;
   // enum kiln_gen_stop: 0 is 'still running', never a finished generation's reason
   const STOP_REASONS: Record<number, StopReason> = { 1: 'eos', 2: 'maxTokens', 3: 'stop', 4: 'context' };
   const GEN_EOG = 1;
+  /** streamed pieces: the shortest time between two messages to the page */
+  const PIECE_INTERVAL_MS = 50;
+  const now = () => (typeof performance !== 'undefined' ? performance.now() : Date.now());
 
   // the prompt (text, tokenized in wasm, or ids), the stop strings and the
   // options go to C in one call, which checks them (messages name the option)
@@ -756,6 +759,11 @@ type KilnFactory = (opts: object) => Promise<KilnModule>;
       const tokens: number[] = [];
       let text = '';
       let k = 0;
+      // streamed pieces go out together, at most one message per interval
+      // (the first at once): every message is a task on the page's thread
+      let pieces: string[] = [];
+      let lastPost = -Infinity;
+      const flush = () => { if (pieces.length) { post({ t: 'piece', id, texts: pieces }); pieces = []; lastPost = now(); } };
       for (;;) {
         if (isAborted(id)) throw new WErr('ABORTED', 'generation aborted');
         check(guard(() => M._kw_llm_step(g))); // the one call per token
@@ -763,10 +771,10 @@ type KilnFactory = (opts: object) => Promise<KilnModule>;
         if (stop !== GEN_EOG) tokens.push(tok);
         if (n > 0) {
           const piece = textAt(ptr >>> 0, n);
-          if (a.stream) post({ t: 'piece', id, text: piece });
+          if (a.stream) { pieces.push(piece); if (now() - lastPost >= PIECE_INTERVAL_MS) flush(); }
           else text += piece;
         }
-        if (stop !== 0) break;
+        if (stop !== 0) { flush(); break; }
         // without a shared abort word, the 'abort' message needs a turn of the event loop
         if (!abortWord && ++k % 8 === 0) await new Promise((r) => setTimeout(r, 0));
       }
