@@ -581,10 +581,14 @@ export type FromWorker = {
     t: 'progress';
     id: number;
     train: TrainProgressMsg;
-} | {
+}
+/** generated text: the pieces of one or more tokens, in order (the worker sends
+ *  the first at once, then at most one message per 50 ms: the page's thread wakes
+ *  ~20 times a second however fast tokens come) */
+ | {
     t: 'piece';
     id: number;
-    text: string;
+    texts: string[];
 }
 /** a 'fill' load asks for its bytes: into shared wasm memory, or the next slice */
  | {

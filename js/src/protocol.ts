@@ -199,8 +199,8 @@ export type FromWorker =
   | { t: 'progress'; id: number; loaded: number; total: number }
   | { t: 'progress'; id: number; train: TrainProgressMsg }
   /** generated text: the pieces of one or more tokens, in order (the worker sends
-   *  at most one message per PIECE_INTERVAL_MS, so the page wakes ~60 times a second
-   *  however fast tokens come) */
+   *  the first at once, then at most one message per 50 ms: the page's thread wakes
+   *  ~20 times a second however fast tokens come) */
   | { t: 'piece'; id: number; texts: string[] }
   /** a 'fill' load asks for its bytes: into shared wasm memory, or the next slice */
   | { t: 'fill'; id: number; memory: SharedArrayBuffer; ptr: number; total: number }
