@@ -11,7 +11,7 @@ import { loadModelCached, modelCache, type CacheEvent, type ModelCache } from '.
 import { backward, gradOf, makeOptim, zeroGrad, type BackwardOptions, type Optim } from './autograd.js';
 import { isBytes, planBytes } from './bytes.js';
 import { engineWorkerUrl, filesUnder, nodeImport, packagedFiles, type EngineFiles } from './assets.js';
-import type { FillMsg, MetadataValue, ModelSourceMsg } from './protocol.js';
+import type { FillMsg, MetadataValue, ModelSourceMsg, StoredMsg } from './protocol.js';
 import { TextGen, type Session, type ChatMessage, type ChatOptions, type Completion, type GenerateOptions, type GenerationStats } from './generate.js';
 
 export type Build = 'st' | 'mt';
@@ -336,6 +336,12 @@ export class Kiln {
     }
     const r = await this.sched.job({ t: 'load', source: src, vocabOnly: !!opts.vocabOnly, nCtx: opts.nCtx ?? 0 }, { signal: opts.signal, onProgress: opts.onProgress, transfer, onFill });
     return new Model(this, r.modelId, r);
+  }
+
+  /** @internal cache.ts: loadModel(url) whose worker also writes the downloaded bytes to an OPFS file */
+  async loadModelStoring(url: string, store: FileSystemFileHandle, opts: { onProgress?: (p: Progress) => void; signal?: AbortSignal }): Promise<{ model: Model; stored: StoredMsg | null }> {
+    const r = await this.sched.job({ t: 'load', source: { kind: 'url', url, store }, vocabOnly: false, nCtx: 0 }, { signal: opts.signal, onProgress: opts.onProgress });
+    return { model: new Model(this, r.modelId, r), stored: r.stored ?? null };
   }
 
   /** train an example model (Fashion-MNIST FC/CNN) in the engine worker (train.ts) */

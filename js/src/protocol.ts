@@ -29,9 +29,13 @@ export type ModelSourceMsg =
   /** bytes still on the caller's side (bytes.ts): 'shared' copies into wasm memory, 'slices' sends them */
   | { kind: 'fill'; mode: 'shared' | 'slices'; byteLength: number; head: ArrayBuffer }
   | { kind: 'path'; path: string }
-  | { kind: 'url'; url: string }
+  /** store: an OPFS file the worker also writes the downloaded bytes to (the model cache) */
+  | { kind: 'url'; url: string; store?: FileSystemFileHandle }
   | { kind: 'blob'; blob: Blob }
   | { kind: 'stream'; stream: ReadableStream<Uint8Array>; size: number };
+
+/** @internal what a load with a store file wrote: the bytes, the response's ETag, or why it stopped */
+export interface StoredMsg { bytes: number; etag: string | null; error?: string }
 
 export type MetadataValue = string | number | boolean | { array: string; length: number };
 
@@ -120,7 +124,7 @@ export interface Requests {
   data: { req: { tensor: number }; reply: TensorDesc & { buffer: ArrayBuffer } };
   load: {
     req: { source: ModelSourceMsg; vocabOnly: boolean; nCtx: number };
-    reply: { modelId: number; size: number; version: number; nKv: number; tensors: string[]; metadata: Record<string, MetadataValue> };
+    reply: { modelId: number; size: number; version: number; nKv: number; tensors: string[]; metadata: Record<string, MetadataValue>; stored?: StoredMsg };
   };
   freeModel: { req: { model: number }; reply: void };
   /** the session's ids and KV cache as bytes (kiln_gen_state_save's format, src/include/kiln-llama.h) */
