@@ -336,14 +336,7 @@ export async function loadModelCached<M>(engine: Loader<M>, url: string | URL, o
         await writer.discard();
         tell({ state: 'not-stored', reason: s?.error ?? 'the engine did not store the download' });
       } else {
-        const entry: CacheEntry = { url: href, size: s.bytes, etag: s.etag, storedAt: Date.now(), backend: b.kind };
-        try {
-          await writer.commit(entry);
-          tell({ state: 'stored', entry });
-        } catch (e) {
-          await writer.discard();
-          tell({ state: 'not-stored', reason: `storage failed: ${(e as any)?.message ?? e}` });
-        }
+        await commitEntry(writer, { url: href, size: s.bytes, etag: s.etag, storedAt: Date.now(), backend: b.kind }, tell);
       }
       return r.model;
     }
@@ -434,16 +427,20 @@ export async function loadModelCached<M>(engine: Loader<M>, url: string | URL, o
     await w.discard();
     tell({ state: 'not-stored', reason: `the download ended at ${written} of ${announced} bytes` });
   } else {
-    const entry: CacheEntry = { url: href, size: written, etag, storedAt: Date.now(), backend: b.kind };
-    try {
-      await w.commit(entry);
-      tell({ state: 'stored', entry });
-    } catch (e) {
-      await w.discard();
-      tell({ state: 'not-stored', reason: `storage failed: ${(e as any)?.message ?? e}` });
-    }
+    await commitEntry(w, { url: href, size: written, etag, storedAt: Date.now(), backend: b.kind }, tell);
   }
   return model;
+}
+
+/** a complete download becomes an entry (or is dropped when storage fails) */
+async function commitEntry(w: Writer, entry: CacheEntry, tell: (e: CacheEvent) => void) {
+  try {
+    await w.commit(entry);
+    tell({ state: 'stored', entry });
+  } catch (e) {
+    await w.discard();
+    tell({ state: 'not-stored', reason: `storage failed: ${(e as any)?.message ?? e}` });
+  }
 }
 
 let transferableStreams: boolean | null = null;
