@@ -6,7 +6,8 @@
  *  - per window: encode; then for each temperature of the fallback ladder
  *    (temperature, + temperature_inc, ... up to 1.0; one step when the
  *    increment is 0): decoders = beam_size (beam search at t = 0) or best_of
- *    (sampling at t > 0) or 1 (greedy at t = 0); the prompt is [<|prev|> +
+ *    (at t > 0: samples, or beams of the beam search strategy) or 1 (greedy
+ *    at t = 0); the prompt is [<|prev|> +
  *    the carried initial prompt + the last tokens of the previous windows,
  *    only below t = 0.5] + <|sot|> [+ language + task] [+ <|notimestamps|>];
  *    the no-speech probability is the softmax of the prompt's last logits
@@ -65,6 +66,10 @@ struct kiln_whisper_params kiln_whisper_default_params(void) {
 int kiln_whisper_n_segments(const struct kiln_whisper * w) { return w ? w->n_segs : 0; }
 const struct kiln_whisper_segment * kiln_whisper_get_segment(const struct kiln_whisper * w, int i) {
     return w && i >= 0 && i < w->n_segs ? &w->segs[i] : NULL;
+}
+void kiln_whisper_full_margins(const struct kiln_whisper * w, float * min_gap, float * min_draw) {
+    if (min_gap) *min_gap = w ? w->min_gap : INFINITY;
+    if (min_draw) *min_draw = w ? w->min_draw : INFINITY;
 }
 int kiln_whisper_full_lang_id(const struct kiln_whisper * w) { return w ? w->lang_id : -1; }
 const float * kiln_whisper_full_lang_probs(const struct kiln_whisper * w) { return w ? w->lang_probs : NULL; }
@@ -130,6 +135,7 @@ static void process_logits(const struct kiln_whisper * w, const struct kiln_whis
     logits[t->transcribe] = -INFINITY;
     logits[t->prev] = -INFINITY;
     for (int i = 0; i < WHISPER_N_LANGS; i++) if (t->sot + 1 + i < nv) logits[t->sot + 1 + i] = -INFINITY;
+    if (p->logits_filter) p->logits_filter(w, toks, n_toks, logits, p->logits_filter_user);
     if (p->suppress_nst) for (int i = 0; i < w->n_nst; i++) logits[w->nst_ids[i]] = -INFINITY;
     {
         const bool last_ts = n_toks > 0 && toks[n_toks - 1].id >= t->beg;
@@ -304,7 +310,14 @@ struct full_state {
     int n_prompt, n_past0, n_past1;
     struct kiln_whisper_token_data * tok_pool;
     char * text;
+    float min_gap, min_draw;    /* the closest decisions of the call (see kiln_whisper_full_margins) */
 };
+
+static void note_margins(struct full_state * st, const struct kiln_whisper_token_data * tok, bool drawn) {
+    if (drawn) { if (tok->gap < st->min_draw) st->min_draw = tok->gap; }
+    else if (tok->gap < st->min_gap) st->min_gap = tok->gap;
+    if (isfinite(tok->ts_margin) && fabsf(tok->ts_margin) < st->min_gap) st->min_gap = fabsf(tok->ts_margin);
+}
 
 static void full_state_free(struct full_state * st) {
     free(st->cands); free(st->cp); free(st->raw); free(st->prompt); free(st->past0); free(st->past1);
@@ -342,7 +355,7 @@ static bool decode_window(struct kiln_whisper * w, const struct kiln_whisper_par
                           float t_cur, int seek, int seek_end, float * no_speech_prob, int * best) {
     const struct kiln_whisper_tokens * t = &w->tok;
     const int nv = w->n_vocab, np = st->n_prompt, delta_min = 10, window = 100 * KILN_WHISPER_CHUNK_S;
-    const bool beam = p->strategy == KILN_WHISPER_BEAM_SEARCH;
+    const bool beam = p->strategy == KILN_WHISPER_BEAM_SEARCH;   /* at every temperature, as whisper.cpp (best_of beams above 0) */
     const int n_max = w->hp.n_text_ctx / 2 - 4;
     for (int j = 0; j < n; j++) {
         struct decoder * d = &st->dec[j];
@@ -365,6 +378,7 @@ static bool decode_window(struct kiln_whisper * w, const struct kiln_whisper_par
     for (int j = 1; j < n; j++) {
         whisper_kv_copy(w, j, 0, np);
         memcpy(st->dec[j].logits, st->dec[0].logits, 3 * (size_t) nv * sizeof(float));
+        st->dec[j].ts_margin = st->dec[0].ts_margin;
     }
     int phys_new[WHISPER_MAX_DECODERS];
     for (int i = 0; i < n_max; i++) {
@@ -376,11 +390,13 @@ static bool decode_window(struct kiln_whisper * w, const struct kiln_whisper_par
                 struct kiln_whisper_token_data tok;
                 if (t_cur < 1e-6f) tok = sample_best(w, d);
                 else sample_draws(w, d, &w->rng[j], st->cp, 1, 0, &tok);
+                note_margins(st, &tok, t_cur >= 1e-6f);
                 d->s.toks[d->s.n_toks++] = tok;
                 d->s.sum_logprobs_all += tok.plog;
             } else {
                 sample_draws(w, d, &w->rng[j], st->cp, p->beam_size, t->beg, st->draws);
                 for (int k = 0; k < p->beam_size; k++) {
+                    note_margins(st, &st->draws[k], true);
                     struct cand * c = &st->cands[st->n_cands++];
                     c->dec = j; c->seek_delta = d->seek_delta; c->has_ts = d->has_ts;
                     seq_copy(&c->s, &d->s);
@@ -526,6 +542,7 @@ int whisper_full_samples(struct kiln_whisper * w, const struct kiln_whisper_para
     struct full_state st;
     const int beam_k = p->strategy == KILN_WHISPER_BEAM_SEARCH ? (p->beam_size > 0 ? p->beam_size : 1) : 1;
     if (!full_state_init(&st, w, n_dec, n_dec * beam_k)) { kiln_set_last_error("whisper: out of memory"); goto done; }
+    st.min_gap = st.min_draw = INFINITY;
 
     /* language */
     int lang_id = 0;
@@ -658,6 +675,8 @@ int whisper_full_samples(struct kiln_whisper * w, const struct kiln_whisper_para
     }
     rc = 0;
 done:
+    w->min_gap = st.min_gap;
+    w->min_draw = st.min_draw;
     whisper_kv_use(w, 0);
     free(mel);
     full_state_free(&st);

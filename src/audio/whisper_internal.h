@@ -69,6 +69,7 @@ struct kiln_whisper {
     struct kiln_whisper_segment * segs; int n_segs, cap_segs;
     int   lang_id;
     float lang_probs[WHISPER_N_LANGS];
+    float min_gap, min_draw;
 };
 
 /* whisper_graph.c */

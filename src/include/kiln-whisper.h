@@ -53,6 +53,7 @@ struct kiln_whisper_tokens {
 };
 
 struct kiln_whisper;
+struct kiln_whisper_token_data;
 
 struct kiln_whisper * kiln_whisper_load_mem (const void * data, size_t size, int n_threads);
 struct kiln_whisper * kiln_whisper_load_file(const char * path, int n_threads);
@@ -141,6 +142,12 @@ struct kiln_whisper_params {
     bool        vad;
     struct kiln_vad * vad_model;
     struct kiln_vad_params vad_params;
+    /* whisper.cpp's logits_filter_callback: called for every decoder step with the decoder's tokens
+     * so far and its logits (divided by the temperature, the always-suppressed tokens at -INFINITY),
+     * before the timestamp rules; it may change the logits */
+    void (*logits_filter)(const struct kiln_whisper * w, const struct kiln_whisper_token_data * tokens, int n_tokens,
+                          float * logits, void * user);
+    void * logits_filter_user;
     /* called with each new segment (its index) as soon as it is decoded */
     void (*on_segment)(const struct kiln_whisper * w, int i_segment, void * user);
     void * user;
@@ -173,6 +180,12 @@ const struct kiln_whisper_segment * kiln_whisper_get_segment(const struct kiln_w
  * (kiln_whisper_lang_max_id() + 1 floats, zeros when it was not detected) */
 int          kiln_whisper_full_lang_id(const struct kiln_whisper * w);
 const float * kiln_whisper_full_lang_probs(const struct kiln_whisper * w);
+
+/* The closest decisions of the last kiln_whisper_full, for comparing with another engine whose
+ * logits differ by rounding: *min_gap the smallest log-prob margin of an argmax choice or of the
+ * forced-timestamp rule; *min_draw the smallest distance (probability) of a sampled draw from the
+ * edge of its token's interval (beam search and temperatures above 0). INFINITY when none. */
+void kiln_whisper_full_margins(const struct kiln_whisper * w, float * min_gap, float * min_draw);
 
 /* Language detection on the window at mel frame offset (encodes it): writes
  * kiln_whisper_lang_max_id() + 1 probabilities and returns the best id, or -1. */

@@ -96,7 +96,13 @@ static void write_json(FILE * f, struct kiln_whisper * w, const char * model_pat
     fprintf(f, "\t\"params\": {\n\t\t\"model\": ");
     json_str(f, model_path, strlen(model_path));
     fprintf(f, ",\n\t\t\"language\": \"%s\",\n\t\t\"translate\": %s\n\t},\n", lang, translate ? "true" : "false");
-    fprintf(f, "\t\"result\": {\n\t\t\"language\": \"%s\"\n\t},\n\t\"transcription\": [\n", kiln_whisper_lang_str(kiln_whisper_full_lang_id(w)));
+    fprintf(f, "\t\"result\": {\n\t\t\"language\": \"%s\"", kiln_whisper_lang_str(kiln_whisper_full_lang_id(w)));
+    if (full) {
+        float g, d;
+        kiln_whisper_full_margins(w, &g, &d);
+        fprintf(f, ",\n\t\t\"min_gap\": %.6g,\n\t\t\"min_draw\": %.6g", isfinite(g) ? g : 1e30, isfinite(d) ? d : 1e30);
+    }
+    fprintf(f, "\n\t},\n\t\"transcription\": [\n");
     const int ns = kiln_whisper_n_segments(w);
     for (int i = 0; i < ns; i++) {
         const struct kiln_whisper_segment * s = kiln_whisper_get_segment(w, i);

@@ -11,11 +11,13 @@
  *
  *   driver INDEX.node MODEL.bin AUDIO.wav [--beam N] [--best-of N] [--temperature T]
  *          [--temperature-inc T] [--prompt TEXT] [--language L] [--translate]
- *          [--no-timestamps] [--threads N] [--vad VAD_MODEL] [--no-fallback]
+ *          [--no-timestamps] [--threads N] [--vad VAD_MODEL] [--no-fallback] [--carry-initial-prompt]
+ *          [--test-logits SEED]   (logits from whisper-test-logits.h instead of the model's)
  * Prints JSON: {"language", "segments": [{"t0","t1","text","tokens":[id...]}]}
  * (t0/t1 in centiseconds, after whisper.cpp's VAD time mapping when --vad).
  */
 #include "whisper.h"
+#include "whisper-test-logits.h"
 
 #include <dlfcn.h>
 #include <stdio.h>
@@ -37,6 +39,9 @@ SYM(whisper_full_lang_id)
 SYM(whisper_lang_str)
 SYM(whisper_free)
 SYM(whisper_log_set)
+SYM(whisper_token_eot)
+SYM(whisper_n_vocab)
+SYM(whisper_token_beg)
 
 static void quiet(enum ggml_log_level level, const char * text, void * user) {
     (void) level; (void) user;
@@ -70,6 +75,15 @@ static float * read_wav(const char * path, int * n) {
     return out;
 }
 
+static uint64_t g_test_seed;
+static void test_logits(struct whisper_context * ctx, struct whisper_state * state, const whisper_token_data * tokens, int n_tokens,
+                        float * logits, void * user) {
+    (void) state; (void) user;
+    int32_t ids[1024];
+    for (int i = 0; i < n_tokens && i < 1024; i++) ids[i] = tokens[i].id;
+    wtl_fill(g_test_seed, ids, n_tokens < 1024 ? n_tokens : 1024, logits, p_whisper_n_vocab(ctx), p_whisper_token_eot(ctx), p_whisper_token_beg(ctx), 3.0f);
+}
+
 static void json_str(const char * s) {
     putchar('"');
     for (; *s; s++) {
@@ -90,16 +104,18 @@ int main(int argc, char ** argv) {
     LOAD(whisper_full) LOAD(whisper_full_n_segments) LOAD(whisper_full_get_segment_t0) LOAD(whisper_full_get_segment_t1)
     LOAD(whisper_full_get_segment_text) LOAD(whisper_full_n_tokens) LOAD(whisper_full_get_token_id)
     LOAD(whisper_full_lang_id) LOAD(whisper_lang_str) LOAD(whisper_free) LOAD(whisper_log_set)
+    LOAD(whisper_token_eot) LOAD(whisper_n_vocab) LOAD(whisper_token_beg)
     p_whisper_log_set(quiet, NULL);
 
     int beam = 0, best_of = -1, threads = 2;
     float temperature = 0.0f, temperature_inc = 0.2f;
     const char * prompt = NULL, * language = "en", * vad = NULL;
-    int translate = 0, no_ts = 0;
+    int translate = 0, no_ts = 0, carry = 0, test_logits_on = 0;
     for (int i = 4; i < argc; i++) {
         const char * a = argv[i], * v = i + 1 < argc ? argv[i + 1] : "";
         if (!strcmp(a, "--translate")) { translate = 1; continue; }
         if (!strcmp(a, "--no-timestamps")) { no_ts = 1; continue; }
+        if (!strcmp(a, "--carry-initial-prompt")) { carry = 1; continue; }
         if (!strcmp(a, "--no-fallback")) { temperature_inc = 0.0f; continue; }
         if (!strcmp(a, "--beam")) beam = atoi(v);
         else if (!strcmp(a, "--best-of")) best_of = atoi(v);
@@ -109,6 +125,7 @@ int main(int argc, char ** argv) {
         else if (!strcmp(a, "--language")) language = v;
         else if (!strcmp(a, "--threads")) threads = atoi(v);
         else if (!strcmp(a, "--vad")) vad = v;
+        else if (!strcmp(a, "--test-logits")) { test_logits_on = 1; g_test_seed = strtoull(v, NULL, 10); }
         else { fprintf(stderr, "unknown option %s\n", a); return 2; }
         i++;
     }
@@ -128,11 +145,13 @@ int main(int argc, char ** argv) {
     p.temperature = temperature;
     p.temperature_inc = temperature_inc;
     p.initial_prompt = prompt;
+    p.carry_initial_prompt = carry;
     p.language = language;
     p.translate = translate;
     p.no_timestamps = no_ts;
     p.print_progress = p.print_realtime = p.print_special = false;
     if (vad) { p.vad = true; p.vad_model_path = vad; }
+    if (test_logits_on) p.logits_filter_callback = test_logits;
     if (p_whisper_full(ctx, p, pcm, n) != 0) { fprintf(stderr, "whisper_full failed\n"); return 1; }
 
     printf("{\"language\": ");
