@@ -110,16 +110,7 @@ bool encoder_load(struct kiln_model * m, struct kiln_model_params params) {
         kiln_set_last_error("model: %d heads of %lld do not make the embedding %lld", m->n_head, (long long) Hd, (long long) E);
         return false;
     }
-    struct kiln_tensor * te = kiln_get_tensor(m->wctx, "token_embd.weight");
-    if (!te) {
-        kiln_set_last_error("model: tensor 'token_embd.weight' missing");
-        return false;
-    }
-    m->n_vocab = (int32_t) te->ne[1];
-    if (m->n_vocab != m->vocab->n_tokens) {
-        kiln_set_last_error("model: token_embd has %d rows but the vocabulary has %d tokens", m->n_vocab, m->vocab->n_tokens);
-        return false;
-    }
+    if (!model_vocab_rows(m)) return false;
     e->tok_embd = weight(m, "token_embd.weight", E, m->n_vocab, true, &ok);
     e->type_embd = weight(m, "token_types.weight", E, n_types, false, &ok);
     if (e->type_embd && e->type_embd->type != KILN_TYPE_F32) {

@@ -61,6 +61,22 @@ struct kiln_tensor * model_weight(struct kiln_model * m, const char * name, int6
 }
 #define weight model_weight
 
+/* m->n_vocab from the rows of token_embd.weight, which must equal the
+ * vocabulary's size; false + error otherwise */
+bool model_vocab_rows(struct kiln_model * m) {
+    struct kiln_tensor * te = kiln_get_tensor(m->wctx, "token_embd.weight");
+    if (!te) {
+        kiln_set_last_error("model: tensor 'token_embd.weight' missing");
+        return false;
+    }
+    m->n_vocab = (int32_t) te->ne[1];
+    if (m->n_vocab != m->vocab->n_tokens) {
+        kiln_set_last_error("model: token_embd has %d rows but the vocabulary has %d tokens", m->n_vocab, m->vocab->n_tokens);
+        return false;
+    }
+    return true;
+}
+
 /* an expert tensor [ne0, ne1, n_expert] */
 static struct kiln_tensor * weight3(struct kiln_model * m, const char * name, int64_t ne0, int64_t ne1, int64_t ne2, bool * ok) {
     struct kiln_tensor * t = kiln_get_tensor(m->wctx, name);
@@ -79,16 +95,7 @@ static bool load_weights(struct kiln_model * m) {
     bool ok = true;
     const int64_t E = m->n_embd, Hd = m->head_dim;
     const int64_t q_dim = Hd * m->n_head, kv_dim = Hd * m->n_head_kv;
-    struct kiln_tensor * te = kiln_get_tensor(m->wctx, "token_embd.weight");
-    if (!te) {
-        kiln_set_last_error("model: tensor 'token_embd.weight' missing");
-        return false;
-    }
-    m->n_vocab = (int32_t) te->ne[1];
-    if (m->n_vocab != m->vocab->n_tokens) {
-        kiln_set_last_error("model: token_embd has %d rows but the vocabulary has %d tokens", m->n_vocab, m->vocab->n_tokens);
-        return false;
-    }
+    if (!model_vocab_rows(m)) return false;
     m->tok_embd = weight(m, "token_embd.weight", E, m->n_vocab, true, &ok);
     m->output_norm = weight(m, "output_norm.weight", E, 1, true, &ok);
     m->output = weight(m, "output.weight", E, m->n_vocab, false, &ok);

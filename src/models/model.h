@@ -121,6 +121,8 @@ bool arch_load_hparams(struct kiln_model * m);
  * NULL when absent; a missing required one or a wrong shape sets the error
  * and *ok = false */
 struct kiln_tensor * model_weight(struct kiln_model * m, const char * name, int64_t ne0, int64_t ne1, bool required, bool * ok);
+/* llama.c: m->n_vocab from token_embd.weight's rows, checked against the vocabulary */
+bool model_vocab_rows(struct kiln_model * m);
 /* arch.c: the RoPE frequency factors for the current n_ctx (rope_freqs, else
  * LongRoPE's long or short set as llama.cpp picks them) */
 void arch_pick_rope_factors(struct kiln_model * m);
