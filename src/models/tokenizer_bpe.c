@@ -39,15 +39,7 @@ static bool bpe_word(const struct kiln_vocab * v, const char * word, size_t n, s
     struct tok_heap heap = { 0 };
     bool ok = syms && scratch;
     int32_t n_syms = 0;
-    for (size_t offs = 0; ok && offs < n;) {
-        size_t len = utf8_len((uint8_t) word[offs]);
-        if (len > n - offs) {
-            len = n - offs;
-        }
-        syms[n_syms] = (struct tok_sym) { n_syms - 1, offs + len == n ? -1 : n_syms + 1, offs, len };
-        offs += len;
-        n_syms++;
-    }
+    if (ok) n_syms = tok_split_utf8(word, n, syms);
     for (int32_t i = 1; ok && i < n_syms; i++) {
         ok = bpe_try_bigram(v, word, syms, i - 1, i, scratch, &heap);
     }

@@ -17,6 +17,10 @@ struct tok_sym {
     size_t  off, n;
 };
 
+/* the n bytes at s as one symbol per UTF-8 character, chained; syms holds n
+ * entries; returns how many were written */
+int32_t tok_split_utf8(const char * s, size_t n, struct tok_sym * syms);
+
 /* a candidate merge of two neighbours; larger prio first, then smaller left */
 struct tok_bigram {
     int32_t left, right;

@@ -55,6 +55,18 @@ bool tok_heap_push(struct tok_heap * h, struct tok_bigram b) {
     return true;
 }
 
+int32_t tok_split_utf8(const char * s, size_t n, struct tok_sym * syms) {
+    int32_t n_syms = 0;
+    for (size_t offs = 0; offs < n;) {
+        size_t len = utf8_len((uint8_t) s[offs]);
+        if (len > n - offs) len = n - offs; /* a cut-off character: its bytes as one symbol */
+        syms[n_syms] = (struct tok_sym) { n_syms - 1, offs + len == n ? -1 : n_syms + 1, offs, len };
+        offs += len;
+        n_syms++;
+    }
+    return n_syms;
+}
+
 bool tok_heap_pop(struct tok_heap * h, struct tok_bigram * out) {
     if (h->n == 0) {
         return false;
@@ -126,15 +138,7 @@ bool spm_tokenize(const struct kiln_vocab * v, const char * raw, size_t raw_len,
         ok = syms != NULL;
     }
     int32_t n_syms = 0;
-    for (size_t offs = 0; ok && offs < n;) {
-        size_t len = utf8_len((uint8_t) text[offs]);
-        if (len > n - offs) {
-            len = n - offs;
-        }
-        syms[n_syms] = (struct tok_sym) { n_syms - 1, offs + len == n ? -1 : n_syms + 1, offs, len };
-        offs += len;
-        n_syms++;
-    }
+    if (ok) n_syms = tok_split_utf8(text, n, syms);
     for (int32_t i = 1; ok && i < n_syms; i++) {
         ok = spm_try_bigram(v, text, syms, i - 1, i, &heap);
     }
