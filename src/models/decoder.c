@@ -87,7 +87,7 @@ static bool build_graph(struct kiln_model * m, struct batch_graph * bg, int32_t 
     const int64_t E = m->n_embd, Hd = m->head_dim, nh = m->n_head, nkv = m->n_head_kv;
     const int64_t kv_dim = Hd * nkv;
     const int64_t n_kv = m->n_past + nb;
-    const size_t n_tensors = (size_t) m->n_layer * 80 + 64;
+    const size_t n_tensors = (size_t) m->n_layer * 80 + 64 + (size_t) lora_graph_nodes(m);
     struct kiln_init_params ip = { n_tensors * kiln_tensor_overhead() + kiln_graph_overhead_custom(n_tensors, false), NULL, true };
     struct kiln_context * ctx = kiln_init(ip);
     CHK(ctx);
@@ -110,15 +110,16 @@ static bool build_graph(struct kiln_model * m, struct batch_graph * bg, int32_t 
     }
 
     struct kiln_tensor * x = kiln_get_rows(ctx, m->tok_embd, bg->tokens);
+    if (m->n_loras) x = lora_embed(m, ctx, x, bg->tokens);
     CHK(x);
     if (m->embd_scale != 1.0f) x = kiln_scale(ctx, x, m->embd_scale);
     for (int il = 0; il < m->n_layer; il++) {
         const struct layer * L = &m->layers[il];
         struct kiln_tensor * cur = tr->norm == NORM_POST ? x : rms(ctx, x, L->attn_norm, m->norm_eps);
         CHK(cur);
-        struct kiln_tensor * q = kiln_mul_mat(ctx, L->wq, cur);
-        struct kiln_tensor * k = kiln_mul_mat(ctx, L->wk, cur);
-        struct kiln_tensor * v = kiln_mul_mat(ctx, L->wv, cur);
+        struct kiln_tensor * q = lora_mul_mat(m, ctx, L->wq, cur);
+        struct kiln_tensor * k = lora_mul_mat(m, ctx, L->wk, cur);
+        struct kiln_tensor * v = lora_mul_mat(m, ctx, L->wv, cur);
         if (L->bq) q = kiln_add(ctx, q, L->bq);
         if (L->bk) k = kiln_add(ctx, k, L->bk);
         if (L->bv) v = kiln_add(ctx, v, L->bv);
@@ -166,7 +167,7 @@ static bool build_graph(struct kiln_model * m, struct batch_graph * bg, int32_t 
         kiln_flash_attn_ext_set_prec(att, KILN_PREC_F32);
         att = kiln_reshape_2d(ctx, att, Hd * nh, nb);
         CHK(att);
-        cur = kiln_mul_mat(ctx, L->wo, att);
+        cur = lora_mul_mat(m, ctx, L->wo, att);
         if (L->bo) cur = kiln_add(ctx, cur, L->bo);
         if (tr->norm != NORM_PRE) cur = rms(ctx, cur, L->attn_post_norm, m->norm_eps);
         if (m->residual_scale != 1.0f) cur = kiln_scale(ctx, cur, m->residual_scale);
@@ -175,13 +176,13 @@ static bool build_graph(struct kiln_model * m, struct batch_graph * bg, int32_t 
 
         cur = tr->norm == NORM_POST ? h : rms(ctx, h, L->ffn_norm, m->norm_eps);
         CHK(cur);
-        struct kiln_tensor * gate = kiln_mul_mat(ctx, L->ffn_gate, cur);
-        struct kiln_tensor * up = kiln_mul_mat(ctx, L->ffn_up, cur);
+        struct kiln_tensor * gate = lora_mul_mat(m, ctx, L->ffn_gate, cur);
+        struct kiln_tensor * up = lora_mul_mat(m, ctx, L->ffn_up, cur);
         CHK(gate && up);
         struct kiln_tensor * act = tr->ffn == FFN_GELU_GATED ? kiln_map_custom2(ctx, gate, up, geglu_rows, KILN_N_TASKS_MAX, NULL)
                                                             : kiln_mul(ctx, kiln_silu(ctx, gate), up);
         CHK(act);
-        cur = kiln_mul_mat(ctx, L->ffn_down, act);
+        cur = lora_mul_mat(m, ctx, L->ffn_down, act);
         CHK(cur);
         if (tr->norm != NORM_PRE) cur = rms(ctx, cur, L->ffn_post_norm, m->norm_eps);
         if (m->residual_scale != 1.0f) cur = kiln_scale(ctx, cur, m->residual_scale);
@@ -193,7 +194,7 @@ static bool build_graph(struct kiln_model * m, struct batch_graph * bg, int32_t 
     CHK(last);
     struct kiln_tensor * cur = rms(ctx, last, m->output_norm, m->norm_eps);
     CHK(cur);
-    cur = kiln_mul_mat(ctx, m->output, cur);
+    cur = lora_mul_mat(m, ctx, m->output, cur);
     if (m->logit_scale != 1.0f) cur = kiln_scale(ctx, cur, 1.0f / m->logit_scale);
     if (m->final_softcap != 0.0f) {
         cur = kiln_scale(ctx, cur, 1.0f / m->final_softcap);

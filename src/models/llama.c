@@ -276,6 +276,7 @@ void kiln_model_free(struct kiln_model * m) {
     if (!m) {
         return;
     }
+    lora_model_free(m);
     kiln_vocab_free(m->vocab);
     kiln_free(m->kv_ctx);
     if (!m->borrowed) {

@@ -88,6 +88,13 @@ struct kiln_model {
     size_t work_size;
     volatile int * abort_flag;
     struct kiln_threadpool * threadpool;
+
+    /* LoRA adapters (lora.c): those loaded for this model (owned), and those
+     * applied at evaluation with their scales, in order */
+    struct kiln_adapter_lora ** adapters;
+    int32_t n_adapters;
+    struct lora_use { struct kiln_adapter_lora * lora; float scale; } * loras;
+    int32_t n_loras;
 };
 
 /* arch.c: the traits row of an architecture name, or NULL */
@@ -101,5 +108,16 @@ bool arch_load_hparams(struct kiln_model * m);
 void decoder_init_gelu_table(void);
 /* decoder.c: evaluate one batch of at most n_batch tokens */
 enum kiln_status decoder_eval_batch(struct kiln_model * m, const kiln_token * tokens, int32_t nb);
+
+/* lora.c: W cur plus every applied adapter's scaled B (A cur) for W */
+struct kiln_tensor * lora_mul_mat(const struct kiln_model * m, struct kiln_context * ctx, struct kiln_tensor * w,
+                                  struct kiln_tensor * cur);
+/* lora.c: the token embeddings x of tokens plus the adapters' embedding deltas */
+struct kiln_tensor * lora_embed(const struct kiln_model * m, struct kiln_context * ctx, struct kiln_tensor * x,
+                                struct kiln_tensor * tokens);
+/* lora.c: graph nodes the applied adapters add */
+int32_t lora_graph_nodes(const struct kiln_model * m);
+/* lora.c: frees the model's adapters */
+void lora_model_free(struct kiln_model * m);
 
 #endif

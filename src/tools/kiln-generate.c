@@ -18,6 +18,8 @@
  */
 #include "kiln-llama.h"
 
+#include "tools/lora_args.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,7 +30,8 @@ static void usage(void) {
             "usage: kiln-generate [-m FILE] [-p PROMPT] [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P]\n"
             "                     [--repeat-penalty R] [--seed S] [--threads N] [--ctx N] [--batch N]\n"
             "                     [--kv-f32] [--stop STR]... [--print-ids] [--print-logits N] [--isa NAME]\n"
-            "                     [--grammar-file F | --json-schema F] [--print-grammar]\n");
+            "                     [--grammar-file F | --json-schema F] [--print-grammar]\n"
+            "                     [--lora FILE]... [--lora-scaled FILE S]...\n");
 }
 
 /* a whole file as a NUL-terminated string, or NULL */
@@ -116,8 +119,15 @@ int main(int argc, char ** argv) {
     int n_stops = 0;
     const char * grammar_file = NULL, * schema_file = NULL;
     bool print_grammar = false;
+    static struct lora_args loras;
     for (int i = 1; i < argc; i++) {
         const char * a = argv[i];
+        const int used = lora_args_parse(&loras, argc, argv, i, "kiln-generate");
+        if (used < 0) return 2;
+        if (used > 0) {
+            i += used - 1;
+            continue;
+        }
         bool has = i + 1 < argc;
 #define ARG(name) (!strcmp(a, name) && has)
         if (ARG("-m") || ARG("--model")) path = argv[++i];
@@ -203,6 +213,10 @@ int main(int argc, char ** argv) {
                 return 1;
             }
         }
+    }
+    if (!lora_args_apply(&loras, model, "kiln-generate")) {
+        kiln_model_free(model);
+        return 1;
     }
     if (print_logits > 0 && dump_prompt_logits(model, prompt, print_logits, gp.add_special, gp.parse_special) != 0) {
         kiln_model_free(model);
