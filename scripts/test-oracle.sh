@@ -3,6 +3,7 @@
 # devDependency): builds the native tools, the fixtures (build/oracle/), and
 # runs tests/oracle/oracle.mjs, tests/oracle/arch.mjs (every decoder
 # architecture on random-weight models from kiln-synth-model),
+# tests/oracle/lora.mjs (LoRA adapters and merged models against llama.cpp's),
 # tests/oracle/grammar.mjs (grammar-constrained generation against llama.cpp's
 # grammar engine and ajv) and tests/audio/vad-oracle.mjs (Silero VAD against
 # whisper.cpp). Needs `npm install` done (offline is fine: the
@@ -19,12 +20,15 @@ if ! node -e 'import("node-llama-cpp")' 2>/dev/null; then
   exit 1
 fi
 cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$B" -j"${KILN_JOBS:-2}" --target kiln-generate kiln-tokenize kiln-quantize kiln-llama-pad kiln-synth-model >/dev/null
+cmake --build "$B" -j"${KILN_JOBS:-2}" --target kiln-generate kiln-tokenize kiln-quantize kiln-llama-pad kiln-synth-model \
+  kiln-logits kiln-synth-lora kiln-export-lora >/dev/null
 bash scripts/make-oracle-fixtures.sh "$B" >/dev/null
 rc=0
 node tests/oracle/oracle.mjs --build "$B" --json build/oracle/result.json || rc=1
 # every decoder architecture x weight type on random-weight models (build/oracle-arch/)
 node tests/oracle/arch.mjs --build "$B" --json "$B/oracle-arch/result.json" || rc=1
+# LoRA adapters (kiln-synth-lora) and kiln-export-lora's merged models (build/oracle-lora/)
+node tests/oracle/lora.mjs --build "$B" --json "$B/oracle-lora/result.json" || rc=1
 # grammar-constrained generation against llama.cpp's grammar engine and ajv
 node tests/oracle/grammar.mjs --build "$B" --json build/oracle/grammar-result.json || rc=1
 # Silero VAD against whisper.cpp (@fugood/whisper.node) and onnxruntime-node
