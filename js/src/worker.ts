@@ -435,7 +435,7 @@ type KilnFactory = (opts: object) => Promise<KilnModule>;
       modelOpts.set(id, { vocabOnly: !!a.vocabOnly, nCtx: a.nCtx ?? 0, lora });
       // adapters are checked against the model now, so that a bad one fails the load
       if (lora.length) {
-        try { llmOf(id); } catch (e) { modelOpts.delete(id); models.delete(id); throw e; }
+        try { guard(() => llmOf(id)); } catch (e) { modelOpts.delete(id); models.delete(id); throw e; }
       }
       const names: string[] = [];
       const n = M._kw_model_n_tensors(m);
