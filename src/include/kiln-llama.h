@@ -375,7 +375,8 @@ KILN_API size_t kiln_gen_state_size(const struct kiln_gen * gen);
 KILN_API enum kiln_status kiln_gen_state_save(const struct kiln_gen * gen, void * buf, size_t size);
 KILN_API enum kiln_status kiln_gen_state_load(struct kiln_gen * gen, const void * buf, size_t size);
 /* what a saved state names its model by: the architecture, the shapes and
- * the norm weights' bytes (the same for one file however it is loaded) */
+ * the norm weights' bytes (the same for one file however it is loaded), and
+ * the LoRA adapters applied (scales and bytes) */
 KILN_API uint64_t kiln_model_fingerprint(const struct kiln_model * model);
 KILN_API enum kiln_type kiln_model_kv_type(const struct kiln_model * model);
 /* bytes of K and V for n_pos positions; read/write the first n_past */

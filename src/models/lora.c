@@ -326,6 +326,20 @@ void lora_model_free(struct kiln_model * m) {
     m->n_adapters = m->n_loras = 0;
 }
 
+uint64_t lora_fingerprint(const struct kiln_model * m, uint64_t h) {
+    for (int32_t i = 0; i < m->n_loras; i++) {
+        const struct kiln_adapter_lora * ad = m->loras[i].lora;
+        h = model_fnv(h, &m->loras[i].scale, sizeof(float));
+        h = model_fnv(h, &ad->alpha, sizeof(float));
+        for (int32_t k = 0; k < ad->n_pairs; k++) {
+            h = model_fnv(h, ad->pairs[k].base->name, strlen(ad->pairs[k].base->name));
+            h = model_fnv(h, ad->pairs[k].a->data, kiln_nbytes(ad->pairs[k].a));
+            h = model_fnv(h, ad->pairs[k].b->data, kiln_nbytes(ad->pairs[k].b));
+        }
+    }
+    return h;
+}
+
 /* ------------------------------------------------------------------ graph */
 
 static float pair_scale(const struct kiln_adapter_lora * ad, const struct lora_pair * p, float user_scale) {

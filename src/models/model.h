@@ -117,6 +117,10 @@ struct kiln_tensor * lora_embed(const struct kiln_model * m, struct kiln_context
                                 struct kiln_tensor * tokens);
 /* lora.c: graph nodes the applied adapters add */
 int32_t lora_graph_nodes(const struct kiln_model * m);
+/* lora.c: h extended by the applied adapters' scales and bytes (kiln_model_fingerprint) */
+uint64_t lora_fingerprint(const struct kiln_model * m, uint64_t h);
+/* llama.c: FNV-1a of n bytes, continuing from h */
+uint64_t model_fnv(uint64_t h, const void * p, size_t n);
 /* lora.c: frees the model's adapters */
 void lora_model_free(struct kiln_model * m);
 

@@ -174,7 +174,12 @@ int main(void) {
     CHECK(kiln_adapter_lora_n_weights(a2) == 3 && kiln_adapter_lora_alpha(a2) == 0.0f, "adapter 2: 3 weights, no alpha");
 
     float * base = run(m);
+    const uint64_t fp0 = kiln_model_fingerprint(m);
     CHECK(kiln_model_set_adapter_lora(m, a1, 0.7f) == KILN_STATUS_SUCCESS, "set adapter 1");
+    const uint64_t fp1 = kiln_model_fingerprint(m);
+    CHECK(kiln_model_set_adapter_lora(m, a1, 0.5f) == KILN_STATUS_SUCCESS && kiln_model_fingerprint(m) != fp1 && fp1 != fp0,
+          "saved states tell adapters and scales apart (the fingerprint changes)");
+    CHECK(kiln_model_set_adapter_lora(m, a1, 0.7f) == KILN_STATUS_SUCCESS && kiln_model_fingerprint(m) == fp1, "and back");
     CHECK(kiln_model_set_adapter_lora(m, a2, 1.5f) == KILN_STATUS_SUCCESS, "set adapter 2");
     float * both = run(m);
     CHECK(kiln_model_rm_adapter_lora(m, a2) == KILN_STATUS_SUCCESS, "remove adapter 2");
@@ -183,6 +188,7 @@ int main(void) {
     float * zero = run(m);
     kiln_model_clear_adapter_lora(m);
     float * cleared = run(m);
+    CHECK(kiln_model_fingerprint(m) == fp0, "no adapters: the base fingerprint");
     CHECK(kiln_model_rm_adapter_lora(m, a2) == KILN_STATUS_INVALID_ARG, "removing an adapter that is not set: %s", kiln_last_error());
 
     /* the reference: the same weights with the deltas merged in double */
