@@ -2,7 +2,8 @@
 # Fuzz the GGUF reader with libFuzzer + ASan + UBSan for SECONDS (default 60),
 # then the GBNF parser / JSON Schema converter (fuzz_grammar) for
 # KILN_FUZZ_GRAMMAR_SECONDS (default 30; seeds: tests/data/grammars and
-# tests/data/json-schemas).
+# tests/data/json-schemas), then the LoRA adapter loader (fuzz_lora) for
+# KILN_FUZZ_LORA_SECONDS (default 20; seeds: test_lora --write-seeds).
 #
 #   scripts/fuzz.sh [SECONDS]
 #
@@ -23,10 +24,10 @@ command -v clang >/dev/null || { echo "fuzz.sh: clang is needed (apt-get install
 
 # the fuzz build (library instrumented, only fuzz targets)
 cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_FUZZ=ON >/dev/null
-cmake --build build-fuzz -j"$J" --target fuzz_gguf fuzz_grammar >/dev/null
+cmake --build build-fuzz -j"$J" --target fuzz_gguf fuzz_grammar fuzz_lora >/dev/null
 # the regular build, for test_gguf's synthetic seeds
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build -j"$J" --target test_gguf >/dev/null
+cmake --build build -j"$J" --target test_gguf test_lora >/dev/null
 
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
@@ -68,6 +69,23 @@ grep -E "^(stat::|Done|==[0-9]+==ERROR|SUMMARY)" "$WORK/glog" || true
 if [ "$status" -ne 0 ]; then
   tail -60 "$WORK/glog"
   echo "fuzz.sh: fuzz_grammar FAILED (exit $status); reproducer in build-fuzz/artifacts/" >&2
+  exit "$status"
+fi
+# the LoRA adapter loader against stories260K (seeds: test_lora's adapters)
+mkdir -p "$WORK/lcorpus"
+build/tests/test_lora --write-seeds "$WORK/lcorpus" >/dev/null
+LSECONDS="${KILN_FUZZ_LORA_SECONDS:-20}"
+echo "fuzz.sh: fuzz_lora for ${LSECONDS}s, seed 1, $(ls "$WORK/lcorpus" | wc -l) seeds"
+ASAN_OPTIONS="detect_leaks=1:allocator_may_return_null=0" \
+UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
+  build-fuzz/bin/fuzz_lora "$WORK/lcorpus" \
+    -max_total_time="$LSECONDS" -seed=1 -max_len="$MAX_LEN" -timeout=10 -rss_limit_mb=2048 \
+    -artifact_prefix=build-fuzz/artifacts/ -print_final_stats=1 \
+    >"$WORK/llog" 2>&1 || status=$?
+grep -E "^(stat::|Done|==[0-9]+==ERROR|SUMMARY)" "$WORK/llog" || true
+if [ "$status" -ne 0 ]; then
+  tail -60 "$WORK/llog"
+  echo "fuzz.sh: fuzz_lora FAILED (exit $status); reproducer in build-fuzz/artifacts/" >&2
   exit "$status"
 fi
 echo "fuzz.sh: clean"

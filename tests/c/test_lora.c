@@ -123,7 +123,19 @@ static void merge_pair(struct kiln_context * wctx, struct kiln_context * actx, c
     }
 }
 
-int main(void) {
+static bool write_file(const char * dir, const char * name, const void * data, size_t size) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE * f = fopen(path, "wb");
+    const bool ok = f && fwrite(data, 1, size, f) == size;
+    if (f) fclose(f);
+    return ok;
+}
+
+/* `test_lora --write-seeds DIR` writes the adapters built here, for
+ * scripts/fuzz.sh's fuzz_lora corpus */
+int main(int argc, char ** argv) {
+    const char * seeds = argc == 3 && !strcmp(argv[1], "--write-seeds") ? argv[2] : NULL;
     tu_seed(22);
     size_t msize = 0;
     char * mbytes = tu_read_file(MODEL, &msize);
@@ -165,6 +177,17 @@ int main(void) {
     struct meta m2 = k_ok;
     m2.alpha = 0.0f; /* no alpha: the scale is the user's */
     void * b2 = build(m2, t2, 6, &s2);
+    if (seeds) {
+        const struct tdef q_seed[] = { { "blk.0.attn_q.weight.lora_a", KILN_TYPE_Q8_0, 64, 32, 0 }, { "blk.0.attn_q.weight.lora_b", KILN_TYPE_Q8_0, 32, 64, 0 } };
+        size_t s3 = 0;
+        void * b3 = build(k_ok, q_seed, 2, &s3);
+        const bool ok = b1 && b2 && b3 && write_file(seeds, "lora-f32.gguf", b1, s1) && write_file(seeds, "lora-f16.gguf", b2, s2) &&
+                        write_file(seeds, "lora-q8_0.gguf", b3, s3);
+        free(b1); free(b2); free(b3); free(mbytes);
+        kiln_model_free(m);
+        fprintf(ok ? stdout : stderr, "test_lora: %s seeds in %s\n", ok ? "wrote" : "could not write", seeds);
+        return ok ? 0 : 1;
+    }
     struct kiln_adapter_lora * a1 = b1 ? kiln_adapter_lora_init_from_buffer(m, b1, s1) : NULL;
     struct kiln_adapter_lora * a2 = b2 ? kiln_adapter_lora_init_from_buffer(m, b2, s2) : NULL;
     CHECK(a1 && a2, "valid adapters load: %s", kiln_last_error());
