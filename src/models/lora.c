@@ -353,31 +353,28 @@ int32_t lora_graph_nodes(const struct kiln_model * m) {
     return n;
 }
 
-struct kiln_tensor * lora_mul_mat(const struct kiln_model * m, struct kiln_context * ctx, struct kiln_tensor * w,
-                                  struct kiln_tensor * cur) {
-    struct kiln_tensor * res = kiln_mul_mat(ctx, w, cur);
-    for (int32_t i = 0; res && i < m->n_loras; i++) {
+/* y plus every applied adapter's scaled B (A x) for weight w; embedding:
+ * A's rows of the tokens x instead of A x (llama.cpp's build_inp_embd) */
+static struct kiln_tensor * add_deltas(const struct kiln_model * m, struct kiln_context * ctx, const struct kiln_tensor * w,
+                                       struct kiln_tensor * y, struct kiln_tensor * x, bool embd) {
+    for (int32_t i = 0; y && i < m->n_loras; i++) {
         struct kiln_adapter_lora * ad = m->loras[i].lora;
         const struct lora_pair * p = pair_of(ad, w);
         if (!p) continue;
-        struct kiln_tensor * ax = kiln_mul_mat(ctx, p->a, cur);
+        struct kiln_tensor * ax = embd ? kiln_get_rows(ctx, p->a, x) : kiln_mul_mat(ctx, p->a, x);
         struct kiln_tensor * bax = ax ? kiln_mul_mat(ctx, p->b, ax) : NULL;
         struct kiln_tensor * d = bax ? kiln_scale(ctx, bax, pair_scale(ad, p, m->loras[i].scale)) : NULL;
-        res = d ? kiln_add(ctx, res, d) : NULL;
+        y = d ? kiln_add(ctx, y, d) : NULL;
     }
-    return res;
+    return y;
+}
+
+struct kiln_tensor * lora_mul_mat(const struct kiln_model * m, struct kiln_context * ctx, struct kiln_tensor * w,
+                                  struct kiln_tensor * cur) {
+    return add_deltas(m, ctx, w, kiln_mul_mat(ctx, w, cur), cur, false);
 }
 
 struct kiln_tensor * lora_embed(const struct kiln_model * m, struct kiln_context * ctx, struct kiln_tensor * x,
                                 struct kiln_tensor * tokens) {
-    for (int32_t i = 0; x && i < m->n_loras; i++) {
-        struct kiln_adapter_lora * ad = m->loras[i].lora;
-        const struct lora_pair * p = pair_of(ad, m->tok_embd);
-        if (!p) continue;
-        struct kiln_tensor * ar = kiln_get_rows(ctx, p->a, tokens);
-        struct kiln_tensor * bar = ar ? kiln_mul_mat(ctx, p->b, ar) : NULL;
-        struct kiln_tensor * d = bar ? kiln_scale(ctx, bar, pair_scale(ad, p, m->loras[i].scale)) : NULL;
-        x = d ? kiln_add(ctx, x, d) : NULL;
-    }
-    return x;
+    return add_deltas(m, ctx, m->tok_embd, x, tokens, true);
 }

@@ -74,13 +74,8 @@ int main(int argc, char ** argv) {
         else if (!strcmp(argv[i], "--gain") && has) gain = strtof(argv[++i], NULL);
         else if (!strcmp(argv[i], "--seed") && has) seed = strtoull(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--targets") && has) targets = argv[++i];
-        else if (!strcmp(argv[i], "--type") && has) {
-            const char * tn = argv[++i];
-            type = KILN_TYPE_COUNT;
-            for (int t = 0; t < KILN_TYPE_COUNT; t++) {
-                if (kiln_type_is_valid(t) && !strcmp(kiln_type_name((enum kiln_type) t), tn)) type = (enum kiln_type) t;
-            }
-        } else if (argv[i][0] != '-' && !out) out = argv[i];
+        else if (!strcmp(argv[i], "--type") && has) type = synth_type_by_name(argv[++i]);
+        else if (argv[i][0] != '-' && !out) out = argv[i];
         else { out = NULL; break; }
     }
     if (!out || !base || rank <= 0 || rank > 4096 || type == KILN_TYPE_COUNT) {

@@ -28,6 +28,14 @@ static inline struct kiln_gguf_context * synth_vocab_gguf(const char * path, con
     return g;
 }
 
+/* the type of a name as kiln_type_name spells it ("f32", "q8_0", ...), or KILN_TYPE_COUNT */
+static inline enum kiln_type synth_type_by_name(const char * name) {
+    for (int t = 0; t < KILN_TYPE_COUNT; t++) {
+        if (kiln_type_is_valid(t) && !strcmp(kiln_type_name((enum kiln_type) t), name)) return (enum kiln_type) t;
+    }
+    return KILN_TYPE_COUNT;
+}
+
 static inline bool synth_fill(struct kiln_tensor * t, float scale, float offset, float (*rnd)(void)) {
     const int64_t ne0 = t->ne[0], rows = kiln_nrows(t);
     float * row = malloc(sizeof(float) * (size_t) ne0);

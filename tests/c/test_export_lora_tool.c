@@ -20,17 +20,11 @@ int main(void) {
 }
 #else
 #include <math.h>
-#include <sys/wait.h>
-#include <unistd.h>
+#include "util/tool_run.h"
 
 static char tool[4096 + 64];
 
-static int run_tool(const char * args) {
-    char cmd[8192];
-    snprintf(cmd, sizeof(cmd), "'%s' %s >/dev/null 2>&1", tool, args);
-    const int st = system(cmd);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
+static int run_tool(const char * args) { return tool_run(tool, args); }
 
 static struct kiln_tensor * add(struct kiln_context * ctx, struct kiln_gguf_context * g, const char * name, enum kiln_type t,
                                 int64_t ne0, int64_t ne1, float amp) {
@@ -97,13 +91,7 @@ static double * reference(const struct kiln_tensor * w, const struct lora * ls, 
 
 int main(void) {
     tu_case = "kiln-export-lora";
-    char exe[4096];
-    const ssize_t len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-    if (len <= 0) { CHECK(0, "readlink /proc/self/exe"); return tu_finish(); }
-    exe[len] = 0;
-    *strrchr(exe, '/') = 0;
-    snprintf(tool, sizeof(tool), "%s/../bin/kiln-export-lora", exe);
-    if (access(tool, X_OK) != 0) { CHECK(0, "tool not built at %s", tool); return tu_finish(); }
+    if (!tool_path("kiln-export-lora", tool, sizeof tool)) { CHECK(0, "tool not built at %s", tool); return tu_finish(); }
     char base[256], a1[256], a2[256], out[256], bad[256], args[2048];
     const int pid = (int) getpid();
     snprintf(base, sizeof base, "/tmp/kiln_xlora_%d_base.gguf", pid);
