@@ -20,8 +20,8 @@ import { spawnSync } from "node:child_process";
 import { mkdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { describeOracle, loadOracleLlama, oracleIsaArgs } from "./llamacpp.mjs";
-import { firstDiff, logSoftmax } from './compare.mjs';
+import { describeOracle, greedyOneByOne, loadOracleLlama, nextAfter, oracleIsaArgs } from "./llamacpp.mjs";
+import { firstDiff, logSoftmax, maxLogprobDiff } from './compare.mjs';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 const args = process.argv.slice(2);
@@ -148,42 +148,13 @@ for (const [arch, vocab] of ARCHS) for (const wt of TYPES) {
         const tag = `${arch} ${wt} ${JSON.stringify(prompt.slice(0, 24))}`;
         const input = [...(lm.tokens.shouldPrependBosToken ? [lm.tokens.bos] : []), ...lm.tokenize(prompt)];
         const nlog = Math.min(N_LOGIT_POS, input.length);
-        const greedy = { temperature: 0 };
         // the prompt one token at a time on both sides (kiln-generate
         // --print-logits and --batch 1), so that every step runs the
         // mat-vec path whose summation order Kiln mirrors; log-probs after
-        // each of the first prompt tokens
-        await seq.clearHistory();
-        const single = [];
-        let res = null;
-        for (let i = 0; i < input.length; i++) {
-            const last = i === input.length - 1;
-            const r = await seq.controlledEvaluate([[input[i], i < nlog || last ? { generateNext: { probabilities: i < nlog, token: last, options: greedy } } : undefined]]
-                .map(([t, o]) => (o ? [t, o] : t)));
-            if (i < nlog) single.push(r[0].next.probabilities);
-            if (last) res = r[0];
-        }
-        // llama.cpp's greedy tokens
-        const ref = [];
-        let next = res.next.token;
-        while (ref.length < N_GEN && next != null && !lm.isEogToken(next)) {
-            ref.push(next);
-            if (ref.length === N_GEN) break;
-            const r = await seq.controlledEvaluate([[next, { generateNext: { token: true, options: greedy } }]]);
-            next = r[0].next.token;
-        }
+        // each of the first prompt tokens, then llama.cpp's greedy tokens
+        const { probs: single, ids: ref } = await greedyOneByOne(seq, input, N_GEN, nlog, (t) => lm.isEogToken(t));
         // the distribution llama.cpp picked its token d from, rebuilt the same way
-        const distAt = async (d) => {
-            await seq.clearHistory();
-            const toks = [...input, ...ref.slice(0, d)];
-            let nx = null;
-            for (let i = 0; i < toks.length; i++) {
-                const last = i === toks.length - 1;
-                const r = await seq.controlledEvaluate([last ? [toks[i], { generateNext: { probabilities: true, token: true, options: greedy } }] : toks[i]]);
-                if (last) nx = r[0].next;
-            }
-            return nx;
-        };
+        const distAt = (d) => nextAfter(seq, [...input, ...ref.slice(0, d)]);
 
         const k = kilnGenerate(file, prompt);
         const kt = k.logits.map((l) => l.token);
@@ -193,10 +164,7 @@ for (const [arch, vocab] of ARCHS) for (const wt of TYPES) {
         let maxd = 0;
         const perPos = [];
         for (let p = 0; p < nlog && p < k.logits.length; p++) {
-            const probs = single[p];
-            const kl = logSoftmax(k.logits[p].logits);
-            let d = probs.size === kl.length ? 0 : Infinity;
-            for (const [tok, pr] of probs) if (pr > 1e-30) d = Math.max(d, Math.abs(Math.log(pr) - kl[tok]));
+            const d = maxLogprobDiff(single[p], logSoftmax(k.logits[p].logits));
             perPos.push(d);
             maxd = Math.max(maxd, d);
         }

@@ -16,3 +16,11 @@ export function firstDiff(a, b) {
     for (let i = 0; i < n; i++) if (a[i] !== b[i]) return i;
     return -1;
 }
+
+/** max |log p - kl[token]| over a node-llama-cpp probabilities map (token -> p)
+ * against log-probabilities kl; Infinity when the map does not cover them all */
+export function maxLogprobDiff(probs, kl) {
+    let d = probs.size === kl.length ? 0 : Infinity;
+    for (const [tok, pr] of probs) if (pr > 1e-30) d = Math.max(d, Math.abs(Math.log(pr) - kl[tok]));
+    return d;
+}

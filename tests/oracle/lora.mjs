@@ -28,8 +28,8 @@ import { spawnSync } from "node:child_process";
 import { mkdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { describeOracle, loadOracleLlama, oracleIsaArgs } from "./llamacpp.mjs";
-import { firstDiff, logSoftmax } from "./compare.mjs";
+import { describeOracle, greedyOneByOne, loadOracleLlama, nextAfter, oracleIsaArgs } from "./llamacpp.mjs";
+import { firstDiff, logSoftmax, maxLogprobDiff } from "./compare.mjs";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 const args = process.argv.slice(2);
@@ -87,43 +87,16 @@ function kilnGenerate(model, adapters) {
 const kilnLogits = (model, adapters, ids) =>
     JSON.parse(run(bin("kiln-logits"), ["-m", model, "--ctx", "256", "--ids", ids.join(","), ...loraArgs(adapters), ...oracleIsaArgs()])).logits;
 
-// llama.cpp: the prompt one token at a time (the mat-vec path Kiln mirrors),
-// log-probs after the first positions, then greedy tokens
+// llama.cpp with the adapters: the prompt one token at a time (the mat-vec
+// path Kiln mirrors), log-probs after the first positions, greedy tokens
 async function llamaGreedy(lm, adapters) {
     const ctx = await lm.createContext({ contextSize: 256, batchSize: 256, threads: 1, sequences: 1, flashAttention: true,
         ...(adapters.length ? { lora: { adapters: adapters.map((a) => ({ filePath: a.file, scale: a.scale })) } } : {}) });
     const seq = ctx.getSequence();
     const input = [...(lm.tokens.shouldPrependBosToken ? [lm.tokens.bos] : []), ...lm.tokenize(PROMPT)];
-    const greedy = { temperature: 0 };
-    const probs = [];
-    let res = null;
-    for (let i = 0; i < input.length; i++) {
-        const last = i === input.length - 1;
-        const want = i < N_LOGIT_POS || last;
-        const r = await seq.controlledEvaluate([want ? [input[i], { generateNext: { probabilities: i < N_LOGIT_POS, token: last, options: greedy } }] : input[i]]);
-        if (i < N_LOGIT_POS) probs.push(r[0].next.probabilities);
-        if (last) res = r[0];
-    }
-    const ids = [];
-    let next = res.next.token;
-    while (ids.length < N_GEN && next != null && !lm.isEogToken(next)) {
-        ids.push(next);
-        if (ids.length === N_GEN) break;
-        const r = await seq.controlledEvaluate([[next, { generateNext: { token: true, options: greedy } }]]);
-        next = r[0].next.token;
-    }
+    const { probs, ids } = await greedyOneByOne(seq, input, N_GEN, N_LOGIT_POS, (t) => lm.isEogToken(t));
     // the distribution llama.cpp picked its token d from
-    const distAt = async (d) => {
-        await seq.clearHistory();
-        const toks = [...input, ...ids.slice(0, d)];
-        let nx = null;
-        for (let i = 0; i < toks.length; i++) {
-            const last = i === toks.length - 1;
-            const r = await seq.controlledEvaluate([last ? [toks[i], { generateNext: { probabilities: true, options: greedy } }] : toks[i]]);
-            if (last) nx = r[0].next;
-        }
-        return nx.probabilities;
-    };
+    const distAt = async (d) => (await nextAfter(seq, [...input, ...ids.slice(0, d)])).probabilities;
     return { input, probs, ids, distAt, dispose: () => ctx.dispose() };
 }
 
@@ -176,12 +149,7 @@ for (const [arch, vocab, untied, wtypes] of BASES) for (const wt of wtypes) {
         const k = kilnGenerate(base, adapters);
         const cell = { arch, wt, set: setName, tokens: 0, total: ref.ids.length, maxLogprobDiff: 0, nearTie: null };
         let maxd = 0;
-        for (let p = 0; p < ref.probs.length; p++) {
-            const kl = logSoftmax(k.logits[p].logits);
-            let d = ref.probs[p].size === kl.length ? 0 : Infinity;
-            for (const [tok, pr] of ref.probs[p]) if (pr > 1e-30) d = Math.max(d, Math.abs(Math.log(pr) - kl[tok]));
-            maxd = Math.max(maxd, d);
-        }
+        for (let p = 0; p < ref.probs.length; p++) maxd = Math.max(maxd, maxLogprobDiff(ref.probs[p], logSoftmax(k.logits[p].logits)));
         cell.maxLogprobDiff = maxd;
         check(maxd <= tolAt(arch, wt), `log-probs of first ${ref.probs.length} positions ${tag}`,
             `max |diff| ${maxd.toExponential(2)} (tol ${tolAt(arch, wt)})`);
