@@ -16,12 +16,11 @@
 // exits 1 when anything failed.
 //
 //   node tests/oracle/arch.mjs [--build DIR] [--json FILE] [--arch a,b] [--type f32,q8_0]
-import { spawnSync } from "node:child_process";
 import { mkdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { describeOracle, greedyOneByOne, loadOracleLlama, nextAfter, oracleIsaArgs } from "./llamacpp.mjs";
-import { firstDiff, logSoftmax, maxLogprobDiff } from './compare.mjs';
+import { firstDiff, logSoftmax, maxLogprobDiff, runTool as run } from './compare.mjs';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 const args = process.argv.slice(2);
@@ -93,13 +92,6 @@ function check(ok, name, detail = "") {
     else failed++;
     console.log(`${ok ? "ok  " : "FAIL"} ${name}${detail ? "  " + detail : ""}`);
     return ok;
-}
-
-function run(cmd, argv) {
-    const r = spawnSync(cmd, argv, { encoding: "utf8", maxBuffer: 512 << 20 });
-    if (r.error) throw r.error;
-    if (r.status !== 0) throw new Error(`${path.basename(cmd)} ${argv.join(" ")} exited ${r.status}: ${r.stderr}`);
-    return r.stdout;
 }
 
 function kilnGenerate(model, prompt) {

@@ -1,4 +1,14 @@
-// compare.mjs — small comparisons shared by the oracle scripts.
+// compare.mjs — small comparisons (and a tool runner) shared by the oracle scripts.
+import { spawnSync } from "node:child_process";
+import path from "node:path";
+
+/** a native tool's stdout; throws with its stderr when it fails */
+export function runTool(cmd, argv) {
+    const r = spawnSync(cmd, argv, { encoding: "utf8", maxBuffer: 512 << 20 });
+    if (r.error) throw r.error;
+    if (r.status !== 0) throw new Error(`${path.basename(cmd)} ${argv.join(" ")} exited ${r.status}: ${r.stderr}`);
+    return r.stdout;
+}
 
 /** log-probabilities of a logit vector (logit - logsumexp) */
 export function logSoftmax(v) {

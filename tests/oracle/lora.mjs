@@ -24,12 +24,11 @@
 // additions (and so the rounding) is not defined.
 //
 //   node tests/oracle/lora.mjs [--build DIR] [--json FILE]
-import { spawnSync } from "node:child_process";
 import { mkdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { describeOracle, greedyOneByOne, loadOracleLlama, nextAfter, oracleIsaArgs } from "./llamacpp.mjs";
-import { firstDiff, logSoftmax, maxLogprobDiff } from "./compare.mjs";
+import { firstDiff, logSoftmax, maxLogprobDiff, runTool as run } from "./compare.mjs";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 const args = process.argv.slice(2);
@@ -61,13 +60,6 @@ function check(ok, name, detail = "") {
     else failed++;
     console.log(`${ok ? "ok  " : "FAIL"} ${name}${detail ? "  " + detail : ""}`);
     return ok;
-}
-
-function run(cmd, argv) {
-    const r = spawnSync(cmd, argv, { encoding: "utf8", maxBuffer: 512 << 20 });
-    if (r.error) throw r.error;
-    if (r.status !== 0) throw new Error(`${path.basename(cmd)} ${argv.join(" ")} exited ${r.status}: ${r.stderr}`);
-    return r.stdout;
 }
 
 const loraArgs = (adapters) => adapters.flatMap((a) => ["--lora-scaled", a.file, String(a.scale)]);
