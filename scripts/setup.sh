@@ -20,4 +20,11 @@ fi
 if [ ! -d node_modules/vitest ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
   # onnxruntime-node (the VAD oracle) would fetch CUDA providers from nuget.org; CPU is bundled
   ONNXRUNTIME_NODE_INSTALL=skip npm ci --no-audit --no-fund
+else
+  # node_modules is already installed here, but CI starts from a clean clone
+  # with `npm ci`, which refuses a lock file out of step with package.json
+  npm ci --dry-run --offline --no-audit --no-fund >/dev/null 2>&1 || {
+    echo "setup: package-lock.json does not satisfy package.json (npm ci would refuse it): run npm ci --dry-run" >&2
+    exit 1
+  }
 fi

@@ -3,9 +3,11 @@
 # devDependency): builds the native tools, the fixtures (build/oracle/), and
 # runs tests/oracle/oracle.mjs, tests/oracle/arch.mjs (every decoder
 # architecture on random-weight models from kiln-synth-model),
-# tests/oracle/lora.mjs (LoRA adapters and merged models against llama.cpp's),
-# tests/oracle/grammar.mjs (grammar-constrained generation against llama.cpp's
-# grammar engine and ajv) and tests/audio/vad-oracle.mjs (Silero VAD against
+# tests/oracle/embed.mjs (embeddings of bert / nomic-bert encoders and a
+# decoder against llama.cpp's), tests/oracle/lora.mjs (LoRA adapters and merged
+# models against llama.cpp's), tests/oracle/grammar.mjs (grammar-constrained generation against llama.cpp's
+# grammar engine and ajv), tests/oracle/finetune.mjs (a LoRA adapter trained by
+# kiln-finetune, loaded by llama.cpp) and tests/audio/vad-oracle.mjs (Silero VAD against
 # whisper.cpp). Needs `npm install` done (offline is fine: the
 # prebuilt binary ships in @node-llama-cpp/<platform>; the postinstall step is
 # not needed). About 40 s after the build on this machine, plus 1-3 min for
@@ -27,10 +29,16 @@ rc=0
 node tests/oracle/oracle.mjs --build "$B" --json build/oracle/result.json || rc=1
 # every decoder architecture x weight type on random-weight models (build/oracle-arch/)
 node tests/oracle/arch.mjs --build "$B" --json "$B/oracle-arch/result.json" || rc=1
+# embeddings (bert / nomic-bert random-weight encoders, stories260K) against llama.cpp's
+cmake --build "$B" -j"${KILN_JOBS:-2}" --target kiln-embed kiln-synth-encoder >/dev/null
+node tests/oracle/embed.mjs --build "$B" --json "$B/oracle-embed/result.json" || rc=1
 # LoRA adapters (kiln-synth-lora) and kiln-export-lora's merged models (build/oracle-lora/)
 node tests/oracle/lora.mjs --build "$B" --json "$B/oracle-lora/result.json" || rc=1
 # grammar-constrained generation against llama.cpp's grammar engine and ajv
 node tests/oracle/grammar.mjs --build "$B" --json build/oracle/grammar-result.json || rc=1
+# LoRA fine-tuning: kiln-finetune's adapter loaded by llama.cpp (stories260K + the Zorbu corpus)
+cmake --build "$B" -j"${KILN_JOBS:-2}" --target kiln-finetune >/dev/null
+node tests/oracle/finetune.mjs --build "$B" || rc=1
 # Silero VAD against whisper.cpp (@fugood/whisper.node) and onnxruntime-node
 cmake --build "$B" -j"${KILN_JOBS:-2}" --target kiln-vad >/dev/null
 node tests/audio/vad-oracle.mjs --build "$B" 2> >(grep -v '^whisper_' >&2) || rc=1

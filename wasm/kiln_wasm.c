@@ -172,6 +172,7 @@ static const char * kind_name(int kind) {
         case KW_KIND_TRAINER:   return "training session";
         case KW_KIND_DATASET:   return "dataset";
         case KW_KIND_OPTIMIZER: return "optimizer";
+        case KW_KIND_FINETUNE: return "finetune";
         default:                return "handle";
     }
 }

@@ -30,6 +30,16 @@ struct kw_step {
     int32_t len;
 };
 
+/* what JS reads after each step with logprobs on (kw_llm_logprobs): n, the
+ * sampled token and its log-probability, then n (token, log-probability)
+ * pairs of the most likely tokens, most likely first */
+#define KW_MAX_LOGPROBS 64
+struct kw_logprobs {
+    int32_t n;
+    struct kiln_token_logprob chosen;
+    struct kiln_token_logprob top[KW_MAX_LOGPROBS];
+};
+
 /* what JS reads after a generation (6 doubles at kw_llm_stats) */
 struct kw_stats {
     double prompt_tokens, generated_tokens, prompt_seconds, gen_seconds, stop, cached_tokens;
@@ -43,6 +53,11 @@ struct kw_llm {
     const kiln_token * ids;            /* kw_llm_tokenize's result (kept by gen) */
     struct kw_step step;
     struct kw_stats stats;
+    /* what kw_llm_constrain set for the next kw_llm_start */
+    char * gbnf;                       /* NULL: no grammar */
+    struct kiln_logit_bias * bias; int n_bias;
+    int n_logprobs;
+    struct kw_logprobs lp;
 };
 
 static struct kw_llm * get(int g, const char * fn) { return (struct kw_llm *) kw_object(g, KW_KIND_LLM, fn); }
@@ -65,6 +80,8 @@ static void llm_release(void * p) {
     kiln_sampler_free(l->smpl);
     kiln_model_free(l->model);
     free(l->text);
+    free(l->gbnf);
+    free(l->bias);
     free(l);
 }
 
@@ -88,7 +105,7 @@ KW_EXPORT int kw_llm_new(int model_handle, int vocab_only, int n_ctx) {
     kiln_clear_error();
     struct kiln_model * m = kiln_model_load_from_gguf(me->gguf, me->mctx, p);
     if (!m) return kw_fail_kiln(KW_E_FORMAT, "model");
-    if (n_ctx == 0 && !vocab_only) {
+    if (n_ctx == 0 && !vocab_only && !kiln_model_is_encoder(m)) {
         /* like llama.cpp's 4096 default, but room for short-context toys
          * (stories260K says 128) and no 32k cache in a 4 GB wasm heap */
         int32_t want = kiln_model_n_ctx_train(m);
@@ -127,6 +144,8 @@ KW_EXPORT int kw_llm_lora_add(int g, const void * data, double size, float scale
     if (kiln_model_set_adapter_lora(l->model, ad, scale) != KILN_STATUS_SUCCESS) return kw_fail_kiln(KW_E_INVALID, NULL);
     return KW_OK;
 }
+/* the generator's model (kiln_wasm_embed.c), or NULL and a handle failure */
+struct kiln_model * kw_llm_model(int g, const char * fn) { struct kw_llm * l = get(g, fn); return l ? l->model : NULL; }
 
 KW_EXPORT int kw_llm_n_ctx(int g) { struct kw_llm * l = get(g, "llm_n_ctx"); return l ? kiln_model_n_ctx(l->model) : KW_E_HANDLE; }
 KW_EXPORT int kw_llm_n_vocab(int g) { struct kw_llm * l = get(g, "llm_n_vocab"); return l ? kiln_vocab_n_tokens(kiln_model_vocab(l->model)) : KW_E_HANDLE; }
@@ -209,6 +228,58 @@ static bool int_opt(double v, double lo, double hi, const char * name, const cha
     return true;
 }
 
+/* The constraints of the next kw_llm_start (each start uses the last call's):
+ * grammar: GBNF text (llama.cpp's syntax) or, with is_schema, a JSON Schema
+ * converted to GBNF here (kiln_json_schema_to_grammar), NULL for none; the
+ * grammar is parsed now so that a bad one fails here, naming line and column.
+ * bias: n_bias (token id, bias) pairs, -Infinity bans a token. n_logprobs:
+ * how many of the most likely tokens kw_llm_logprobs reports per step
+ * (0: off, at most 64). A failure leaves the previous constraints. */
+KW_EXPORT int kw_llm_constrain(int g, const char * grammar, int is_schema, const int32_t * bias_ids, const float * bias_vals,
+                               int n_bias, int n_logprobs) {
+    struct kw_llm * l = get(g, "llm_constrain");
+    if (!l) return KW_E_HANDLE;
+    if (n_logprobs < 0 || n_logprobs > KW_MAX_LOGPROBS) return kw_fail(KW_E_INVALID, "generate: logprobs must be an integer in 0..%d, not %d", KW_MAX_LOGPROBS, n_logprobs);
+    if (n_bias < 0 || (n_bias > 0 && (!bias_ids || !bias_vals))) return kw_fail(KW_E_INVALID, "generate: logit_bias: bad list");
+    const int nv = kiln_vocab_n_tokens(kiln_model_vocab(l->model));
+    for (int i = 0; i < n_bias; i++) {
+        if (bias_ids[i] < 0 || bias_ids[i] >= nv) return kw_fail(KW_E_INVALID, "generate: logit_bias: token %d is outside the vocabulary (0..%d)", bias_ids[i], nv - 1);
+        if (isnan(bias_vals[i]) || bias_vals[i] == INFINITY) return kw_fail(KW_E_INVALID, "generate: logit_bias: the bias of token %d must be a number or -Infinity, not %g", bias_ids[i], bias_vals[i]);
+    }
+    char * gbnf = NULL;
+    kiln_clear_error();
+    if (grammar) {
+        if (is_schema) {
+            gbnf = kiln_json_schema_to_grammar(grammar, -1);
+            if (!gbnf) return kw_fail_kiln(KW_E_INVALID, "jsonSchema");
+        } else {
+            const size_t n = strlen(grammar);
+            gbnf = malloc(n + 1);
+            if (!gbnf) return kw_fail(KW_E_NOMEM, "generate: out of memory");
+            memcpy(gbnf, grammar, n + 1);
+        }
+        struct kiln_grammar * check = kiln_grammar_init(gbnf, NULL, kiln_model_vocab(l->model));
+        if (!check) { free(gbnf); return kw_fail_kiln(KW_E_INVALID, is_schema ? "jsonSchema" : "grammar"); }
+        kiln_grammar_free(check);
+    }
+    struct kiln_logit_bias * bias = NULL;
+    if (n_bias > 0) {
+        bias = malloc(sizeof *bias * (size_t) n_bias);
+        if (!bias) { free(gbnf); return kw_fail(KW_E_NOMEM, "generate: out of memory"); }
+        for (int i = 0; i < n_bias; i++) bias[i] = (struct kiln_logit_bias) { bias_ids[i], bias_vals[i] };
+    }
+    free(l->gbnf);
+    free(l->bias);
+    l->gbnf = gbnf;
+    l->bias = bias;
+    l->n_bias = n_bias;
+    l->n_logprobs = n_logprobs;
+    return KW_OK;
+}
+
+/* the GBNF text the last kw_llm_constrain set (a JSON Schema's conversion), "" for none */
+KW_EXPORT const char * kw_llm_grammar(int g) { struct kw_llm * l = get(g, "llm_grammar"); return l && l->gbnf ? l->gbnf : ""; }
+
 #define KW_MAX_STOP 64
 
 /* Start a generation: the prompt is text (tokenized here; ids == NULL) or
@@ -247,6 +318,10 @@ KW_EXPORT int kw_llm_start(int g, const char * text, int text_len, const kiln_to
     kiln_clear_error();
     struct kiln_sampler * smpl = kiln_sampler_new(sp);
     if (!smpl) return kw_fail_kiln(KW_E_INVALID, "generate");
+    enum kiln_status cs = l->gbnf ? kiln_sampler_set_grammar(smpl, kiln_model_vocab(l->model), l->gbnf, NULL) : KILN_STATUS_SUCCESS;
+    if (cs == KILN_STATUS_SUCCESS && l->n_bias > 0) cs = kiln_sampler_set_logit_bias(smpl, l->bias, l->n_bias);
+    if (cs == KILN_STATUS_SUCCESS && l->n_logprobs > 0) cs = kiln_sampler_set_logprobs(smpl, l->n_logprobs);
+    if (cs != KILN_STATUS_SUCCESS) { kiln_sampler_free(smpl); return kw_fail_status(cs, "generate"); }
     kiln_sampler_free(l->smpl);
     l->smpl = smpl;
     if (!ids) {
@@ -282,8 +357,18 @@ KW_EXPORT int kw_llm_step(int g) {
     l->step.stop = (int32_t) t.stop;
     l->step.text = (int32_t) (intptr_t) t.text;
     l->step.len = t.len;
+    l->lp.n = -1;
+    if (st == KILN_STATUS_SUCCESS && t.token >= 0 && l->n_logprobs > 0) {
+        l->lp.n = kiln_sampler_get_logprobs(l->smpl, &l->lp.chosen, l->lp.top, KW_MAX_LOGPROBS);
+    }
     return kw_fail_status(st, "generate");
 }
+/* the logits of the last evaluated position (n_vocab floats; the ones the
+ * last sample was drawn from when that sample ended the generation), for
+ * checking logprobs against them */
+KW_EXPORT const float * kw_llm_logits(int g) { struct kw_llm * l = get(g, "llm_logits"); return l ? kiln_model_logits(l->model) : NULL; }
+/* the last step's log-probabilities (struct kw_logprobs; n -1: none) */
+KW_EXPORT const struct kw_logprobs * kw_llm_logprobs(int g) { struct kw_llm * l = get(g, "llm_logprobs"); return l ? &l->lp : NULL; }
 KW_EXPORT const struct kw_step * kw_llm_step_info(int g) { struct kw_llm * l = get(g, "llm_step_info"); return l ? &l->step : NULL; }
 
 /* the last generation's numbers (6 doubles: prompt tokens, generated tokens,

@@ -26,7 +26,8 @@
 
 /* what a handle stands for; the entry table below is the one handle scheme
  * (slot + generation counter: a stale handle is refused for every kind) */
-enum { KW_KIND_TENSOR = 1, KW_KIND_MODEL = 2, KW_KIND_LLM = 3, KW_KIND_TRAINER = 4, KW_KIND_DATASET = 5, KW_KIND_OPTIMIZER = 6 };
+enum { KW_KIND_TENSOR = 1, KW_KIND_MODEL = 2, KW_KIND_LLM = 3, KW_KIND_TRAINER = 4, KW_KIND_DATASET = 5, KW_KIND_OPTIMIZER = 6,
+       KW_KIND_FINETUNE = 7 };
 #define KW_MAX_DEPS (KILN_MAX_SRC + 2)
 
 struct kw_entry {

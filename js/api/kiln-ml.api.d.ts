@@ -2,13 +2,14 @@
 
 // ==== index.d.ts
 export { Kiln, Tensor, Model, TYPE_IDS, relaxedSimdSupported } from './kiln.js';
-export type { Build, Simd, LogLevel, DType, TensorOptions, KilnOptions, KilnInfo, LoadOptions, LoraAdapter, MemoryStats, ModelSource, RopeOptions, TensorData, TensorInfo, ModelInfo, MetadataValue } from './kiln.js';
+export type { Build, Simd, LogLevel, DType, TensorOptions, KilnOptions, KilnInfo, LoadOptions, LoraAdapter, MemoryStats, ModelSource, RopeOptions, TensorData, TensorInfo, ModelInfo, MetadataValue, EmbedOptions, Pooling } from './kiln.js';
 export type { Progress } from './scheduler.js';
 export { KilnError, KilnAbortError } from './errors.js';
 export type { KilnErrorCode } from './errors.js';
 export type { CacheEntry, CacheEvent, ModelCache } from './cache.js';
-export type { GenerateOptions, GenerationStats, Completion, StopReason, ChatMessage, ChatOptions, Session } from './generate.js';
+export type { GenerateOptions, GenerationStats, Completion, StopReason, TokenLogprob, ChatMessage, ChatOptions, Session } from './generate.js';
 export { TrainController, TrainedModel } from './train.js';
+export type { FinetuneOptions, FinetuneProgress, FinetuneResult } from './finetune.js';
 export type { TrainOptions, TrainProgress } from './train.js';
 export { Optimizer } from './autograd.js';
 export type { Optim, SGDOptions, AdamWOptions, BackwardOptions } from './autograd.js';
@@ -141,8 +142,44 @@ export interface WireError {
     message: string;
 }
 
+// ==== finetune.d.ts
+import type { FinetuneProgressMsg } from './protocol.js';
+export type FinetuneProgress = FinetuneProgressMsg;
+export interface FinetuneOptions {
+    /** plain text (one document per line) or, with chat, JSONL {"messages": [...]} lines */
+    data: string;
+    /** JSONL conversations; only assistant turns are scored (ChatML rendering, src/models/finetune_data.c) */
+    chat?: boolean;
+    /** LoRA rank (default 8) */
+    rank?: number;
+    /** LoRA alpha: the adapter is scaled by alpha / rank (default 16) */
+    alpha?: number;
+    /** projections to adapt among q, k, v, o, gate, up, down (default ['q', 'v']) */
+    targets?: string[];
+    /** tokens per training sequence (default 64, at most the model's training context) */
+    nCtx?: number;
+    /** sequences per step (default 4) */
+    batchSize?: number;
+    epochs?: number;
+    /** peak learning rate of the AdamW cosine schedule (default 1e-3) */
+    lr?: number;
+    seed?: number;
+    /** share of the sequences held out to report a validation loss (default 0.1) */
+    valFraction?: number;
+    signal?: AbortSignal;
+    onProgress?: (p: FinetuneProgress) => void;
+}
+export interface FinetuneResult {
+    /** the adapter file (GGUF) */
+    adapter: Uint8Array;
+    steps: number;
+    /** validation loss before training and after the last step */
+    valLossBefore: number;
+    valLoss: number;
+}
+
 // ==== generate.d.ts
-import type { Completion, GenerationStats, StopReason } from './protocol.js';
+import type { Completion, GenerationStats, StopReason, TokenLogprob } from './protocol.js';
 export interface GenerateOptions {
     /** tokens to generate at most (default 256; 0: until end of text or a full context) */
     maxTokens?: number;
@@ -178,8 +215,25 @@ export interface GenerateOptions {
     /** reuse the session's KV cache for the tokens the prompt shares with it (default true;
      * false evaluates the whole prompt, as benchmarks of prompt speed want) */
     cachePrompt?: boolean;
+    /** a grammar in llama.cpp's GBNF syntax (start rule `root`): only tokens that keep the text
+     * inside the grammar are sampled, and end of text only once the text is a whole sentence.
+     * A bad grammar: KilnError naming the line and column */
+    grammar?: string;
+    /** a JSON Schema (an object or its JSON text), turned into a grammar in the engine as
+     * llama.cpp's json-schema-to-grammar does: the text is JSON valid for the schema. Not with `grammar` */
+    jsonSchema?: object | string;
+    /** added to a token's logit before sampling; -Infinity bans it. An object maps token ids to
+     * biases (OpenAI's logit_bias); a list of [id or text, bias] pairs also takes text, whose
+     * tokens (tokenized without BOS) each get the bias, as llama.cpp's server does */
+    logitBias?: Record<number, number> | Array<[number | string, number]>;
+    /** report the log-probability of each generated token and of the N most likely tokens at its
+     * position (1..64; 0: off, the default), log-softmax of the logits after bias, grammar and
+     * penalties, before top-k/top-p/min-p and temperature: in Completion.logprobs and onLogprobs */
+    logprobs?: number;
+    /** called with each generated token's log-probabilities as it is sampled (needs logprobs > 0) */
+    onLogprobs?: (entry: TokenLogprob) => void;
 }
-export type { Completion, GenerationStats, StopReason };
+export type { Completion, GenerationStats, StopReason, TokenLogprob };
 export interface ChatMessage {
     role: string;
     content: string;
@@ -207,6 +261,7 @@ export interface Session {
 import { type Progress } from './scheduler.js';
 import { type TrainOptions, type TrainedModel } from './train.js';
 import { type Vad, type VadSource } from './vad.js';
+import { type FinetuneOptions, type FinetuneResult } from './finetune.js';
 import { type CacheEvent, type ModelCache } from './cache.js';
 import { type BackwardOptions, type Optim } from './autograd.js';
 import type { MetadataValue } from './protocol.js';
@@ -468,6 +523,13 @@ export declare class Tensor {
     diag(): Tensor;
 }
 export type { MetadataValue };
+/** pooling of Model.embed: llama.cpp's pooling types */
+export type Pooling = 'none' | 'mean' | 'cls' | 'last';
+export interface EmbedOptions {
+    pooling?: Pooling;
+    normalize?: boolean;
+    signal?: AbortSignal;
+}
 export interface ModelInfo {
     size: number;
     version: number;
@@ -519,12 +581,21 @@ export declare class Model {
     }>;
     /** stats of the last finished generate() / complete() */
     get lastStats(): GenerationStats | null;
+    /** Embeddings as llama.cpp computes them (encoders: bert, nomic-bert;
+     * decoders: their final-norm hidden states), one Float32Array per text
+     * (an array of them for an array of texts). pooling: the file's
+     * pooling_type by default ('none' gives every token's vector, one after
+     * the other); normalize: divide by the L2 norm (default true). */
+    embed(text: string, opts?: EmbedOptions): Promise<Float32Array>;
+    embed(texts: string[], opts?: EmbedOptions): Promise<Float32Array[]>;
     /** An independent conversation: its own KV cache over the model's weights
      * (generate/complete/chat as on the model, which use a default session).
      * Each session's cache costs 2 x layers x nCtx x KV width x 2 bytes (F16),
      * taken from the wasm heap (kiln.memory().used) at its first generation;
      * free() gives it back. */
     session(): Session;
+    /** LoRA fine-tuning in the engine worker (finetune.ts): the adapter as GGUF bytes that llama.cpp loads */
+    finetune(opts: FinetuneOptions): Promise<FinetuneResult>;
     /** return the model's memory (tensors taken from it keep it until they are freed) */
     free(): void;
 }
@@ -553,6 +624,21 @@ export interface Completion {
     tokens: number[];
     stats: GenerationStats;
     stopReason: StopReason;
+    /** with the option logprobs: one entry per generated token (as tokens) */
+    logprobs?: TokenLogprob[];
+}
+/** a generated token's log-probability and the most likely tokens at its position */
+export interface TokenLogprob {
+    token: number;
+    /** the token's text (control tokens as their text) */
+    text: string;
+    logprob: number;
+    /** the most likely tokens, most likely first (as many as the option logprobs asks) */
+    top: {
+        token: number;
+        text: string;
+        logprob: number;
+    }[];
 }
 /** why a generation ended: end-of-text token, maxTokens reached, a stop string, or the context is full */
 export type StopReason = 'eos' | 'maxTokens' | 'stop' | 'context';
@@ -570,6 +656,17 @@ export interface TrainProgressMsg {
     batches: number;
     loss: number;
     accuracy: number;
+}
+/** one optimizer step of model.finetune(); valLoss after the last step of an epoch */
+export interface FinetuneProgressMsg {
+    step: number;
+    steps: number;
+    epoch: number;
+    loss: number;
+    lr: number;
+    gradNorm: number;
+    tokens: number;
+    valLoss?: number;
 }
 /** everything the worker sends */
 export type FromWorker = {
@@ -594,9 +691,14 @@ export type FromWorker = {
     id: number;
     train: TrainProgressMsg;
 } | {
+    t: 'progress';
+    id: number;
+    finetune: FinetuneProgressMsg;
+} | {
     t: 'piece';
     id: number;
     text: string;
+    logprobs?: TokenLogprob[];
 }
 /** a 'fill' load asks for its bytes: into shared wasm memory, or the next slice */
  | {

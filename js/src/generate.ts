@@ -7,7 +7,7 @@
  */
 import { KilnAbortError, KilnError } from './errors.js';
 import type { Scheduler } from './scheduler.js';
-import type { Completion, GenerationStats, LlmInfo, RequestMsg, StopReason } from './protocol.js';
+import type { Completion, GenerationStats, LlmInfo, RequestMsg, StopReason, TokenLogprob } from './protocol.js';
 
 export interface GenerateOptions {
   /** tokens to generate at most (default 256; 0: until end of text or a full context) */
@@ -44,9 +44,26 @@ export interface GenerateOptions {
   /** reuse the session's KV cache for the tokens the prompt shares with it (default true;
    * false evaluates the whole prompt, as benchmarks of prompt speed want) */
   cachePrompt?: boolean;
+  /** a grammar in llama.cpp's GBNF syntax (start rule `root`): only tokens that keep the text
+   * inside the grammar are sampled, and end of text only once the text is a whole sentence.
+   * A bad grammar: KilnError naming the line and column */
+  grammar?: string;
+  /** a JSON Schema (an object or its JSON text), turned into a grammar in the engine as
+   * llama.cpp's json-schema-to-grammar does: the text is JSON valid for the schema. Not with `grammar` */
+  jsonSchema?: object | string;
+  /** added to a token's logit before sampling; -Infinity bans it. An object maps token ids to
+   * biases (OpenAI's logit_bias); a list of [id or text, bias] pairs also takes text, whose
+   * tokens (tokenized without BOS) each get the bias, as llama.cpp's server does */
+  logitBias?: Record<number, number> | Array<[number | string, number]>;
+  /** report the log-probability of each generated token and of the N most likely tokens at its
+   * position (1..64; 0: off, the default), log-softmax of the logits after bias, grammar and
+   * penalties, before top-k/top-p/min-p and temperature: in Completion.logprobs and onLogprobs */
+  logprobs?: number;
+  /** called with each generated token's log-probabilities as it is sampled (needs logprobs > 0) */
+  onLogprobs?: (entry: TokenLogprob) => void;
 }
 
-export type { Completion, GenerationStats, StopReason };
+export type { Completion, GenerationStats, StopReason, TokenLogprob };
 
 export interface ChatMessage { role: string; content: string }
 export interface ChatOptions extends GenerateOptions {
@@ -90,8 +107,24 @@ export function generateRequest(model: number, session: number, prompt: string |
   if (typeof prompt !== 'string' && !Array.isArray(prompt)) throw new KilnError('INVALID_ARGUMENT', 'generate: the prompt must be a string or an array of token ids');
   const stop = o.stop === undefined ? [] : Array.isArray(o.stop) ? o.stop : [o.stop];
   for (const s of stop) if (typeof s !== 'string' || s.length === 0 || s.includes('\0')) throw new KilnError('INVALID_ARGUMENT', 'stop strings must be non-empty strings without NUL characters');
+  if (o.grammar !== undefined && typeof o.grammar !== 'string') throw new KilnError('INVALID_ARGUMENT', `grammar must be a GBNF string, not ${typeof o.grammar}`);
+  if (o.grammar !== undefined && o.jsonSchema !== undefined) throw new KilnError('INVALID_ARGUMENT', 'grammar and jsonSchema cannot both be given');
+  let jsonSchema: string | undefined;
+  if (o.jsonSchema !== undefined) {
+    if (typeof o.jsonSchema === 'string') jsonSchema = o.jsonSchema;
+    else if (o.jsonSchema !== null && typeof o.jsonSchema === 'object') {
+      try { jsonSchema = JSON.stringify(o.jsonSchema); } catch (e: any) { throw new KilnError('INVALID_ARGUMENT', `jsonSchema cannot be written as JSON: ${e?.message ?? e}`); }
+    } else throw new KilnError('INVALID_ARGUMENT', `jsonSchema must be an object or a JSON string, not ${o.jsonSchema === null ? 'null' : typeof o.jsonSchema}`);
+  }
+  for (const [name, v] of [['grammar', o.grammar], ['jsonSchema', jsonSchema]] as const) {
+    if (v !== undefined && v.includes('\0')) throw new KilnError('INVALID_ARGUMENT', `${name} must not contain NUL characters`);
+  }
+  const logprobs = num('logprobs', o.logprobs, 0);
+  if (!Number.isInteger(logprobs) || logprobs < 0 || logprobs > 64) throw new KilnError('INVALID_ARGUMENT', `logprobs must be an integer in 0..64, not ${logprobs}`);
+  if (o.onLogprobs !== undefined && typeof o.onLogprobs !== 'function') throw new KilnError('INVALID_ARGUMENT', 'onLogprobs must be a function');
   return {
     t: 'generate', model, session, stream,
+    grammar: o.grammar, jsonSchema, logitBias: logitBias(o.logitBias), logprobs,
     prompt: typeof prompt === 'string' ? prompt : undefined,
     promptIds: Array.isArray(prompt) ? prompt : undefined,
     maxTokens: num('maxTokens', o.maxTokens, 256),
@@ -111,6 +144,33 @@ export function generateRequest(model: number, session: number, prompt: string |
     nKeep: num('nKeep', o.nKeep, 1),
     cachePrompt: o.cachePrompt !== false,
   };
+}
+
+// logitBias as [id or text, bias] pairs; ids and texts are checked here, texts tokenized in the worker
+function logitBias(b: GenerateOptions['logitBias']): Array<[number | string, number]> {
+  if (b === undefined) return [];
+  const bad = (what: string) => new KilnError('INVALID_ARGUMENT', `logitBias: ${what}`);
+  let pairs: Array<[unknown, unknown]>;
+  if (Array.isArray(b)) {
+    pairs = b.map((e, i) => {
+      if (!Array.isArray(e) || e.length !== 2) throw bad(`entry ${i} must be a pair [token id or text, bias]`);
+      return [e[0], e[1]];
+    });
+  } else if (b !== null && typeof b === 'object') {
+    pairs = Object.entries(b).map(([k, v]) => {
+      if (!/^(0|[1-9][0-9]*)$/.test(k)) throw bad(`the key "${k}" is not a token id (text goes in a list of [text, bias] pairs)`);
+      return [Number(k), v];
+    });
+  } else throw bad('must be an object {tokenId: bias} or a list of [token id or text, bias] pairs');
+  return pairs.map(([k, v]) => {
+    if (typeof k === 'number') {
+      if (!Number.isInteger(k) || k < 0 || k > 2147483647) throw bad(`${k} is not a token id`);
+    } else if (typeof k === 'string') {
+      if (k.length === 0 || k.includes('\0')) throw bad('a text must be non-empty, without NUL characters');
+    } else throw bad(`${String(k)} is neither a token id nor a text`);
+    if (typeof v !== 'number' || Number.isNaN(v) || v === Infinity) throw bad(`the bias of ${JSON.stringify(k)} must be a number or -Infinity, not ${String(v)}`);
+    return [k, v];
+  });
 }
 
 let nextSession = 1;
@@ -170,6 +230,12 @@ export class TextGen implements Session {
     await this.sched.job({ t: 'loadState', model: this.model, session: this.session, buffer }, { transfer: [buffer] });
   }
 
+  /** @internal the logits of this session's last evaluated position (tests compare logprobs with them) */
+  async lastLogits(): Promise<Float32Array> {
+    if (this.freed) throw new KilnError('INVALID_HANDLE', 'the session was freed');
+    return new Float32Array((await this.sched.job({ t: 'lastLogits', model: this.model, session: this.session })).buffer);
+  }
+
   private request(prompt: string | number[], opts: GenerateOptions, stream: boolean): RequestMsg<'generate'> {
     if (this.freed) throw new KilnError('INVALID_HANDLE', 'the session was freed');
     return generateRequest(this.model, this.session, prompt, opts, stream);
@@ -212,7 +278,7 @@ export class TextGen implements Session {
     let finished = false;
     let error: unknown = null;
     let result: Completion | undefined;
-    const p = this.sched.job(req, { signal: ctl.signal, onPiece: (t) => { queue.push(t); wake?.(); } });
+    const p = this.sched.job(req, { signal: ctl.signal, onPiece: (t, lp) => { if (lp) this.logprobsOut(opts, lp); if (t) { queue.push(t); wake?.(); } } });
     p.then((r) => { result = r; finished = true; wake?.(); }, (e) => { error = e; finished = true; wake?.(); });
     try {
       for (;;) {
@@ -235,9 +301,14 @@ export class TextGen implements Session {
 
   /** the whole generation at once, with token ids and speed */
   async complete(prompt: string | number[], opts: GenerateOptions = {}): Promise<Completion> {
-    const r = await this.sched.job(this.request(prompt, opts, false), { signal: opts.signal });
+    const onPiece = opts.onLogprobs ? (_t: string, lp?: TokenLogprob[]) => { if (lp) this.logprobsOut(opts, lp); } : undefined;
+    const r = await this.sched.job(this.request(prompt, opts, false), { signal: opts.signal, onPiece });
     this.lastStats = r.stats;
     return r;
+  }
+
+  private logprobsOut(opts: GenerateOptions, lp: TokenLogprob[]) {
+    for (const e of lp) opts.onLogprobs?.(e);
   }
 
   /** the messages as the model's chat template renders them (with the assistant's turn opened) */

@@ -1,11 +1,12 @@
 export { Kiln, Tensor, Model, TYPE_IDS, relaxedSimdSupported } from './kiln.js';
-export type { Build, Simd, LogLevel, DType, TensorOptions, KilnOptions, KilnInfo, LoadOptions, LoraAdapter, MemoryStats, ModelSource, RopeOptions, TensorData, TensorInfo, ModelInfo, MetadataValue } from './kiln.js';
+export type { Build, Simd, LogLevel, DType, TensorOptions, KilnOptions, KilnInfo, LoadOptions, LoraAdapter, MemoryStats, ModelSource, RopeOptions, TensorData, TensorInfo, ModelInfo, MetadataValue, EmbedOptions, Pooling } from './kiln.js';
 export type { Progress } from './scheduler.js';
 export { KilnError, KilnAbortError } from './errors.js';
 export type { KilnErrorCode } from './errors.js';
 export type { CacheEntry, CacheEvent, ModelCache } from './cache.js';
-export type { GenerateOptions, GenerationStats, Completion, StopReason, ChatMessage, ChatOptions, Session } from './generate.js';
+export type { GenerateOptions, GenerationStats, Completion, StopReason, TokenLogprob, ChatMessage, ChatOptions, Session } from './generate.js';
 export { TrainController, TrainedModel } from './train.js';
+export type { FinetuneOptions, FinetuneProgress, FinetuneResult } from './finetune.js';
 export type { TrainOptions, TrainProgress } from './train.js';
 export { Optimizer } from './autograd.js';
 export type { Optim, SGDOptions, AdamWOptions, BackwardOptions } from './autograd.js';

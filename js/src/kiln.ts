@@ -7,6 +7,7 @@ import { KilnError } from './errors.js';
 import { Scheduler, type Port, type Progress } from './scheduler.js';
 import { train as trainModel, type TrainOptions, type TrainedModel } from './train.js';
 import { loadVad, type Vad, type VadSource } from './vad.js';
+import { finetune, type FinetuneOptions, type FinetuneResult } from './finetune.js';
 import { loadModelCached, modelCache, type CacheEvent, type ModelCache } from './cache.js';
 import { backward, gradOf, makeOptim, zeroGrad, type BackwardOptions, type Optim } from './autograd.js';
 import { isBytes, planBytes, smallSourceBytes } from './bytes.js';
@@ -499,6 +500,7 @@ export class Tensor {
   private u(name: string) { return this.kiln.op(name, [this]); }
   private b(name: string, o: Tensor) { return this.kiln.op(name, [this, o]); }
 
+  // ---- op methods: generated from KW_OPS (wasm/kiln_wasm_ops.c) by scripts/gen-tensor-ops.mjs; edit there
   add(b: Tensor) { return this.b('add', b); }
   sub(b: Tensor) { return this.b('sub', b); }
   mul(b: Tensor) { return this.b('mul', b); }
@@ -517,10 +519,7 @@ export class Tensor {
   rmsNorm(eps = 1e-5) { return this.kiln.op('rmsNorm', [this], [eps]); }
   groupNorm(nGroups: number, eps = 1e-6) { return this.kiln.op('groupNorm', [this], [nGroups, eps]); }
   /** rotary embedding; pos: I32 [shape[2]] */
-  rope(pos: Tensor, nDims: number, o: RopeOptions = {}) {
-    return this.kiln.op('rope', [this, pos, o.freqFactors], [nDims, o.mode ?? 0, o.nCtxOrig ?? 0, o.freqBase ?? 10000,
-      o.freqScale ?? 1, o.extFactor ?? 0, o.attnFactor ?? 1, o.betaFast ?? 32, o.betaSlow ?? 1]);
-  }
+  rope(pos: Tensor, nDims: number, o: RopeOptions = {}) { return this.kiln.op('rope', [this, pos, o.freqFactors], [nDims, o.mode ?? 0, o.nCtxOrig ?? 0, o.freqBase ?? 10000, o.freqScale ?? 1, o.extFactor ?? 0, o.attnFactor ?? 1, o.betaFast ?? 32, o.betaSlow ?? 1]); }
   reshape(shape: number[]) {
     if (!Array.isArray(shape) || shape.length < 1 || shape.length > 4) return this.kiln.op('reshape', [this], [NaN, 1, 1, 1]);
     return this.kiln.op('reshape', [this], [1, 1, 1, 1].map((d, i) => shape[i] ?? d));
@@ -567,9 +566,14 @@ export class Tensor {
   topK(k: number) { return this.kiln.op('topK', [this], [k]); }
   pad(p0: number, p1 = 0, p2 = 0, p3 = 0) { return this.kiln.op('pad', [this], [p0, p1, p2, p3]); }
   diag() { return this.u('diag'); }
+  // ---- end of the generated op methods
 }
 
 export type { MetadataValue };
+/** pooling of Model.embed: llama.cpp's pooling types */
+export type Pooling = 'none' | 'mean' | 'cls' | 'last';
+const POOLING: Pooling[] = ['none', 'mean', 'cls', 'last'];
+export interface EmbedOptions { pooling?: Pooling; normalize?: boolean; signal?: AbortSignal }
 export interface ModelInfo { size: number; version: number; nKv: number; tensors: string[]; metadata: Record<string, MetadataValue> }
 
 /** a GGUF model held in wasm memory */
@@ -619,12 +623,40 @@ export class Model {
   applyChatTemplate(messages: ChatMessage[], template?: string) { return this.gen.applyChatTemplate(messages, template); }
   /** stats of the last finished generate() / complete() */
   get lastStats(): GenerationStats | null { return this.gen.lastStats; }
+  /** Embeddings as llama.cpp computes them (encoders: bert, nomic-bert;
+   * decoders: their final-norm hidden states), one Float32Array per text
+   * (an array of them for an array of texts). pooling: the file's
+   * pooling_type by default ('none' gives every token's vector, one after
+   * the other); normalize: divide by the L2 norm (default true). */
+  embed(text: string, opts?: EmbedOptions): Promise<Float32Array>;
+  embed(texts: string[], opts?: EmbedOptions): Promise<Float32Array[]>;
+  async embed(input: string | string[], opts: EmbedOptions = {}): Promise<Float32Array | Float32Array[]> {
+    const many = Array.isArray(input);
+    const texts = many ? input : [input];
+    if (!texts.every((t) => typeof t === 'string')) throw new KilnError('INVALID_ARGUMENT', 'embed: the input must be a string or an array of strings');
+    const pool = opts.pooling === undefined ? -1 : POOLING.indexOf(opts.pooling);
+    if (pool < -1 || (opts.pooling !== undefined && pool < 0)) {
+      throw new KilnError('INVALID_ARGUMENT', `embed: pooling '${String(opts.pooling)}' (none, mean, cls or last)`);
+    }
+    const r = await this.kiln.sched.job({ t: 'embed', model: this.id, texts, pooling: pool, normalize: opts.normalize !== false }, { signal: opts.signal });
+    const out: Float32Array[] = [];
+    let o = 0;
+    for (const n of r.counts) { out.push(new Float32Array(r.buffer, o * 4, n)); o += n; }
+    return many ? out : out[0];
+  }
+
   /** An independent conversation: its own KV cache over the model's weights
    * (generate/complete/chat as on the model, which use a default session).
    * Each session's cache costs 2 x layers x nCtx x KV width x 2 bytes (F16),
    * taken from the wasm heap (kiln.memory().used) at its first generation;
    * free() gives it back. */
   session(): Session { return this.gen.newSession(); }
+
+  /** LoRA fine-tuning in the engine worker (finetune.ts): the adapter as GGUF bytes that llama.cpp loads */
+  finetune(opts: FinetuneOptions): Promise<FinetuneResult> {
+    if (this.freed) return Promise.reject(new KilnError('INVALID_HANDLE', 'the model was freed'));
+    return finetune(this.kiln, this.id, opts);
+  }
 
   /** return the model's memory (tensors taken from it keep it until they are freed) */
   free(): void {

@@ -56,6 +56,17 @@ export interface Completion {
   tokens: number[];
   stats: GenerationStats;
   stopReason: StopReason;
+  /** with the option logprobs: one entry per generated token (as tokens) */
+  logprobs?: TokenLogprob[];
+}
+/** a generated token's log-probability and the most likely tokens at its position */
+export interface TokenLogprob {
+  token: number;
+  /** the token's text (control tokens as their text) */
+  text: string;
+  logprob: number;
+  /** the most likely tokens, most likely first (as many as the option logprobs asks) */
+  top: { token: number; text: string; logprob: number }[];
 }
 /** why a generation ended: end-of-text token, maxTokens reached, a stop string, or the context is full */
 export type StopReason = 'eos' | 'maxTokens' | 'stop' | 'context';
@@ -86,6 +97,13 @@ export interface GenerateReq {
   nKeep: number;
   /** reuse the session's cached tokens the prompt starts with */
   cachePrompt: boolean;
+  /** GBNF text, or a JSON Schema's JSON text (turned into GBNF in the engine) */
+  grammar?: string;
+  jsonSchema?: string;
+  /** [token id or text (tokenized without BOS), bias] */
+  logitBias: Array<[number | string, number]>;
+  /** top-N log-probabilities per token (0: off) */
+  logprobs: number;
 }
 
 /** @internal */
@@ -130,11 +148,15 @@ export interface Requests {
   loadState: { req: { model: number; session: number; buffer: ArrayBuffer }; reply: void };
   /** a session's KV cache and generator go (model.session().free()) */
   freeSession: { req: { model: number; session: number }; reply: void };
+  /** the logits of the session's last evaluated position (tests check logprobs against them) */
+  lastLogits: { req: { model: number; session: number }; reply: { buffer: ArrayBuffer } };
   tokenize: { req: { model: number; text: string; addBos: boolean; special: boolean }; reply: number[] };
   detokenize: { req: { model: number; ids: number[]; removeSpecial: boolean; unparseSpecial: boolean }; reply: string };
   tokenPiece: { req: { model: number; token: number; special: boolean }; reply: string };
   meta: { req: { model: number; key: string }; reply: string | null };
   llmInfo: { req: { model: number }; reply: LlmInfo };
+  /** one vector (or, pooling none, one per token) per text, back to back in buffer; counts: floats per text */
+  embed: { req: { model: number; texts: string[]; pooling: number; normalize: boolean }; reply: { buffer: ArrayBuffer; counts: number[]; nEmbd: number } };
   /** streams 'piece' messages while it runs */
   generate: { req: GenerateReq; reply: Completion };
   backward: { req: { tensor: number }; reply: { params: number[] } };
@@ -151,6 +173,8 @@ export interface Requests {
   trainClassify: { req: { model: number; image: ArrayBuffer }; reply: { buffer: ArrayBuffer } };
   trainGGUF: { req: { model: number }; reply: { buffer: ArrayBuffer } };
   trainFree: { req: { model: number }; reply: void };
+  /** LoRA fine-tuning of a loaded model (finetune.ts); reports 'progress' with a finetune field after every step */
+  finetune: { req: FinetuneReq; reply: { buffer: ArrayBuffer; steps: number; valLossBefore: number; valLoss: number } };
   /** Silero VAD (vad.ts, wasm/kiln_wasm_audio.c); vad: the client's id for a loaded model */
   vadLoad: { req: { vad: number; bytes: ArrayBuffer }; reply: undefined };
   vadDetect: { req: { vad: number; samples: ArrayBuffer; rate: number; opts: VadParams }; reply: { buffer: ArrayBuffer; segs: number[] } };
@@ -192,6 +216,25 @@ export type ToWorker = (RequestMsg & { id?: number }) | ControlMsg;
 
 export interface TrainProgressMsg { epoch: number; batch: number; batches: number; loss: number; accuracy: number }
 
+/** @internal model.finetune() (finetune.ts, wasm/kiln_wasm_finetune.c) */
+export interface FinetuneReq {
+  model: number;
+  data: string;
+  chat: boolean;
+  rank: number;
+  alpha: number;
+  targets: string;
+  nCtx: number;
+  batchSize: number;
+  epochs: number;
+  lr: number;
+  seed: number;
+  valFraction: number;
+}
+
+/** one optimizer step of model.finetune(); valLoss after the last step of an epoch */
+export interface FinetuneProgressMsg { step: number; steps: number; epoch: number; loss: number; lr: number; gradNorm: number; tokens: number; valLoss?: number }
+
 /** everything the worker sends */
 export type FromWorker =
   | { t: 'started' }
@@ -199,7 +242,8 @@ export type FromWorker =
   | { t: 'reply'; id: number; ok: false; error: WireError }
   | { t: 'progress'; id: number; loaded: number; total: number }
   | { t: 'progress'; id: number; train: TrainProgressMsg }
-  | { t: 'piece'; id: number; text: string }
+  | { t: 'progress'; id: number; finetune: FinetuneProgressMsg }
+  | { t: 'piece'; id: number; text: string; logprobs?: TokenLogprob[] }
   /** a 'fill' load asks for its bytes: into shared wasm memory, or the next slice */
   | { t: 'fill'; id: number; memory: SharedArrayBuffer; ptr: number; total: number }
   | { t: 'fill'; id: number; loaded: number; total: number; buffer?: ArrayBuffer };

@@ -8,19 +8,19 @@
  * 'abort' message (loads check it between chunks).
  */
 import { KilnAbortError, KilnError, fromWire } from './errors.js';
-import type { ControlMsg, FillMsg, FromWorker, ReplyOf, RequestMsg, TrainProgressMsg } from './protocol.js';
+import type { ControlMsg, FillMsg, FinetuneProgressMsg, FromWorker, ReplyOf, RequestMsg, TokenLogprob, TrainProgressMsg } from './protocol.js';
 
 export interface Progress { loaded: number; total: number }
 
 /** a load reports bytes, a training run batches */
-type OnProgress = ((p: Progress) => void) | ((p: TrainProgressMsg) => void);
+type OnProgress = ((p: Progress) => void) | ((p: TrainProgressMsg) => void) | ((p: FinetuneProgressMsg) => void);
 
 /** @internal */
 export interface JobOptions {
   signal?: AbortSignal;
   onProgress?: OnProgress;
   /** streamed output of a running job (generated text pieces) */
-  onPiece?: (text: string) => void;
+  onPiece?: (text: string, logprobs?: TokenLogprob[]) => void;
   /** a running load asks for its bytes (bytes.ts); live() is false once the job is over or aborted */
   onFill?: (msg: FillMsg, live: () => boolean) => void;
   transfer?: Transferable[];
@@ -33,7 +33,7 @@ interface Job {
   resolve: (v: unknown) => void;
   reject: (e: unknown) => void;
   onProgress?: OnProgress;
-  onPiece?: (text: string) => void;
+  onPiece?: (text: string, logprobs?: TokenLogprob[]) => void;
   onFill?: (msg: FillMsg, live: () => boolean) => void;
   signal?: AbortSignal;
   onAbort?: () => void;
@@ -67,11 +67,11 @@ export class Scheduler {
     if (!job || msg.t === 'started' || msg.id !== job.id) return; // a reply to a job already given up on
     if (msg.t === 'progress') {
       // the job's own kind decides which of the two it is
-      const p = 'train' in msg ? msg.train : { loaded: msg.loaded, total: msg.total };
-      job.onProgress?.(p as Progress & TrainProgressMsg);
+      const p = 'train' in msg ? msg.train : 'finetune' in msg ? msg.finetune : { loaded: msg.loaded, total: msg.total };
+      job.onProgress?.(p as Progress & TrainProgressMsg & FinetuneProgressMsg);
       return;
     }
-    if (msg.t === 'piece') { if (!job.settled) job.onPiece?.(msg.text); return; }
+    if (msg.t === 'piece') { if (!job.settled) job.onPiece?.(msg.text, msg.logprobs); return; }
     if (msg.t === 'fill') {
       if (!job.settled) job.onFill?.(msg, () => this.current === job && !job.settled && !job.signal?.aborted && !this.closed);
       return;

@@ -21,7 +21,9 @@ type MetadataValue = import('./protocol.js').MetadataValue;
 type KilnErrorCode = import('./errors.js').KilnErrorCode;
 type EngineFiles = import('./protocol.js').EngineFiles;
 type StopReason = import('./protocol.js').StopReason;
+type TokenLogprob = import('./protocol.js').TokenLogprob;
 type VadRequestKind = import('./protocol.js').VadRequestKind;
+type FinetuneProgressMsg = import('./protocol.js').FinetuneProgressMsg;
 
 /* Node, where the worker runs under worker_threads: only what is used */
 declare const process: { versions?: { node?: string } } | undefined;
@@ -552,6 +554,44 @@ type KilnFactory = (opts: object) => Promise<KilnModule>;
     }
   }
 
+  /* ---------------------------------------------------------- LoRA fine-tuning (finetune.ts) */
+
+  async function finetune(id: number, a: RequestMsg<'finetune'>): Promise<ReplyOf<'finetune'>> {
+    const m = models.get(a.model);
+    if (m === undefined) throw new WErr('INVALID_HANDLE', 'the model was freed');
+    const text = new TextEncoder().encode(a.data);
+    const h = guard(() => withBytes(text, (p) => withString(a.targets, (pt) =>
+      check(M._kw_ft_new(m, p, text.byteLength, a.chat ? 1 : 0, a.rank, a.alpha, pt, a.nCtx, a.batchSize, a.epochs, a.lr, a.seed, a.valFraction)))));
+    try {
+      const info = () => new Float64Array(mem(), M._kw_ft_info(h) >>> 0, 8).slice();
+      const steps = info()[1];
+      guard(() => check(M._kw_ft_validate(h)));
+      const valLossBefore = info()[7];
+      let valLoss = valLossBefore;
+      const perEpoch = Math.max(1, Math.round(steps / a.epochs));
+      let last = Date.now();
+      for (let s = 0; s < steps; s++) {
+        if (isAborted(id)) throw new WErr('ABORTED', 'fine-tuning aborted');
+        guard(() => check(M._kw_ft_step(h)));
+        const [step, n, epoch, loss, lr, gradNorm, tokens] = info();
+        const p: FinetuneProgressMsg = { step, steps: n, epoch, loss, lr, gradNorm, tokens };
+        if (step % perEpoch === 0 || step === n) {
+          guard(() => check(M._kw_ft_validate(h)));
+          valLoss = p.valLoss = info()[7];
+        }
+        post({ t: 'progress', id, finetune: p });
+        // let 'abort' messages in (st builds have no shared abort word)
+        if (Date.now() - last > 30) { await new Promise((r) => setTimeout(r, 0)); last = Date.now(); }
+      }
+      const size = guard(() => check(M._kw_ft_adapter(h)));
+      const buffer = u8(M._kw_ft_adapter_ptr(h), size).slice().buffer;
+      return { buffer, steps, valLossBefore, valLoss };
+    } finally {
+      M._kw_ft_free(h);
+      aborted.delete(id);
+    }
+  }
+
   function trainRequest(a: RequestMsg<'trainEvaluate' | 'trainClassify' | 'trainGGUF' | 'trainFree'>) {
     switch (a.t) {
       case 'trainEvaluate': {
@@ -686,7 +726,7 @@ type KilnFactory = (opts: object) => Promise<KilnModule>;
   function freeSession(session: number) {
     const s = sessions.get(session);
     sessions.delete(session);
-    if (s) guard(() => M._kw_llm_free(s.g));
+    if (s) { pieceCache.delete(s.g); guard(() => M._kw_llm_free(s.g)); }
   }
 
   function withBytes<T>(b: Uint8Array, fn: (p: number) => T): T {
@@ -738,6 +778,21 @@ type KilnFactory = (opts: object) => Promise<KilnModule>;
     }
   }
 
+  // embeddings (wasm/kiln_wasm_embed.c): each text in turn, the floats copied out
+  function embed(a: RequestMsg<'embed'>): ReplyOf<'embed'> {
+    const g = llmOf(a.model);
+    const parts: Float32Array[] = [];
+    for (const text of a.texts) {
+      const b = encoder.encode(String(text));
+      const n = withBytes(b, (p) => check(M._kw_llm_embed(g, p, b.byteLength, a.pooling, a.normalize ? 1 : 0)));
+      parts.push(new Float32Array(mem(), M._kw_embed_out() >>> 0, n).slice());
+    }
+    const out = new Float32Array(parts.reduce((k, x) => k + x.length, 0));
+    let o = 0;
+    for (const x of parts) { out.set(x, o); o += x.length; }
+    return { buffer: out.buffer, counts: parts.map((x) => x.length), nEmbd: check(M._kw_llm_n_embd(g)) };
+  }
+
   // enum kiln_gen_stop
   // enum kiln_gen_stop: 0 is 'still running', never a finished generation's reason
   const STOP_REASONS: Record<number, StopReason> = { 1: 'eos', 2: 'maxTokens', 3: 'stop', 4: 'context' };
@@ -760,23 +815,74 @@ type KilnFactory = (opts: object) => Promise<KilnModule>;
     return withBytes(b, (p) => start(p, b.byteLength, 0, 0));
   }
 
+  // the grammar (or JSON Schema), the logit biases (texts tokenized here,
+  // without BOS, each token biased) and logprobs go to C before the start,
+  // which checks them (a bad grammar names its line and column)
+  function constrain(g: number, a: RequestMsg<'generate'>) {
+    const ids: number[] = [], vals: number[] = [];
+    for (const [k, v] of a.logitBias ?? []) {
+      const toks = typeof k === 'string' ? Array.from(tokenizeText(g, k, false, false)) : [k];
+      for (const t of toks) { ids.push(t); vals.push(v); }
+    }
+    const grammar = a.jsonSchema ?? a.grammar;
+    const withGrammar = (fn: (p: number) => number) => (grammar === undefined ? fn(0) : withString(grammar, fn));
+    const n = ids.length;
+    const p = M._kw_malloc(Math.max(8, n * 8));
+    if (!p) fail(-2);
+    try {
+      new Int32Array(mem(), p >>> 0, n).set(ids);
+      new Float32Array(mem(), (p >>> 0) + n * 4, n).set(vals);
+      check(withGrammar((gp) => M._kw_llm_constrain(g, gp, a.jsonSchema !== undefined ? 1 : 0, p, p + n * 4, n, a.logprobs ?? 0)));
+    } finally { M._kw_free_ptr(p); }
+  }
+
+  // token texts for logprobs, per generator (a vocabulary's pieces do not change)
+  const pieceCache = new Map<number, Map<number, string>>();
+  function pieceOf(g: number, t: number): string {
+    let c = pieceCache.get(g);
+    if (!c) { c = new Map(); pieceCache.set(g, c); }
+    let s = c.get(t);
+    if (s === undefined) {
+      const n = check(M._kw_llm_token_to_piece(g, t, 1)); // the text buffer may move: its address after
+      s = textAt(M._kw_llm_text(g) >>> 0, n);
+      c.set(t, s);
+    }
+    return s;
+  }
+  // the last step's struct kw_logprobs: n, chosen {token, logprob}, top[64] {token, logprob}
+  function stepLogprobs(g: number): TokenLogprob | null {
+    const at = M._kw_llm_logprobs(g) >>> 0;
+    const n = new Int32Array(mem(), at, 1)[0];
+    if (n < 0) return null;
+    const i32 = new Int32Array(mem(), at, 2 + 2 * n + 2), f32 = new Float32Array(mem(), at, 2 + 2 * n + 2);
+    const top = [];
+    for (let i = 0; i < n; i++) top.push({ token: i32[3 + 2 * i], text: pieceOf(g, i32[3 + 2 * i]), logprob: f32[4 + 2 * i] });
+    return { token: i32[1], text: pieceOf(g, i32[1]), logprob: f32[2], top };
+  }
+
   async function generate(id: number, a: RequestMsg<'generate'>): Promise<ReplyOf<'generate'>> {
     try {
       const g = guard(() => llmOf(a.model, a.session));
+      guard(() => constrain(g, a));
       guard(() => startGeneration(g, a));
       const info = M._kw_llm_step_info(g) >>> 0; // {token, stop, text address, text length}
       const tokens: number[] = [];
+      const logprobs: TokenLogprob[] = [];
       let text = '';
       let k = 0;
       for (;;) {
         if (isAborted(id)) throw new WErr('ABORTED', 'generation aborted');
         check(guard(() => M._kw_llm_step(g))); // the one call per token
         const [tok, stop, ptr, n] = new Int32Array(mem(), info, 4);
+        const lp = a.logprobs > 0 && stop !== GEN_EOG ? guard(() => stepLogprobs(g)) : null;
         if (stop !== GEN_EOG) tokens.push(tok);
-        if (n > 0) {
+        if (lp) logprobs.push(lp);
+        if (n > 0 || lp) {
           const piece = textAt(ptr >>> 0, n);
-          if (a.stream) post({ t: 'piece', id, text: piece });
-          else text += piece;
+          text += piece; // the Completion has the whole text, a stream's too
+          // logprobs go out with every token, and a complete() sends them alone
+          if (a.stream) post({ t: 'piece', id, text: piece, ...(lp ? { logprobs: [lp] } : {}) });
+          else if (lp) post({ t: 'piece', id, text: '', logprobs: [lp] });
         }
         if (stop !== 0) break;
         // without a shared abort word, the 'abort' message needs a turn of the event loop
@@ -784,7 +890,7 @@ type KilnFactory = (opts: object) => Promise<KilnModule>;
       }
       const [pt, gt, ps, gs, stop, ct] = new Float64Array(mem(), M._kw_llm_stats(g) >>> 0, 6);
       return {
-        text, tokens, stopReason: STOP_REASONS[stop] ?? 'eos',
+        text, tokens, stopReason: STOP_REASONS[stop] ?? 'eos', ...(a.logprobs > 0 ? { logprobs } : {}),
         stats: { promptTokens: pt, cachedTokens: ct, generatedTokens: gt, promptTokensPerSecond: ps > 0 ? (pt - ct) / ps : 0, tokensPerSecond: gs > 0 ? gt / gs : 0 },
       };
     } finally {
@@ -835,12 +941,19 @@ type KilnFactory = (opts: object) => Promise<KilnModule>;
         modelOpts.delete(a.model);
         const g = llms.get(a.model);
         llms.delete(a.model);
-        if (g) guard(() => M._kw_llm_free(g));
+        if (g) { pieceCache.delete(g); guard(() => M._kw_llm_free(g)); }
         for (const [k, v] of sessions) if (v.model === a.model) freeSession(k);
         if (m) guard(() => M._kw_model_free(m));
         return undefined;
       }
       case 'freeSession': freeSession(a.session); return undefined;
+      case 'lastLogits': {
+        const g = llmOf(a.model, a.session);
+        const n = check(M._kw_llm_n_vocab(g));
+        const p = M._kw_llm_logits(g) >>> 0;
+        if (!p) fail(-1);
+        return { buffer: new Float32Array(mem(), p, n).slice().buffer };
+      }
       case 'saveState': return guard(() => {
         const g = llmOf(a.model, a.session);
         const n = M._kw_llm_state_size(g);
@@ -858,10 +971,12 @@ type KilnFactory = (opts: object) => Promise<KilnModule>;
       case 'tokenize': case 'detokenize': case 'tokenPiece': case 'meta': case 'llmInfo':
         return guard(() => textOp(a));
       case 'generate': return generate(id, a);
+      case 'embed': return guard(() => embed(a));
       case 'memory': return guard(() => ({ used: M._kw_mem_used(), total: M._kw_mem_total(), max: M._kw_mem_max(), handles: M._kw_live_handles() }));
       case 'info': return info();
       case 'backward': case 'grad': case 'zeroGrad': case 'optimStep': case 'optimFree': return autogradRequest(a);
       case 'train': return train(id, a);
+      case 'finetune': return finetune(id, a);
       case 'trainEvaluate': case 'trainClassify': case 'trainGGUF': case 'trainFree': return trainRequest(a);
       case 'vadLoad': case 'vadDetect': case 'vadStreamBegin': case 'vadStreamPush': case 'vadStreamEnd': case 'vadFree': return vadRequest(a);
       default: throw new WErr('INVALID_ARGUMENT', `unknown request ${(a as { t?: unknown }).t}`);

@@ -192,7 +192,14 @@ static void bwd_set(struct bwd * b, T * node, T * grad) {
 static void bwd_mul_mat(struct bwd * b, T * node, T * grad) {
     /* src0 [K, N], src1 [K, M], node [N, M] */
     if (NEED0) add_grad(b, SRC0, reduce_to(b, kiln_out_prod(CTX, SRC1, grad), SRC0));
-    if (NEED1) add_grad(b, SRC1, kiln_mul_mat(CTX, kiln_cont(CTX, kiln_transpose(CTX, SRC0)), grad));
+    if (!NEED1) return;
+    if (SRC0->type == KILN_TYPE_F32) {
+        add_grad(b, SRC1, kiln_mul_mat(CTX, kiln_cont(CTX, kiln_transpose(CTX, SRC0)), grad));
+    } else {
+        /* a frozen F16 or quantized weight: out_prod converts its rows to f32
+         * one at a time, so no f32 copy of the weight is ever kept */
+        add_grad(b, SRC1, kiln_out_prod(CTX, SRC0, kiln_transpose(CTX, grad)));
+    }
 }
 static void bwd_scale(struct bwd * b, T * node, T * grad) {
     if (NEED0) add_grad(b, SRC0, kiln_scale(CTX, grad, kiln_get_op_params_f32(node, 0)));

@@ -137,6 +137,7 @@ enum kiln_status kiln_cpu_fwd_mul_mat_id(const struct kiln_compute_params * para
  * that are not contiguous f32 are converted into a per-thread f32 row. */
 
 #define OP_BLOCK 8 /* dst rows per chunk */
+#define OPQ_BLOCK 64 /* dst rows per chunk when rows of a are converted */
 
 static bool op_a_direct(const struct kiln_tensor * a) {
     return a->type == KILN_TYPE_F32 && a->nb[0] == sizeof(float);
@@ -177,6 +178,33 @@ enum kiln_status kiln_cpu_fwd_out_prod(const struct kiln_compute_params * params
 
     if (params->ith == 0) kiln_chunk_reset(params, 0);
     kiln_barrier(params);
+    if (!direct) {
+        /* converted rows: each row of a is converted once per block of
+         * OPQ_BLOCK dst rows and added into all of them (the order of the sum
+         * over k per dst element is the same as below) */
+        const int64_t nblk = (P + OPQ_BLOCK - 1) / OPQ_BLOCK;
+        const int64_t nchunks = nblk * ne2 * ne3;
+        int64_t c;
+        while ((c = kiln_chunk_next(params)) < nchunks) {
+            const int64_t jb = c % nblk, i2 = (c / nblk) % ne2, i3 = c / (nblk * ne2);
+            const int64_t j0 = jb * OPQ_BLOCK, j1 = KILN_MIN(P, j0 + OPQ_BLOCK);
+            for (int64_t j = j0; j < j1; j++) {
+                memset((char *) dst->data + j * dst->nb[1] + i2 * dst->nb[2] + i3 * dst->nb[3], 0, (size_t) M * sizeof(float));
+            }
+            const char * abase = (const char *) a->data + (i2 / r2) * a->nb[2] + (i3 / r3) * a->nb[3];
+            for (int64_t q = 0; q < K; q++) {
+                const char * arow = abase + q * a->nb[1];
+                if (a->nb[0] == kiln_type_size(a->type)) kiln_row_to_f32(a->type, arow, tmp, M);
+                else for (int64_t i = 0; i < M; i++) tmp[i] = (float) kiln_elem_get_f64(a->type, arow + i * a->nb[0]);
+                for (int64_t j = j0; j < j1; j++) {
+                    const float w = (float) kiln_elem_get_f64(b->type, (const char *) b->data + j * b->nb[0] + q * b->nb[1] + i2 * b->nb[2] + i3 * b->nb[3]);
+                    float * drow = (float *) ((char *) dst->data + j * dst->nb[1] + i2 * dst->nb[2] + i3 * dst->nb[3]);
+                    k->f32_axpy(M, w, tmp, drow);
+                }
+            }
+        }
+        return KILN_STATUS_SUCCESS;
+    }
     const int64_t nrows = P * ne2 * ne3;
     const int64_t nchunks = (nrows + OP_BLOCK - 1) / OP_BLOCK;
     int64_t c;

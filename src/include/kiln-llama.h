@@ -22,6 +22,7 @@ typedef int32_t kiln_token;
 enum kiln_vocab_type {
     KILN_VOCAB_TYPE_SPM = 1, /* tokenizer.ggml.model = "llama": SentencePiece BPE with byte fallback */
     KILN_VOCAB_TYPE_BPE = 2, /* tokenizer.ggml.model = "gpt2":  byte-level BPE */
+    KILN_VOCAB_TYPE_WPM = 3, /* tokenizer.ggml.model = "bert":  WordPiece (BERT) */
 };
 
 /* token attributes (llama_token_attr) */
@@ -262,6 +263,58 @@ KILN_API void kiln_model_set_abort_flag(struct kiln_model * model, volatile int 
  * abort flag was set (the cache then holds what completed before). */
 KILN_API enum kiln_status kiln_model_eval(struct kiln_model * model, const kiln_token * tokens, int32_t n_tokens);
 KILN_API const float *    kiln_model_logits(const struct kiln_model * model);
+
+/* ------------------------------------------------------------ embeddings */
+
+/* How the hidden states of a sequence become one vector (llama.cpp's
+ * llama_pooling_type and the GGUF key {arch}.pooling_type). */
+enum kiln_pooling_type {
+    KILN_POOLING_UNSPECIFIED = -1, /* the file's pooling_type; none when it has none */
+    KILN_POOLING_NONE        = 0,  /* one vector per token */
+    KILN_POOLING_MEAN        = 1,  /* the mean over the tokens */
+    KILN_POOLING_CLS         = 2,  /* the first token's ([CLS]) */
+    KILN_POOLING_LAST        = 3,  /* the last token's */
+};
+
+struct kiln_embed_params {
+    enum kiln_pooling_type pooling; /* KILN_POOLING_UNSPECIFIED: the file's */
+    bool normalize;                 /* divide each vector by its L2 norm (llama.cpp's
+                                       embd_normalize = 2), true by default */
+};
+
+KILN_API struct kiln_embed_params kiln_embed_params_default(void);
+
+/* encoder architectures (bert, nomic-bert) embed only; decoders embed too */
+KILN_API bool kiln_model_is_encoder(const struct kiln_model * model);
+/* the pooling the file asks for ({arch}.pooling_type), KILN_POOLING_NONE when absent */
+KILN_API enum kiln_pooling_type kiln_model_pooling_type(const struct kiln_model * model);
+
+/* The embedding of one sequence of ids (none added), computed as llama.cpp
+ * with embeddings on: an encoder's last layer output, a decoder's hidden
+ * state after the final norm (evaluated from an empty cache, which it
+ * leaves empty), pooled and optionally normalized. out receives n_embd
+ * floats, or n_tokens x n_embd with KILN_POOLING_NONE (token by token).
+ * Returns the number of floats written, -(needed) when n_out is too small
+ * (nothing computed), INT32_MIN on error (kiln_last_error(): an id outside
+ * the vocabulary, more ids than the context, an abort). */
+KILN_API int32_t kiln_model_embed_tokens(
+        struct kiln_model        * model,
+        const kiln_token         * tokens,
+        int32_t                    n_tokens,
+        struct kiln_embed_params   params,
+        float                    * out,
+        int32_t                    n_out);
+
+/* The same for text: tokenized with the vocabulary's special tokens added
+ * (BOS / [CLS] ... [SEP]) and control-token text not parsed, as llama.cpp's
+ * embedding tools and node-llama-cpp's getEmbeddingFor do. */
+KILN_API int32_t kiln_model_embed(
+        struct kiln_model        * model,
+        const char               * text,
+        int32_t                    text_len,
+        struct kiln_embed_params   params,
+        float                    * out,
+        int32_t                    n_out);
 
 /* ------------------------------------------------------------ generation */
 

@@ -111,6 +111,138 @@ enum kiln_status kiln_opt_epoch(struct kiln_opt_context * opt, struct kiln_opt_d
 void kiln_opt_epoch_callback_progress_bar(bool train, struct kiln_opt_context * opt, struct kiln_opt_dataset * dataset,
         struct kiln_opt_result * result, int64_t ibatch, int64_t ibatch_max, int64_t t_start_us, void * userdata);
 
+/* ---- LoRA fine-tuning of a decoder (src/models/finetune*.c)
+ *
+ * A LoRA adapter adds to a projection y = W x the low-rank term
+ * (alpha / rank) * B (A x), A [n_in, rank] and B [rank, n_out] in ggml's ne
+ * order (llama.cpp's GGUF LoRA layout). The base weights stay as loaded, in
+ * their file type, and are never converted to an f32 copy: gradients reach
+ * A and B through mul_mat's backward (out_prod for quantized weights).
+ * Supported: the llama-family decoder (pre-norm, gated SiLU FFN, no sliding
+ * window or softcaps), with biases, QK-norm and GQA. The model must have
+ * been loaded with kiln_model_load_for_training (file layout, no repacking). */
+struct kiln_model;
+struct kiln_model_params;
+
+enum kiln_lora_target {
+    KILN_LORA_Q    = 1u << 0,
+    KILN_LORA_K    = 1u << 1,
+    KILN_LORA_V    = 1u << 2,
+    KILN_LORA_O    = 1u << 3,
+    KILN_LORA_GATE = 1u << 4,
+    KILN_LORA_UP   = 1u << 5,
+    KILN_LORA_DOWN = 1u << 6,
+};
+/* "q,v" or "q,k,v,o,gate,up,down" (also "all") -> a mask of kiln_lora_target; 0 on a bad name */
+KILN_API uint32_t kiln_lora_parse_targets(const char * list);
+
+struct kiln_lora_params {
+    int32_t  rank;    /* r */
+    float    alpha;   /* scale = alpha / r */
+    uint32_t targets; /* kiln_lora_target mask */
+    uint64_t seed;    /* A: Kaiming-uniform as PEFT (U(-1/sqrt(n_in), 1/sqrt(n_in))); B: zero */
+};
+KILN_API struct kiln_lora_params kiln_lora_default_params(void); /* r 8, alpha 16, q,v, seed 42 */
+
+/* a decoder loaded for training: weights in the file's layout (never repacked) */
+KILN_API struct kiln_model * kiln_model_load_for_training(const char * path, int32_t n_threads);
+KILN_API struct kiln_model * kiln_model_load_for_training_from_buffer(const void * data, size_t size, int32_t n_threads);
+
+struct kiln_lora;
+/* NULL + kiln_last_error() on an unsupported model or bad parameters */
+KILN_API struct kiln_lora * kiln_lora_new(struct kiln_model * model, struct kiln_lora_params params);
+KILN_API void kiln_lora_free(struct kiln_lora * lora);
+/* the trainable tensors, in the order a0, b0, a1, b1, ... (layer-major, then q k v o gate up down);
+ * named "<base tensor name>.lora_a" / ".lora_b" */
+KILN_API int32_t             kiln_lora_n_tensors(const struct kiln_lora * lora);
+KILN_API struct kiln_tensor * kiln_lora_tensor(struct kiln_lora * lora, int32_t i);
+/* the gradient sums of tensor i (see kiln_lora_eval), same element count */
+KILN_API float *             kiln_lora_grad(struct kiln_lora * lora, int32_t i);
+KILN_API int64_t             kiln_lora_n_params(const struct kiln_lora * lora);
+KILN_API void                kiln_lora_zero_grad(struct kiln_lora * lora);
+
+/* Next-token cross-entropy over n_seq sequences of n_ctx tokens: position j of
+ * sequence s reads tokens[s * n_ctx + j] (and the positions before it) and is
+ * scored against targets[s * n_ctx + j]; a negative target is not scored (the
+ * loss mask). *loss: the mean over scored positions, *n_scored their count.
+ * With backward, n_scored times the gradient of that mean (the gradient of the
+ * sum) is added to the gradient sums. */
+KILN_API enum kiln_status kiln_lora_eval(struct kiln_lora * lora, const int32_t * tokens, const int32_t * targets,
+        int32_t n_seq, int32_t n_ctx, bool backward, double * loss, int64_t * n_scored);
+
+/* the adapter as llama.cpp reads it: general.type = "adapter", adapter.type =
+ * "lora", adapter.lora.alpha, F32 tensors <base>.lora_a [n_in, r] and
+ * <base>.lora_b [r, n_out] (src/models/lora_write.c) */
+KILN_API enum kiln_status kiln_lora_save(const struct kiln_lora * lora, const char * path);
+/* the same bytes in a malloc'ed buffer (free with free()), NULL on error */
+KILN_API void * kiln_lora_save_to_buffer(const struct kiln_lora * lora, size_t * size);
+
+/* ---- the training loop (src/models/finetune_loop.c) */
+enum kiln_lr_schedule { KILN_LR_COSINE, KILN_LR_LINEAR, KILN_LR_CONSTANT };
+
+struct kiln_finetune_params {
+    struct kiln_lora_params lora;
+    int32_t n_ctx;        /* tokens per sequence */
+    int32_t n_batch;      /* sequences per micro-batch */
+    int32_t grad_accum;   /* micro-batches per optimizer step */
+    int32_t n_epochs;
+    float   lr;           /* peak learning rate */
+    float   lr_min;       /* the schedule's floor, as a fraction of lr */
+    int32_t warmup_steps; /* linear warmup from 0 */
+    enum kiln_lr_schedule schedule;
+    float   weight_decay; /* AdamW, decoupled */
+    float   beta1, beta2, eps;
+    float   grad_clip;    /* max global L2 norm of the gradient; 0: none */
+    float   val_fraction; /* share of the sequences held out for validation */
+    int32_t n_threads;
+};
+KILN_API struct kiln_finetune_params kiln_finetune_default_params(void);
+
+/* training data: n sequences of n_ctx tokens with their targets (negative = not scored) */
+struct kiln_finetune_data {
+    int32_t   n_seq, n_ctx;
+    int32_t * tokens;  /* [n_seq * n_ctx] */
+    int32_t * targets; /* [n_seq * n_ctx] */
+};
+/* plain text: every non-empty line is a document <bos> text <eos>; the documents
+ * are concatenated and cut into windows of n_ctx + 1 tokens (stride n_ctx) */
+KILN_API struct kiln_finetune_data * kiln_finetune_data_from_text(const struct kiln_model * model, const char * text,
+        size_t len, int32_t n_ctx);
+/* chat JSONL: one {"messages": [{"role": ..., "content": ...}, ...]} per line,
+ * rendered with the template documented in finetune_data.c; only the
+ * assistant turns are scored; one conversation per sequence (padded, or cut
+ * at n_ctx) */
+KILN_API struct kiln_finetune_data * kiln_finetune_data_from_chat(const struct kiln_model * model, const char * jsonl,
+        size_t len, int32_t n_ctx);
+KILN_API void kiln_finetune_data_free(struct kiln_finetune_data * data);
+
+struct kiln_finetune_progress {
+    int64_t step, n_steps;  /* steps done (after this one), total */
+    int32_t epoch;
+    double  loss;           /* training loss of this step (mean over its scored tokens) */
+    double  lr;
+    double  grad_norm;      /* before clipping */
+    int64_t tokens;         /* tokens processed in this step */
+};
+
+struct kiln_finetune;
+/* data is copied; the model must outlive the trainer */
+KILN_API struct kiln_finetune * kiln_finetune_new(struct kiln_model * model, const struct kiln_finetune_data * data,
+        struct kiln_finetune_params params);
+KILN_API void    kiln_finetune_free(struct kiln_finetune * ft);
+KILN_API int64_t kiln_finetune_n_steps(const struct kiln_finetune * ft);
+KILN_API int64_t kiln_finetune_step_index(const struct kiln_finetune * ft);
+KILN_API int32_t kiln_finetune_n_val(const struct kiln_finetune * ft);
+/* one optimizer step (grad_accum micro-batches); KILN_STATUS_INVALID_ARG when all steps are done */
+KILN_API enum kiln_status kiln_finetune_step(struct kiln_finetune * ft, struct kiln_finetune_progress * progress);
+/* mean loss over the validation sequences (the training ones when there are none) */
+KILN_API enum kiln_status kiln_finetune_validate(struct kiln_finetune * ft, double * loss);
+KILN_API struct kiln_lora * kiln_finetune_lora(struct kiln_finetune * ft);
+/* adapter + AdamW moments + step; resuming continues exactly (the same
+ * adapter bytes as a run without the interruption, same thread count) */
+KILN_API enum kiln_status kiln_finetune_save_checkpoint(const struct kiln_finetune * ft, const char * path);
+KILN_API enum kiln_status kiln_finetune_load_checkpoint(struct kiln_finetune * ft, const char * path);
+
 #ifdef __cplusplus
 }
 #endif

@@ -26,7 +26,7 @@
 struct batch_graph {
     struct kiln_context * ctx;
     struct kiln_cgraph  * gf;
-    struct kiln_tensor  * tokens, * pos, * mask, * mask_swa, * logits;
+    struct kiln_tensor  * tokens, * pos, * mask, * mask_swa, * logits, * embd;
 };
 
 #define CHK(x) do { if (!(x)) return false; } while (0)
@@ -47,6 +47,19 @@ void decoder_init_gelu_table(void) {
         gelu_table[i] = kiln_fp32_to_fp16(g);
     }
     done = true;
+}
+
+void decoder_gelu_f16_table(float * y, const float * x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        if (x[i] <= -10.0f) y[i] = 0.0f;
+        else if (x[i] >= 10.0f) y[i] = x[i];
+        else {
+            const kiln_fp16_t h = kiln_fp32_to_fp16(x[i]);
+            uint16_t t;
+            memcpy(&t, &h, sizeof t);
+            y[i] = kiln_fp16_to_fp32(gelu_table[t]);
+        }
+    }
 }
 
 /* dst = gelu(a) * b, rows split over the threads */
@@ -189,6 +202,14 @@ static bool build_graph(struct kiln_model * m, struct batch_graph * bg, int32_t 
         x = kiln_add(ctx, cur, h);
         CHK(x);
     }
+    /* embeddings: the final-norm hidden state of every position */
+    bg->embd = NULL;
+    if (m->embd_out) {
+        bg->embd = rms(ctx, x, m->output_norm, m->norm_eps);
+        CHK(bg->embd);
+        kiln_set_output(bg->embd);
+        CHK(kiln_build_forward_expand(bg->gf, bg->embd) == KILN_STATUS_SUCCESS);
+    }
     /* only the last position's logits are needed */
     struct kiln_tensor * last = kiln_view_2d(ctx, x, E, 1, x->nb[1], (size_t) (nb - 1) * x->nb[1]);
     CHK(last);
@@ -222,6 +243,24 @@ static void fill_mask(struct kiln_tensor * t, int32_t n_past, int32_t nb, int32_
     }
 }
 
+enum kiln_status model_compute(struct kiln_model * m, struct kiln_cgraph * gf) {
+    struct kiln_cplan plan = kiln_graph_plan(gf, m->n_threads, m->threadpool);
+    if (plan.work_size > m->work_size) {
+        uint8_t * w = realloc(m->work, plan.work_size);
+        if (!w) {
+            kiln_set_last_error("model: cannot allocate %zu bytes of work buffer", plan.work_size);
+            return KILN_STATUS_ALLOC_FAILED;
+        }
+        m->work = w;
+        m->work_size = plan.work_size;
+    }
+    plan.work_data = m->work;
+    plan.abort_flag = m->abort_flag;
+    const enum kiln_status st = kiln_graph_compute(gf, &plan);
+    if (st == KILN_STATUS_ABORTED) kiln_set_last_error("model: evaluation aborted");
+    return st;
+}
+
 enum kiln_status decoder_eval_batch(struct kiln_model * m, const kiln_token * tokens, int32_t nb) {
     struct batch_graph bg = { 0 };
     if (!build_graph(m, &bg, nb)) {
@@ -246,25 +285,11 @@ enum kiln_status decoder_eval_batch(struct kiln_model * m, const kiln_token * to
     }
     fill_mask(bg.mask, m->n_past, nb, 0);
     if (bg.mask_swa) fill_mask(bg.mask_swa, m->n_past, nb, m->n_swa);
-    struct kiln_cplan plan = kiln_graph_plan(bg.gf, m->n_threads, m->threadpool);
-    if (plan.work_size > m->work_size) {
-        uint8_t * w = realloc(m->work, plan.work_size);
-        if (!w) {
-            kiln_free(bg.ctx);
-            kiln_set_last_error("model: cannot allocate %zu bytes of work buffer", plan.work_size);
-            return KILN_STATUS_ALLOC_FAILED;
-        }
-        m->work = w;
-        m->work_size = plan.work_size;
-    }
-    plan.work_data = m->work;
-    plan.abort_flag = m->abort_flag;
-    enum kiln_status st = kiln_graph_compute(bg.gf, &plan);
+    enum kiln_status st = model_compute(m, bg.gf);
     if (st == KILN_STATUS_SUCCESS) {
         memcpy(m->logits, bg.logits->data, sizeof(float) * (size_t) m->n_vocab);
+        if (bg.embd) memcpy(m->embd_out, bg.embd->data, sizeof(float) * (size_t) m->n_embd * (size_t) nb);
         m->n_past += nb;
-    } else if (st == KILN_STATUS_ABORTED) {
-        kiln_set_last_error("model: evaluation aborted");
     }
     kiln_free(bg.ctx);
     return st;

@@ -41,7 +41,7 @@ static bool fail_model(struct kiln_model * m, const char * fmt, ...) {
     return false;
 }
 
-static struct kiln_tensor * weight(struct kiln_model * m, const char * name, int64_t ne0, int64_t ne1, bool required, bool * ok) {
+struct kiln_tensor * model_weight(struct kiln_model * m, const char * name, int64_t ne0, int64_t ne1, bool required, bool * ok) {
     struct kiln_tensor * t = kiln_get_tensor(m->wctx, name);
     if (!t) {
         if (required) {
@@ -59,6 +59,7 @@ static struct kiln_tensor * weight(struct kiln_model * m, const char * name, int
     }
     return t;
 }
+#define weight model_weight
 
 static bool load_weights(struct kiln_model * m) {
     bool ok = true;
@@ -209,9 +210,18 @@ static struct kiln_model * load(struct kiln_gguf_context * g, struct kiln_contex
     if (params.vocab_only) {
         return m;
     }
+    if (encoder_is_arch(m->arch)) { /* bert, nomic-bert: embeddings only (bert.c) */
+        if (!encoder_load(m, params)) {
+            char msg[512];
+            snprintf(msg, sizeof msg, "%s", kiln_last_error());
+            fail_model(m, "%s", msg);
+            return NULL;
+        }
+        return m;
+    }
     m->tr = arch_find(m->arch);
     if (!m->tr) {
-        fail_model(m, "model: unsupported general.architecture '%s' (supported: %s)", m->arch, arch_supported_list());
+        fail_model(m, "model: unsupported general.architecture '%s' (supported: %s, bert, nomic-bert)", m->arch, arch_supported_list());
         return NULL;
     }
     if (!arch_load_hparams(m) || !load_weights(m)) {
@@ -278,6 +288,7 @@ void kiln_model_free(struct kiln_model * m) {
     }
     lora_model_free(m);
     kiln_vocab_free(m->vocab);
+    encoder_free(m->enc);
     kiln_free(m->kv_ctx);
     if (!m->borrowed) {
         kiln_free(m->wctx);
@@ -446,7 +457,8 @@ enum kiln_status kiln_model_eval(struct kiln_model * m, const kiln_token * token
         return KILN_STATUS_INVALID_ARG;
     }
     if (!m->layers) {
-        kiln_set_last_error("kiln_model_eval: model was loaded vocab-only");
+        kiln_set_last_error(m->enc ? "kiln_model_eval: %s is an encoder (embeddings only: kiln_model_embed)"
+                                   : "kiln_model_eval: model was loaded vocab-only", m->arch);
         return KILN_STATUS_INVALID_ARG;
     }
     if ((int64_t) m->n_past + n_tokens > m->n_ctx) {

@@ -56,6 +56,8 @@ struct layer {
     float freq_base, freq_scale;
 };
 
+struct encoder; /* bert.c */
+
 struct kiln_model {
     struct kiln_gguf_context * gguf;
     struct kiln_context      * wctx;  /* weights */
@@ -86,6 +88,9 @@ struct kiln_model {
     struct kiln_gallocr * galloc;
     uint8_t * work;
     size_t work_size;
+    struct encoder * enc;            /* encoder architectures (bert.c); NULL for decoders */
+    float * embd_out;                /* when set, decoder_eval_batch also writes the final-norm
+                                        hidden state of every position of the batch here */
     volatile int * abort_flag;
     struct kiln_threadpool * threadpool;
 
@@ -104,8 +109,18 @@ const char * arch_supported_list(void);
 /* hyperparameters from the GGUF keys (llama.cpp's defaults for optional ones); false + error */
 bool arch_load_hparams(struct kiln_model * m);
 
+/* llama.c: the weight of that name and shape [ne0, ne1] (ne1 = 1: a vector),
+ * NULL when absent; a missing required one or a wrong shape sets the error
+ * and *ok = false */
+struct kiln_tensor * model_weight(struct kiln_model * m, const char * name, int64_t ne0, int64_t ne1, bool required, bool * ok);
+
 /* decoder.c: ggml's GELU table, built once before a GELU model runs */
 void decoder_init_gelu_table(void);
+/* decoder.c: y = gelu(x) through ggml's f16 table (init first) */
+void decoder_gelu_f16_table(float * y, const float * x, int64_t n);
+/* decoder.c: run an allocated graph on the model's threads and work buffer
+ * (abort flag honoured; "model: evaluation aborted" then) */
+enum kiln_status model_compute(struct kiln_model * m, struct kiln_cgraph * gf);
 /* decoder.c: evaluate one batch of at most n_batch tokens */
 enum kiln_status decoder_eval_batch(struct kiln_model * m, const kiln_token * tokens, int32_t nb);
 
@@ -123,5 +138,14 @@ uint64_t lora_fingerprint(const struct kiln_model * m, uint64_t h);
 uint64_t model_fnv(uint64_t h, const void * p, size_t n);
 /* lora.c: frees the model's adapters */
 void lora_model_free(struct kiln_model * m);
+/* bert.c: encoder architectures (bert, nomic-bert) */
+bool encoder_is_arch(const char * arch);
+/* hyperparameters and weights; false + error */
+bool encoder_load(struct kiln_model * m, struct kiln_model_params params);
+void encoder_free(struct encoder * e);
+/* {arch}.pooling_type (enum kiln_pooling_type), -1 when the file has none */
+int32_t encoder_pooling(const struct kiln_model * m);
+/* the last layer's output of every position of one sequence: out[n * n_embd] */
+enum kiln_status encoder_eval(struct kiln_model * m, const kiln_token * tokens, int32_t n, float * out);
 
 #endif

@@ -100,7 +100,7 @@ static bool build_piece(struct kiln_vocab * v, int32_t id) {
             memcpy(out, t, n);
             m = n;
         }
-    } else if (v->type == KILN_VOCAB_TYPE_SPM && (a & KILN_TOKEN_ATTR_NORMAL)) {
+    } else if (v->type != KILN_VOCAB_TYPE_BPE && (a & KILN_TOKEN_ATTR_NORMAL)) {
         out = malloc(n + 1);
         for (uint32_t i = 0; out && i < n;) { /* U+2581 -> ' ' */
             if (i + 2 < n && (uint8_t) t[i] == 0xE2 && (uint8_t) t[i + 1] == 0x96 && (uint8_t) t[i + 2] == 0x81) {
@@ -178,7 +178,7 @@ struct kiln_vocab * vocab_from_gguf(const struct kiln_gguf_context * f) {
         kiln_set_last_error("vocab: out of memory");
         return NULL;
     }
-    v->eot = v->eom = v->pad = KILN_TOKEN_NULL;
+    v->eot = v->eom = v->pad = v->sep = KILN_TOKEN_NULL;
     if (strcmp(model, "llama") == 0) {
         v->type = KILN_VOCAB_TYPE_SPM;
         v->bos = 1;
@@ -210,8 +210,23 @@ struct kiln_vocab * vocab_from_gguf(const struct kiln_gguf_context * f) {
             vocab_fail(v, "vocab: unsupported tokenizer.ggml.pre '%s' (a byte-level BPE pre-tokenizer Kiln does not implement)", pre);
             return NULL;
         }
+    } else if (strcmp(model, "bert") == 0) {
+        /* llama.cpp's WPM defaults: [CLS] text [SEP], lowercased, accents stripped */
+        v->type = KILN_VOCAB_TYPE_WPM;
+        v->bos = 101;
+        v->eos = KILN_TOKEN_NULL;
+        v->unk = 100;
+        v->sep = 102;
+        v->pad = 0;
+        v->add_bos = true;
+        v->clean_spaces = true;
+        v->pre = PRETOK_DEFAULT;
+        v->lowercase = true;
+        meta_bool(f, "tokenizer.ggml.normalizer.lowercase", &v->lowercase);
+        v->strip_accents = v->lowercase;
+        meta_bool(f, "tokenizer.ggml.normalizer.strip_accents", &v->strip_accents);
     } else {
-        vocab_fail(v, "vocab: unsupported tokenizer.ggml.model '%s' (supported: llama, gpt2)", model);
+        vocab_fail(v, "vocab: unsupported tokenizer.ggml.model '%s' (supported: llama, gpt2, bert)", model);
         return NULL;
     }
     meta_bool(f, "tokenizer.ggml.add_space_prefix", &v->add_space_prefix);
@@ -261,6 +276,7 @@ struct kiln_vocab * vocab_from_gguf(const struct kiln_gguf_context * f) {
         memcpy(v->text[i], src, len);
         v->text[i][len] = 0;
         v->text_len[i] = (uint32_t) len;
+        if ((int32_t) len > v->max_token_len) v->max_token_len = (int32_t) len;
         if (scores) {
             memcpy(&v->score[i], scores + 4 * (size_t) i, 4);
         }
@@ -313,13 +329,19 @@ struct kiln_vocab * vocab_from_gguf(const struct kiln_gguf_context * f) {
     static const char * const id_keys[] = {
         "tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id",
         "tokenizer.ggml.eom_token_id", "tokenizer.ggml.unknown_token_id", "tokenizer.ggml.padding_token_id",
+        "tokenizer.ggml.seperator_token_id",
     };
-    kiln_token * id_dst[] = { &v->bos, &v->eos, &v->eot, &v->eom, &v->unk, &v->pad };
+    kiln_token * id_dst[] = { &v->bos, &v->eos, &v->eot, &v->eom, &v->unk, &v->pad, &v->sep };
     for (size_t k = 0; k < sizeof id_keys / sizeof id_keys[0]; k++) {
         uint32_t id;
         if (meta_u32(f, id_keys[k], &id) && id < (uint32_t) n) {
             *id_dst[k] = (kiln_token) id;
         }
+    }
+    /* defaults beyond a small vocabulary name no token */
+    kiln_token * deflt[] = { &v->bos, &v->eos, &v->unk, &v->sep, &v->pad };
+    for (size_t k = 0; k < sizeof deflt / sizeof deflt[0]; k++) {
+        if (*deflt[k] >= n) *deflt[k] = KILN_TOKEN_NULL;
     }
     meta_bool(f, "tokenizer.ggml.add_bos_token", &v->add_bos);
     meta_bool(f, "tokenizer.ggml.add_eos_token", &v->add_eos);
@@ -597,18 +619,24 @@ int32_t kiln_tokenize(const struct kiln_vocab * v, const char * text, int32_t te
             ok = tok_out_push(&out, v->eos);
         }
     } else {
-        if (add_special && v->add_bos) {
+        const bool wpm = v->type == KILN_VOCAB_TYPE_WPM;
+        if (add_special && (v->add_bos || wpm) && v->bos >= 0) {
             ok = ok && tok_out_push(&out, v->bos);
         }
         for (size_t i = 0; ok && i < frags.n; i++) {
             if (frags.v[i].token != KILN_TOKEN_NULL) {
                 ok = tok_out_push(&out, frags.v[i].token);
+            } else if (wpm) {
+                ok = wpm_tokenize(v, text + frags.v[i].off, frags.v[i].len, &out);
             } else {
                 ok = bpe_tokenize(v, text + frags.v[i].off, frags.v[i].len, &out);
             }
         }
-        if (ok && add_special && v->add_eos) {
+        if (ok && add_special && v->add_eos && v->eos >= 0) {
             ok = tok_out_push(&out, v->eos);
+        }
+        if (ok && add_special && wpm && v->sep >= 0) {
+            ok = tok_out_push(&out, v->sep);
         }
     }
     free(frags.v);

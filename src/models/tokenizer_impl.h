@@ -33,6 +33,7 @@ bool tok_heap_push(struct tok_heap * h, struct tok_bigram b);
 bool tok_heap_pop(struct tok_heap * h, struct tok_bigram * out);
 
 bool spm_tokenize(const struct kiln_vocab * v, const char * text, size_t len, bool space_prefix, struct tok_out * out);
+bool wpm_tokenize(const struct kiln_vocab * v, const char * text, size_t len, struct tok_out * out);
 bool bpe_tokenize(const struct kiln_vocab * v, const char * text, size_t len, struct tok_out * out);
 
 #endif

@@ -18,6 +18,28 @@ uint8_t ucd_flags(uint32_t cpt) {
     return kiln_ucd_run_flags[lo];
 }
 
+uint32_t ucd_tolower(uint32_t cpt) {
+    int lo = 0, hi = kiln_ucd_n_lower - 1;
+    while (lo <= hi) {
+        const int mid = (lo + hi) / 2;
+        if (kiln_ucd_lower[mid][0] == cpt) return kiln_ucd_lower[mid][1];
+        if (kiln_ucd_lower[mid][0] < cpt) lo = mid + 1;
+        else hi = mid - 1;
+    }
+    return cpt;
+}
+
+uint32_t ucd_nfd_first(uint32_t cpt) {
+    int lo = 0, hi = kiln_ucd_n_nfd - 1;
+    while (lo <= hi) { /* the run holding cpt, if any */
+        const int mid = (lo + hi) / 2;
+        if (cpt < kiln_ucd_nfd[mid][0]) hi = mid - 1;
+        else if (cpt > kiln_ucd_nfd[mid][1]) lo = mid + 1;
+        else return kiln_ucd_nfd[mid][2];
+    }
+    return cpt;
+}
+
 size_t utf8_len(uint8_t lead) {
     static const uint8_t lookup[16] = { 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4 };
     return lookup[lead >> 4];

@@ -28,6 +28,17 @@ extern const uint8_t  kiln_ucd_run_flags[];
 /* flags of a code point (0 = unassigned or out of range) */
 uint8_t ucd_flags(uint32_t cpt);
 
+/* BERT normalization (unicode_bert.c): the simple lowercase of a code
+ * point, and the first code point of its canonical decomposition (the base
+ * letter of an accented one), as llama.cpp's unicode_tolower and
+ * unicode_cpts_normalize_nfd */
+extern const int      kiln_ucd_n_lower;
+extern const uint32_t kiln_ucd_lower[][2];
+extern const int      kiln_ucd_n_nfd;
+extern const uint32_t kiln_ucd_nfd[][3];
+uint32_t ucd_tolower(uint32_t cpt);
+uint32_t ucd_nfd_first(uint32_t cpt);
+
 /* length of the UTF-8 sequence a lead byte announces (1 for stray bytes) */
 size_t utf8_len(uint8_t lead);
 

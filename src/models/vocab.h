@@ -25,6 +25,11 @@ struct kiln_vocab {
 
     kiln_token bos, eos, eot, eom, unk, pad, linefeed;
     bool add_bos, add_eos, add_space_prefix, clean_spaces, ignore_merges;
+    /* WordPiece: the separator added after the text, BERT's normalizer
+     * options, and the longest token text in bytes */
+    kiln_token sep;
+    bool lowercase, strip_accents;
+    int32_t max_token_len;
 
     kiln_token * special;     /* control / user-defined / unknown ids, longest text first */
     int32_t      n_special;

@@ -24,12 +24,7 @@
 #include <string.h>
 
 static uint64_t rng;
-static float frand(void) { /* uniform in [-1, 1) */
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (float) ((rng >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
-}
+static float frand(void) { return synth_rand(&rng); } /* uniform in [-1, 1) */
 
 static const char * const k_targets[][2] = {
     { "q", "attn_q" }, { "k", "attn_k" }, { "v", "attn_v" }, { "o", "attn_output" },

@@ -30,12 +30,7 @@
 #define CTX     512
 
 static uint64_t rng = 0x9e3779b97f4a7c15ULL;
-static float frand(void) { /* uniform in [-1, 1) */
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (float) ((rng >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
-}
+static float frand(void) { return synth_rand(&rng); } /* uniform in [-1, 1) */
 
 struct out {
     struct kiln_context * ctx;
@@ -45,24 +40,11 @@ struct out {
 
 /* a [ne0, ne1] tensor of offset + scale * U(-1, 1); vectors always F32 */
 static void add(struct out * o, const char * name, int64_t ne0, int64_t ne1, float scale, float offset) {
-    const enum kiln_type type = ne1 == 1 ? KILN_TYPE_F32 : o->type;
-    struct kiln_tensor * t = ne1 == 1 ? kiln_new_tensor_1d(o->ctx, type, ne0) : kiln_new_tensor_2d(o->ctx, type, ne0, ne1);
-    if (!t || !synth_fill(t, scale, offset, frand)) { fprintf(stderr, "kiln-synth-model: out of memory at %s\n", name); exit(1); }
-    kiln_set_name(t, name);
-    kiln_gguf_add_tensor(o->g, t);
+    synth_add(o->ctx, o->g, "kiln-synth-model", name, ne1 == 1 ? KILN_TYPE_F32 : o->type, ne0, ne1, scale, offset, frand);
 }
 
-static void set_u32(struct kiln_gguf_context * g, const char * arch, const char * key, uint32_t v) {
-    char k[128];
-    snprintf(k, sizeof k, "%s.%s", arch, key);
-    kiln_gguf_set_val_u32(g, k, v);
-}
-
-static void set_f32(struct kiln_gguf_context * g, const char * arch, const char * key, float v) {
-    char k[128];
-    snprintf(k, sizeof k, "%s.%s", arch, key);
-    kiln_gguf_set_val_f32(g, k, v);
-}
+#define set_u32 synth_set_u32
+#define set_f32 synth_set_f32
 
 int main(int argc, char ** argv) {
     const char * out = NULL, * vocab = NULL, * arch = NULL;
@@ -74,11 +56,7 @@ int main(int argc, char ** argv) {
         else if (!strcmp(argv[i], "--vocab") && has) vocab = argv[++i];
         else if (!strcmp(argv[i], "--layers") && has) layers = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--type") && has) {
-            const char * tn = argv[++i];
-            type = KILN_TYPE_COUNT;
-            for (int t = 0; t < KILN_TYPE_COUNT; t++) {
-                if (kiln_type_is_valid(t) && !strcmp(kiln_type_name((enum kiln_type) t), tn)) type = (enum kiln_type) t;
-            }
+            type = synth_type_by_name(argv[++i]);
         } else if (argv[i][0] != '-' && !out) out = argv[i];
         else { out = NULL; break; }
     }

@@ -28,14 +28,6 @@ static inline struct kiln_gguf_context * synth_vocab_gguf(const char * path, con
     return g;
 }
 
-/* the type of a name as kiln_type_name spells it ("f32", "q8_0", ...), or KILN_TYPE_COUNT */
-static inline enum kiln_type synth_type_by_name(const char * name) {
-    for (int t = 0; t < KILN_TYPE_COUNT; t++) {
-        if (kiln_type_is_valid(t) && !strcmp(kiln_type_name((enum kiln_type) t), name)) return (enum kiln_type) t;
-    }
-    return KILN_TYPE_COUNT;
-}
-
 static inline bool synth_fill(struct kiln_tensor * t, float scale, float offset, float (*rnd)(void)) {
     const int64_t ne0 = t->ne[0], rows = kiln_nrows(t);
     float * row = malloc(sizeof(float) * (size_t) ne0);
@@ -49,6 +41,45 @@ static inline bool synth_fill(struct kiln_tensor * t, float scale, float offset,
     }
     free(row);
     return true;
+}
+
+/* uniform in [-1, 1) from a xorshift state */
+static inline float synth_rand(uint64_t * s) {
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return (float) ((*s >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
+}
+
+/* the type named as kiln_type_name() names it, or KILN_TYPE_COUNT */
+static inline enum kiln_type synth_type_by_name(const char * name) {
+    for (int t = 0; t < KILN_TYPE_COUNT; t++) {
+        if (kiln_type_is_valid(t) && !strcmp(kiln_type_name((enum kiln_type) t), name)) return (enum kiln_type) t;
+    }
+    return KILN_TYPE_COUNT;
+}
+
+/* "<arch>.<key>" = v */
+static inline void synth_set_u32(struct kiln_gguf_context * g, const char * arch, const char * key, uint32_t v) {
+    char k[128];
+    snprintf(k, sizeof k, "%s.%s", arch, key);
+    kiln_gguf_set_val_u32(g, k, v);
+}
+
+static inline void synth_set_f32(struct kiln_gguf_context * g, const char * arch, const char * key, float v) {
+    char k[128];
+    snprintf(k, sizeof k, "%s.%s", arch, key);
+    kiln_gguf_set_val_f32(g, k, v);
+}
+
+/* a [ne0, ne1] tensor (ne1 = 1: a vector) of offset + scale * rnd() in type,
+ * named and added to g; exits with a message when out of memory */
+static inline void synth_add(struct kiln_context * ctx, struct kiln_gguf_context * g, const char * who, const char * name,
+                             enum kiln_type type, int64_t ne0, int64_t ne1, float scale, float offset, float (*rnd)(void)) {
+    struct kiln_tensor * t = ne1 == 1 ? kiln_new_tensor_1d(ctx, type, ne0) : kiln_new_tensor_2d(ctx, type, ne0, ne1);
+    if (!t || !synth_fill(t, scale, offset, rnd)) { fprintf(stderr, "%s: out of memory at %s\n", who, name); exit(1); }
+    kiln_set_name(t, name);
+    kiln_gguf_add_tensor(g, t);
 }
 
 #endif

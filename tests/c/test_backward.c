@@ -275,6 +275,66 @@ static const struct gcase cases[] = {
     { "mlp",        b_mlp,        3, {{6, 5}, {5, 3}, {6, 3}}, -1, 1, 1e-4 },
 };
 
+/* mul_mat with a frozen quantized weight: the gradient flows to the input
+ * only, dL/dx = W^T r, compared with that product in double over the
+ * dequantized weight (finite differences would see the forward's Q8
+ * quantization of the activations). The graph may hold no f32 tensor of
+ * the weight's shape: the weight is never dequantized into a kept copy. */
+static void test_mul_mat_frozen_quant(enum kiln_type type) {
+    char name[64];
+    snprintf(name, sizeof name, "mul_mat frozen %s", kiln_type_name(type));
+    tu_case = name;
+    const int64_t K = 256, N = 5, M = 70; /* M > 64: several blocks of out_prod's converted-row path */
+    struct kiln_context * ctx = tu_ctx(16 << 20);
+    T * wf = kiln_new_tensor_2d(ctx, KILN_TYPE_F32, K, N);
+    tu_fill_uniform(wf, -1.0f, 1.0f);
+    T * w = kiln_new_tensor_2d(ctx, type, K, N);
+    const struct kiln_type_traits * tr = kiln_get_type_traits(type);
+    for (int64_t i = 0; i < N; i++) tr->from_float_ref((const float *) wf->data + i * K, (char *) w->data + i * w->nb[1], K);
+    T * x = kiln_new_tensor_2d(ctx, KILN_TYPE_F32, K, M);
+    tu_fill_uniform(x, -1.0f, 1.0f);
+    kiln_set_param(ctx, x);
+    T * r = kiln_new_tensor_2d(ctx, KILN_TYPE_F32, N, M);
+    tu_fill_uniform(r, -1.0f, 1.0f);
+    T * loss = kiln_sum(ctx, kiln_mul(ctx, kiln_mul_mat(ctx, w, x), r));
+    kiln_set_loss(loss);
+    struct kiln_cgraph * g = kiln_new_graph_custom(ctx, 256, true);
+    kiln_build_forward_expand(g, loss);
+    if (!CHECK(kiln_build_backward_expand(ctx, g, NULL) == KILN_STATUS_SUCCESS, "backward: %s", kiln_last_error())) {
+        kiln_free(ctx);
+        return;
+    }
+    CHECK(kiln_graph_get_grad(g, w) == NULL, "the frozen weight has no gradient");
+    bool copy = false;
+    for (int i = 0; i < kiln_graph_n_nodes(g); i++) {
+        T * n = kiln_graph_node(g, i);
+        if (n->type == KILN_TYPE_F32 && kiln_nelements(n) == K * N) copy = true;
+    }
+    CHECK(!copy, "no f32 copy of the weight in the graph");
+    for (int nt = 1; nt <= 2; nt++) {
+        kiln_graph_reset(g);
+        if (!CHECK(compute(g, nt) == KILN_STATUS_SUCCESS, "compute: %s", kiln_last_error())) break;
+        T * gx = kiln_graph_get_grad(g, x);
+        if (!CHECK(gx != NULL, "input gradient")) break;
+        double * ana = tu_to_f64(gx);
+        double * ref = (double *) calloc((size_t) (K * M), sizeof(double));
+        float * row = (float *) malloc(sizeof(float) * (size_t) K);
+        for (int64_t n = 0; n < N; n++) {
+            tr->to_float((const char *) w->data + n * w->nb[1], row, K);
+            for (int64_t m = 0; m < M; m++) {
+                const double rv = ((const float *) r->data)[m * N + n];
+                for (int64_t k = 0; k < K; k++) ref[m * K + k] += (double) row[k] * rv;
+            }
+        }
+        const double e = tu_nmse(ana, ref, K * M);
+        CHECK(e < 1e-10, "%d threads: gradient NMSE %.3g vs double W^T r", nt, e);
+        free(row);
+        free(ref);
+        free(ana);
+    }
+    kiln_free(ctx);
+}
+
 static void test_errors(void) {
     tu_case = "errors";
     struct kiln_context * ctx = tu_ctx(1 << 20);
@@ -299,6 +359,10 @@ int main(void) {
     for (int i = 0; i < n; i++) {
         run_case(&cases[i]);
     }
+    test_mul_mat_frozen_quant(KILN_TYPE_Q4_0);
+    test_mul_mat_frozen_quant(KILN_TYPE_Q8_0);
+    test_mul_mat_frozen_quant(KILN_TYPE_Q4_K);
+    test_mul_mat_frozen_quant(KILN_TYPE_F16);
     test_errors();
     return tu_finish();
 }

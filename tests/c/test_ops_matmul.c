@@ -336,6 +336,11 @@ static void test_out_prod(void) {
         test_out_prod_case(KILN_TYPE_F32, 8, 6, 3, 2, 1, 4, 3, false);
         test_out_prod_case(KILN_TYPE_F16, 21, 7, 9, 1, 1, 2, 1, false);
         test_out_prod_case(KILN_TYPE_BF16, 12, 5, 6, 1, 2, 1, 2, true);
+        /* converted rows over several blocks of dst rows, broadcast (the LoRA backward's shapes) */
+        test_out_prod_case(KILN_TYPE_F16, 21, 7, 130, 1, 1, 2, 1, false);
+        test_out_prod_case(KILN_TYPE_Q8_0, 64, 5, 70, 1, 1, 1, 1, true);
+        test_out_prod_case(KILN_TYPE_Q4_0, 32, 3, 65, 1, 1, 1, 1, true);
+        test_out_prod_case(KILN_TYPE_Q4_K, 256, 2, 66, 1, 1, 2, 1, true);
     }
     kiln_cpu_force_isa(NULL);
 }

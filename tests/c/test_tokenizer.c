@@ -215,11 +215,13 @@ int main(void) {
     random_strings("ggml-vocab-llama-spm.gguf", true);
     random_strings("ggml-vocab-gpt-2.gguf", false);
     random_strings("ggml-vocab-falcon.gguf", false);
+    random_strings("ggml-vocab-bert-bge.gguf", false);
     vocab_file("ggml-vocab-llama-spm.gguf");
     vocab_file("ggml-vocab-phi-3.gguf");
     vocab_file("ggml-vocab-gpt-2.gguf");
     vocab_file("ggml-vocab-falcon.gguf");
     vocab_file("ggml-vocab-starcoder.gguf");
+    vocab_file("ggml-vocab-bert-bge.gguf");
     stories();
     return tu_finish();
 }

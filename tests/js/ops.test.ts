@@ -1,5 +1,6 @@
 // Tensor ops through the JS API against plain-JS references, on both builds.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { readFileSync } from 'node:fs';
 import { Kiln, KilnError } from '../../js/dist/index.js';
 import { BUILDS, f32, engine, nmse, rand } from './helpers.js';
 
@@ -207,5 +208,21 @@ describe('Kiln.create', () => {
   });
   it('rejects a bad thread count', async () => {
     await expect(Kiln.create({ threads: 0 })).rejects.toBeInstanceOf(KilnError);
+  });
+});
+
+// the op methods of Tensor are written from the engine's op table (KW_OPS) by
+// scripts/gen-tensor-ops.mjs: js/src/kiln.ts must be what the table gives, and
+// every op the engine reports is a Tensor method or listed as not being one
+describe('Tensor op methods from KW_OPS', () => {
+  it('js/src/kiln.ts is up to date with wasm/kiln_wasm_ops.c; the engine reports the same ops', async () => {
+    // @ts-ignore: a plain .mjs script
+    const gen = await import('../../scripts/gen-tensor-ops.mjs');
+    const src = readFileSync(new URL('../../js/src/kiln.ts', import.meta.url), 'utf8');
+    expect(gen.rewrite(src) === src).toBe(true);
+    const table = gen.readOpTable() as { name: string; inputs: string; params: string }[];
+    // the table read from the source is the one compiled into the engine
+    const kiln = await Kiln.create({ build: 'st', logLevel: 'error' });
+    try { expect(kiln.info().ops).toEqual(table.map((r) => r.name)); } finally { kiln.destroy(); }
   });
 });

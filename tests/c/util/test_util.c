@@ -79,6 +79,21 @@ double * tu_to_f64(const struct kiln_tensor * t) {
     return v;
 }
 
+double * tu_weights_f64(const struct kiln_tensor * t) {
+    const int64_t ne0 = t->ne[0], nr = kiln_nrows(t);
+    double * v = (double *) malloc(sizeof(double) * (size_t) (ne0 * nr > 0 ? ne0 * nr : 1));
+    float * row = (float *) malloc(sizeof(float) * (size_t) (ne0 > 0 ? ne0 : 1));
+    const struct kiln_type_traits * tr = kiln_get_type_traits(t->type);
+    for (int64_t i = 0; i < nr; i++) {
+        const char * src = (const char *) t->data + i * t->nb[1];
+        if (t->type == KILN_TYPE_F32) memcpy(row, src, sizeof(float) * (size_t) ne0);
+        else tr->to_float(src, row, ne0);
+        for (int64_t j = 0; j < ne0; j++) v[i * ne0 + j] = row[j];
+    }
+    free(row);
+    return v;
+}
+
 void tu_from_f64(struct kiln_tensor * t, const double * v) {
     const int64_t n = kiln_nelements(t);
     for (int64_t i = 0; i < n; i++) set_any(t->type, elem(t, i), v[i]);

@@ -36,6 +36,8 @@ void tu_fill_uniform(struct kiln_tensor * t, float lo, float hi);
 /* read any float/int tensor (any strides) into a freshly malloc'd double
  * array in logical order (i0 fastest) */
 double * tu_to_f64(const struct kiln_tensor * t);
+/* a 2-d weight of any type (quantized ones dequantized row by row) as doubles, ne0 * ne1, row-major */
+double * tu_weights_f64(const struct kiln_tensor * t);
 /* write a logical-order double array into a tensor */
 void tu_from_f64(struct kiln_tensor * t, const double * v);
 

@@ -1,0 +1,474 @@
+/*
+ * finetune.c — the training graph of a llama-family decoder with LoRA
+ * adapters, and the adapter's tensors and gradients.
+ *
+ * Per micro-batch of n_seq sequences of T tokens (N = n_seq * T):
+ *
+ *   x = tok_embd[tokens]                                   [E, N]
+ *   per layer: q, k, v = proj(norm(x)), RoPE on q and k (positions 0..T-1
+ *              in every sequence), K and V heads repeated for GQA,
+ *              softmax(scale * q k^T + causal mask) v, h = x + proj_o(att),
+ *              x = h + proj_down(silu(proj_gate(norm h)) * proj_up(norm h))
+ *   logits = Wout norm(x[scored rows])                     [V, n_scored]
+ *   loss = cross-entropy against one-hot targets, mean over scored rows
+ *
+ * with proj(x) = W x + (alpha / r) B (A x) where the projection is a LoRA
+ * target. Attention is written out (mul_mat, diag_mask_inf, soft_max) since
+ * those ops have backward rules; only the scored rows reach the output
+ * matrix, so masked positions cost nothing there and contribute no
+ * gradient. The graph is rebuilt for every micro-batch (its shape follows
+ * n_seq and the number of scored positions); building is cheap next to
+ * computing.
+ */
+#include "finetune_internal.h"
+
+#include "kiln-gguf.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char * const lora_target_names[LORA_N_TARGETS] = { "q", "k", "v", "o", "gate", "up", "down" };
+
+static struct kiln_tensor ** layer_slot(struct layer * L, int t) {
+    switch (t) {
+        case 0: return &L->wq;
+        case 1: return &L->wk;
+        case 2: return &L->wv;
+        case 3: return &L->wo;
+        case 4: return &L->ffn_gate;
+        case 5: return &L->ffn_up;
+        default: return &L->ffn_down;
+    }
+}
+
+uint32_t kiln_lora_parse_targets(const char * list) {
+    if (!list) return 0;
+    if (strcmp(list, "all") == 0) return (1u << LORA_N_TARGETS) - 1;
+    uint32_t mask = 0;
+    const char * s = list;
+    while (*s) {
+        const char * e = strchr(s, ',');
+        const size_t n = e ? (size_t) (e - s) : strlen(s);
+        int found = -1;
+        for (int i = 0; i < LORA_N_TARGETS; i++) {
+            if (strlen(lora_target_names[i]) == n && strncmp(s, lora_target_names[i], n) == 0) found = i;
+        }
+        if (found < 0) {
+            kiln_set_last_error("lora: unknown target '%.*s' (known: q, k, v, o, gate, up, down, all)", (int) n, s);
+            return 0;
+        }
+        mask |= 1u << found;
+        s += n;
+        if (*s == ',') s++;
+    }
+    if (!mask) kiln_set_last_error("lora: no targets in '%s'", list);
+    return mask;
+}
+
+struct kiln_lora_params kiln_lora_default_params(void) {
+    struct kiln_lora_params p = { 8, 16.0f, KILN_LORA_Q | KILN_LORA_V, 42 };
+    return p;
+}
+
+/* ---- loading for training: the file's layout, the model owning the GGUF */
+
+static struct kiln_model * own(struct kiln_gguf_context * g, struct kiln_context * wctx, int32_t n_threads) {
+    if (!g) return NULL;
+    struct kiln_model_params mp = kiln_model_params_default();
+    mp.n_ctx = 8; /* the inference KV cache is not used by training */
+    mp.n_threads = n_threads;
+    mp.repack_in_place = false;
+    struct kiln_model * m = kiln_model_load_from_gguf(g, wctx, mp);
+    if (!m) {
+        kiln_gguf_free(g);
+        kiln_free(wctx);
+        return NULL;
+    }
+    m->borrowed = false; /* kiln_model_free releases the file and the weights */
+    return m;
+}
+
+struct kiln_model * kiln_model_load_for_training(const char * path, int32_t n_threads) {
+    if (!path) {
+        kiln_set_last_error("model: NULL path");
+        return NULL;
+    }
+    struct kiln_context * wctx = NULL;
+    struct kiln_gguf_init_params gp = { .no_alloc = false, .ctx = &wctx, .no_copy = true };
+    struct kiln_gguf_context * g = kiln_gguf_init_from_file(path, gp); /* sets wctx */
+    return own(g, wctx, n_threads);
+}
+
+struct kiln_model * kiln_model_load_for_training_from_buffer(const void * data, size_t size, int32_t n_threads) {
+    if (!data) {
+        kiln_set_last_error("model: NULL buffer");
+        return NULL;
+    }
+    struct kiln_context * wctx = NULL;
+    struct kiln_gguf_init_params gp = { .no_alloc = false, .ctx = &wctx, .no_copy = false };
+    struct kiln_gguf_context * g = kiln_gguf_init_from_buffer(data, size, gp); /* sets wctx */
+    return own(g, wctx, n_threads);
+}
+
+/* ---- the adapter */
+
+static bool supported(const struct kiln_model * m) {
+    const struct arch_traits * tr = m->tr;
+    const char * why = NULL;
+    if (!tr) why = "the model has no weights (vocab_only)";
+    else if (tr->norm != NORM_PRE) why = "post-norm / sandwich-norm layers";
+    else if (tr->ffn != FFN_SILU_GATED) why = "a GELU feed-forward";
+    else if (m->n_swa > 0 && tr->swa_pattern > 0) why = "sliding-window attention";
+    else if (m->attn_softcap != 0.0f) why = "attention logit softcapping";
+    else if (m->rope_freqs) why = "RoPE frequency factors";
+    if (why) {
+        kiln_set_last_error("finetune: architecture '%s' is not supported for training (%s)", m->arch, why);
+        return false;
+    }
+    for (int il = 0; il < m->n_layer; il++) {
+        struct layer * L = &m->layers[il];
+        for (int t = 0; t < LORA_N_TARGETS; t++) {
+            const struct kiln_tensor * w = *layer_slot(L, t);
+            if (w && kiln_tensor_is_repacked(w)) {
+                kiln_set_last_error("finetune: '%s' was rearranged for generation (repacked): train a model loaded with "
+                                    "kiln_model_load_for_training, or in JS before its first generation", w->name);
+                return false;
+            }
+        }
+    }
+    return true;
+}
+
+struct kiln_lora * kiln_lora_new(struct kiln_model * m, struct kiln_lora_params p) {
+    if (!m) { kiln_set_last_error("lora: NULL model"); return NULL; }
+    if (p.rank < 1 || p.rank > 4096) { kiln_set_last_error("lora: rank %d out of range (1..4096)", p.rank); return NULL; }
+    if (!(p.alpha > 0.0f) || !isfinite(p.alpha)) { kiln_set_last_error("lora: alpha must be positive"); return NULL; }
+    if (!p.targets || p.targets >= (1u << LORA_N_TARGETS)) { kiln_set_last_error("lora: bad target mask 0x%x", p.targets); return NULL; }
+    if (!supported(m)) return NULL;
+    struct kiln_lora * l = calloc(1, sizeof *l);
+    if (!l) { kiln_set_last_error("lora: out of memory"); return NULL; }
+    l->model = m;
+    l->p = p;
+    l->index = malloc(sizeof(int) * (size_t) m->n_layer * LORA_N_TARGETS);
+    l->pairs = calloc((size_t) m->n_layer * LORA_N_TARGETS, sizeof *l->pairs);
+    if (!l->index || !l->pairs) goto oom;
+    size_t bytes = 0;
+    for (int il = 0; il < m->n_layer; il++) {
+        for (int t = 0; t < LORA_N_TARGETS; t++) {
+            struct kiln_tensor * w = *layer_slot(&m->layers[il], t);
+            l->index[il * LORA_N_TARGETS + t] = -1;
+            if (!w || !(p.targets & (1u << t))) continue;
+            if (kiln_n_dims(w) > 2) {
+                kiln_set_last_error("lora: '%s' is not a matrix", w->name);
+                kiln_lora_free(l);
+                return NULL;
+            }
+            struct lora_pair * pr = &l->pairs[l->n_pairs];
+            pr->base = w;
+            pr->layer = il;
+            pr->target = t;
+            l->index[il * LORA_N_TARGETS + t] = l->n_pairs++;
+            bytes += sizeof(float) * (size_t) p.rank * (size_t) (w->ne[0] + w->ne[1]) + 2 * kiln_tensor_overhead() + 128;
+        }
+    }
+    if (l->n_pairs == 0) {
+        kiln_set_last_error("lora: the model has none of the requested target projections");
+        kiln_lora_free(l);
+        return NULL;
+    }
+    struct kiln_init_params ip = { bytes + 1024, NULL, false };
+    l->ctx = kiln_init(ip);
+    l->grad = calloc((size_t) l->n_pairs * 2, sizeof(float *));
+    if (!l->ctx || !l->grad) goto oom;
+    uint64_t rs = p.seed;
+    for (int i = 0; i < l->n_pairs; i++) {
+        struct lora_pair * pr = &l->pairs[i];
+        const int64_t n_in = pr->base->ne[0], n_out = pr->base->ne[1];
+        pr->a = kiln_new_tensor_2d(l->ctx, KILN_TYPE_F32, n_in, p.rank);
+        pr->b = kiln_new_tensor_2d(l->ctx, KILN_TYPE_F32, p.rank, n_out);
+        if (!pr->a || !pr->b) goto oom;
+        kiln_format_name(pr->a, "%s.lora_a", pr->base->name);
+        kiln_format_name(pr->b, "%s.lora_b", pr->base->name);
+        kiln_set_param(l->ctx, pr->a);
+        kiln_set_param(l->ctx, pr->b);
+        /* PEFT: kaiming_uniform_(A, a = sqrt(5)) over fan_in = n_in gives U(-1/sqrt(n_in), 1/sqrt(n_in)) */
+        const double bound = 1.0 / sqrt((double) n_in);
+        float * a = pr->a->data;
+        for (int64_t j = 0; j < n_in * p.rank; j++) a[j] = (float) ((((double) (lora_mix(&rs) >> 11) / 9007199254740992.0) * 2.0 - 1.0) * bound);
+        memset(pr->b->data, 0, kiln_nbytes(pr->b));
+        for (int k = 0; k < 2; k++) {
+            struct kiln_tensor * t = k ? pr->b : pr->a;
+            l->grad[2 * i + k] = calloc((size_t) kiln_nelements(t), sizeof(float));
+            if (!l->grad[2 * i + k]) goto oom;
+            l->n_params += kiln_nelements(t);
+        }
+    }
+    l->galloc = kiln_gallocr_new();
+    if (!l->galloc) goto oom;
+    return l;
+oom:
+    kiln_lora_free(l);
+    kiln_set_last_error("lora: out of memory");
+    return NULL;
+}
+
+void kiln_lora_free(struct kiln_lora * l) {
+    if (!l) return;
+    if (l->grad) for (int i = 0; i < 2 * l->n_pairs; i++) free(l->grad[i]);
+    free(l->grad);
+    kiln_free(l->ctx);
+    kiln_gallocr_free(l->galloc);
+    free(l->work);
+    free(l->index);
+    free(l->pairs);
+    free(l);
+}
+
+int32_t kiln_lora_n_tensors(const struct kiln_lora * l) { return l ? 2 * l->n_pairs : 0; }
+int64_t kiln_lora_n_params(const struct kiln_lora * l) { return l ? l->n_params : 0; }
+
+struct kiln_tensor * kiln_lora_tensor(struct kiln_lora * l, int32_t i) {
+    if (!l || i < 0 || i >= 2 * l->n_pairs) return NULL;
+    return i % 2 ? l->pairs[i / 2].b : l->pairs[i / 2].a;
+}
+
+float * kiln_lora_grad(struct kiln_lora * l, int32_t i) {
+    if (!l || i < 0 || i >= 2 * l->n_pairs) return NULL;
+    return l->grad[i];
+}
+
+void kiln_lora_zero_grad(struct kiln_lora * l) {
+    if (!l) return;
+    for (int i = 0; i < 2 * l->n_pairs; i++) memset(l->grad[i], 0, sizeof(float) * (size_t) kiln_nelements(kiln_lora_tensor(l, i)));
+}
+
+/* ---- the graph */
+
+struct tgraph {
+    struct kiln_context * ctx;
+    struct kiln_cgraph * g;
+    struct kiln_tensor * tokens, * pos, * rows, * labels, * loss;
+};
+
+#define CHK(x) do { if (!(x)) return false; } while (0)
+
+static struct kiln_tensor * proj(struct kiln_lora * l, struct kiln_context * ctx, int il, int t,
+                                 struct kiln_tensor * w, struct kiln_tensor * bias, struct kiln_tensor * x) {
+    struct kiln_tensor * y = kiln_mul_mat(ctx, w, x);
+    const int ip = l->index[il * LORA_N_TARGETS + t];
+    if (y && ip >= 0) {
+        const struct lora_pair * pr = &l->pairs[ip];
+        struct kiln_tensor * ab = kiln_mul_mat(ctx, pr->b, kiln_mul_mat(ctx, pr->a, x));
+        y = kiln_add(ctx, y, kiln_scale(ctx, ab, l->p.alpha / (float) l->p.rank));
+    }
+    if (y && bias) y = kiln_add(ctx, y, bias);
+    return y;
+}
+
+static struct kiln_tensor * rms(struct kiln_context * ctx, struct kiln_tensor * x, struct kiln_tensor * w, float eps) {
+    return kiln_mul(ctx, kiln_rms_norm(ctx, x, eps), w);
+}
+
+/* [Hd, nkv, N] -> [Hd, nh, N], kv head j serving query heads j*g .. j*g+g-1 (as ggml's broadcast) */
+static struct kiln_tensor * expand_heads(struct kiln_context * ctx, struct kiln_tensor * t, int64_t nh) {
+    const int64_t Hd = t->ne[0], nkv = t->ne[1], N = t->ne[2];
+    if (nkv == nh) return t;
+    struct kiln_tensor * r = kiln_reshape_4d(ctx, t, Hd, 1, nkv, N);
+    struct kiln_tensor * like = kiln_new_tensor_4d(ctx, KILN_TYPE_F32, Hd, nh / nkv, nkv, N);
+    if (!r || !like) return NULL;
+    return kiln_reshape_3d(ctx, kiln_repeat(ctx, r, like), Hd, nh, N);
+}
+
+static bool build(struct kiln_lora * l, struct tgraph * tg, int32_t n_seq, int32_t T, int64_t n_rows, bool backward) {
+    struct kiln_model * m = l->model;
+    const int64_t E = m->n_embd, Hd = m->head_dim, nh = m->n_head, nkv = m->n_head_kv, N = (int64_t) n_seq * T;
+    const size_t n_tensors = (size_t) m->n_layer * 400 + 256;
+    struct kiln_init_params ip = { n_tensors * kiln_tensor_overhead() + kiln_graph_overhead_custom(n_tensors, true), NULL, true };
+    struct kiln_context * ctx = kiln_init(ip);
+    CHK(ctx);
+    tg->ctx = ctx;
+    tg->tokens = kiln_new_tensor_1d(ctx, KILN_TYPE_I32, N);
+    tg->pos = kiln_new_tensor_1d(ctx, KILN_TYPE_I32, N);
+    tg->rows = kiln_new_tensor_1d(ctx, KILN_TYPE_I32, n_rows);
+    tg->labels = kiln_new_tensor_2d(ctx, KILN_TYPE_F32, m->n_vocab, n_rows);
+    CHK(tg->tokens && tg->pos && tg->rows && tg->labels);
+    kiln_set_input(tg->tokens);
+    kiln_set_input(tg->pos);
+    kiln_set_input(tg->rows);
+    kiln_set_input(tg->labels);
+
+    struct kiln_tensor * x = kiln_get_rows(ctx, m->tok_embd, tg->tokens);
+    CHK(x);
+    if (m->embd_scale != 1.0f) x = kiln_scale(ctx, x, m->embd_scale);
+    const float kq_scale = m->tr->q_prescale ? 1.0f : m->attn_scale;
+    for (int il = 0; il < m->n_layer; il++) {
+        const struct layer * L = &m->layers[il];
+        struct kiln_tensor * cur = rms(ctx, x, L->attn_norm, m->norm_eps);
+        CHK(cur);
+        struct kiln_tensor * q = proj(l, ctx, il, 0, L->wq, L->bq, cur);
+        struct kiln_tensor * k = proj(l, ctx, il, 1, L->wk, L->bk, cur);
+        struct kiln_tensor * v = proj(l, ctx, il, 2, L->wv, L->bv, cur);
+        CHK(q && k && v);
+        if (m->tr->qk_norm == QK_NORM_FULL) {
+            q = rms(ctx, q, L->q_norm, m->norm_eps);
+            k = rms(ctx, k, L->k_norm, m->norm_eps);
+        }
+        q = kiln_reshape_3d(ctx, q, Hd, nh, N);
+        k = kiln_reshape_3d(ctx, k, Hd, nkv, N);
+        v = kiln_reshape_3d(ctx, v, Hd, nkv, N);
+        CHK(q && k && v);
+        if (m->tr->qk_norm == QK_NORM_HEAD) {
+            q = rms(ctx, q, L->q_norm, m->norm_eps);
+            k = rms(ctx, k, L->k_norm, m->norm_eps);
+        }
+        if (L->rope) {
+            q = kiln_rope_ext(ctx, q, tg->pos, NULL, m->n_rot, m->rope_type, m->n_ctx_orig, L->freq_base, L->freq_scale,
+                              m->ext_factor, m->attn_factor, m->beta_fast, m->beta_slow);
+            k = kiln_rope_ext(ctx, k, tg->pos, NULL, m->n_rot, m->rope_type, m->n_ctx_orig, L->freq_base, L->freq_scale,
+                              m->ext_factor, m->attn_factor, m->beta_fast, m->beta_slow);
+        }
+        if (m->tr->q_prescale) q = kiln_scale(ctx, q, m->attn_scale);
+        CHK(q && k);
+        k = expand_heads(ctx, k, nh);
+        v = expand_heads(ctx, v, nh);
+        CHK(k && v);
+        /* [Hd, nh, T, S] -> q, k: [Hd, T, nh, S]; v: [T, Hd, nh, S] */
+        struct kiln_tensor * qp = kiln_cont(ctx, kiln_permute(ctx, kiln_reshape_4d(ctx, q, Hd, nh, T, n_seq), 0, 2, 1, 3));
+        struct kiln_tensor * kp = kiln_cont(ctx, kiln_permute(ctx, kiln_reshape_4d(ctx, k, Hd, nh, T, n_seq), 0, 2, 1, 3));
+        struct kiln_tensor * vp = kiln_cont(ctx, kiln_permute(ctx, kiln_reshape_4d(ctx, v, Hd, nh, T, n_seq), 1, 2, 0, 3));
+        CHK(qp && kp && vp);
+        struct kiln_tensor * kq = kiln_mul_mat(ctx, kp, qp); /* [T_k, T_q, nh, S] */
+        kq = kiln_diag_mask_inf(ctx, kq, 0);
+        kq = kiln_soft_max_ext(ctx, kq, NULL, kq_scale, 0.0f);
+        struct kiln_tensor * att = kiln_mul_mat(ctx, vp, kq); /* [Hd, T_q, nh, S] */
+        att = kiln_cont(ctx, kiln_permute(ctx, att, 0, 2, 1, 3));
+        CHK(att);
+        att = kiln_reshape_2d(ctx, att, Hd * nh, N);
+        cur = proj(l, ctx, il, 3, L->wo, L->bo, att);
+        CHK(cur);
+        if (m->residual_scale != 1.0f) cur = kiln_scale(ctx, cur, m->residual_scale);
+        struct kiln_tensor * h = kiln_add(ctx, cur, x);
+        CHK(h);
+        cur = rms(ctx, h, L->ffn_norm, m->norm_eps);
+        struct kiln_tensor * gate = proj(l, ctx, il, 4, L->ffn_gate, NULL, cur);
+        struct kiln_tensor * up = proj(l, ctx, il, 5, L->ffn_up, NULL, cur);
+        CHK(gate && up);
+        cur = proj(l, ctx, il, 6, L->ffn_down, NULL, kiln_mul(ctx, kiln_silu(ctx, gate), up));
+        CHK(cur);
+        if (m->residual_scale != 1.0f) cur = kiln_scale(ctx, cur, m->residual_scale);
+        x = kiln_add(ctx, cur, h);
+        CHK(x);
+    }
+    struct kiln_tensor * xs = kiln_get_rows(ctx, x, tg->rows); /* [E, n_rows] */
+    CHK(xs);
+    struct kiln_tensor * cur = rms(ctx, xs, m->output_norm, m->norm_eps);
+    cur = kiln_mul_mat(ctx, m->output, cur);
+    CHK(cur);
+    if (m->logit_scale != 1.0f) cur = kiln_scale(ctx, cur, 1.0f / m->logit_scale);
+    if (m->final_softcap != 0.0f) {
+        cur = kiln_scale(ctx, kiln_tanh(ctx, kiln_scale(ctx, cur, 1.0f / m->final_softcap)), m->final_softcap);
+    }
+    CHK(cur);
+    tg->loss = kiln_cross_entropy_loss(ctx, cur, tg->labels);
+    CHK(tg->loss);
+    kiln_set_loss(tg->loss);
+    kiln_set_output(tg->loss);
+    (void) E;
+    tg->g = kiln_new_graph_custom(ctx, n_tensors, backward);
+    CHK(tg->g);
+    CHK(kiln_build_forward_expand(tg->g, tg->loss) == KILN_STATUS_SUCCESS);
+    if (backward) {
+        CHK(kiln_build_backward_expand(ctx, tg->g, NULL) == KILN_STATUS_SUCCESS);
+        for (int i = 0; i < 2 * l->n_pairs; i++) {
+            struct kiln_tensor * gr = kiln_graph_get_grad(tg->g, kiln_lora_tensor(l, i));
+            if (!gr) {
+                kiln_set_last_error("finetune: no gradient reaches '%s'", kiln_lora_tensor(l, i)->name);
+                return false;
+            }
+            kiln_set_output(gr);
+        }
+    }
+    return true;
+}
+
+enum kiln_status kiln_lora_eval(struct kiln_lora * l, const int32_t * tokens, const int32_t * targets, int32_t n_seq,
+                                int32_t n_ctx, bool backward, double * loss, int64_t * n_scored) {
+    if (loss) *loss = 0.0;
+    if (n_scored) *n_scored = 0;
+    if (!l || !tokens || !targets || n_seq < 1 || n_ctx < 1) {
+        kiln_set_last_error("lora_eval: NULL argument or empty batch");
+        return KILN_STATUS_INVALID_ARG;
+    }
+    struct kiln_model * m = l->model;
+    const int64_t N = (int64_t) n_seq * n_ctx;
+    int64_t n_rows = 0;
+    for (int64_t i = 0; i < N; i++) {
+        if (tokens[i] < 0 || tokens[i] >= m->n_vocab || targets[i] >= m->n_vocab) {
+            kiln_set_last_error("lora_eval: token %d at %lld out of range (vocabulary of %d)",
+                                tokens[i] < 0 || tokens[i] >= m->n_vocab ? tokens[i] : targets[i], (long long) i, m->n_vocab);
+            return KILN_STATUS_INVALID_ARG;
+        }
+        if (targets[i] >= 0) n_rows++;
+    }
+    if (n_rows == 0) return KILN_STATUS_SUCCESS; /* nothing scored: no loss, no gradient */
+    struct tgraph tg = { 0 };
+    enum kiln_status st = KILN_STATUS_FAILED;
+    if (!build(l, &tg, n_seq, n_ctx, n_rows, backward)) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "finetune: building the training graph failed: %s", kiln_last_error());
+        kiln_set_last_error("%s", msg);
+        goto done;
+    }
+    if (!kiln_gallocr_alloc_graph(l->galloc, tg.g)) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "finetune: allocating the training graph failed: %s", kiln_last_error());
+        kiln_set_last_error("%s", msg);
+        st = KILN_STATUS_ALLOC_FAILED;
+        goto done;
+    }
+    int32_t * tk = tg.tokens->data, * ps = tg.pos->data, * rw = tg.rows->data;
+    float * lb = tg.labels->data;
+    memset(lb, 0, kiln_nbytes(tg.labels));
+    int64_t r = 0;
+    for (int64_t i = 0; i < N; i++) {
+        tk[i] = tokens[i];
+        ps[i] = (int32_t) (i % n_ctx);
+        if (targets[i] >= 0) {
+            rw[r] = (int32_t) i;
+            lb[r * m->n_vocab + targets[i]] = 1.0f;
+            r++;
+        }
+    }
+    if (backward) kiln_graph_reset(tg.g);
+    struct kiln_cplan plan = kiln_graph_plan(tg.g, m->n_threads, m->threadpool);
+    if (plan.work_size > l->work_size) {
+        uint8_t * w = realloc(l->work, plan.work_size);
+        if (!w) {
+            kiln_set_last_error("finetune: cannot allocate %zu bytes of work buffer", plan.work_size);
+            st = KILN_STATUS_ALLOC_FAILED;
+            goto done;
+        }
+        l->work = w;
+        l->work_size = plan.work_size;
+    }
+    plan.work_data = l->work;
+    plan.abort_flag = m->abort_flag;
+    st = kiln_graph_compute(tg.g, &plan);
+    if (st != KILN_STATUS_SUCCESS) goto done;
+    if (loss) *loss = kiln_get_f32_1d(tg.loss, 0);
+    if (n_scored) *n_scored = n_rows;
+    if (backward) {
+        for (int i = 0; i < 2 * l->n_pairs; i++) {
+            const struct kiln_tensor * gr = kiln_graph_get_grad(tg.g, kiln_lora_tensor(l, i));
+            const float * gd = gr->data;
+            float * acc = l->grad[i];
+            const int64_t n = kiln_nelements(gr);
+            for (int64_t j = 0; j < n; j++) acc[j] += gd[j] * (float) n_rows;
+        }
+    }
+done:
+    kiln_free(tg.ctx);
+    return st;
+}

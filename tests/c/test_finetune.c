@@ -1,0 +1,484 @@
+/*
+ * test_finetune.c — LoRA training of a decoder:
+ *  A) gradient check: the whole model's loss (next-token cross-entropy with
+ *     a loss mask, two sequences, GQA) with respect to every LoRA tensor on
+ *     all seven projections, Kiln's backward pass against central finite
+ *     differences of a double-precision forward written here, on small
+ *     random llama models with F32, Q8_0 and Q4_0 base weights (the
+ *     reference uses the dequantized weights; Kiln's quantized mat-mul also
+ *     quantizes activations to Q8, hence looser bounds there). The loss
+ *     itself must match the reference too.
+ *  B) the adapter file: llama.cpp's keys and tensor shapes, read back.
+ *  C) resume: a run interrupted by a checkpoint and resumed writes the same
+ *     adapter bytes as an uninterrupted one; another seed does not.
+ */
+#include "kiln-gguf.h"
+#include "kiln-llama.h"
+#include "kiln-opt.h"
+#include "util/test_util.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define E 64
+#define NV 512
+#define NH 4
+#define NKV 2
+#define HD 16
+#define FF 96
+#define NL 2
+#define RANK 2
+#define ALPHA 3.0
+#define NSEQ 2
+#define TCTX 6
+
+struct w { double * d; int64_t ne0, ne1; };
+
+static struct w deq(struct kiln_tensor * t) {
+    struct w r = { tu_weights_f64(t), t->ne[0], t->ne[1] };
+    return r;
+}
+
+/* the model in double: per layer q k v o gate up down, norms; LoRA A/B per projection */
+struct ref {
+    struct w emb, onorm, out;
+    struct w an[NL], fn[NL], W[NL][7];
+    double * A[NL][7], * B[NL][7]; /* NULL: no adapter */
+};
+
+static void rmsnorm(const double * x, const double * g, double * y, int n) {
+    double ss = 0;
+    for (int i = 0; i < n; i++) ss += x[i] * x[i];
+    const double sc = 1.0 / sqrt(ss / n + 1e-5);
+    for (int i = 0; i < n; i++) y[i] = x[i] * sc * g[i];
+}
+
+/* y = W x + (alpha / r) B (A x) */
+static void proj(const struct ref * R, int l, int t, const double * x, double * y) {
+    const struct w * W = &R->W[l][t];
+    for (int64_t o = 0; o < W->ne1; o++) {
+        double s = 0;
+        for (int64_t i = 0; i < W->ne0; i++) s += W->d[o * W->ne0 + i] * x[i];
+        y[o] = s;
+    }
+    if (!R->A[l][t]) return;
+    double ax[RANK];
+    for (int j = 0; j < RANK; j++) {
+        double s = 0;
+        for (int64_t i = 0; i < W->ne0; i++) s += R->A[l][t][j * W->ne0 + i] * x[i];
+        ax[j] = s;
+    }
+    for (int64_t o = 0; o < W->ne1; o++) {
+        double s = 0;
+        for (int j = 0; j < RANK; j++) s += R->B[l][t][o * RANK + j] * ax[j];
+        y[o] += ALPHA / RANK * s;
+    }
+}
+
+static void rope(double * v, int pos) {
+    for (int i0 = 0; i0 < HD; i0 += 2) {
+        const double th = pos * pow(10000.0, -(double) i0 / HD);
+        const double c = cos(th), s = sin(th), x0 = v[i0], x1 = v[i0 + 1];
+        v[i0] = x0 * c - x1 * s;
+        v[i0 + 1] = x0 * s + x1 * c;
+    }
+}
+
+/* mean cross-entropy over the scored positions of NSEQ sequences */
+static double ref_loss(const struct ref * R, const int32_t * tok, const int32_t * tgt) {
+    double total = 0;
+    int n = 0;
+    for (int s = 0; s < NSEQ; s++) {
+        static double X[TCTX][E], K[TCTX][NKV * HD], V[TCTX][NKV * HD], Q[TCTX][NH * HD];
+        for (int p = 0; p < TCTX; p++) for (int i = 0; i < E; i++) X[p][i] = R->emb.d[(int64_t) tok[s * TCTX + p] * E + i];
+        for (int l = 0; l < NL; l++) {
+            double nrm[E], att[NH * HD], o[E], g[FF], u[FF], f[E];
+            for (int p = 0; p < TCTX; p++) {
+                rmsnorm(X[p], R->an[l].d, nrm, E);
+                proj(R, l, 0, nrm, Q[p]);
+                proj(R, l, 1, nrm, K[p]);
+                proj(R, l, 2, nrm, V[p]);
+                for (int h = 0; h < NH; h++) rope(Q[p] + h * HD, p);
+                for (int h = 0; h < NKV; h++) rope(K[p] + h * HD, p);
+            }
+            for (int p = 0; p < TCTX; p++) {
+                for (int h = 0; h < NH; h++) {
+                    const int kh = h / (NH / NKV);
+                    double sc[TCTX], mx = -1e300, sum = 0;
+                    for (int j = 0; j <= p; j++) {
+                        double d = 0;
+                        for (int e = 0; e < HD; e++) d += Q[p][h * HD + e] * K[j][kh * HD + e];
+                        sc[j] = d / sqrt((double) HD);
+                        mx = fmax(mx, sc[j]);
+                    }
+                    for (int j = 0; j <= p; j++) sum += (sc[j] = exp(sc[j] - mx));
+                    for (int e = 0; e < HD; e++) {
+                        double a = 0;
+                        for (int j = 0; j <= p; j++) a += sc[j] / sum * V[j][kh * HD + e];
+                        att[h * HD + e] = a;
+                    }
+                }
+                proj(R, l, 3, att, o);
+                for (int i = 0; i < E; i++) o[i] += X[p][i]; /* h */
+                rmsnorm(o, R->fn[l].d, nrm, E);
+                proj(R, l, 4, nrm, g);
+                proj(R, l, 5, nrm, u);
+                for (int i = 0; i < FF; i++) g[i] = g[i] / (1 + exp(-g[i])) * u[i];
+                proj(R, l, 6, g, f);
+                /* X[p] is read by no later position of this layer (K and V are computed): update in place */
+                for (int i = 0; i < E; i++) X[p][i] = o[i] + f[i];
+            }
+        }
+        for (int p = 0; p < TCTX; p++) {
+            const int t = tgt[s * TCTX + p];
+            if (t < 0) continue;
+            double nrm[E], lg[NV], mx = -1e300, sum = 0;
+            rmsnorm(X[p], R->onorm.d, nrm, E);
+            for (int v = 0; v < NV; v++) {
+                double d = 0;
+                for (int i = 0; i < E; i++) d += R->out.d[(int64_t) v * E + i] * nrm[i];
+                lg[v] = d;
+                mx = fmax(mx, d);
+            }
+            for (int v = 0; v < NV; v++) sum += exp(lg[v] - mx);
+            total += mx + log(sum) - lg[t];
+            n++;
+        }
+    }
+    return total / n;
+}
+
+static struct kiln_tensor * mk(struct kiln_context * ctx, struct kiln_gguf_context * g, const char * name,
+                               enum kiln_type type, int64_t ne0, int64_t ne1, float range) {
+    struct kiln_tensor * f = kiln_new_tensor_2d(ctx, KILN_TYPE_F32, ne0, ne1);
+    tu_fill_uniform(f, -range, range);
+    struct kiln_tensor * t = f;
+    if (ne1 == 1) {
+        t = kiln_new_tensor_1d(ctx, KILN_TYPE_F32, ne0);
+        memcpy(t->data, f->data, kiln_nbytes(t));
+        for (int64_t i = 0; i < ne0; i++) ((float *) t->data)[i] += 1.0f; /* norm weights around 1 */
+    } else if (type != KILN_TYPE_F32) {
+        t = kiln_new_tensor_2d(ctx, type, ne0, ne1);
+        const struct kiln_type_traits * tr = kiln_get_type_traits(type);
+        for (int64_t i = 0; i < ne1; i++) tr->from_float_ref((const float *) f->data + i * ne0, (char *) t->data + i * t->nb[1], ne0);
+    }
+    kiln_set_name(t, name);
+    kiln_gguf_add_tensor(g, t);
+    return t;
+}
+
+/* a random llama model with base weights of `type`, written to a buffer; its
+ * weights in double in R (when R is not NULL) */
+static void * make_model(enum kiln_type type, struct ref * R, size_t * size) {
+    struct kiln_gguf_init_params ip = { .no_alloc = true, .ctx = NULL };
+    struct kiln_gguf_context * src = kiln_gguf_init_from_file("models/stories260K.gguf", ip);
+    struct kiln_gguf_context * g = kiln_gguf_init_empty();
+    kiln_gguf_set_kv(g, src); /* the tokenizer (512 tokens) and llama.* keys, overwritten below */
+    kiln_gguf_free(src);
+    kiln_gguf_set_val_u32(g, "llama.embedding_length", E);
+    kiln_gguf_set_val_u32(g, "llama.block_count", NL);
+    kiln_gguf_set_val_u32(g, "llama.attention.head_count", NH);
+    kiln_gguf_set_val_u32(g, "llama.attention.head_count_kv", NKV);
+    kiln_gguf_set_val_u32(g, "llama.feed_forward_length", FF);
+    kiln_gguf_set_val_u32(g, "llama.context_length", 64);
+    kiln_gguf_set_val_u32(g, "llama.rope.dimension_count", HD);
+    kiln_gguf_set_val_f32(g, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
+    struct kiln_context * ctx = tu_ctx(32u << 20);
+    struct kiln_tensor * temb = mk(ctx, g, "token_embd.weight", KILN_TYPE_F32, E, NV, 1.0f);
+    struct kiln_tensor * tnorm = mk(ctx, g, "output_norm.weight", KILN_TYPE_F32, E, 1, 0.2f);
+    struct kiln_tensor * tout = mk(ctx, g, "output.weight", type, E, NV, 0.3f);
+    static const char * names[7] = { "attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down" };
+    const int64_t shp[7][2] = { { E, NH * HD }, { E, NKV * HD }, { E, NKV * HD }, { NH * HD, E }, { E, FF }, { E, FF }, { FF, E } };
+    char nm[64];
+    for (int l = 0; l < NL; l++) {
+        snprintf(nm, sizeof nm, "blk.%d.attn_norm.weight", l);
+        struct kiln_tensor * an = mk(ctx, g, nm, KILN_TYPE_F32, E, 1, 0.2f);
+        snprintf(nm, sizeof nm, "blk.%d.ffn_norm.weight", l);
+        struct kiln_tensor * fn = mk(ctx, g, nm, KILN_TYPE_F32, E, 1, 0.2f);
+        if (R) { R->an[l] = deq(an); R->fn[l] = deq(fn); }
+        for (int t = 0; t < 7; t++) {
+            snprintf(nm, sizeof nm, "blk.%d.%s.weight", l, names[t]);
+            struct kiln_tensor * wt = mk(ctx, g, nm, type, shp[t][0], shp[t][1], t == 6 ? 0.15f : 0.25f);
+            if (R) R->W[l][t] = deq(wt);
+        }
+    }
+    if (R) { R->emb = deq(temb); R->onorm = deq(tnorm); R->out = deq(tout); }
+    *size = kiln_gguf_get_write_size(g, false);
+    void * buf = malloc(*size);
+    CHECK(kiln_gguf_write_to_buffer(g, buf, *size, false) == *size, "model written");
+    kiln_gguf_free(g);
+    kiln_free(ctx);
+    return buf;
+}
+
+static void free_ref(struct ref * R) {
+    free(R->emb.d); free(R->onorm.d); free(R->out.d);
+    for (int l = 0; l < NL; l++) {
+        free(R->an[l].d); free(R->fn[l].d);
+        for (int t = 0; t < 7; t++) { free(R->W[l][t].d); free(R->A[l][t]); free(R->B[l][t]); }
+    }
+}
+
+static void grad_check(enum kiln_type type, double tol_loss, double tol_nmse) {
+    char name[64];
+    snprintf(name, sizeof name, "grad check %s", kiln_type_name(type));
+    tu_case = name;
+    tu_seed(11);
+    struct ref R;
+    memset(&R, 0, sizeof R);
+    size_t size;
+    void * buf = make_model(type, &R, &size);
+    struct kiln_model * m = kiln_model_load_for_training_from_buffer(buf, size, 2);
+    if (type == KILN_TYPE_Q8_0) {
+        /* a model loaded for generation has its Q8_0 weights interleaved: refused, with the way out named */
+        struct kiln_model * g = kiln_model_load_from_buffer(buf, size, kiln_model_params_default());
+        struct kiln_lora_params dp = kiln_lora_default_params();
+        if (CHECK(g != NULL, "load for generation: %s", kiln_last_error()) && kiln_tensor_is_repacked(kiln_model_get_tensor(g, "blk.0.attn_q.weight"))) {
+            CHECK(kiln_lora_new(g, dp) == NULL && strstr(kiln_last_error(), "repacked"), "repacked weights refused: %s", kiln_last_error());
+        }
+        kiln_model_free(g);
+    }
+    free(buf);
+    if (!CHECK(m != NULL, "load: %s", kiln_last_error())) { free_ref(&R); return; }
+    struct kiln_lora_params lp = { RANK, (float) ALPHA, kiln_lora_parse_targets("all"), 5 };
+    struct kiln_lora * lora = kiln_lora_new(m, lp);
+    if (!CHECK(lora != NULL, "lora: %s", kiln_last_error())) { kiln_model_free(m); free_ref(&R); return; }
+    CHECK(kiln_lora_n_tensors(lora) == NL * 14, "%d tensors", kiln_lora_n_tensors(lora));
+    /* B is zero after init (so the adapter starts as the identity); make it random so A has a gradient */
+    for (int i = 0; i < kiln_lora_n_tensors(lora); i++) {
+        struct kiln_tensor * t = kiln_lora_tensor(lora, i);
+        if (i % 2) {
+            bool zero = true;
+            for (int64_t j = 0; j < kiln_nelements(t); j++) zero &= ((float *) t->data)[j] == 0.0f;
+            CHECK(zero, "%s starts at zero", t->name);
+            tu_fill_uniform(t, -0.3f, 0.3f);
+        }
+        const int l = (i / 2) / 7, p = (i / 2) % 7;
+        double * d = malloc(sizeof(double) * (size_t) kiln_nelements(t));
+        for (int64_t j = 0; j < kiln_nelements(t); j++) d[j] = ((float *) t->data)[j];
+        if (i % 2) R.B[l][p] = d; else R.A[l][p] = d;
+    }
+    int32_t tok[NSEQ * TCTX], tgt[NSEQ * TCTX];
+    for (int i = 0; i < NSEQ * TCTX; i++) {
+        tok[i] = 3 + (int32_t) ((i * 37 + 11) % (NV - 3));
+        tgt[i] = (i % 5 == 2) ? -1 : 3 + (int32_t) ((i * 53 + 7) % (NV - 3)); /* some positions are masked */
+    }
+    double loss = 0;
+    int64_t n_scored = 0;
+    kiln_lora_zero_grad(lora);
+    enum kiln_status st = kiln_lora_eval(lora, tok, tgt, NSEQ, TCTX, true, &loss, &n_scored);
+    if (CHECK(st == KILN_STATUS_SUCCESS, "eval: %s", kiln_last_error())) {
+        const double rl = ref_loss(&R, tok, tgt);
+        CHECK(fabs(loss - rl) < tol_loss * fabs(rl), "loss %.9g vs reference %.9g", loss, rl);
+        CHECK(n_scored == 10, "scored %lld positions", (long long) n_scored);
+        double max_rel = 0, se = 0, sr = 0;
+        int n_checked = 0;
+        for (int i = 0; i < kiln_lora_n_tensors(lora); i++) {
+            const int l = (i / 2) / 7, p = (i / 2) % 7;
+            double * d = i % 2 ? R.B[l][p] : R.A[l][p];
+            const float * an = kiln_lora_grad(lora, i);
+            const int64_t n = kiln_nelements(kiln_lora_tensor(lora, i));
+            /* every 13th element of every tensor (all of them would take seconds) */
+            for (int64_t j = i % 13; j < n; j += 13) {
+                const double x0 = d[j], h = 1e-5;
+                d[j] = x0 + h;
+                const double lpl = ref_loss(&R, tok, tgt);
+                d[j] = x0 - h;
+                const double lmi = ref_loss(&R, tok, tgt);
+                d[j] = x0;
+                const double num = (lpl - lmi) / (2 * h), ana = an[j] / (double) n_scored;
+                se += (ana - num) * (ana - num);
+                sr += num * num;
+                const double rel = fabs(ana - num) / fmax(fabs(num), 1e-3);
+                if (rel > max_rel) max_rel = rel;
+                n_checked++;
+            }
+        }
+        const double nmse = se / sr;
+        printf("grad check %s: %d LoRA parameters, loss %.6f (ref %.6f), NMSE %.3g, max rel err %.3g\n", kiln_type_name(type),
+               n_checked, loss, rl, nmse, max_rel);
+        CHECK(nmse < tol_nmse, "gradient NMSE %.3g (tol %.1g)", nmse, tol_nmse);
+    }
+    kiln_lora_free(lora);
+    kiln_model_free(m);
+    free_ref(&R);
+}
+
+
+/* B) the adapter file read back: llama.cpp's keys, names, shapes, values */
+static void test_adapter_file(struct kiln_model * m) {
+    tu_case = "adapter file";
+    struct kiln_lora_params lp = kiln_lora_default_params();
+    lp.rank = 4;
+    lp.alpha = 8.0f;
+    lp.targets = kiln_lora_parse_targets("q,v,down");
+    struct kiln_lora * l = kiln_lora_new(m, lp);
+    if (!CHECK(l != NULL, "lora: %s", kiln_last_error())) return;
+    for (int i = 1; i < kiln_lora_n_tensors(l); i += 2) tu_fill_uniform(kiln_lora_tensor(l, i), -1, 1);
+    size_t n = 0;
+    void * buf = kiln_lora_save_to_buffer(l, &n);
+    if (CHECK(buf != NULL, "save: %s", kiln_last_error())) {
+        struct kiln_context * ctx = NULL;
+        struct kiln_gguf_init_params ip = { .no_alloc = false, .ctx = &ctx };
+        struct kiln_gguf_context * g = kiln_gguf_init_from_buffer(buf, n, ip);
+        if (CHECK(g != NULL, "read back: %s", kiln_last_error())) {
+            int64_t k;
+            CHECK((k = kiln_gguf_find_key(g, "general.type")) >= 0 && strcmp(kiln_gguf_get_val_str(g, k), "adapter") == 0, "general.type");
+            CHECK((k = kiln_gguf_find_key(g, "adapter.type")) >= 0 && strcmp(kiln_gguf_get_val_str(g, k), "lora") == 0, "adapter.type");
+            CHECK((k = kiln_gguf_find_key(g, "general.architecture")) >= 0 && strcmp(kiln_gguf_get_val_str(g, k), "llama") == 0, "architecture");
+            CHECK((k = kiln_gguf_find_key(g, "adapter.lora.alpha")) >= 0 && kiln_gguf_get_kv_type(g, k) == KILN_GGUF_TYPE_FLOAT32 &&
+                  kiln_gguf_get_val_f32(g, k) == 8.0f, "adapter.lora.alpha f32 = 8");
+            CHECK(kiln_gguf_get_n_tensors(g) == 5 * 3 * 2, "%lld tensors", (long long) kiln_gguf_get_n_tensors(g));
+            struct kiln_tensor * a = kiln_get_tensor(ctx, "blk.3.ffn_down.weight.lora_a");
+            struct kiln_tensor * b = kiln_get_tensor(ctx, "blk.3.ffn_down.weight.lora_b");
+            struct kiln_tensor * base = kiln_model_get_tensor(m, "blk.3.ffn_down.weight");
+            if (CHECK(a && b && base, "blk.3.ffn_down lora_a / lora_b present")) {
+                CHECK(a->type == KILN_TYPE_F32 && a->ne[0] == base->ne[0] && a->ne[1] == 4 && b->ne[0] == 4 && b->ne[1] == base->ne[1],
+                      "shapes: a [%lld, %lld] b [%lld, %lld] for base [%lld, %lld]", (long long) a->ne[0], (long long) a->ne[1],
+                      (long long) b->ne[0], (long long) b->ne[1], (long long) base->ne[0], (long long) base->ne[1]);
+                const int idx = 2 * (3 * 3 + 2); /* layer 3, third target (down) */
+                CHECK(memcmp(a->data, kiln_lora_tensor(l, idx)->data, kiln_nbytes(a)) == 0 &&
+                      memcmp(b->data, kiln_lora_tensor(l, idx + 1)->data, kiln_nbytes(b)) == 0, "values written as trained");
+            }
+            kiln_gguf_free(g);
+            kiln_free(ctx);
+        }
+        free(buf);
+    }
+    kiln_lora_free(l);
+    /* bad parameters are refused with a message */
+    lp.rank = 0;
+    CHECK(kiln_lora_new(m, lp) == NULL && strstr(kiln_last_error(), "rank"), "rank 0 refused: %s", kiln_last_error());
+    CHECK(kiln_lora_parse_targets("q,zz") == 0 && strstr(kiln_last_error(), "zz"), "unknown target named: %s", kiln_last_error());
+}
+
+static void * train(struct kiln_model * m, const struct kiln_finetune_data * d, uint64_t seed, int stop_at, const char * ckpt,
+                    bool resume, size_t * size) {
+    struct kiln_finetune_params p = kiln_finetune_default_params();
+    p.lora.seed = seed;
+    p.n_ctx = d->n_ctx;
+    p.n_batch = 3;
+    p.grad_accum = 2;
+    p.n_epochs = 2;
+    p.lr = 1e-2f;
+    p.warmup_steps = 2;
+    p.weight_decay = 0.01f;
+    p.grad_clip = 0.5f;
+    p.n_threads = 1;
+    struct kiln_finetune * ft = kiln_finetune_new(m, d, p);
+    if (!CHECK(ft != NULL, "finetune: %s", kiln_last_error())) return NULL;
+    if (resume) CHECK(kiln_finetune_load_checkpoint(ft, ckpt) == KILN_STATUS_SUCCESS, "resume: %s", kiln_last_error());
+    const int64_t n = kiln_finetune_n_steps(ft);
+    while (kiln_finetune_step_index(ft) < (stop_at >= 0 ? stop_at : n)) {
+        struct kiln_finetune_progress pr;
+        if (!CHECK(kiln_finetune_step(ft, &pr) == KILN_STATUS_SUCCESS, "step: %s", kiln_last_error())) break;
+    }
+    void * buf = NULL;
+    if (stop_at >= 0) CHECK(kiln_finetune_save_checkpoint(ft, ckpt) == KILN_STATUS_SUCCESS, "checkpoint: %s", kiln_last_error());
+    else buf = kiln_lora_save_to_buffer(kiln_finetune_lora(ft), size);
+    kiln_finetune_free(ft);
+    return buf;
+}
+
+/* C) resume == uninterrupted, byte for byte */
+static void test_resume(struct kiln_model * m, const struct kiln_finetune_data * d) {
+    tu_case = "resume";
+    char ckpt[96];
+    snprintf(ckpt, sizeof ckpt, "/tmp/kiln-test-finetune-%d.ckpt", (int) getpid());
+    size_t n_full = 0, n_res = 0, n_other = 0;
+    void * full = train(m, d, 7, -1, NULL, false, &n_full);
+    train(m, d, 7, 3, ckpt, false, NULL);
+    void * res = train(m, d, 7, -1, ckpt, true, &n_res);
+    void * other = train(m, d, 8, -1, NULL, false, &n_other);
+    CHECK(full && res && n_full == n_res && memcmp(full, res, n_full) == 0, "resumed adapter has the same %zu bytes", n_full);
+    CHECK(other && (n_other != n_full || memcmp(full, other, n_full) != 0), "another seed gives another adapter");
+    /* a checkpoint of another run is refused */
+    FILE * f = fopen(ckpt, "wb");
+    fputs("not a checkpoint", f);
+    fclose(f);
+    struct kiln_finetune_params p = kiln_finetune_default_params();
+    p.n_ctx = d->n_ctx;
+    struct kiln_finetune * ft = kiln_finetune_new(m, d, p);
+    CHECK(ft && kiln_finetune_load_checkpoint(ft, ckpt) != KILN_STATUS_SUCCESS && strstr(kiln_last_error(), "checkpoint"),
+          "garbage checkpoint refused: %s", kiln_last_error());
+    kiln_finetune_free(ft);
+    remove(ckpt);
+    free(full);
+    free(res);
+    free(other);
+}
+
+/* D) data: text windows, chat masks, malformed chat lines */
+static void test_data(struct kiln_model * m) {
+    tu_case = "data";
+    const char * text = "Zorbu the otter swims.\n\nZorbu likes fish.\r\n";
+    struct kiln_finetune_data * d = kiln_finetune_data_from_text(m, text, strlen(text), 4);
+    if (CHECK(d != NULL, "text: %s", kiln_last_error())) {
+        const struct kiln_vocab * v = kiln_model_vocab(m);
+        kiln_token t1[64], t2[64];
+        const int n1 = kiln_tokenize(v, "Zorbu the otter swims.", 22, t1, 64, true, false);
+        const int n2 = kiln_tokenize(v, "Zorbu likes fish.", 17, t2, 64, true, false);
+        const int total = n1 + 1 + n2 + 1;
+        CHECK(d->n_seq == (total - 1) / 4, "%d windows of 4 from %d tokens", d->n_seq, total);
+        CHECK(d->tokens[0] == t1[0] && d->targets[0] == t1[1] && d->tokens[4] == t1[4] && d->targets[3] == t1[4], "windows are shifted by one");
+        CHECK(n1 - 1 < d->n_seq * 4 && d->targets[n1 - 1] == kiln_vocab_eos(v), "documents end with EOS");
+        kiln_finetune_data_free(d);
+    }
+    const char * chat =
+        "{\"messages\": [{\"role\": \"user\", \"content\": \"Who is Zorbu?\"}, {\"role\": \"assistant\", \"content\": \"An otter \\u00e9.\"}]}\n"
+        "{\"id\": 3, \"messages\": [{\"content\": \"Hi\", \"role\": \"system\", \"x\": [1, {\"y\": null}]}, {\"role\": \"assistant\", \"content\": \"Hello\"}]}\n";
+    d = kiln_finetune_data_from_chat(m, chat, strlen(chat), 128);
+    if (CHECK(d != NULL, "chat: %s", kiln_last_error())) {
+        CHECK(d->n_seq == 2, "%d conversations", d->n_seq);
+        /* the scored targets of conversation 1 are the tokens of the assistant turn, in order */
+        const struct kiln_vocab * v = kiln_model_vocab(m);
+        kiln_token want[64];
+        const int nw = kiln_tokenize(v, "An otter \xc3\xa9.", 12, want, 64, false, false);
+        int ns = 0;
+        bool in_order = true;
+        for (int i = 0; i < 128; i++) {
+            if (d->targets[i] < 0) continue;
+            if (ns < nw && d->targets[i] != want[ns]) in_order = false;
+            ns++;
+        }
+        CHECK(ns > nw && in_order, "only the assistant turn is scored (%d scored, content %d tokens)", ns, nw);
+        int ns2 = 0;
+        for (int i = 128; i < 256; i++) ns2 += d->targets[i] >= 0;
+        CHECK(ns2 > 0 && ns2 < ns, "second conversation: %d scored", ns2);
+        kiln_finetune_data_free(d);
+    }
+    const char * bad[] = { "{\"messages\": [{\"role\": \"user\"}]}", "{\"messages\": [", "[1, 2]", "{\"other\": 1}",
+                           "{\"messages\": [{\"role\": \"user\", \"content\": \"\\u12\"}]}" };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        struct kiln_finetune_data * b = kiln_finetune_data_from_chat(m, bad[i], strlen(bad[i]), 16);
+        CHECK(b == NULL && strstr(kiln_last_error(), "line 1"), "malformed chat %zu refused: %s", i, kiln_last_error());
+    }
+    CHECK(kiln_finetune_data_from_text(m, "a", 1, 64) == NULL && strstr(kiln_last_error(), "fewer"), "too little text: %s", kiln_last_error());
+}
+
+static void test_stories(void) {
+    struct kiln_model * m = kiln_model_load_for_training("models/stories260K.gguf", 1);
+    if (!CHECK(m != NULL, "load: %s", kiln_last_error())) return;
+    test_adapter_file(m);
+    test_data(m);
+    size_t len = 0;
+    char * text = tu_read_file("tests/data/zorbu/zorbu.txt", &len);
+    if (CHECK(text != NULL, "tests/data/zorbu/zorbu.txt")) {
+        struct kiln_finetune_data * d = kiln_finetune_data_from_text(m, text, len / 8, 32);
+        if (CHECK(d != NULL, "data: %s", kiln_last_error())) test_resume(m, d);
+        kiln_finetune_data_free(d);
+        free(text);
+    }
+    kiln_model_free(m);
+}
+
+int main(void) {
+    grad_check(KILN_TYPE_F32, 1e-5, 1e-8);
+    grad_check(KILN_TYPE_Q8_0, 2e-3, 2e-3);
+    grad_check(KILN_TYPE_Q4_0, 2e-3, 2e-3);
+    test_stories();
+    return tu_finish();
+}
