@@ -20,7 +20,7 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { describeOracle, greedyOneByOne, loadOracleLlama, nextAfter, oracleIsaArgs } from "./llamacpp.mjs";
-import { firstDiff, logSoftmax, maxLogprobDiff, runTool as run } from './compare.mjs';
+import { firstDiff, logSoftmax, maxLogprobDiff, parseGenerate, runTool as run } from './compare.mjs';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 const args = process.argv.slice(2);
@@ -97,13 +97,7 @@ function check(ok, name, detail = "") {
 function kilnGenerate(model, prompt) {
     const out = run(bin("kiln-generate"), ["-m", model, "-p", prompt, "-n", String(N_GEN), "-t", "1", "--ctx", "256", "--batch", "1",
         "--print-ids", "--print-logits", String(N_LOGIT_POS), ...oracleIsaArgs()]);
-    const logits = [];
-    let ids = [];
-    for (const l of out.split("\n").filter((x) => x !== "")) {
-        if (l.startsWith("{")) logits.push(JSON.parse(l));
-        else ids = l.trim().split(/\s+/).map(Number);
-    }
-    return { logits, ids };
+    return parseGenerate(out);
 }
 
 function kilnLogits(model, ids) {

@@ -34,3 +34,15 @@ export function maxLogprobDiff(probs, kl) {
     for (const [tok, pr] of probs) if (pr > 1e-30) d = Math.max(d, Math.abs(Math.log(pr) - kl[tok]));
     return d;
 }
+
+/** kiln-generate --print-ids --print-logits N output: the JSON logit lines
+ * ({token, logits}) and the generated ids */
+export function parseGenerate(out) {
+    const logits = [];
+    let ids = [];
+    for (const l of out.split("\n").filter((x) => x !== "")) {
+        if (l.startsWith("{")) logits.push(JSON.parse(l));
+        else ids = l.trim().split(/\s+/).map(Number);
+    }
+    return { logits, ids };
+}

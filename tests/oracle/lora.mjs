@@ -28,7 +28,7 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { describeOracle, greedyOneByOne, loadOracleLlama, nextAfter, oracleIsaArgs } from "./llamacpp.mjs";
-import { firstDiff, logSoftmax, maxLogprobDiff, runTool as run } from "./compare.mjs";
+import { firstDiff, logSoftmax, maxLogprobDiff, parseGenerate, runTool as run } from "./compare.mjs";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 const args = process.argv.slice(2);
@@ -67,13 +67,7 @@ const loraArgs = (adapters) => adapters.flatMap((a) => ["--lora-scaled", a.file,
 function kilnGenerate(model, adapters) {
     const out = run(bin("kiln-generate"), ["-m", model, "-p", PROMPT, "-n", String(N_GEN), "-t", "1", "--ctx", "256", "--batch", "1",
         "--print-ids", "--print-logits", String(N_LOGIT_POS), ...loraArgs(adapters), ...oracleIsaArgs()]);
-    const logits = [];
-    let ids = [];
-    for (const l of out.split("\n").filter((x) => x !== "")) {
-        if (l.startsWith("{")) logits.push(JSON.parse(l));
-        else ids = l.trim().split(/\s+/).map(Number);
-    }
-    return { logits, ids };
+    return parseGenerate(out);
 }
 
 const kilnLogits = (model, adapters, ids) =>
