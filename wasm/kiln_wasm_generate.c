@@ -165,6 +165,44 @@ KW_EXPORT int kw_llm_meta(int g, const char * key) {
     return n;
 }
 
+/* chat messages rendered by a built-in chat template (kiln_chat_apply_template):
+ * buf holds n_msg pairs of NUL-terminated role and content one after another;
+ * tmpl is a template name or text, or NULL for the model's
+ * tokenizer.chat_template (ChatML when it has none); the assistant's turn is
+ * opened. The text at kw_llm_text(); returns its length */
+KW_EXPORT int kw_llm_chat_builtin(int g, const char * tmpl, const char * buf, int n_msg) {
+    struct kw_llm * l = get(g, "llm_chat_builtin");
+    if (!l) return KW_E_HANDLE;
+    if (n_msg < 0 || n_msg > (1 << 20) || (n_msg > 0 && !buf)) return kw_fail(KW_E_INVALID, "chat: bad message list");
+    struct kiln_chat_message * msgs = malloc(sizeof(*msgs) * (size_t) (n_msg ? n_msg : 1));
+    char * own = NULL;
+    if (!msgs) return KW_E_NOMEM;
+    for (int i = 0; i < n_msg; i++) {
+        msgs[i].role = buf;
+        buf += strlen(buf) + 1;
+        msgs[i].content = buf;
+        buf += strlen(buf) + 1;
+    }
+    if (!tmpl) {
+        const int32_t n = kiln_model_meta_val_str(l->model, "tokenizer.chat_template", NULL, 0);
+        if (n >= 0 && (own = malloc((size_t) n + 1)) != NULL) kiln_model_meta_val_str(l->model, "tokenizer.chat_template", own, (size_t) n + 1);
+        tmpl = own;
+    }
+    kiln_clear_error();
+    int rc;
+    const int32_t n = kiln_chat_apply_template(tmpl, msgs, (size_t) n_msg, true, NULL, 0);
+    if (n < 0) rc = kw_fail_kiln(KW_E_INVALID, "chat");
+    else if (!reserve_text(l, n + 1)) rc = KW_E_NOMEM;
+    else {
+        kiln_chat_apply_template(tmpl, msgs, (size_t) n_msg, true, l->text, n + 1);
+        l->n_text = n;
+        rc = n;
+    }
+    free(own);
+    free(msgs);
+    return rc;
+}
+
 /* text (len bytes) -> token ids at kw_llm_ids(); returns the count */
 KW_EXPORT int kw_llm_tokenize(int g, const char * text, int len, int add_bos, int parse_special) {
     struct kw_llm * l = get(g, "llm_tokenize");

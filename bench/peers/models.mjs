@@ -26,6 +26,7 @@ export function findModels(root, which) {
     { name: 'stories260K', path: '/work/shared/models/stories260K.gguf', key: 'stories' },
     { name: 'synth-q4_0', path: path.join(root, 'bench/peers/data/synth-q4_0.gguf'), key: 'q4_0' },
     { name: 'synth-q8_0', path: path.join(root, 'bench/peers/data/synth-q8_0.gguf'), key: 'q8_0' },
+    { name: 'synth-q4_K_M', path: path.join(root, 'bench/peers/data/synth-q4_K_M.gguf'), key: 'q4_k_m' },
   ];
   const local = path.join(root, 'models/stories260K.gguf');
   if (existsSync(local)) all[0].path = local;

@@ -47,7 +47,22 @@ async function llamaRun(ctxObj, model, prompt, n, timeoutMs) {
   return { pp, tg, prompt_tokens: input.length, ids };
 }
 
-export async function runNative({ models, threads = [1, 2], prompt, nGen = 16, reps = 3, warmup = 1, ctx = 256, bwGBs = {}, log = console.error, llamaHandle, timeoutMs = 120_000, more = () => true, isa = null }) {
+// A prompt of about n tokens (BOS included) for the synthetic models'
+// vocabulary: a paragraph repeated, cut at n - 1 tokens of llama.cpp's
+// tokenizer and detokenized (both engines then tokenize the text; the
+// records give each one's count).
+export async function promptOfTokens(llamaHandle, modelPath, n) {
+  const base = 'Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her friends, ' +
+    'and every morning she asked her mother whether the sun would shine. One day a big dog ran past the swings and barked at a bird. ';
+  const lm = await llamaHandle.llama.loadModel({ modelPath, useMmap: true });
+  try {
+    let text = base;
+    while (lm.tokenize(text).length < n) text += base;
+    return lm.detokenize(lm.tokenize(text).slice(0, n - 1));
+  } finally { await lm.dispose(); }
+}
+
+export async function runNative({ models, threads = [1, 2], prompt, nGen = 16, reps = 3, warmup = 1, ctx = 256, bwGBs = {}, log = console.error, llamaHandle, timeoutMs = 120_000, more = () => true, isa = null, label = 'short' }) {
   const bin = path.join(root, 'build/bin/kiln-generate');
   const { llama } = llamaHandle;
   const out = [];
@@ -71,7 +86,7 @@ export async function runNative({ models, threads = [1, 2], prompt, nGen = 16, r
       const bw = bwGBs[t] ?? bwGBs[Math.max(...Object.keys(bwGBs).map(Number).filter((x) => x <= t))];
       const frac = (tg) => (bw && mdl.bytesPerToken ? (tg * mdl.bytesPerToken) / (bw * 1e9) : null);
       const rec = emit({
-        what: 'peers_native', model: mdl.name, threads: t, kiln_isa: ka.find((k) => k.isa)?.isa ?? null, llamacpp_cpu_variant: llamaHandle.cpuVariant, reps: ka.length, prompt_tokens: ka.find((k) => k.prompt_tokens)?.prompt_tokens ?? null, gen_tokens: nGen,
+        what: 'peers_native', prompt_kind: label, model: mdl.name, threads: t, kiln_isa: ka.find((k) => k.isa)?.isa ?? null, llamacpp_cpu_variant: llamaHandle.cpuVariant, reps: ka.length, prompt_tokens: ka.find((k) => k.prompt_tokens)?.prompt_tokens ?? null, gen_tokens: nGen,
         kiln_tg: kt, llamacpp_tg: lt, kiln_pp: kp, llamacpp_pp: lp, prompt_tokens_llamacpp: la[0].prompt_tokens,
         kiln: { tg: stats(kt), pp: stats(kp) }, llamacpp: { tg: stats(lt), pp: stats(lp) },
         ratio_tg: stats(kt.map((x, i) => (x != null && lt[i] ? x / lt[i] : NaN))), ratio_pp: stats(kp.map((x, i) => (x != null && lp[i] ? x / lp[i] : NaN))),
@@ -79,7 +94,7 @@ export async function runNative({ models, threads = [1, 2], prompt, nGen = 16, r
         kiln_bw_frac: frac(stats(kt).median), llamacpp_bw_frac: frac(stats(lt).median),
         same_tokens: same, first_diff: firstDiff, compared_tokens: Math.min(...ka.map((k, i) => Math.min(k.ids.length, la[i].ids.length))), kiln_errors: ka.map((k) => k.error).filter(Boolean), llamacpp_text: lm.detokenize(la[0].ids), kiln_ids: ka[0].ids, llamacpp_ids: la[0].ids,
       });
-      log(`  native ${mdl.name} t=${t} (kiln ${rec.kiln_isa}, ggml ${rec.llamacpp_cpu_variant}): tg kiln ${rec.kiln.tg.median?.toFixed(1)} vs llama.cpp ${rec.llamacpp.tg.median?.toFixed(1)} tok/s; pp ${rec.kiln.pp.median?.toFixed(1)} vs ${rec.llamacpp.pp.median?.toFixed(1)}; same tokens: ${same}`);
+      log(`  native ${label} prompt ${mdl.name} t=${t} (kiln ${rec.kiln_isa}, ggml ${rec.llamacpp_cpu_variant}): tg kiln ${rec.kiln.tg.median?.toFixed(1)} vs llama.cpp ${rec.llamacpp.tg.median?.toFixed(1)} tok/s; pp ${rec.kiln.pp.median?.toFixed(1)} vs ${rec.llamacpp.pp.median?.toFixed(1)}; same tokens: ${same}`);
       out.push(rec);
     }
     await lm.dispose();

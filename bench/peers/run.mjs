@@ -8,7 +8,8 @@
 // (default build/peers.jsonl). The last line is the summary object.
 // A benchmark, not a test: run by hand, never from scripts/test.sh.
 //
-//   node bench/peers/run.mjs [--only kernels,bw,native,browser] [--models stories,q4_0,q8_0]
+//   node bench/peers/run.mjs [--only kernels,bw,native,browser] [--models stories,q4_0,q8_0,q4_k_m]
+//        [--long N (native: a second prompt of ~N tokens, default 512, 0: none)]
 //        [--threads 1,2] [--gen N] [--prompt TEXT] [--reps N] [--warmup N] [--rounds N] [--browser-reps N]
 //        [--engines wllama,kiln-mt,wllama-1t,kiln-st] [--kernel-reps N] [--budget S]
 //        [--timeout S (one run's limit; a starved machine records what it measured)] [--json FILE]
@@ -28,7 +29,8 @@ const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..')
 const args = process.argv.slice(2);
 const opt = (k, d) => { const i = args.indexOf(`--${k}`); return i >= 0 ? args[i + 1] : d; };
 const only = opt('only', 'kernels,bw,native,browser').split(',');
-const which = opt('models', 'stories,q4_0,q8_0').split(',');
+const which = opt('models', 'stories,q4_0,q8_0,q4_k_m').split(',');
+const longN = +opt('long', 512);
 const threads = opt('threads', '1,2').split(',').map(Number);
 const nGen = +opt('gen', 12);
 const reps = +opt('reps', 2);
@@ -50,7 +52,8 @@ setJsonFile(jsonFile);
 const log = (...a) => console.error(...a);
 const t0 = Date.now();
 
-const summary = { gen_vs_wllama_q4_0: null, gen_vs_wllama_q8_0: null, gen_native_vs_llamacpp_q4_0: null, gemm_vs_tfjs: null };
+const summary = { gen_vs_wllama_q4_0: null, gen_vs_wllama_q8_0: null, gen_vs_wllama_q4_k_m: null, gen_native_vs_llamacpp_q4_0: null, gemm_vs_tfjs: null,
+  pp_native_vs_llamacpp_q4_0: null, pp_native_vs_llamacpp_q4_k_m: null, gen_native_vs_llamacpp_q4_k_m: null };
 const sections = [];
 const notes = [];
 
@@ -89,7 +92,7 @@ if (only.includes('kernels')) {
 const nativeRef = {};
 if (only.includes('native')) {
   log('native (kiln-generate vs llama.cpp)...');
-  const { runNative } = await import('./native.mjs');
+  const { runNative, promptOfTokens } = await import('./native.mjs');
   const ns = await runNative({ models, threads, prompt: PROMPT, nGen, reps, warmup: nativeWarmup, bwGBs: bw, log, llamaHandle, timeoutMs: timeoutS * 1000, isa: kilnIsa, more: () => B.untilS(only.includes('browser') ? 0.4 : 0.95) > 0 });
   const cut = ns.filter((n) => n.reps < reps);
   if (cut.length) notes.push(`native: fewer reps than asked (time budget) for ${cut.map((n) => `${n.model}/${n.threads}t: ${n.reps}`).join(', ')}`);
@@ -98,9 +101,27 @@ if (only.includes('native')) {
     n.model, n.threads, range(n.kiln.pp, 1), range(n.llamacpp.pp, 1), range(n.ratio_pp), range(n.kiln.tg, 2), range(n.llamacpp.tg, 2), range(n.ratio_tg),
     n.kiln_bw_frac == null ? '—' : `${(100 * n.kiln_bw_frac).toFixed(0)}% / ${(100 * n.llamacpp_bw_frac).toFixed(0)}%`, n.same_tokens ? 'yes' : `NO (from ${n.first_diff})`]),
   ['model', 'thr', 'pp kiln', 'pp llama.cpp', 'pp ratio', 'tg kiln', 'tg llama.cpp', 'tg ratio', 'bw kiln/llama', 'same tokens']));
-  const q4 = ns.filter((n) => n.model === 'synth-q4_0');
-  const best = q4.find((n) => n.threads === Math.max(...threads)) ?? q4[0];
-  summary.gen_native_vs_llamacpp_q4_0 = best?.ratio_tg.median ?? null;
+  const atMax = (rows, name) => { const r = rows.filter((n) => n.model === name); return r.find((n) => n.threads === Math.max(...threads)) ?? r[0]; };
+  summary.gen_native_vs_llamacpp_q4_0 = atMax(ns, 'synth-q4_0')?.ratio_tg.median ?? null;
+  summary.gen_native_vs_llamacpp_q4_k_m = atMax(ns, 'synth-q4_K_M')?.ratio_tg.median ?? null;
+  const km = models.find((m) => m.key === 'q4_k_m');
+  if (km && readGguf) {
+    const info = await readGguf(km.path, { readTensorInfo: true });
+    const kinds = new Set((info.fullTensorInfo ?? info.tensorInfo ?? []).filter((t) => t.dimensions.length > 1).map((t) => t.ggmlType));
+    if (kinds.size === 1 && kinds.has(12)) notes.push('synth-q4_K_M.gguf is plain Q4_K (every matrix; kiln-quantize had no Q4_K_M mix when it was made): the q4_k_m keys measure Q4_K');
+  }
+  // prompt processing on a long prompt (a pasted document, a chat history)
+  const longModels = models.filter((m) => m.key !== 'stories');
+  if (longN > 0 && longModels.length) {
+    const longPrompt = await promptOfTokens(llamaHandle, longModels[0].path, longN);
+    log(`native, ~${longN}-token prompt...`);
+    const nl = await runNative({ models: longModels, threads, prompt: longPrompt, nGen: 2, reps, warmup: nativeWarmup, ctx: longN + 64, bwGBs: bw, log, llamaHandle, timeoutMs: timeoutS * 1000, isa: kilnIsa, label: `${longN}`, more: () => B.untilS(only.includes('browser') ? 0.5 : 0.97) > 0 });
+    sections.push(`Native, prompt of ${nl[0]?.prompt_tokens ?? '?'} tokens (llama.cpp: ${nl[0]?.prompt_tokens_llamacpp ?? '?'}), 2 tokens generated; prompt tokens/s median (min–max)\n` + table(nl.map((n) => [
+      n.model, n.threads, range(n.kiln.pp, 1), range(n.llamacpp.pp, 1), range(n.ratio_pp), n.same_tokens ? 'yes' : `NO (from ${n.first_diff})`]),
+    ['model', 'thr', 'pp kiln', 'pp llama.cpp', 'pp ratio', 'same tokens']));
+    summary.pp_native_vs_llamacpp_q4_0 = atMax(nl, 'synth-q4_0')?.ratio_pp.median ?? null;
+    summary.pp_native_vs_llamacpp_q4_k_m = atMax(nl, 'synth-q4_K_M')?.ratio_pp.median ?? null;
+  }
 }
 
 if (only.includes('browser')) {
@@ -128,7 +149,7 @@ if (only.includes('browser')) {
   }
   sections.push(`Chromium, greedy, ${nGen} tokens, prompt tokens ${bs.map((b) => `${b.model} ${Object.values(b.engines).find((e) => e.prompt_n)?.prompt_n ?? '?'}`).join(', ')}; rounds: ${bs.map((b) => b.rounds).join('/')} (each engine loads once in its own page, engines take turns per round); tokens/s median (min–max); kiln/wllama: per-round ratio vs wllama at the same threads\n` +
     table(rows, ['model', 'engine', 'thr', 'pp tok/s', 'tg tok/s', 'bw frac', 'kiln/wllama', 'same ids as llama.cpp / text as wllama', 'load s']));
-  for (const [k, key] of [['synth-q4_0', 'gen_vs_wllama_q4_0'], ['synth-q8_0', 'gen_vs_wllama_q8_0']]) {
+  for (const [k, key] of [['synth-q4_0', 'gen_vs_wllama_q4_0'], ['synth-q8_0', 'gen_vs_wllama_q8_0'], ['synth-q4_K_M', 'gen_vs_wllama_q4_k_m']]) {
     const b = bs.find((x) => x.model === k);
     summary[key] = b?.ratio_kiln_mt_vs_wllama?.median ?? null;
   }

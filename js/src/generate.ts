@@ -323,9 +323,22 @@ export class TextGen implements Session {
       const text = messages.map((m) => `<|im_start|>${m.role}\n${m.content}<|im_end|>\n`).join('') + '<|im_start|>assistant\n';
       return { text, stop: ['<|im_end|>', '<|im_start|>'], addBos: true };
     }
+    // llama.cpp's built-in templates (src/models/chat_template.c): a name
+    // such as 'chatml', 'llama3', 'gemma', 'phi3' given as the template, or
+    // the family of the file's template where no Jinja engine can be loaded
+    const builtin = async (t: string | null) => {
+      if (messages.some((m) => m.role.includes('\0') || m.content.includes('\0'))) {
+        throw new KilnError('INVALID_ARGUMENT', 'chat: a message contains a NUL character');
+      }
+      const text = await this.sched.job({ t: 'chatBuiltin', model: this.model, messages: messages.map((m) => ({ role: m.role, content: m.content })), template: t });
+      return { text, stop: [], addBos: !(info.bosText && text.startsWith(info.bosText)) };
+    };
+    if (!tpl.includes('{{') && !tpl.includes('{%')) return builtin(tpl);
     let jinja: any;
     try { jinja = await loadJinja(); } catch (e: any) {
-      throw new KilnError('UNSUPPORTED', `chat: the model's chat template needs the package @huggingface/jinja, which cannot be loaded here (${e?.message ?? e})`);
+      try { return await builtin(tpl); } catch {
+        throw new KilnError('UNSUPPORTED', `chat: the model's chat template needs the package @huggingface/jinja, which cannot be loaded here (${e?.message ?? e}), and is none of the built-in templates`);
+      }
     }
     let text: string;
     try {

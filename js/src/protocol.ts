@@ -154,6 +154,8 @@ export interface Requests {
   detokenize: { req: { model: number; ids: number[]; removeSpecial: boolean; unparseSpecial: boolean }; reply: string };
   tokenPiece: { req: { model: number; token: number; special: boolean }; reply: string };
   meta: { req: { model: number; key: string }; reply: string | null };
+  /** messages through a built-in chat template (a name, or template text whose family is recognised; null: the model's) */
+  chatBuiltin: { req: { model: number; messages: { role: string; content: string }[]; template: string | null }; reply: string };
   llmInfo: { req: { model: number }; reply: LlmInfo };
   /** one vector (or, pooling none, one per token) per text, back to back in buffer; counts: floats per text */
   embed: { req: { model: number; texts: string[]; pooling: number; normalize: boolean }; reply: { buffer: ArrayBuffer; counts: number[]; nEmbd: number } };

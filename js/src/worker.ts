@@ -752,9 +752,16 @@ type KilnFactory = (opts: object) => Promise<KilnModule>;
     return new Int32Array(mem(), M._kw_llm_ids(g) >>> 0, n).slice();
   }
 
-  function textOp(a: RequestMsg<'tokenize' | 'detokenize' | 'tokenPiece' | 'meta' | 'llmInfo'>) {
+  function textOp(a: RequestMsg<'tokenize' | 'detokenize' | 'tokenPiece' | 'meta' | 'llmInfo' | 'chatBuiltin'>) {
     const g = llmOf(a.model);
     switch (a.t) {
+      case 'chatBuiltin': {
+        // role and content of each message, NUL-terminated, one after another
+        const packed = a.messages.map((m) => `${m.role}\0${m.content}\0`).join('');
+        const n = withString(packed, (p) => (a.template == null ? M._kw_llm_chat_builtin(g, 0, p, a.messages.length)
+          : withString(a.template, (tp) => M._kw_llm_chat_builtin(g, tp, p, a.messages.length))));
+        return textAt(M._kw_llm_text(g) >>> 0, check(n));
+      }
       case 'tokenize': return Array.from(tokenizeText(g, String(a.text), a.addBos !== false, !!a.special));
       case 'detokenize': {
         const n = withIds(a.ids, (p, k) => check(M._kw_llm_detokenize(g, p, k, a.removeSpecial ? 1 : 0, a.unparseSpecial ? 1 : 0)));
@@ -968,7 +975,7 @@ type KilnFactory = (opts: object) => Promise<KilnModule>;
         withBytes(b, (p) => check(M._kw_llm_state_load(g, p, b.byteLength)));
         return undefined;
       });
-      case 'tokenize': case 'detokenize': case 'tokenPiece': case 'meta': case 'llmInfo':
+      case 'tokenize': case 'detokenize': case 'tokenPiece': case 'meta': case 'llmInfo': case 'chatBuiltin':
         return guard(() => textOp(a));
       case 'generate': return generate(id, a);
       case 'embed': return guard(() => embed(a));

@@ -35,6 +35,10 @@ int kiln_cpu_has_avx512_vnni(void) {
     return kiln_cpu_has_avx512() && x86_bit(7, 0, 1, 30) /* BW */ && x86_bit(7, 0, 1, 31) /* VL */ &&
            x86_bit(7, 0, 2, 11) /* AVX512_VNNI */ && kiln_cpu_has_avx2() && kiln_cpu_has_fma() && kiln_cpu_has_f16c();
 }
+int kiln_cpu_has_avxvnni(void) {
+    return x86_bit(7, 1, 0, 4) /* AVX-VNNI: leaf 7 subleaf 1 EAX bit 4 */ && kiln_cpu_has_avx2() && kiln_cpu_has_fma() &&
+           kiln_cpu_has_f16c();
+}
 #else
 int kiln_cpu_has_sse3(void)   { return 0; }
 int kiln_cpu_has_ssse3(void)  { return 0; }
@@ -44,6 +48,7 @@ int kiln_cpu_has_f16c(void)   { return 0; }
 int kiln_cpu_has_fma(void)    { return 0; }
 int kiln_cpu_has_avx512(void) { return 0; }
 int kiln_cpu_has_avx512_vnni(void) { return 0; }
+int kiln_cpu_has_avxvnni(void) { return 0; }
 #endif
 
 #if defined(__aarch64__)

@@ -61,7 +61,7 @@ static bool g_available[KILN_ISA_COUNT];
 static _Atomic(const struct kiln_kernels *) g_current = NULL;
 static atomic_int g_init_state = 0; /* 0 none, 1 building, 2 ready */
 
-static const char * const isa_names[KILN_ISA_COUNT] = { "scalar", "avx2", "neon", "wasm_simd128", "wasm_relaxed", "avx512" };
+static const char * const isa_names[KILN_ISA_COUNT] = { "scalar", "avx2", "neon", "wasm_simd128", "wasm_relaxed", "avx512", "avxvnni" };
 
 const char * kiln_isa_name(enum kiln_isa isa) {
     return (isa >= 0 && isa < KILN_ISA_COUNT) ? isa_names[isa] : "unknown";
@@ -80,6 +80,16 @@ static void table_finish(struct kiln_kernels * k) {
     kiln_quant_register_kernels(k);
 }
 
+/* isa's table as a copy of base's, its quant kernels registered for isa */
+static inline struct kiln_kernels * table_from(enum kiln_isa isa, enum kiln_isa base) {
+    struct kiln_kernels * k = &g_tables[isa];
+    *k = g_tables[base];
+    k->isa = isa_names[isa];
+    k->isa_id = isa;
+    table_finish(k);
+    return k;
+}
+
 static void build_tables(void) {
     struct kiln_kernels * k = &g_tables[KILN_ISA_SCALAR];
     table_base(k, KILN_ISA_SCALAR);
@@ -88,6 +98,8 @@ static void build_tables(void) {
     k->vec_dot_x4[KILN_TYPE_Q4_0] = q4_0x4_q8_0_vec_dot__scalar;
     k->vec_dot_x4[KILN_TYPE_Q8_0] = q8_0x4_q8_0_vec_dot__scalar;
     k->vec_dot_x4[KILN_TYPE_IQ4_NL] = iq4_nlx4_q8_0_vec_dot__scalar;
+    k->vec_dot_x4[KILN_TYPE_Q4_K] = q4_Kx8_q8_K_vec_dot__scalar;
+    k->gemm_x4[KILN_TYPE_Q4_K] = q4_Kx8_q8_K_gemm__scalar;
     k->f32_gemm_tile = f32_gemm_1x1__scalar; k->gemm_mr = 1; k->gemm_nr = 1;
     k->f32_gemm_packed = f32_gemm_4x4__scalar; k->pack_mr = 4; k->pack_nr = 4; k->f32_gemm_pack = f32_gemm_pack4__scalar;
     table_finish(k);
@@ -104,6 +116,9 @@ static void build_tables(void) {
         k->vec_dot_x4[KILN_TYPE_IQ4_NL] = iq4_nlx4_q8_0_vec_dot__avx2;
         k->gemm_x4[KILN_TYPE_Q4_0] = q4_0x4_q8_0_gemm__avx2;
         k->gemm_x4[KILN_TYPE_Q8_0] = q8_0x4_q8_0_gemm__avx2;
+        k->gemm_x4[KILN_TYPE_IQ4_NL] = iq4_nlx4_q8_0_gemm__avx2;
+        k->vec_dot_x4[KILN_TYPE_Q4_K] = q4_Kx8_q8_K_vec_dot__avx2;
+        k->gemm_x4[KILN_TYPE_Q4_K] = q4_Kx8_q8_K_gemm__avx2;
         k->f16_mad = f16_mad__avx2;
         k->f16_scale = f16_scale__avx2;
         k->f32_gemm_tile = f32_gemm_3x4__avx2; k->gemm_mr = 3; k->gemm_nr = 4;
@@ -115,16 +130,23 @@ static void build_tables(void) {
      * AVX2 one it replaces (quant_avx512.c), so results do not depend on
      * which of the two rows a machine runs */
     if (g_available[KILN_ISA_AVX2] && kiln_cpu_has_avx512_vnni()) {
-        k = &g_tables[KILN_ISA_AVX512];
-        *k = g_tables[KILN_ISA_AVX2];
-        k->isa = isa_names[KILN_ISA_AVX512];
-        k->isa_id = KILN_ISA_AVX512;
-        table_finish(k);
+        k = table_from(KILN_ISA_AVX512, KILN_ISA_AVX2);
         k->vec_dot_x4[KILN_TYPE_Q4_0] = q4_0x4_q8_0_vec_dot__avx512;
         k->vec_dot_x4[KILN_TYPE_Q8_0] = q8_0x4_q8_0_vec_dot__avx512;
         k->gemm_x4[KILN_TYPE_Q4_0] = q4_0x4_q8_0_gemm__avx512;
         k->gemm_x4[KILN_TYPE_Q8_0] = q8_0x4_q8_0_gemm__avx512;
+        k->vec_dot_x4[KILN_TYPE_Q4_K] = q4_Kx8_q8_K_vec_dot__avx512;
+        k->gemm_x4[KILN_TYPE_Q4_K] = q4_Kx8_q8_K_gemm__avx512;
         g_available[KILN_ISA_AVX512] = true;
+    }
+    /* AVX2's table with AVX-VNNI kernels, bit-identical to AVX2's: for CPUs
+     * with AVX-VNNI and no AVX-512 (Intel client); where both exist the
+     * avx512 row is preferred (best_table) */
+    if (g_available[KILN_ISA_AVX2] && kiln_cpu_has_avxvnni()) {
+        k = table_from(KILN_ISA_AVXVNNI, KILN_ISA_AVX2);
+        k->vec_dot_x4[KILN_TYPE_Q4_K] = q4_Kx8_q8_K_vec_dot__avxvnni;
+        k->gemm_x4[KILN_TYPE_Q4_K] = q4_Kx8_q8_K_gemm__avxvnni;
+        g_available[KILN_ISA_AVXVNNI] = true;
     }
 #endif
 #ifdef KILN_ARCH_ARM
@@ -173,8 +195,10 @@ static void build_tables(void) {
 }
 
 static const struct kiln_kernels * best_table(void) {
-    for (int i = KILN_ISA_COUNT - 1; i > 0; i--) {
-        if (g_available[i]) return &g_tables[i];
+    static const enum kiln_isa pref[] = { KILN_ISA_AVX512, KILN_ISA_AVXVNNI, KILN_ISA_AVX2, KILN_ISA_NEON,
+                                          KILN_ISA_WASM_RELAXED, KILN_ISA_WASM_SIMD128 };
+    for (size_t i = 0; i < sizeof pref / sizeof pref[0]; i++) {
+        if (g_available[pref[i]]) return &g_tables[pref[i]];
     }
     return &g_tables[KILN_ISA_SCALAR];
 }

@@ -42,6 +42,7 @@ enum kiln_isa {
     KILN_ISA_WASM_SIMD128,  /* wasm: compile-time */
     KILN_ISA_WASM_RELAXED,  /* wasm built with -mrelaxed-simd: SIMD128 + relaxed kernels */
     KILN_ISA_AVX512,        /* x86-64: AVX2's table with AVX-512 F+BW+VL+VNNI kernels, bit-identical to it */
+    KILN_ISA_AVXVNNI,       /* x86-64: AVX2's table with AVX-VNNI kernels (no AVX-512), bit-identical to it */
     KILN_ISA_COUNT,
 };
 
@@ -77,7 +78,7 @@ typedef void (*kiln_gemm_packed_t)(int64_t k, const float * a, int64_t lda, cons
 typedef void (*kiln_gemm_pack_t)(int64_t k, const float * a, int64_t lda, int nr, float * bp);
 
 struct kiln_kernels {
-    const char *  isa;     /* "scalar", "avx2", "neon", "wasm_simd128", "wasm_relaxed", "avx512" */
+    const char *  isa;     /* "scalar", "avx2", "neon", "wasm_simd128", "wasm_relaxed", "avx512", "avxvnni" */
     enum kiln_isa isa_id;
 
     /* the vector kernels of every ISA, one field each (src/cpu/arch/vec_list.h

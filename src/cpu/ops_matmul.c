@@ -37,6 +37,7 @@ bool kiln_mm_act_plan(const struct kiln_kernels * k, const char * op, const stru
         return false;
     }
     p->convert = true;
+    p->x4_rule = t0 == KILN_TYPE_Q4_K && kiln_repacked_rows(src0) > 0;
     p->stage = !(src1->type == KILN_TYPE_F32 && src1->nb[0] == sizeof(float));
     p->row_size = kiln_row_size(p->vdt, src1->ne[0]);
     p->act_bytes = KILN_PAD(p->row_size * (size_t) p->nrows, KILN_MM_ALIGN);
@@ -56,6 +57,7 @@ void kiln_mm_act_convert(const struct kiln_compute_params * params, const struct
     const size_t ts = kiln_type_size(src1->type);
     int64_t r0, r1;
     kiln_split_rows(p->nrows, params->ith, params->nth, &r0, &r1);
+    const int64_t ng4 = p->x4_rule && ne11 > 3 ? ne11 - ne11 % 4 : 0; /* rows of full groups of 4 */
     for (int64_t r = r0; r < r1; r++) {
         const int64_t i11 = r % ne11, i12 = (r / ne11) % ne12, i13 = r / (ne11 * ne12);
         const char * src = (const char *) src1->data + i11 * src1->nb[1] + i12 * src1->nb[2] + i13 * src1->nb[3];
@@ -68,7 +70,12 @@ void kiln_mm_act_convert(const struct kiln_compute_params * params, const struct
             }
             x = stage;
         }
-        k->from_float[p->vdt](x, (char *) params->wdata + (size_t) r * p->row_size, ne10);
+        char * out = (char *) params->wdata + (size_t) r * p->row_size;
+        if (i11 < ng4) {
+            kiln_quantize_row_q8_K_x4(x, out, ne10);
+        } else {
+            k->from_float[p->vdt](x, out, ne10);
+        }
     }
 }
 
@@ -200,25 +207,29 @@ static void block_f32(const struct kiln_kernels * k, int64_t K,
     }
 }
 
-/* One block of repacked src0 (repack.h): each 4-row group against the
- * block's src1 rows (j0..j1) — in one batched call where the table has
- * one, else per row through the x4 kernel, else through unpacked rows —
+/* One block of repacked src0 (repack.h): each group of rep rows against
+ * the block's src1 rows (j0..j1) — in one batched call where the table has
+ * one, else per row through the group kernel, else through unpacked rows —
  * with the groups' 2^shift scale factor taken off (exact); then the tail
  * rows past the last group, plain. Every element gets the same kernel
- * arithmetic whichever way its group went. */
+ * arithmetic whichever way its group went, except Q4_K, whose batched
+ * order differs from its mat-vec one (llama.cpp's): there the src1 rows
+ * below jg (those in full groups of 4) go batched, the others mat-vec. */
 static void block_repacked(const struct kiln_kernels * k, const struct kiln_tensor * src0, kiln_vec_dot_t dot, int rep,
                            int64_t nfull, const char * a, int64_t i0, int64_t i1, const char * b, size_t bs,
-                           int64_t j0, int64_t j1, char * d, size_t ds, char * unpacked) {
+                           int64_t j0, int64_t j1, int64_t jg, char * d, size_t ds, char * unpacked) {
     const int64_t ne00 = src0->ne[0];
     const size_t as = src0->nb[1], ldd = ds / sizeof(float);
     const kiln_vec_dot_t dot4 = k->vec_dot_x4[src0->type];
-    const kiln_gemm_x4_t gemm4 = dot4 && j1 - j0 > 1 && ds % sizeof(float) == 0 ? k->gemm_x4[src0->type] : NULL;
+    const bool k4 = src0->type == KILN_TYPE_Q4_K;
+    const int64_t jb = k4 ? KILN_MIN(j1, KILN_MAX(j0, jg)) : j1; /* batched: j0..jb */
+    const kiln_gemm_x4_t gemm4 = dot4 && (k4 || jb - j0 > 1) && jb > j0 && ds % sizeof(float) == 0 ? k->gemm_x4[src0->type] : NULL;
     const int shift = kiln_repack_scale_shift(src0);
     const float unshift = ldexpf(1.0f, -shift);
     int64_t i = i0;
     for (; i + rep <= i1 && i + rep <= nfull; i += rep) {
         const char * group = a + i * as;
-        if (gemm4) gemm4(ne00, (int) (j1 - j0), (float *) (d + j0 * ds) + i, ldd, group, b + j0 * bs, bs);
+        if (gemm4) gemm4(ne00, (int) (jb - j0), (float *) (d + j0 * ds) + i, ldd, group, b + j0 * bs, bs);
         for (int64_t j = j0; j < j1; j++) {
             float * dr = (float *) (d + j * ds) + i;
             if (!dot4) {
@@ -228,7 +239,7 @@ static void block_repacked(const struct kiln_kernels * k, const struct kiln_tens
                 }
                 continue;
             }
-            if (!gemm4) dot4(ne00, dr, group, b + j * bs);
+            if (!gemm4 || j >= jb) dot4(ne00, dr, group, b + j * bs);
             if (shift) {
                 for (int r = 0; r < rep; r++) dr[r] *= unshift;
             }
@@ -249,7 +260,8 @@ enum kiln_status kiln_cpu_fwd_mul_mat(const struct kiln_compute_params * params,
     const size_t act_work = kiln_mm_act_work(&act, params->nth);
     const bool pack = wants_packing(src0, src1) && k->f32_gemm_packed != NULL;
     const int rep = kiln_repacked_rows(src0);
-    if (rep && src0->type != KILN_TYPE_Q4_0 && src0->type != KILN_TYPE_Q8_0 && src0->type != KILN_TYPE_IQ4_NL) {
+    if (rep && src0->type != KILN_TYPE_Q4_0 && src0->type != KILN_TYPE_Q8_0 && src0->type != KILN_TYPE_IQ4_NL &&
+        src0->type != KILN_TYPE_Q4_K) {
         kiln_set_error("mul_mat: repacked tensor '%s' of unexpected type %s", src0->name, kiln_type_name(src0->type));
         return KILN_STATUS_FAILED;
     }
@@ -287,7 +299,7 @@ enum kiln_status kiln_cpu_fwd_mul_mat(const struct kiln_compute_params * params,
     const kiln_vec_dot_t dot = ne11 == 1 && k->vec_dot_1[src0->type] ? k->vec_dot_1[src0->type] : k->vec_dot[src0->type];
     /* f32 mat-vec: two rows per call where the table has it (same sums) */
     const kiln_f32_dot2_t dot2 = gemv && src0->type == KILN_TYPE_F32 && act.vdt == KILN_TYPE_F32 ? k->f32_dot2 : NULL;
-    /* rows below nfull are in 4-row groups; blocks start at multiples of 4 */
+    /* rows below nfull are in groups of rep (4 or 8); blocks start at multiples of 8 */
     const int64_t nfull = rep ? ne01 - ne01 % rep : 0;
     char * unpacked = rep ? (char *) params->wdata + KILN_PAD(act_work, KILN_MM_ALIGN) + unpack_scratch_bytes(src0) * (size_t) params->ith : NULL;
 
@@ -314,7 +326,8 @@ enum kiln_status kiln_cpu_fwd_mul_mat(const struct kiln_compute_params * params,
             continue;
         }
         if (rep) {
-            block_repacked(k, src0, dot, rep, nfull, a, i0, i1, b, act_stride, j0, j1, d, dst->nb[1], unpacked);
+            block_repacked(k, src0, dot, rep, nfull, a, i0, i1, b, act_stride, j0, j1, ne11 > 3 ? ne11 - ne11 % 4 : 0, d,
+                           dst->nb[1], unpacked);
             continue;
         }
         for (int64_t j = j0; j < j1; j++) {

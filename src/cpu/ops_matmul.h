@@ -19,6 +19,8 @@ struct kiln_mm_act {
     int64_t nrows;       /* ne11 * ne12 * ne13 */
     size_t  act_bytes;   /* converted rows, padded */
     size_t  stage_bytes; /* one thread's f32 row, padded */
+    bool    x4_rule;     /* rows in full groups of 4 quantize with kiln_quantize_row_q8_K_x4
+                            (repacked Q4_K, repack.h) */
 };
 
 /* false (with the error set) when src0's type has no dot product or the

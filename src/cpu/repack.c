@@ -1,6 +1,7 @@
 /*
- * repack.c — kiln_repack_tensor(): Q4_0 / Q8_0 / IQ4_NL weights to the x4 layout
- * of src/cpu/repack.h, in place, marked by tensor->extra.
+ * repack.c — kiln_repack_tensor(): Q4_0 / Q8_0 / IQ4_NL weights to the x4
+ * layout and Q4_K weights to the x8 layout of src/cpu/repack.h, in place,
+ * marked by tensor->extra.
  */
 #include "repack.h"
 #include "../core/internal.h"
@@ -14,12 +15,13 @@
 /* The marker: extra points at one of these, so no allocation to free; one
  * per type and scale shift (see choose_shift). */
 struct kiln_repack_tag { enum kiln_type type; int rows; int shift; };
-#define TAG_TYPES 3
-#define TAG(t, s) { t, KILN_REPACK_ROWS, s }
+#define TAG_TYPES 4
+#define TAG(t, s) { t, (t) == KILN_TYPE_Q4_K ? KILN_REPACK_ROWS_Q4_K : KILN_REPACK_ROWS, s }
 #define TAGS(t) { TAG(t, 0), TAG(t, 1), TAG(t, 2), TAG(t, 3), TAG(t, 4), TAG(t, 5), TAG(t, 6), TAG(t, 7), \
                   TAG(t, 8), TAG(t, 9), TAG(t, 10) }
+/* (Q4_K uses shift 0 only: its kernels convert fp16 scales in hardware) */
 static const struct kiln_repack_tag tags[TAG_TYPES][KILN_REPACK_MAX_SHIFT + 1] = {
-    TAGS(KILN_TYPE_Q4_0), TAGS(KILN_TYPE_Q8_0), TAGS(KILN_TYPE_IQ4_NL),
+    TAGS(KILN_TYPE_Q4_0), TAGS(KILN_TYPE_Q8_0), TAGS(KILN_TYPE_IQ4_NL), TAGS(KILN_TYPE_Q4_K),
 };
 #undef TAGS
 #undef TAG
@@ -29,6 +31,7 @@ static int type_index(enum kiln_type type) {
         case KILN_TYPE_Q4_0:   return 0;
         case KILN_TYPE_Q8_0:   return 1;
         case KILN_TYPE_IQ4_NL: return 2;
+        case KILN_TYPE_Q4_K:   return 3;
         default:               return -1;
     }
 }
@@ -129,7 +132,62 @@ static int choose_shift(enum kiln_type type, const char * data, size_t row_size,
     return KILN_MAX(0, KILN_MIN(need, room));
 }
 
+/* 8 plain Q4_K rows -> x8 super-blocks (repack.h) */
+static void pack_group_q4_K(const char * rows, size_t row_size, int64_t nb, block_q4_Kx8 * out) {
+    for (int64_t b = 0; b < nb; b++) {
+        block_q4_Kx8 * o = &out[b];
+        uint8_t sc[8][8], mn[8][8]; /* [sub-block][row] */
+        for (int r = 0; r < 8; r++) {
+            const block_q4_K * in = (const block_q4_K *) (rows + (size_t) r * row_size) + b;
+            o->d[r] = in->d;
+            o->dmin[r] = in->dmin;
+            for (int k = 0; k < 16; k++) memcpy(o->qs + (8 * k + r) * 8, in->qs + 8 * k, 8);
+            const uint8_t * q = in->scales;
+            for (int j = 0; j < 4; j++) {
+                sc[j][r] = q[j] & 63;
+                mn[j][r] = q[j + 4] & 63;
+                sc[j + 4][r] = (uint8_t) ((q[j + 8] & 15) | ((q[j] >> 6) << 4));
+                mn[j + 4][r] = (uint8_t) ((q[j + 8] >> 4) | ((q[j + 4] >> 6) << 4));
+            }
+        }
+        for (int s = 0; s < 8; s++) {
+            uint8_t * g = o->scales + 12 * s;
+            for (int j = 0; j < 4; j++) {
+                g[j] = (uint8_t) ((sc[s][j] & 63) | ((sc[s][j + 4] >> 4) << 6));
+                g[4 + j] = (uint8_t) ((mn[s][j] & 63) | ((mn[s][j + 4] >> 4) << 6));
+                g[8 + j] = (uint8_t) ((sc[s][j + 4] & 15) | ((mn[s][j + 4] & 15) << 4));
+            }
+        }
+    }
+}
+
+static void unpack_row_q4_K(const block_q4_Kx8 * x, int r, int64_t nb, block_q4_K * out) {
+    for (int64_t b = 0; b < nb; b++) {
+        block_q4_K * o = &out[b];
+        o->d = x[b].d[r];
+        o->dmin = x[b].dmin[r];
+        for (int k = 0; k < 16; k++) memcpy(o->qs + 8 * k, x[b].qs + (8 * k + r) * 8, 8);
+        uint8_t sc[8], mn[8];
+        for (int s = 0; s < 8; s++) {
+            const uint8_t * g = x[b].scales + 12 * s;
+            const int j = r % 4;
+            sc[s] = r < 4 ? g[j] & 63 : (uint8_t) ((g[8 + j] & 15) | ((g[j] >> 6) << 4));
+            mn[s] = r < 4 ? g[4 + j] & 63 : (uint8_t) ((g[8 + j] >> 4) | ((g[4 + j] >> 6) << 4));
+        }
+        /* the plain 12-byte packing (quants_impl.h kq_get_scale_min_k4) */
+        for (int j = 0; j < 4; j++) {
+            o->scales[j] = (uint8_t) (sc[j] | ((sc[j + 4] >> 4) << 6));
+            o->scales[j + 4] = (uint8_t) (mn[j] | ((mn[j + 4] >> 4) << 6));
+            o->scales[j + 8] = (uint8_t) ((sc[j + 4] & 15) | ((mn[j + 4] & 15) << 4));
+        }
+    }
+}
+
 void kiln_repack_unpack_row(enum kiln_type type, int shift, const void * group, int r, int64_t n, void * out) {
+    if (type == KILN_TYPE_Q4_K) {
+        unpack_row_q4_K(group, r, n / QK_K, out);
+        return;
+    }
     size_t qb;
     geometry(type, &qb);
     const size_t bs = sizeof(kiln_fp16_t) + qb;
@@ -150,7 +208,7 @@ bool kiln_repack_tensor(struct kiln_tensor * t) {
     }
     const int ti = type_index(t->type);
     if (ti < 0) {
-        kiln_set_error("repack: %s weights have no interleaved layout (q4_0, q8_0 and iq4_nl do)", kiln_type_name(t->type));
+        kiln_set_error("repack: %s weights have no interleaved layout (q4_0, q8_0, iq4_nl and q4_K do)", kiln_type_name(t->type));
         return false;
     }
     if (kiln_repacked_rows(t)) return true;
@@ -164,14 +222,16 @@ bool kiln_repack_tensor(struct kiln_tensor * t) {
     }
     const int64_t ne00 = t->ne[0], ne01 = t->ne[1];
     const int64_t nmat = t->ne[2] * t->ne[3];
-    const int64_t ngroups = ne01 / 4;
+    const bool k4 = t->type == KILN_TYPE_Q4_K;
+    const int rows = k4 ? KILN_REPACK_ROWS_Q4_K : KILN_REPACK_ROWS;
+    const int64_t ngroups = ne01 / rows;
     if (ngroups == 0) {
-        kiln_set_error("repack: tensor '%s' has %lld rows, fewer than a group of 4", t->name, (long long) ne01);
+        kiln_set_error("repack: tensor '%s' has %lld rows, fewer than a group of %d", t->name, (long long) ne01, rows);
         return false;
     }
     const size_t row_size = t->nb[1];
-    const int shift = choose_shift(t->type, (const char *) t->data, row_size, ngroups * 4, nmat, t->nb[2], ne00 / 32);
-    char * tmp = malloc(4 * row_size);
+    const int shift = k4 ? 0 : choose_shift(t->type, (const char *) t->data, row_size, ngroups * 4, nmat, t->nb[2], ne00 / 32);
+    char * tmp = malloc((size_t) rows * row_size);
     if (!tmp) {
         kiln_set_error("repack: out of memory");
         return false;
@@ -179,9 +239,13 @@ bool kiln_repack_tensor(struct kiln_tensor * t) {
     for (int64_t m = 0; m < nmat; m++) {
         char * mat = (char *) t->data + (size_t) m * t->nb[2];
         for (int64_t g = 0; g < ngroups; g++) {
-            char * rows = mat + (size_t) g * 4 * row_size;
-            pack_group(t->type, shift, rows, row_size, ne00 / 32, tmp);
-            memcpy(rows, tmp, 4 * row_size);
+            char * grp = mat + (size_t) g * rows * row_size;
+            if (k4) {
+                pack_group_q4_K(grp, row_size, ne00 / QK_K, (block_q4_Kx8 *) tmp);
+            } else {
+                pack_group(t->type, shift, grp, row_size, ne00 / 32, tmp);
+            }
+            memcpy(grp, tmp, (size_t) rows * row_size);
         }
     }
     free(tmp);

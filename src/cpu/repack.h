@@ -40,6 +40,36 @@ typedef struct { kiln_fp16_t d[4]; uint8_t qs[4 * QK4_0 / 2]; } block_q4_0x4;
 typedef struct { kiln_fp16_t d[4]; int8_t qs[4 * QK8_0]; } block_q8_0x4;
 typedef block_q4_0x4 block_iq4_nlx4; /* same geometry: fp16 scale + 16 bytes of nibbles */
 
+/*
+ * Q4_K, 8 rows per group ("x8"): byte for byte ggml's block_q4_Kx8 (its
+ * CPU "repack" buffer, 8x8 interleave), one per 256-value super-block:
+ *   d[8], dmin[8]  the 8 rows' fp16 super-block scales, row order;
+ *   scales[96]     8 groups of 12 bytes, group s (sub-block s, 0..7) holding
+ *                  the 6-bit scale sc[r] and min m[r] of sub-block s of the
+ *                  8 rows r: byte j (j < 4)   = sc[j]   & 63 | (sc[j+4] >> 4) << 6
+ *                                 byte 4 + j  = m[j]    & 63 | (m[j+4]  >> 4) << 6
+ *                                 byte 8 + j  = sc[j+4] & 15 | (m[j+4] & 15) << 4
+ *   qs[1024]       the rows' 128 quant bytes in 8-byte pieces: piece k
+ *                  (bytes 8k..8k+7 of the row's plain qs) of row r at byte
+ *                  (8 k + r) * 8. Plain qs byte 32 p + i holds value
+ *                  64 p + i (low nibble) and 64 p + 32 + i (high nibble).
+ * 8 x 144 bytes, exactly the 8 plain rows', so it is done in place.
+ *
+ * Summation order: llama.cpp's AVX2 build repacks Q4_K this way when
+ * ne[1] % 8 == 0 and sums two ways, and Kiln follows both (repack_q4_K_*.c):
+ *  - mat-vec (a src1 row outside a full group of 4: every row when ne11 < 4,
+ *    the last ne11 % 4 rows otherwise): per super-block, the integer sums
+ *    I = sum_s sc_s * dot_s and M = sum_s m_s * bsum_s over its 8 sub-blocks,
+ *    then acc = fma((float) I, d * d_y, acc), accm = fma((float) M,
+ *    dmin * d_y, accm); result acc - accm;
+ *  - batched (the src1 rows of each full group of 4): the same with one
+ *    fma per pair of sub-blocks (4 per super-block) instead of one.
+ * And the activation rows of a full group of 4 are quantized to q8_K with
+ * the sign rule of llama.cpp's 4-row quantizer (repack_q8_K_quantize_x4).
+ */
+#define KILN_REPACK_ROWS_Q4_K 8
+typedef struct { kiln_fp16_t d[8]; kiln_fp16_t dmin[8]; uint8_t scales[96]; uint8_t qs[1024]; } block_q4_Kx8;
+
 /* s[r] = dot(row r of the x4 group x, y) for r < 4, n values (multiple of 32) */
 typedef void (*kiln_vec_dot_x4_t)(int64_t n, float * s, const void * x, const void * y);
 
@@ -68,14 +98,25 @@ typedef void (*kiln_vec_dot_x4_t)(int64_t n, float * s, const void * x, const vo
 #define KILN_REPACK_KERNELS_BLOCKSUM(S) \
     void iq4_nlx4_q8_0_vec_dot__##S(int64_t n, float * s, const void * x, const void * y);
 
+/* Q4_K x8 (q8_K activations): s[0..7] for the 8 rows of a group, the
+ * mat-vec order; gemm: the batched order for each of ncols activation rows */
+#define KILN_REPACK_Q4_K_KERNELS(S) \
+    void q4_Kx8_q8_K_vec_dot__##S(int64_t n, float * s, const void * x, const void * y); \
+    void q4_Kx8_q8_K_gemm__##S(int64_t n, int ncols, float * s, size_t ss, const void * x, const void * y, size_t ys);
+
 KILN_REPACK_KERNELS(scalar)
 KILN_REPACK_KERNELS_BLOCKSUM(scalar)
+KILN_REPACK_Q4_K_KERNELS(scalar)
 #if defined(__x86_64__) && !defined(__EMSCRIPTEN__)
 KILN_REPACK_KERNELS(avx2)
 KILN_REPACK_KERNELS_BLOCKSUM(avx2)
 KILN_REPACK_GEMM_KERNELS(avx2)
+void iq4_nlx4_q8_0_gemm__avx2(int64_t n, int ncols, float * s, size_t ss, const void * x, const void * y, size_t ys);
+KILN_REPACK_Q4_K_KERNELS(avx2)
 KILN_REPACK_KERNELS(avx512)
 KILN_REPACK_GEMM_KERNELS(avx512)
+KILN_REPACK_Q4_K_KERNELS(avx512)
+KILN_REPACK_Q4_K_KERNELS(avxvnni)
 #endif
 #if defined(__wasm_simd128__)
 KILN_REPACK_KERNELS(wasm_simd128)
@@ -85,6 +126,11 @@ KILN_REPACK_KERNELS(wasm_relaxed)
 void q4_0x4_q8_0_gemm__wasm_relaxed(int64_t n, int ncols, float * s, size_t ss, const void * x, const void * y, size_t ys);
 #endif
 
+/* f32 row -> q8_K like quantize_row_q8_K, except the sign of the scale:
+ * negative when any value of largest magnitude is positive (llama.cpp's
+ * 4-row q8_K quantizer), not by the first such value. */
+void kiln_quantize_row_q8_K_x4(const float * x, void * y, int64_t n);
+
 /* rows per interleaved group of t (0: t is not repacked) */
 int kiln_repacked_rows(const struct kiln_tensor * t);
 /* Subnormal block scales: the x4 groups of a repacked tensor may hold every
@@ -93,8 +139,8 @@ int kiln_repacked_rows(const struct kiln_tensor * t);
  * plain ones and mul_mat takes the factor off. */
 #define KILN_REPACK_MAX_SHIFT 10
 int kiln_repack_scale_shift(const struct kiln_tensor * t);
-/* row r (< 4) of the x4 group at `group` back to plain blocks (scales
- * shifted back), n values */
+/* row r (< rows of the group) of the x4 / x8 group at `group` back to
+ * plain blocks (scales shifted back), n values */
 void kiln_repack_unpack_row(enum kiln_type type, int shift, const void * group, int r, int64_t n, void * out);
 
 #endif

@@ -510,6 +510,31 @@ KILN_API enum kiln_status kiln_model_set_adapter_lora(struct kiln_model * model,
 KILN_API enum kiln_status kiln_model_rm_adapter_lora(struct kiln_model * model, struct kiln_adapter_lora * adapter);
 KILN_API void             kiln_model_clear_adapter_lora(struct kiln_model * model);
 
+/* ---- chat templates built in (src/models/chat_template.c): llama.cpp's
+ * llama_chat_apply_template without a Jinja engine */
+
+struct kiln_chat_message {
+    const char * role;     /* "system", "user", "assistant", ... */
+    const char * content;
+};
+
+/* The built-in template that tmpl names ("chatml", "llama3", "gemma",
+ * "phi3", ...) or that a tokenizer.chat_template resembles, by the marker
+ * strings llama.cpp looks for; NULL when none (tmpl NULL: "chatml"). */
+KILN_API const char * kiln_chat_template_detect(const char * tmpl);
+
+/* Render the messages with the built-in template of tmpl (as above), the
+ * assistant's turn opened when add_ass. Returns the length of the whole
+ * text (without its NUL) and writes at most length - 1 bytes of it plus a
+ * NUL into buf (call again with a larger buffer when the result >= length);
+ * -1 + kiln_last_error() for an unknown template or bad arguments. */
+KILN_API int32_t kiln_chat_apply_template(
+        const char                     * tmpl,
+        const struct kiln_chat_message * msgs,
+        size_t                           n_msg,
+        bool                             add_ass,
+        char                           * buf,
+        int32_t                          length);
 
 #ifdef __cplusplus
 }

@@ -723,6 +723,9 @@ KILN_API int kiln_cpu_has_fma        (void);
 KILN_API int kiln_cpu_has_avx512     (void);
 /* AVX-512 F + BW + VL + VNNI (Ice Lake / Zen 4 and later): Kiln's avx512 row */
 KILN_API int kiln_cpu_has_avx512_vnni(void);
+/* AVX-VNNI (VEX 256-bit vpdpbusd; Alder Lake and later clients, Zen 5) with
+ * AVX2 + FMA + F16C: Kiln's avxvnni row */
+KILN_API int kiln_cpu_has_avxvnni    (void);
 KILN_API int kiln_cpu_has_neon       (void);
 KILN_API int kiln_cpu_has_arm_fma    (void);
 KILN_API int kiln_cpu_has_fp16_va    (void);
@@ -732,7 +735,7 @@ KILN_API int kiln_cpu_has_wasm_relaxed_simd(void);
 /* The ISA the kernel table selected: "avx512", "avx2", "neon", "wasm_simd128",
  * "wasm_relaxed" (a relaxed-SIMD build), "scalar" … */
 KILN_API const char * kiln_cpu_isa(void);
-/* Select the kernel table by ISA name ("scalar", "avx2", "avx512", "neon",
+/* Select the kernel table by ISA name ("scalar", "avx2", "avx512", "avxvnni", "neon",
  * "wasm_simd128", "wasm_relaxed"; NULL or "auto" = the detected best), for tests and
  * benchmarks that compare ISAs. An unavailable ISA changes nothing and sets
  * kiln_last_error(); check kiln_cpu_isa() afterwards. */

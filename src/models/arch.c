@@ -10,18 +10,21 @@
 #include <stdio.h>
 #include <string.h>
 
-/*                 name        rope                 norm           qk norm        ffn             sqrtE  qpre  swa  swa_def rope_swa  attn cap final cap granite no_rope */
+/*                 name        rope                 norm           qk norm        ffn             sqrtE  qpre  swa  swa_def rope_swa  attn cap final cap granite no_rope moe */
 static const struct arch_traits k_traits[] = {
-    { "llama",   0,                   NORM_PRE,      QK_NORM_NONE, FFN_SILU_GATED, false, false, 0, 0,    0.0f,     0.0f,  0.0f,  false, 0 },
-    { "mistral", 0,                   NORM_PRE,      QK_NORM_NONE, FFN_SILU_GATED, false, false, 0, 0,    0.0f,     0.0f,  0.0f,  false, 0 },
-    { "qwen2",   KILN_ROPE_TYPE_NEOX, NORM_PRE,      QK_NORM_NONE, FFN_SILU_GATED, false, false, 0, 0,    0.0f,     0.0f,  0.0f,  false, 0 },
-    { "qwen3",   KILN_ROPE_TYPE_NEOX, NORM_PRE,      QK_NORM_HEAD, FFN_SILU_GATED, false, false, 0, 0,    0.0f,     0.0f,  0.0f,  false, 0 },
-    { "gemma",   KILN_ROPE_TYPE_NEOX, NORM_PRE,      QK_NORM_NONE, FFN_GELU_GATED, true,  true,  0, 0,    0.0f,     0.0f,  0.0f,  false, 0 },
-    { "gemma2",  KILN_ROPE_TYPE_NEOX, NORM_SANDWICH, QK_NORM_NONE, FFN_GELU_GATED, true,  true,  2, 4096, 0.0f,     50.0f, 30.0f, false, 0 },
-    { "gemma3",  KILN_ROPE_TYPE_NEOX, NORM_SANDWICH, QK_NORM_HEAD, FFN_GELU_GATED, true,  true,  6, 0,    10000.0f, 0.0f,  0.0f,  false, 0 },
-    { "granite", 0,                   NORM_PRE,      QK_NORM_NONE, FFN_SILU_GATED, false, false, 0, 0,    0.0f,     0.0f,  0.0f,  true,  0 },
-    { "smollm3", 0,                   NORM_PRE,      QK_NORM_NONE, FFN_SILU_GATED, false, false, 0, 0,    0.0f,     0.0f,  0.0f,  false, 4 },
-    { "olmo2",   KILN_ROPE_TYPE_NEOX, NORM_POST,     QK_NORM_FULL, FFN_SILU_GATED, false, false, 0, 0,    0.0f,     0.0f,  0.0f,  false, 0 },
+    { "llama",   0,                   NORM_PRE,      QK_NORM_NONE, FFN_SILU_GATED, false, false, 0, 0,    0.0f,     0.0f,  0.0f,  false, 0, MOE_NONE },
+    { "mistral", 0,                   NORM_PRE,      QK_NORM_NONE, FFN_SILU_GATED, false, false, 0, 0,    0.0f,     0.0f,  0.0f,  false, 0, MOE_NONE },
+    { "qwen2",   KILN_ROPE_TYPE_NEOX, NORM_PRE,      QK_NORM_NONE, FFN_SILU_GATED, false, false, 0, 0,    0.0f,     0.0f,  0.0f,  false, 0, MOE_NONE },
+    { "qwen3",   KILN_ROPE_TYPE_NEOX, NORM_PRE,      QK_NORM_HEAD, FFN_SILU_GATED, false, false, 0, 0,    0.0f,     0.0f,  0.0f,  false, 0, MOE_NONE },
+    { "gemma",   KILN_ROPE_TYPE_NEOX, NORM_PRE,      QK_NORM_NONE, FFN_GELU_GATED, true,  true,  0, 0,    0.0f,     0.0f,  0.0f,  false, 0, MOE_NONE },
+    { "gemma2",  KILN_ROPE_TYPE_NEOX, NORM_SANDWICH, QK_NORM_NONE, FFN_GELU_GATED, true,  true,  2, 4096, 0.0f,     50.0f, 30.0f, false, 0, MOE_NONE },
+    { "gemma3",  KILN_ROPE_TYPE_NEOX, NORM_SANDWICH, QK_NORM_HEAD, FFN_GELU_GATED, true,  true,  6, 0,    10000.0f, 0.0f,  0.0f,  false, 0, MOE_NONE },
+    { "granite", 0,                   NORM_PRE,      QK_NORM_NONE, FFN_SILU_GATED, false, false, 0, 0,    0.0f,     0.0f,  0.0f,  true,  0, MOE_NONE },
+    { "smollm3", 0,                   NORM_PRE,      QK_NORM_NONE, FFN_SILU_GATED, false, false, 0, 0,    0.0f,     0.0f,  0.0f,  false, 4, MOE_NONE },
+    { "phi3",    KILN_ROPE_TYPE_NEOX, NORM_PRE,      QK_NORM_NONE, FFN_SILU_GATED, false, true,  0, 0,    0.0f,     0.0f,  0.0f,  false, 0, MOE_NONE },
+    { "qwen2moe", KILN_ROPE_TYPE_NEOX, NORM_PRE,     QK_NORM_NONE, FFN_SILU_GATED, false, false, 0, 0,    0.0f,     0.0f,  0.0f,  false, 0, MOE_SHARED },
+    { "qwen3moe", KILN_ROPE_TYPE_NEOX, NORM_PRE,     QK_NORM_HEAD, FFN_SILU_GATED, false, false, 0, 0,    0.0f,     0.0f,  0.0f,  false, 0, MOE_NORM_TOPK },
+    { "olmo2",   KILN_ROPE_TYPE_NEOX, NORM_POST,     QK_NORM_FULL, FFN_SILU_GATED, false, false, 0, 0,    0.0f,     0.0f,  0.0f,  false, 0, MOE_NONE },
 };
 
 const struct arch_traits * arch_find(const char * name) {
@@ -159,5 +162,25 @@ bool arch_load_hparams(struct kiln_model * m) {
 
     m->freq_base_swa = tr->rope_base_swa > 0.0f ? tr->rope_base_swa : m->freq_base;
     meta_f32(g, akey(m, "rope.freq_base_swa", k, sizeof k), &m->freq_base_swa);
+
+    if (tr->moe != MOE_NONE) {
+        uint32_t ne = 0, nu = 0;
+        meta_u32(g, akey(m, "expert_count", k, sizeof k), &ne);
+        meta_u32(g, akey(m, "expert_used_count", k, sizeof k), &nu);
+        if (ne == 0 || ne > 1024 || nu == 0 || nu > ne) {
+            kiln_set_last_error("model: %s.expert_count %u / expert_used_count %u invalid (need 0 < used <= count <= 1024)", m->arch, ne, nu);
+            return false;
+        }
+        m->n_expert = (int32_t) ne;
+        m->n_expert_used = (int32_t) nu;
+        m->n_ff_exp = m->n_ff / m->n_expert_used;
+        if (meta_u32(g, akey(m, "expert_feed_forward_length", k, sizeof k), &u) && u > 0 && u <= (1u << 24)) m->n_ff_exp = (int32_t) u;
+        m->n_ff_shexp = m->n_ff;
+        if (meta_u32(g, akey(m, "expert_shared_feed_forward_length", k, sizeof k), &u) && u > 0 && u <= (1u << 24)) m->n_ff_shexp = (int32_t) u;
+    }
     return true;
+}
+
+void arch_pick_rope_factors(struct kiln_model * m) {
+    if (m->rope_long || m->rope_short) m->rope_freqs = m->n_ctx > m->n_ctx_orig ? m->rope_long : m->rope_short;
 }

@@ -3,10 +3,12 @@
  * the model's arch_traits (model.h): per batch of tokens,
  *
  *   x = tok_embd[tokens] (* embedding scale)
- *   per layer: a = attn(norm? x)      q/k: optional QK-norm, RoPE (per-layer base, or none),
+ *   per layer: a = attn(norm? x)      q/k/v: separate or one fused projection; optional QK-norm,
+ *                                      RoPE (per-layer base, or none, frequency factors),
  *                                      window mask on sliding-window layers, logit softcap
  *              h = x + post_norm?(a) (* residual scale)
- *              f = ffn(norm? h)      gated SiLU or GELU
+ *              f = ffn(norm? h)      gated SiLU (gate/up separate or fused) or GELU, or a
+ *                                      mixture of gated-SiLU experts
  *              x = h + post_norm?(f) (* residual scale)
  *   logits = Wout · norm(x_last) (/ logit scale, then softcap)
  *
@@ -95,12 +97,91 @@ static struct kiln_tensor * rope(const struct kiln_model * m, const struct layer
                          m->ext_factor, m->attn_factor, m->beta_fast, m->beta_slow);
 }
 
+/* columns [off, off + n) of every row of a 2D tensor, made contiguous */
+static struct kiln_tensor * cols(struct kiln_context * ctx, struct kiln_tensor * t, int64_t off, int64_t n) {
+    struct kiln_tensor * v = kiln_view_2d(ctx, t, n, t->ne[1], t->nb[1], (size_t) off * t->nb[0]);
+    return v ? kiln_cont(ctx, v) : NULL;
+}
+
+/* down(silu(gate x) * up x); gate and up fused in one [gate; up] matrix when ffn_gate is NULL (phi3) */
+static struct kiln_tensor * ffn_silu(const struct kiln_model * m, struct kiln_context * ctx, struct kiln_tensor * x,
+                                     struct kiln_tensor * wg, struct kiln_tensor * wu, struct kiln_tensor * wd) {
+    struct kiln_tensor * gate, * up;
+    if (wg) {
+        gate = lora_mul_mat(m, ctx, wg, x);
+        up = lora_mul_mat(m, ctx, wu, x);
+    } else {
+        struct kiln_tensor * gu = kiln_mul_mat(ctx, wu, x);
+        if (!gu) return NULL;
+        gate = cols(ctx, gu, 0, gu->ne[0] / 2);
+        up = cols(ctx, gu, gu->ne[0] / 2, gu->ne[0] / 2);
+    }
+    if (!gate || !up) return NULL;
+    struct kiln_tensor * act = kiln_mul(ctx, kiln_silu(ctx, gate), up);
+    return act ? lora_mul_mat(m, ctx, wd, act) : NULL;
+}
+
+/* mixture of experts, in llama.cpp's order of operations: router softmax,
+ * the n_used most probable experts (descending), their probabilities as
+ * weights (renormalised for MOE_NORM_TOPK), each expert's gated-SiLU FFN by
+ * mul_mat_id, weighted, summed slot by slot; plus a sigmoid-gated shared
+ * expert for MOE_SHARED */
+#define CHKN(x) do { if (!(x)) return NULL; } while (0)
+static struct kiln_tensor * ffn_moe(const struct kiln_model * m, const struct layer * L, struct kiln_context * ctx,
+                                    struct kiln_tensor * x, int32_t nb) {
+    const int64_t E = m->n_embd, X = m->n_expert, U = m->n_expert_used;
+    /* router logits token by token: the mat-vec path for every token, so a
+     * batch routes exactly as single tokens do (llama.cpp's does); a batched
+     * gemm sums in another order, and at a near-tie of two experts' logits
+     * that picks other experts */
+    struct kiln_tensor * logits = NULL;
+    for (int32_t t = 0; t < nb; t++) {
+        struct kiln_tensor * lt = kiln_mul_mat(ctx, L->gate_inp, kiln_view_2d(ctx, x, E, 1, x->nb[1], (size_t) t * x->nb[1]));
+        logits = logits ? kiln_concat(ctx, logits, lt, 1) : lt;
+        CHKN(logits);
+    }
+    struct kiln_tensor * probs = kiln_soft_max(ctx, logits); /* [X, nb] */
+    CHKN(probs);
+    struct kiln_tensor * sel = kiln_top_k(ctx, probs, (int) U); /* [U, nb] */
+    CHKN(sel);
+    struct kiln_tensor * w = kiln_get_rows(ctx, kiln_reshape_3d(ctx, probs, 1, X, nb), sel); /* [1, U, nb] */
+    CHKN(w);
+    if (m->tr->moe == MOE_NORM_TOPK) {
+        struct kiln_tensor * w2 = kiln_reshape_2d(ctx, w, U, nb);
+        struct kiln_tensor * sum = kiln_clamp(ctx, kiln_sum_rows(ctx, w2), 6.103515625e-5f, INFINITY);
+        w = kiln_reshape_3d(ctx, kiln_div(ctx, w2, sum), 1, U, nb);
+        CHKN(w);
+    }
+    struct kiln_tensor * x3 = kiln_reshape_3d(ctx, x, E, 1, nb);
+    struct kiln_tensor * up = kiln_mul_mat_id(ctx, L->up_exps, x3, sel);   /* [F, U, nb] */
+    struct kiln_tensor * gate = kiln_mul_mat_id(ctx, L->gate_exps, x3, sel);
+    CHKN(up && gate);
+    struct kiln_tensor * act = kiln_mul(ctx, kiln_silu(ctx, gate), up);
+    struct kiln_tensor * ex = kiln_mul(ctx, kiln_mul_mat_id(ctx, L->down_exps, act, sel), w); /* [E, U, nb] */
+    CHKN(ex);
+    struct kiln_tensor * out = NULL;
+    for (int64_t i = 0; i < U; i++) {
+        struct kiln_tensor * e = kiln_view_2d(ctx, ex, E, nb, ex->nb[2], (size_t) i * ex->nb[1]);
+        out = out ? kiln_add(ctx, out, e) : e;
+        CHKN(out);
+    }
+    if (U == 1) out = kiln_cont(ctx, out);
+    if (m->tr->moe == MOE_SHARED) {
+        struct kiln_tensor * g = kiln_mul_mat(ctx, L->gate_inp_shexp, x); /* [1, nb] */
+        CHKN(g);
+        g = kiln_div(ctx, kiln_silu(ctx, g), g);
+        struct kiln_tensor * sh = kiln_mul(ctx, ffn_silu(m, ctx, x, L->gate_shexp, L->up_shexp, L->down_shexp), g);
+        out = kiln_add(ctx, out, sh);
+    }
+    return out;
+}
+
 static bool build_graph(struct kiln_model * m, struct batch_graph * bg, int32_t nb) {
     const struct arch_traits * tr = m->tr;
     const int64_t E = m->n_embd, Hd = m->head_dim, nh = m->n_head, nkv = m->n_head_kv;
     const int64_t kv_dim = Hd * nkv;
     const int64_t n_kv = m->n_past + nb;
-    const size_t n_tensors = (size_t) m->n_layer * 80 + 64 + (size_t) lora_graph_nodes(m);
+    const size_t n_tensors = (size_t) m->n_layer * (80 + 3 * (size_t) m->n_expert_used + (m->n_expert ? 3 * (size_t) nb : 0)) + 64 + (size_t) lora_graph_nodes(m);
     struct kiln_init_params ip = { n_tensors * kiln_tensor_overhead() + kiln_graph_overhead_custom(n_tensors, false), NULL, true };
     struct kiln_context * ctx = kiln_init(ip);
     CHK(ctx);
@@ -130,9 +211,18 @@ static bool build_graph(struct kiln_model * m, struct batch_graph * bg, int32_t 
         const struct layer * L = &m->layers[il];
         struct kiln_tensor * cur = tr->norm == NORM_POST ? x : rms(ctx, x, L->attn_norm, m->norm_eps);
         CHK(cur);
-        struct kiln_tensor * q = lora_mul_mat(m, ctx, L->wq, cur);
-        struct kiln_tensor * k = lora_mul_mat(m, ctx, L->wk, cur);
-        struct kiln_tensor * v = lora_mul_mat(m, ctx, L->wv, cur);
+        struct kiln_tensor * q, * k, * v;
+        if (L->wqkv) {
+            struct kiln_tensor * qkv = kiln_mul_mat(ctx, L->wqkv, cur);
+            CHK(qkv);
+            q = cols(ctx, qkv, 0, Hd * nh);
+            k = cols(ctx, qkv, Hd * nh, kv_dim);
+            v = cols(ctx, qkv, Hd * nh + kv_dim, kv_dim);
+        } else {
+            q = lora_mul_mat(m, ctx, L->wq, cur);
+            k = lora_mul_mat(m, ctx, L->wk, cur);
+            v = lora_mul_mat(m, ctx, L->wv, cur);
+        }
         if (L->bq) q = kiln_add(ctx, q, L->bq);
         if (L->bk) k = kiln_add(ctx, k, L->bk);
         if (L->bv) v = kiln_add(ctx, v, L->bv);
@@ -189,13 +279,18 @@ static bool build_graph(struct kiln_model * m, struct batch_graph * bg, int32_t 
 
         cur = tr->norm == NORM_POST ? h : rms(ctx, h, L->ffn_norm, m->norm_eps);
         CHK(cur);
-        struct kiln_tensor * gate = lora_mul_mat(m, ctx, L->ffn_gate, cur);
-        struct kiln_tensor * up = lora_mul_mat(m, ctx, L->ffn_up, cur);
-        CHK(gate && up);
-        struct kiln_tensor * act = tr->ffn == FFN_GELU_GATED ? kiln_map_custom2(ctx, gate, up, geglu_rows, KILN_N_TASKS_MAX, NULL)
-                                                            : kiln_mul(ctx, kiln_silu(ctx, gate), up);
-        CHK(act);
-        cur = lora_mul_mat(m, ctx, L->ffn_down, act);
+        if (tr->moe != MOE_NONE) {
+            cur = ffn_moe(m, L, ctx, cur, nb);
+        } else if (tr->ffn == FFN_GELU_GATED) {
+            struct kiln_tensor * gate = lora_mul_mat(m, ctx, L->ffn_gate, cur);
+            struct kiln_tensor * up = lora_mul_mat(m, ctx, L->ffn_up, cur);
+            CHK(gate && up);
+            struct kiln_tensor * act = kiln_map_custom2(ctx, gate, up, geglu_rows, KILN_N_TASKS_MAX, NULL);
+            CHK(act);
+            cur = lora_mul_mat(m, ctx, L->ffn_down, act);
+        } else {
+            cur = ffn_silu(m, ctx, cur, L->ffn_gate, L->ffn_up, L->ffn_down);
+        }
         CHK(cur);
         if (tr->norm != NORM_PRE) cur = rms(ctx, cur, L->ffn_post_norm, m->norm_eps);
         if (m->residual_scale != 1.0f) cur = kiln_scale(ctx, cur, m->residual_scale);

@@ -61,6 +61,20 @@ struct kiln_tensor * model_weight(struct kiln_model * m, const char * name, int6
 }
 #define weight model_weight
 
+/* an expert tensor [ne0, ne1, n_expert] */
+static struct kiln_tensor * weight3(struct kiln_model * m, const char * name, int64_t ne0, int64_t ne1, int64_t ne2, bool * ok) {
+    struct kiln_tensor * t = kiln_get_tensor(m->wctx, name);
+    if (!t || t->ne[0] != ne0 || t->ne[1] != ne1 || t->ne[2] != ne2 || t->ne[3] != 1) {
+        if (t) kiln_set_last_error("model: tensor '%s' has shape [%lld, %lld, %lld, %lld], expected [%lld, %lld, %lld]", name,
+                                   (long long) t->ne[0], (long long) t->ne[1], (long long) t->ne[2], (long long) t->ne[3],
+                                   (long long) ne0, (long long) ne1, (long long) ne2);
+        else kiln_set_last_error("model: tensor '%s' missing", name);
+        *ok = false;
+        return NULL;
+    }
+    return t;
+}
+
 static bool load_weights(struct kiln_model * m) {
     bool ok = true;
     const int64_t E = m->n_embd, Hd = m->head_dim;
@@ -82,6 +96,10 @@ static bool load_weights(struct kiln_model * m) {
         m->output = m->tok_embd; /* tied */
     }
     m->rope_freqs = weight(m, "rope_freqs.weight", m->n_rot / 2, 1, false, &ok);
+    if (!m->rope_freqs) {
+        m->rope_long = weight(m, "rope_factors_long.weight", m->n_rot / 2, 1, false, &ok);
+        m->rope_short = weight(m, "rope_factors_short.weight", m->n_rot / 2, 1, false, &ok);
+    }
     m->layers = calloc((size_t) m->n_layer, sizeof(struct layer));
     if (!m->layers) {
         kiln_set_last_error("model: out of memory");
@@ -94,9 +112,10 @@ static bool load_weights(struct kiln_model * m) {
         const struct arch_traits * tr = m->tr;
         const bool pre = tr->norm != NORM_POST, post = tr->norm != NORM_PRE;
         W(attn_norm, "attn_norm.weight", E, 1, pre);
-        W(wq, "attn_q.weight", E, q_dim, true);
-        W(wk, "attn_k.weight", E, kv_dim, true);
-        W(wv, "attn_v.weight", E, kv_dim, true);
+        W(wqkv, "attn_qkv.weight", E, q_dim + 2 * kv_dim, false);
+        W(wq, "attn_q.weight", E, q_dim, !L->wqkv);
+        W(wk, "attn_k.weight", E, kv_dim, !L->wqkv);
+        W(wv, "attn_v.weight", E, kv_dim, !L->wqkv);
         W(wo, "attn_output.weight", q_dim, E, true);
         W(bq, "attn_q.bias", q_dim, 1, false);
         W(bk, "attn_k.bias", kv_dim, 1, false);
@@ -112,9 +131,26 @@ static bool load_weights(struct kiln_model * m) {
             W(ffn_post_norm, "post_ffw_norm.weight", E, 1, true);
         }
         W(ffn_norm, "ffn_norm.weight", E, 1, pre);
-        W(ffn_gate, "ffn_gate.weight", E, m->n_ff, true);
-        W(ffn_up, "ffn_up.weight", E, m->n_ff, true);
-        W(ffn_down, "ffn_down.weight", m->n_ff, E, true);
+        if (tr->moe != MOE_NONE) {
+            const int64_t F = m->n_ff_exp, X = m->n_expert;
+            W(gate_inp, "ffn_gate_inp.weight", E, X, true);
+#define W3(field, suffix, a, b) do { snprintf(name, sizeof name, "blk.%d." suffix, il); L->field = weight3(m, name, a, b, X, &ok); } while (0)
+            W3(gate_exps, "ffn_gate_exps.weight", E, F);
+            W3(up_exps, "ffn_up_exps.weight", E, F);
+            W3(down_exps, "ffn_down_exps.weight", F, E);
+#undef W3
+            if (tr->moe == MOE_SHARED) {
+                W(gate_inp_shexp, "ffn_gate_inp_shexp.weight", E, 1, true);
+                W(gate_shexp, "ffn_gate_shexp.weight", E, m->n_ff_shexp, true);
+                W(up_shexp, "ffn_up_shexp.weight", E, m->n_ff_shexp, true);
+                W(down_shexp, "ffn_down_shexp.weight", m->n_ff_shexp, E, true);
+            }
+        } else {
+            /* separate gate and up, or one fused [gate; up] (phi3) */
+            W(ffn_gate, "ffn_gate.weight", E, m->n_ff, false);
+            W(ffn_up, "ffn_up.weight", E, L->ffn_gate ? m->n_ff : 2 * m->n_ff, true);
+            W(ffn_down, "ffn_down.weight", m->n_ff, E, true);
+        }
 #undef W
         L->swa = tr->swa_pattern > 0 && m->n_swa > 0 && il % tr->swa_pattern < tr->swa_pattern - 1;
         L->rope = tr->no_rope_step <= 0 || (il + 1) % tr->no_rope_step != 0;
@@ -173,7 +209,8 @@ static void repack_weights(struct kiln_model * m) {
     if (off && off[0] && strcmp(off, "0") != 0) return;
     for (int il = 0; il < m->n_layer; il++) {
         struct layer * L = &m->layers[il];
-        struct kiln_tensor * ws[] = { L->wq, L->wk, L->wv, L->wo, L->ffn_gate, L->ffn_up, L->ffn_down };
+        struct kiln_tensor * ws[] = { L->wq, L->wk, L->wv, L->wo, L->ffn_gate, L->ffn_up, L->ffn_down, L->wqkv,
+                                      L->gate_shexp, L->up_shexp, L->down_shexp };
         for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) repack_one(ws[i]);
     }
     if (m->output != m->tok_embd) repack_one(m->output);
@@ -236,6 +273,7 @@ static struct kiln_model * load(struct kiln_gguf_context * g, struct kiln_contex
     m->n_batch = params.n_batch > 0 ? params.n_batch : 64;
     m->n_threads = params.n_threads > 0 ? params.n_threads : KILN_DEFAULT_N_THREADS;
     m->threadpool = params.threadpool;
+    arch_pick_rope_factors(m);
     m->kv_type = params.kv_type == KILN_TYPE_F32 ? KILN_TYPE_F32 : KILN_TYPE_F16;
     if (params.kv_type != KILN_TYPE_F32 && params.kv_type != KILN_TYPE_F16) {
         fail_model(m, "model: KV cache type must be f16 or f32, got %s", kiln_type_name(params.kv_type));
@@ -326,6 +364,7 @@ enum kiln_status kiln_model_set_n_ctx(struct kiln_model * m, int32_t n_ctx) {
         m->n_ctx = old;
         return alloc_cache(m) ? KILN_STATUS_ALLOC_FAILED : KILN_STATUS_FAILED;
     }
+    arch_pick_rope_factors(m);
     return KILN_STATUS_SUCCESS;
 }
 

@@ -30,6 +30,14 @@ enum ffn_kind {
     FFN_GELU_GATED, /* down(gelu(gate x) * up x), gelu as ggml's f16 table */
 };
 
+/* the feed-forward of a mixture-of-experts layer: a softmax router picks
+ * n_expert_used of n_expert gated-SiLU experts per token */
+enum moe_kind {
+    MOE_NONE,
+    MOE_NORM_TOPK,  /* the chosen experts' weights renormalised to sum 1      qwen3moe */
+    MOE_SHARED,     /* raw weights, plus a shared expert gated by sigmoid     qwen2moe */
+};
+
 struct arch_traits {
     const char * name;
     int          rope_type;        /* 0 (pairs) or KILN_ROPE_TYPE_NEOX */
@@ -45,12 +53,16 @@ struct arch_traits {
     float        final_softcap;
     bool         granite_scales;   /* embedding, residual, attention, logit multipliers */
     int          no_rope_step;     /* layer il skips RoPE when (il + 1) % n == 0 (0: all rotate) */
+    enum moe_kind moe;             /* mixture-of-experts feed-forward (MOE_NONE: dense) */
 };
 
 struct layer {
     struct kiln_tensor * attn_norm, * wq, * wk, * wv, * wo, * bq, * bk, * bv, * bo;
     struct kiln_tensor * q_norm, * k_norm, * attn_post_norm;
     struct kiln_tensor * ffn_norm, * ffn_gate, * ffn_up, * ffn_down, * ffn_post_norm;
+    struct kiln_tensor * wqkv;        /* fused [q; k; v] projection (phi3); wq/wk/wv NULL then */
+    struct kiln_tensor * gate_inp, * gate_exps, * up_exps, * down_exps;             /* MoE */
+    struct kiln_tensor * gate_inp_shexp, * gate_shexp, * up_shexp, * down_shexp;    /* shared expert */
     bool  swa;          /* sliding-window layer */
     bool  rope;         /* RoPE applied */
     float freq_base, freq_scale;
@@ -76,7 +88,10 @@ struct kiln_model {
     float   attn_softcap, final_softcap;
     float   embd_scale, residual_scale, logit_scale;
 
+    int32_t n_expert, n_expert_used, n_ff_exp, n_ff_shexp;
+
     struct kiln_tensor * tok_embd, * output_norm, * output, * rope_freqs;
+    struct kiln_tensor * rope_long, * rope_short; /* LongRoPE factors (phi3): long when n_ctx > n_ctx_orig */
     struct layer * layers;
 
     /* state */
@@ -113,6 +128,9 @@ bool arch_load_hparams(struct kiln_model * m);
  * NULL when absent; a missing required one or a wrong shape sets the error
  * and *ok = false */
 struct kiln_tensor * model_weight(struct kiln_model * m, const char * name, int64_t ne0, int64_t ne1, bool required, bool * ok);
+/* arch.c: the RoPE frequency factors for the current n_ctx (rope_freqs, else
+ * LongRoPE's long or short set as llama.cpp picks them) */
+void arch_pick_rope_factors(struct kiln_model * m);
 
 /* decoder.c: ggml's GELU table, built once before a GELU model runs */
 void decoder_init_gelu_table(void);

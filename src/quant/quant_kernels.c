@@ -44,10 +44,17 @@ void kiln_quant_register_kernels(struct kiln_kernels * k) {
             k->vec_dot_1[KILN_TYPE_IQ4_NL] = iq4_nl_q8_0_vec_dot_gemv__avx2;
             break;
         case KILN_ISA_AVX512:
+        case KILN_ISA_AVXVNNI:
+            /* AVX2's kernels, q4_0 / q8_0 on VNNI (bit-identical) */
             SET_SIMD(k, avx2);
             k->vec_dot_1[KILN_TYPE_IQ4_NL] = iq4_nl_q8_0_vec_dot_gemv__avx2;
-            SET(k, Q4_0, q4_0_q8_0_vec_dot__avx512, Q8_0);
-            SET(k, Q8_0, q8_0_q8_0_vec_dot__avx512, Q8_0);
+            if (k->isa_id == KILN_ISA_AVX512) {
+                SET(k, Q4_0, q4_0_q8_0_vec_dot__avx512, Q8_0);
+                SET(k, Q8_0, q8_0_q8_0_vec_dot__avx512, Q8_0);
+            } else {
+                SET(k, Q4_0, q4_0_q8_0_vec_dot__avxvnni, Q8_0);
+                SET(k, Q8_0, q8_0_q8_0_vec_dot__avxvnni, Q8_0);
+            }
             break;
 #endif
 #if defined(__aarch64__) && !defined(__EMSCRIPTEN__)

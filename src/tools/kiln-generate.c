@@ -6,6 +6,7 @@
  *                 [--ctx N] [--batch N] [--kv-f32] [--stop STR]... [--print-ids]
  *                 [--print-logits N] [--isa scalar|avx2|...]
  *                 [--grammar-file F | --json-schema F] [--print-grammar]
+ *                 [--chat [--system S] [--message ROLE TEXT]... [--chat-template T] [--print-prompt]]
  *
  * stdout: the prompt followed by the generated text and a newline, nothing
  * else (or, with --print-ids, the generated token ids on one line). Logs and timings go to
@@ -15,6 +16,12 @@
  * "Once upon a time", 200 tokens, greedy. --grammar-file constrains the output
  * to a GBNF grammar, --json-schema to a JSON Schema (converted to GBNF);
  * --print-grammar prints that GBNF and exits (no model needed).
+ * --chat: the messages (--system, each --message, then the prompt as the
+ * user's turn when -p is given) rendered by the built-in chat template that
+ * the model's tokenizer.chat_template resembles, or --chat-template T (a
+ * name such as chatml / llama3 / gemma / phi3, template text, or @FILE), the
+ * assistant's turn opened, special tokens parsed; --print-prompt prints that
+ * text and exits (no model needed with --chat-template).
  */
 #include "kiln-llama.h"
 
@@ -31,6 +38,7 @@ static void usage(void) {
             "                     [--repeat-penalty R] [--seed S] [--threads N] [--ctx N] [--batch N]\n"
             "                     [--kv-f32] [--stop STR]... [--print-ids] [--print-logits N] [--isa NAME]\n"
             "                     [--grammar-file F | --json-schema F] [--print-grammar]\n"
+            "                     [--chat [--system S] [--message ROLE TEXT]... [--chat-template T] [--print-prompt]]\n"
             "                     [--lora FILE]... [--lora-scaled FILE S]...\n");
 }
 
@@ -106,9 +114,35 @@ static int dump_prompt_logits(struct kiln_model * model, const char * prompt, in
     return 0;
 }
 
+/* the chat messages rendered with the template (NULL: the model's
+ * tokenizer.chat_template); a malloc'd string or NULL (message on stderr) */
+static char * chat_prompt(const struct kiln_model * model, const char * tmpl, const struct kiln_chat_message * msgs, int n) {
+    char * owned = NULL;
+    if (tmpl && tmpl[0] == '@') {
+        tmpl = owned = slurp(tmpl + 1);
+        if (!owned) { fprintf(stderr, "kiln-generate: cannot read the chat template file\n"); return NULL; }
+    } else if (!tmpl && model) {
+        const int32_t n = kiln_model_meta_val_str(model, "tokenizer.chat_template", NULL, 0);
+        if (n >= 0 && (owned = malloc((size_t) n + 1)) != NULL) kiln_model_meta_val_str(model, "tokenizer.chat_template", owned, (size_t) n + 1);
+        tmpl = owned;
+    }
+    char * out = NULL;
+    const char * name = kiln_chat_template_detect(tmpl);
+    if (name) fprintf(stderr, "kiln-generate: chat template %s\n", name);
+    const int32_t len = kiln_chat_apply_template(tmpl, msgs, (size_t) n, true, NULL, 0);
+    if (len >= 0 && (out = malloc((size_t) len + 1)) != NULL) kiln_chat_apply_template(tmpl, msgs, (size_t) n, true, out, len + 1);
+    if (!out) fprintf(stderr, "kiln-generate: %s\n", len < 0 ? kiln_last_error() : "out of memory");
+    free(owned);
+    return out;
+}
+
 int main(int argc, char ** argv) {
     const char * path = "models/stories260K.gguf";
     const char * prompt = "Once upon a time";
+    bool chat = false, print_prompt = false, prompt_given = false;
+    const char * chat_template = NULL;
+    struct kiln_chat_message msgs[64];
+    int n_msgs = 0;
     struct kiln_generate_params gp = kiln_generate_params_default();
     struct kiln_sampler_params sp = kiln_sampler_params_default();
     struct kiln_model_params mp = kiln_model_params_default();
@@ -131,7 +165,15 @@ int main(int argc, char ** argv) {
         bool has = i + 1 < argc;
 #define ARG(name) (!strcmp(a, name) && has)
         if (ARG("-m") || ARG("--model")) path = argv[++i];
-        else if (ARG("-p") || ARG("--prompt")) prompt = argv[++i];
+        else if (ARG("-p") || ARG("--prompt")) prompt = argv[++i], prompt_given = true;
+        else if (!strcmp(a, "--chat")) chat = true;
+        else if (!strcmp(a, "--print-prompt")) print_prompt = true;
+        else if (ARG("--chat-template")) chat_template = argv[++i];
+        else if (ARG("--system") && n_msgs < 63) msgs[n_msgs++] = (struct kiln_chat_message) { "system", argv[++i] };
+        else if (!strcmp(a, "--message") && i + 2 < argc && n_msgs < 63) {
+            msgs[n_msgs++] = (struct kiln_chat_message) { argv[i + 1], argv[i + 2] };
+            i += 2;
+        }
         else if (ARG("-n") || ARG("--n-predict")) gp.max_tokens = atoi(argv[++i]);
         else if (ARG("--temp")) sp.temperature = (float) atof(argv[++i]);
         else if (ARG("--top-k")) sp.top_k = atoi(argv[++i]);
@@ -176,6 +218,14 @@ int main(int argc, char ** argv) {
     bool ctx_given = mp.n_ctx > 0;
     gp.stop = stops;
     gp.n_stop = n_stops;
+    if (chat && prompt_given) msgs[n_msgs++] = (struct kiln_chat_message) { "user", prompt };
+    char * chat_text = NULL;
+    if (chat && print_prompt && chat_template) {
+        chat_text = chat_prompt(NULL, chat_template, msgs, n_msgs);
+        if (chat_text) fputs(chat_text, stdout);
+        free(chat_text);
+        return chat_text ? 0 : 1;
+    }
 
     int64_t t0 = kiln_time_us();
     struct kiln_model * model = kiln_model_load(path, mp);
@@ -199,6 +249,17 @@ int main(int argc, char ** argv) {
                 return 1;
             }
         }
+    }
+    if (chat) {
+        chat_text = chat_prompt(model, chat_template, msgs, n_msgs);
+        if (!chat_text || print_prompt) {
+            if (chat_text) fputs(chat_text, stdout);
+            free(chat_text);
+            kiln_model_free(model);
+            return chat_text ? 0 : 1;
+        }
+        prompt = chat_text;
+        gp.parse_special = true;
     }
     /* without --ctx, make room for the prompt and the tokens asked for (the
      * metadata's context length may be smaller than what the model handles) */
@@ -259,5 +320,6 @@ int main(int argc, char ** argv) {
             st.prompt_tokens, st.prompt_tokens_per_second, st.generated_tokens, st.tokens_per_second);
     kiln_sampler_free(smpl);
     kiln_model_free(model);
+    free(chat_text);
     return s == KILN_STATUS_SUCCESS ? 0 : 1;
 }

@@ -3,7 +3,9 @@
  * architecture, for cross-checks against llama.cpp (tests/oracle/arch.mjs):
  * every trait of the architecture is exercised (sliding window shorter than
  * the test sequences, softcaps that clip, QK-norm, GQA, tied or untied
- * output, Llama 3 RoPE frequency factors, layers without RoPE). The tokenizer
+ * output, Llama 3 RoPE frequency factors, layers without RoPE, fused QKV and
+ * gate/up projections with partial rotary and LongRoPE factors, mixtures of
+ * experts with and without a shared expert). The tokenizer
  * is copied from a vocabulary GGUF (tests/data/vocab). Weights are uniform
  * random from a fixed seed, scaled so activations stay O(1) and greedy
  * decoding does not collapse into one token; matrices (the token embedding
@@ -12,7 +14,8 @@
  *   kiln-synth-model OUT.gguf --arch NAME [--type f32|f16|q8_0|q4_K|...] --vocab FILE
  *
  * Architectures: llama (Llama 3.x RoPE factors), qwen3, gemma, gemma2, gemma3,
- * granite, smollm3, olmo2. Widths are multiples of 256 (K-quant blocks).
+ * granite, smollm3, olmo2, phi3, qwen2moe, qwen3moe. Widths are multiples of
+ * 256 (K-quant blocks).
  */
 #include "kiln-gguf.h"
 #include "tools/synth_fill.h"
@@ -28,6 +31,10 @@
 #define HD      64
 #define FF      512
 #define CTX     512
+#define N_EXP   8     /* experts per MoE layer */
+#define N_USED  3     /* experts per token */
+#define FF_EXP  256   /* expert width */
+#define PHI_ROT 48    /* phi3: partial rotary (48 of 64 head dims) */
 
 static uint64_t rng = 0x9e3779b97f4a7c15ULL;
 static float frand(void) { return synth_rand(&rng); } /* uniform in [-1, 1) */
@@ -38,9 +45,16 @@ struct out {
     enum kiln_type type;
 };
 
-/* a [ne0, ne1] tensor of offset + scale * U(-1, 1); vectors always F32 */
+/* a [ne0, ne1, ne2] tensor of offset + scale * U(-1, 1) in TYPE; vectors always F32 */
+static void add3(struct out * o, const char * name, int64_t ne0, int64_t ne1, int64_t ne2, float scale, float offset, enum kiln_type type) {
+    struct kiln_tensor * t = ne1 == 1 ? kiln_new_tensor_1d(o->ctx, KILN_TYPE_F32, ne0) : kiln_new_tensor_3d(o->ctx, type, ne0, ne1, ne2);
+    if (!t || !synth_fill(t, scale, offset, frand)) { fprintf(stderr, "kiln-synth-model: out of memory at %s\n", name); exit(1); }
+    kiln_set_name(t, name);
+    kiln_gguf_add_tensor(o->g, t);
+}
+
 static void add(struct out * o, const char * name, int64_t ne0, int64_t ne1, float scale, float offset) {
-    synth_add(o->ctx, o->g, "kiln-synth-model", name, ne1 == 1 ? KILN_TYPE_F32 : o->type, ne0, ne1, scale, offset, frand);
+    add3(o, name, ne0, ne1, 1, scale, offset, o->type);
 }
 
 #define set_u32 synth_set_u32
@@ -60,11 +74,13 @@ int main(int argc, char ** argv) {
         } else if (argv[i][0] != '-' && !out) out = argv[i];
         else { out = NULL; break; }
     }
-    static const char * const archs[] = { "llama", "qwen3", "gemma", "gemma2", "gemma3", "granite", "smollm3", "olmo2" };
+    static const char * const archs[] = { "llama", "qwen3", "gemma", "gemma2", "gemma3", "granite", "smollm3", "olmo2",
+                                          "phi3", "qwen2moe", "qwen3moe" };
     bool known = false;
     for (size_t i = 0; arch && i < sizeof archs / sizeof archs[0]; i++) known |= !strcmp(arch, archs[i]);
     if (!out || !vocab || !known || type == KILN_TYPE_COUNT || layers <= 0 || layers > 64) {
-        fprintf(stderr, "usage: kiln-synth-model OUT.gguf --arch llama|qwen3|gemma|gemma2|gemma3|granite|smollm3|olmo2\n"
+        fprintf(stderr, "usage: kiln-synth-model OUT.gguf --arch llama|qwen3|gemma|gemma2|gemma3|granite|smollm3|olmo2|\n"
+                        "                        phi3|qwen2moe|qwen3moe\n"
                         "                        --vocab FILE [--type f32|f16|q8_0|q4_K|...] [--layers N]\n");
         return 2;
     }
@@ -95,6 +111,22 @@ int main(int argc, char ** argv) {
         set_f32(g, arch, "attn_logit_softcapping", 4.0f);  /* clips: attention logits reach ~10 */
         set_f32(g, arch, "final_logit_softcapping", 6.0f); /* clips: logits reach ~10 */
     }
+    const bool phi3 = !strcmp(arch, "phi3"), moe = !strcmp(arch, "qwen2moe") || !strcmp(arch, "qwen3moe");
+    if (phi3) {
+        /* partial rotary; a context of 256 > the original 128 selects the long
+         * LongRoPE factors, with their attention factor; the sliding window
+         * is in the file but llama.cpp runs Phi-3 without one */
+        set_u32(g, arch, "rope.dimension_count", PHI_ROT);
+        set_u32(g, arch, "rope.scaling.original_context_length", 128);
+        set_f32(g, arch, "rope.scaling.attn_factor", 1.1902f);
+        set_u32(g, arch, "attention.sliding_window", 8);
+    }
+    if (moe) {
+        set_u32(g, arch, "expert_count", N_EXP);
+        set_u32(g, arch, "expert_used_count", N_USED);
+        set_u32(g, arch, "expert_feed_forward_length", FF_EXP);
+        if (!strcmp(arch, "qwen2moe")) set_u32(g, arch, "expert_shared_feed_forward_length", FF_EXP);
+    }
     if (!strcmp(arch, "granite")) {
         set_f32(g, arch, "embedding_scale", 3.0f);
         set_f32(g, arch, "residual_scale", 0.5f);
@@ -102,14 +134,15 @@ int main(int argc, char ** argv) {
         set_f32(g, arch, "logit_scale", 1.5f);
     }
 
-    const size_t bytes = (size_t) layers * ((size_t) (4 * WIDTH + 3 * FF) * WIDTH * sizeof(float) + 16 * WIDTH * sizeof(float)) +
+    const size_t bytes = (size_t) layers * ((size_t) (4 * WIDTH + 3 * FF + 3 * (N_EXP + 1) * FF_EXP + N_EXP) * WIDTH * sizeof(float) +
+                                            16 * WIDTH * sizeof(float)) +
                          2 * (size_t) nv * WIDTH * sizeof(float) + (size_t) (20 * layers + 8) * kiln_tensor_overhead() + (1u << 20);
     struct kiln_init_params cp = { bytes, NULL, false };
     struct out o = { kiln_init(cp), g, type };
     if (!o.ctx) { fprintf(stderr, "kiln-synth-model: cannot allocate %zu bytes\n", bytes); return 1; }
 
-    /* untied output for llama and olmo2, tied (no output.weight) for the rest */
-    const bool tied = strcmp(arch, "llama") != 0 && strcmp(arch, "olmo2") != 0;
+    /* untied output for llama, olmo2 and qwen2moe (which requires one), tied (no output.weight) for the rest */
+    const bool tied = strcmp(arch, "llama") != 0 && strcmp(arch, "olmo2") != 0 && strcmp(arch, "qwen2moe") != 0;
     const float in_s = sqrtf(3.0f / WIDTH), out_s = 0.5f / sqrtf((float) WIDTH) * 4.0f;
     /* tied: small embeddings (so a token's own row does not dominate its
      * logits and greedy decoding does not repeat the last token), logits
@@ -125,23 +158,64 @@ int main(int argc, char ** argv) {
         kiln_set_name(f, "rope_freqs.weight");
         kiln_gguf_add_tensor(g, f);
     }
+    if (phi3) {
+        /* LongRoPE: short factors near 1, long ones growing to 6 for low frequencies */
+        struct kiln_tensor * fl = kiln_new_tensor_1d(o.ctx, KILN_TYPE_F32, PHI_ROT / 2);
+        struct kiln_tensor * fs = kiln_new_tensor_1d(o.ctx, KILN_TYPE_F32, PHI_ROT / 2);
+        for (int i = 0; i < PHI_ROT / 2; i++) {
+            ((float *) fl->data)[i] = 1.0f + 5.0f * (float) i / (PHI_ROT / 2 - 1);
+            ((float *) fs->data)[i] = 1.0f + 0.05f * (float) i / (PHI_ROT / 2 - 1);
+        }
+        kiln_set_name(fl, "rope_factors_long.weight");
+        kiln_set_name(fs, "rope_factors_short.weight");
+        kiln_gguf_add_tensor(g, fl);
+        kiln_gguf_add_tensor(g, fs);
+    }
     const bool pre = strcmp(arch, "olmo2") != 0, post = !strcmp(arch, "gemma2") || !strcmp(arch, "gemma3") || !strcmp(arch, "olmo2");
-    const bool qk_head = !strcmp(arch, "qwen3") || !strcmp(arch, "gemma3"), qk_full = !strcmp(arch, "olmo2");
+    const bool qk_head = !strcmp(arch, "qwen3") || !strcmp(arch, "qwen3moe") || !strcmp(arch, "gemma3"), qk_full = !strcmp(arch, "olmo2");
     char nm[64];
     for (int l = 0; l < layers; l++) {
 #define A(s, a, b, sc, off) do { snprintf(nm, sizeof nm, "blk.%d." s, l); add(&o, nm, a, b, sc, off); } while (0)
         if (pre) A("attn_norm.weight", WIDTH, 1, 0.1f, 1.0f);
-        A("attn_q.weight", WIDTH, HEADS * HD, 2.0f * in_s, 0.0f);
-        A("attn_k.weight", WIDTH, KV * HD, 2.0f * in_s, 0.0f);
-        A("attn_v.weight", WIDTH, KV * HD, in_s, 0.0f);
+        if (phi3) A("attn_qkv.weight", WIDTH, (HEADS + 2 * KV) * HD, 2.0f * in_s, 0.0f);
+        else {
+            A("attn_q.weight", WIDTH, HEADS * HD, 2.0f * in_s, 0.0f);
+            A("attn_k.weight", WIDTH, KV * HD, 2.0f * in_s, 0.0f);
+            A("attn_v.weight", WIDTH, KV * HD, in_s, 0.0f);
+        }
+        if (!strcmp(arch, "qwen2moe")) {
+            A("attn_q.bias", HEADS * HD, 1, 0.2f, 0.0f);
+            A("attn_k.bias", KV * HD, 1, 0.2f, 0.0f);
+            A("attn_v.bias", KV * HD, 1, 0.2f, 0.0f);
+        }
         A("attn_output.weight", HEADS * HD, WIDTH, in_s, 0.0f);
         if (qk_head) { A("attn_q_norm.weight", HD, 1, 0.2f, 1.0f); A("attn_k_norm.weight", HD, 1, 0.2f, 1.0f); }
         if (qk_full) { A("attn_q_norm.weight", HEADS * HD, 1, 0.2f, 1.0f); A("attn_k_norm.weight", KV * HD, 1, 0.2f, 1.0f); }
         if (post) { A("post_attention_norm.weight", WIDTH, 1, 0.5f, 3.0f); A("post_ffw_norm.weight", WIDTH, 1, 0.5f, 3.0f); }
         if (pre) A("ffn_norm.weight", WIDTH, 1, 0.1f, 1.0f);
-        A("ffn_gate.weight", WIDTH, FF, 1.5f * in_s, 0.0f);
-        A("ffn_up.weight", WIDTH, FF, in_s, 0.0f);
-        A("ffn_down.weight", FF, WIDTH, sqrtf(3.0f / FF), 0.0f);
+        if (moe) {
+            /* the router stays F32 (llama-quantize never quantizes it) */
+            snprintf(nm, sizeof nm, "blk.%d.ffn_gate_inp.weight", l);
+            add3(&o, nm, WIDTH, N_EXP, 1, 4.0f * in_s, 0.0f, KILN_TYPE_F32);
+#define X(s, a, b, sc) do { snprintf(nm, sizeof nm, "blk.%d." s, l); add3(&o, nm, a, b, N_EXP, sc, 0.0f, type); } while (0)
+            X("ffn_gate_exps.weight", WIDTH, FF_EXP, 1.5f * in_s);
+            X("ffn_up_exps.weight", WIDTH, FF_EXP, in_s);
+            X("ffn_down_exps.weight", FF_EXP, WIDTH, 1.5f * sqrtf(3.0f / FF_EXP));
+#undef X
+            if (!strcmp(arch, "qwen2moe")) {
+                A("ffn_gate_inp_shexp.weight", WIDTH, 1, 2.0f * in_s, 0.0f);
+                A("ffn_gate_shexp.weight", WIDTH, FF_EXP, 1.5f * in_s, 0.0f);
+                A("ffn_up_shexp.weight", WIDTH, FF_EXP, in_s, 0.0f);
+                A("ffn_down_shexp.weight", FF_EXP, WIDTH, sqrtf(3.0f / FF_EXP), 0.0f);
+            }
+        } else if (phi3) {
+            A("ffn_up.weight", WIDTH, 2 * FF, 1.5f * in_s, 0.0f); /* [gate; up] */
+            A("ffn_down.weight", FF, WIDTH, sqrtf(3.0f / FF), 0.0f);
+        } else {
+            A("ffn_gate.weight", WIDTH, FF, 1.5f * in_s, 0.0f);
+            A("ffn_up.weight", WIDTH, FF, in_s, 0.0f);
+            A("ffn_down.weight", FF, WIDTH, sqrtf(3.0f / FF), 0.0f);
+        }
 #undef A
     }
     if (!kiln_gguf_write_to_file(g, out, false)) { fprintf(stderr, "kiln-synth-model: %s\n", kiln_last_error()); return 1; }

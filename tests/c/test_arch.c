@@ -56,10 +56,17 @@ int main(void) {
 
 
     /* an architecture the decoder does not implement is refused, named, with the supported list */
-    buf = edited("models/stories260K.gguf", "general.architecture", "phi3", &sz);
+    buf = edited("models/stories260K.gguf", "general.architecture", "mamba", &sz);
     struct kiln_model * m = buf ? kiln_model_load_from_buffer(buf, sz, mp) : NULL;
-    CHECK(m == NULL && strstr(kiln_last_error(), "'phi3'") && strstr(kiln_last_error(), "gemma3"),
-          "phi3 refused by name with the supported list: %s", kiln_last_error());
+    CHECK(m == NULL && strstr(kiln_last_error(), "'mamba'") && strstr(kiln_last_error(), "qwen3moe"),
+          "mamba refused by name with the supported list: %s", kiln_last_error());
+    kiln_model_free(m);
+    free(buf);
+
+    /* a mixture-of-experts architecture without its expert counts is refused, the key named */
+    buf = edited("models/stories260K.gguf", "general.architecture", "qwen3moe", &sz);
+    m = buf ? kiln_model_load_from_buffer(buf, sz, mp) : NULL;
+    CHECK(m == NULL && strstr(kiln_last_error(), "qwen3moe."), "qwen3moe without its keys refused: %s", kiln_last_error());
     kiln_model_free(m);
     free(buf);
 

@@ -39,7 +39,7 @@ static void test_fill(const struct kiln_kernels * k) {
     switch (k->isa_id) {
         case KILN_ISA_SCALAR: KILN_VEC_LIST(CHECK_FILLED, scalar) break;
 #ifdef KILN_ARCH_X86
-        case KILN_ISA_AVX2: case KILN_ISA_AVX512: KILN_VEC_LIST(CHECK_FILLED, avx2) break;
+        case KILN_ISA_AVX2: case KILN_ISA_AVX512: case KILN_ISA_AVXVNNI: KILN_VEC_LIST(CHECK_FILLED, avx2) break;
 #endif
 #ifdef KILN_ARCH_ARM
         case KILN_ISA_NEON: KILN_VEC_LIST(CHECK_FILLED, neon) break;
@@ -364,6 +364,13 @@ static void test_selection(void) {
         CHECK(strcmp(best, "avx2") == 0, "avx2 machine picks avx2, got %s", best);
         CHECK(kiln_kernels_for_isa(KILN_ISA_AVX512) == NULL, "no avx512 table without AVX-512 VNNI");
         printf("avx512 row NOT TESTED: this CPU lacks AVX-512 F+BW+VL+VNNI\n");
+    }
+    if (kiln_cpu_has_avxvnni() && kiln_cpu_has_avx2() && kiln_cpu_has_fma() && kiln_cpu_has_f16c()) {
+        CHECK(kiln_kernels_for_isa(KILN_ISA_AVXVNNI) != NULL, "AVX-VNNI machine has the avxvnni table");
+        if (!kiln_cpu_has_avx512_vnni()) CHECK(strcmp(best, "avxvnni") == 0, "AVX-VNNI without AVX-512 picks avxvnni, got %s", best);
+    } else {
+        CHECK(kiln_kernels_for_isa(KILN_ISA_AVXVNNI) == NULL, "no avxvnni table without AVX-VNNI");
+        printf("avxvnni row NOT TESTED: this CPU lacks AVX-VNNI\n");
     }
 #elif defined(__aarch64__)
     CHECK(strcmp(best, "neon") == 0, "arm64 picks neon, got %s", best);

@@ -284,17 +284,18 @@ static void test_wasm_relaxed(void) {
 #endif
 }
 
-/* The avx512 row's rule: every per-type dot bit-identical to the avx2
- * row's (the two it replaces, q4_0 and q8_0, and the AVX2 ones it keeps),
- * on quantized weights and activations at 1..37 blocks, misaligned. */
-static void test_avx512_vs_avx2(void) {
-    const struct kiln_kernels * k5 = kiln_kernels_for_isa(KILN_ISA_AVX512);
+/* The avx512 and avxvnni rows' rule: every per-type dot bit-identical to
+ * the avx2 row's (the two they replace, q4_0 and q8_0, and the AVX2 ones
+ * they keep), on quantized weights and activations at 1..37 blocks,
+ * misaligned. */
+static void test_vnni_vs_avx2(enum kiln_isa isa, const char * needs) {
+    const struct kiln_kernels * k5 = kiln_kernels_for_isa(isa);
     const struct kiln_kernels * k2 = kiln_kernels_for_isa(KILN_ISA_AVX2);
     if (!k5) {
-        printf("avx512 row NOT TESTED: this CPU/build has no AVX-512 F+BW+VL+VNNI\n");
+        printf("%s row NOT TESTED: this CPU/build has no %s\n", kiln_isa_name(isa), needs);
         return;
     }
-    tu_case = "avx512 vs avx2";
+    tu_case = kiln_isa_name(isa);
     tu_seed(512);
     int cases = 0;
     static const int nblocks[] = { 1, 2, 3, 8, 37 };
@@ -313,12 +314,12 @@ static void test_avx512_vs_avx2(void) {
             float a = 0, b = 0;
             k5->vec_dot[t](n, &a, x, y);
             k2->vec_dot[t](n, &b, x, y);
-            CHECK(memcmp(&a, &b, sizeof a) == 0, "avx512 %s n=%lld: %.9g, avx2 %.9g", kiln_type_name(t), (long long) n, a, b);
+            CHECK(memcmp(&a, &b, sizeof a) == 0, "%s %s n=%lld: %.9g, avx2 %.9g", k5->isa, kiln_type_name(t), (long long) n, a, b);
             cases++;
             free(xb); free(yb); free(act);
         }
     }
-    printf("  avx512 dots == avx2 bit for bit: %d cases\n", cases);
+    printf("  %s dots == avx2 bit for bit: %d cases\n", k5->isa, cases);
 }
 
 int main(void) {
@@ -332,6 +333,7 @@ int main(void) {
     test_wasm_relaxed();
     test_scalar_vs_reference();
     test_isa_vs_scalar();
-    test_avx512_vs_avx2();
+    test_vnni_vs_avx2(KILN_ISA_AVX512, "AVX-512 F+BW+VL+VNNI");
+    test_vnni_vs_avx2(KILN_ISA_AVXVNNI, "AVX-VNNI");
     return tu_finish();
 }

@@ -24,7 +24,7 @@ static const enum kiln_type types[] = { KILN_TYPE_Q4_0, KILN_TYPE_Q8_0, KILN_TYP
 static const int iq4nl_levels[16] = { -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113 };
 
 static bool blocksum_contract(enum kiln_type t, enum kiln_isa isa) {
-    return t != KILN_TYPE_Q8_0 && (isa == KILN_ISA_SCALAR || isa == KILN_ISA_AVX2 || isa == KILN_ISA_AVX512);
+    return t != KILN_TYPE_Q8_0 && (isa == KILN_ISA_SCALAR || isa == KILN_ISA_AVX2 || isa == KILN_ISA_AVX512 || isa == KILN_ISA_AVXVNNI);
 }
 
 static float h2f(const void * p) {

@@ -2,6 +2,7 @@
 // key added by scripts/make-chat-gguf.mjs), st and mt: bos_token/eos_token
 // render as the vocabulary's texts, the rendered prompt tokenizes with
 // control tokens, the reply is the greedy completion of that prompt.
+import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Kiln, Model } from '../../js/dist/index.js';
 // @ts-ignore: a plain .mjs fixture script
@@ -40,5 +41,21 @@ describe.each(BUILDS)('chat templates (%s)', (build) => {
     const own = await model.applyChatTemplate(MESSAGES, '{% for m in messages %}[{{ m.role }}] {{ m.content }}{% endfor %}{{ eos_token }}');
     expect(own.text).toBe('[user]  Tell me a story. </s>');
     expect(own.addBos).toBe(true);
+  });
+
+  it('built-in templates by name render as the models\' own Jinja templates of those families (minus the BOS they write)', async () => {
+    const conv = [{ role: 'user', content: 'Hello' }, { role: 'assistant', content: 'Hi there' }, { role: 'user', content: 'Who are you?' }];
+    const file = (f: string) => readFileSync(new URL(`../data/chat-templates/${f}`, import.meta.url), 'utf8');
+    for (const [name, f, msgs] of [
+      ['gemma', 'google-gemma-2-2b-it.jinja', conv],
+      ['phi3', 'microsoft-Phi-3.5-mini-instruct.jinja', [{ role: 'system', content: 'Be brief.' }, ...conv]],
+      ['chatml', 'Qwen-Qwen2.5-7B-Instruct.jinja', [{ role: 'system', content: 'Be brief.' }, ...conv]],
+    ] as const) {
+      const jinja = await model.applyChatTemplate([...msgs], file(f));
+      const builtin = await model.applyChatTemplate([...msgs], name);
+      expect(builtin.text, name).toBe(jinja.text.replace(/^<s>/, ''));
+      expect(builtin.addBos).toBe(true);
+    }
+    await expect(model.applyChatTemplate(MESSAGES, 'no-such-template')).rejects.toMatchObject({ code: 'INVALID_ARGUMENT', message: expect.stringMatching(/built-in/) });
   });
 });

@@ -36,6 +36,9 @@ void iq4_nl_q8_0_vec_dot_gemv__avx2(int64_t n, float * s, const void * vx, const
 /* the avx512 row (F + BW + VL + VNNI): these two; the other types keep AVX2's */
 KILN_QDOT(q4_0_q8_0, avx512)
 KILN_QDOT(q8_0_q8_0, avx512)
+/* the avxvnni row (AVX2 + AVX-VNNI, no AVX-512): the same two */
+KILN_QDOT(q4_0_q8_0, avxvnni)
+KILN_QDOT(q8_0_q8_0, avxvnni)
 #endif
 #if defined(__aarch64__) && !defined(__EMSCRIPTEN__)
 KILN_QDOT_SIMD_LIST(KILN_QDOT, neon)

@@ -23,12 +23,9 @@
 #include "../../repack.h"
 #include "blocks.h"
 #include "quants_impl.h"
+#include "quant_vnni256.h"
 
-/* signed x signed bytes -> 8 i32 lanes of 4 products: |x| * sign(y, x) */
-static inline __m256i dot_i8(__m256i x, __m256i y) {
-    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x));
-}
-/* the same on 16 lanes (AVX-512 has no sign_epi8: negate y where x < 0) */
+/* signed x signed bytes -> 16 i32 lanes of 4 products (AVX-512 has no sign_epi8: negate y where x < 0) */
 static inline __m512i dot_i8_512(__m512i x, __m512i y) {
     const __m512i ys = _mm512_mask_sub_epi8(y, _mm512_movepi8_mask(x), _mm512_setzero_si512(), y);
     return _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(x), ys);
@@ -36,34 +33,7 @@ static inline __m512i dot_i8_512(__m512i x, __m512i y) {
 
 /* ---- plain rows ---------------------------------------------------------- */
 
-void q4_0_q8_0_vec_dot__avx512(int64_t n, float * s, const void * vx, const void * vy) {
-    const block_q4_0 * x = vx;
-    const block_q8_0 * y = vy;
-    const __m256i m4 = _mm256_set1_epi8(0x0f), eights = _mm256_set1_epi8(8);
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / QK8_0; ++i) {
-        const __m128i b = _mm_loadu_si128((const __m128i *) x[i].qs);
-        const __m256i q = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(b, 4), b), m4);
-        const __m256i yq = load32(y[i].qs);
-        /* (q - 8) . y per lane, as sum(q * y) - sum(8 * y): exact */
-        const __m256i p = _mm256_sub_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), q, yq),
-                                           _mm256_dpbusd_epi32(_mm256_setzero_si256(), eights, yq));
-        const __m256 d = _mm256_set1_ps(KQ_H2F(x[i].d) * KQ_H2F(y[i].d));
-        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc);
-    }
-    *s = hsum_ps(acc);
-}
-
-void q8_0_q8_0_vec_dot__avx512(int64_t n, float * s, const void * vx, const void * vy) {
-    const block_q8_0 * x = vx;
-    const block_q8_0 * y = vy;
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / QK8_0; ++i) {
-        const __m256 d = _mm256_set1_ps(KQ_H2F(x[i].d) * KQ_H2F(y[i].d));
-        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_i8(load32(x[i].qs), load32(y[i].qs))), acc);
-    }
-    *s = hsum_ps(acc);
-}
+KILN_VNNI256_DOTS(avx512, _mm256_dpbusd_epi32)
 
 /* ---- q8_0 x4 -------------------------------------------------------------- */
 

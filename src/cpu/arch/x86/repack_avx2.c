@@ -78,24 +78,43 @@ void q4_0x4_q8_0_vec_dot__avx2(int64_t n, float * s, const void * vx, const void
     _mm_storeu_ps(s, acc);
 }
 
+/* iq4_nl x4: one block's levels (rows 0|1 low / high nibbles, rows 2|3),
+ * looked up once per block for every activation row that follows */
+struct iq4_nlx4_levels { __m256i l01, h01, l23, h23; };
+
+static inline struct iq4_nlx4_levels iq4_nlx4_lookup(const block_iq4_nlx4 * xb, __m256i lut) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    const __m256i v01 = load32(xb->qs), v23 = load32(xb->qs + 32);
+    struct iq4_nlx4_levels w;
+    w.l01 = _mm256_shuffle_epi8(lut, _mm256_and_si256(v01, m4));
+    w.h01 = _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(v01, 4), m4));
+    w.l23 = _mm256_shuffle_epi8(lut, _mm256_and_si256(v23, m4));
+    w.h23 = _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(v23, 4), m4));
+    return w;
+}
+
+/* as q4_0x4 above: activations broadcast per half; the levels are signed,
+ * so each half's dot goes through dot_i8 and adds in i32 */
+static inline __m128 iq4_nlx4_step(const struct iq4_nlx4_levels * w, const block_iq4_nlx4 * xb, const block_q8_0 * yb, __m128 acc) {
+    const __m256i ya = bcast16(yb->qs), yh = bcast16(yb->qs + 16);
+    const __m256i p01 = _mm256_add_epi32(dot_i8(w->l01, ya), dot_i8(w->h01, yh));
+    const __m256i p23 = _mm256_add_epi32(dot_i8(w->l23, ya), dot_i8(w->h23, yh));
+    return blocksum_fma_x4(p01, p23, xb->d, yb->d, acc);
+}
+
+static inline __m256i iq4_nl_lut(void) {
+    const __m128i values = _mm_loadu_si128((const __m128i *) kiln_kvalues_iq4nl);
+    return _mm256_set_m128i(values, values);
+}
+
 void iq4_nlx4_q8_0_vec_dot__avx2(int64_t n, float * s, const void * vx, const void * vy) {
     const block_iq4_nlx4 * x = vx;
     const block_q8_0 * y = vy;
-    const __m128i values = _mm_loadu_si128((const __m128i *) kiln_kvalues_iq4nl);
-    const __m256i lut = _mm256_set_m128i(values, values), m4 = _mm256_set1_epi8(0x0f);
+    const __m256i lut = iq4_nl_lut();
     __m128 acc = _mm_setzero_ps();
-    const int64_t nb = n / QK8_0;
-    for (int64_t i = 0; i < nb; i++) {
-        /* as q4_0x4 above: activations broadcast per half; the levels are
-         * signed, so each half's dot goes through dot_i8 and adds in i32 */
-        const __m256i ya = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *) y[i].qs));
-        const __m256i yb = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *) (y[i].qs + 16)));
-        const __m256i v01 = load32(x[i].qs), v23 = load32(x[i].qs + 32);
-        const __m256i p01 = _mm256_add_epi32(dot_i8(_mm256_shuffle_epi8(lut, _mm256_and_si256(v01, m4)), ya),
-                                             dot_i8(_mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(v01, 4), m4)), yb));
-        const __m256i p23 = _mm256_add_epi32(dot_i8(_mm256_shuffle_epi8(lut, _mm256_and_si256(v23, m4)), ya),
-                                             dot_i8(_mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(v23, 4), m4)), yb));
-        acc = blocksum_fma_x4(p01, p23, x[i].d, y[i].d, acc);
+    for (int64_t i = 0; i < n / QK8_0; i++) {
+        const struct iq4_nlx4_levels w = iq4_nlx4_lookup(&x[i], lut);
+        acc = iq4_nlx4_step(&w, &x[i], &y[i], acc);
     }
     _mm_storeu_ps(s, acc);
 }
@@ -152,6 +171,24 @@ static void q4_0x4_2cols(int64_t n, float * s0, float * s1, const block_q4_0x4 *
 
 void q4_0x4_q8_0_gemm__avx2(int64_t n, int ncols, float * s, size_t ss, const void * x, const void * y, size_t ys) {
     KILN_GEMM_X4_BY_PAIRS(q4_0x4_2cols, q4_0x4_q8_0_vec_dot__avx2, n, ncols, s, ss, x, y, ys);
+}
+
+/* iq4_nl against 2 activation rows: the levels looked up once per block for
+ * both, then per column iq4_nlx4's very steps (bit-identical to it) */
+static void iq4_nlx4_2cols(int64_t n, float * s0, float * s1, const block_iq4_nlx4 * x, const block_q8_0 * y0, const block_q8_0 * y1) {
+    const __m256i lut = iq4_nl_lut();
+    __m128 a0 = _mm_setzero_ps(), a1 = a0;
+    for (int64_t i = 0; i < n / QK8_0; i++) {
+        const struct iq4_nlx4_levels w = iq4_nlx4_lookup(&x[i], lut);
+        a0 = iq4_nlx4_step(&w, &x[i], &y0[i], a0);
+        a1 = iq4_nlx4_step(&w, &x[i], &y1[i], a1);
+    }
+    _mm_storeu_ps(s0, a0);
+    _mm_storeu_ps(s1, a1);
+}
+
+void iq4_nlx4_q8_0_gemm__avx2(int64_t n, int ncols, float * s, size_t ss, const void * x, const void * y, size_t ys) {
+    KILN_GEMM_X4_BY_PAIRS(iq4_nlx4_2cols, iq4_nlx4_q8_0_vec_dot__avx2, n, ncols, s, ss, x, y, ys);
 }
 
 /* q8_0 against 2 activation rows: per row and column the very operations of

@@ -1,0 +1,50 @@
+/*
+ * quant_avxvnni.c — the avxvnni row: AVX2's table with the q4_0 / q8_0 plain
+ * dot products and the Q4_K x8 kernels on AVX-VNNI (the VEX-encoded 256-bit
+ * vpdpbusd of Intel client CPUs since Alder Lake, and of AMD Zen 5), for
+ * CPUs that have it without AVX-512. Compiled with -mavxvnni for this file
+ * only; selected at run time (kiln_cpu_has_avxvnni). Every kernel is
+ * bit-identical to the AVX2 one of its slot: integer sums are exact in any
+ * grouping, the float steps are AVX2's (quant_vnni256.h,
+ * repack_q4_K_x86.h).
+ */
+#include <immintrin.h>
+
+#include "x86_common.h"
+#include "../quant_dot.h"
+#include "quants_impl.h"
+#include "quant_vnni256.h"
+#include "repack_q4_K_x86.h"
+
+KILN_VNNI256_DOTS(avxvnni, _mm256_dpbusd_avx_epi32)
+
+/* rows r..r+3 of a Q4_K x8 group: each row's two i32 lanes added and
+ * multiplied by its scale in 64-bit lanes */
+static inline __m256i scaled_sub4(__m256i d, uint32_t sc4) {
+    const __m256i sum = _mm256_add_epi32(d, _mm256_srli_epi64(d, 32));
+    return _mm256_mul_epi32(sum, _mm256_cvtepu8_epi64(_mm_cvtsi32_si128((int) sc4)));
+}
+
+/* Q4_K x8 integer core: a 32-byte load is one 8-byte piece of 4 rows
+ * (repack_q4_K_avx512.c does the same with all 8 rows per load) */
+static inline void q4kx8_core_avxvnni(const block_q4_Kx8 * xb, const struct q4kx8_sb * sb, const block_q8_K * yb, __m256i ip[4]) {
+    const __m256i evens = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+    for (int p = 0; p < 4; p++) {
+        __m256i lo_a = _mm256_setzero_si256(), lo_b = lo_a, hi_a = lo_a, hi_b = lo_a;
+        for (int k = 0; k < 4; k++) {
+            const struct q4kx8_piece w = q4kx8_load_piece(xb, yb, p, k);
+            lo_a = _mm256_dpbusd_avx_epi32(lo_a, w.lo_a, w.vl);
+            lo_b = _mm256_dpbusd_avx_epi32(lo_b, w.lo_b, w.vl);
+            hi_a = _mm256_dpbusd_avx_epi32(hi_a, w.hi_a, w.vh);
+            hi_b = _mm256_dpbusd_avx_epi32(hi_b, w.hi_b, w.vh);
+        }
+        const uint64_t s0 = sb->sc[2 * p], s1 = sb->sc[2 * p + 1];
+        const __m256i ta = _mm256_add_epi64(scaled_sub4(lo_a, (uint32_t) s0), scaled_sub4(hi_a, (uint32_t) s1));
+        const __m256i tb = _mm256_add_epi64(scaled_sub4(lo_b, (uint32_t) (s0 >> 32)), scaled_sub4(hi_b, (uint32_t) (s1 >> 32)));
+        /* the low 32 bits of each 64-bit sum (they fit), rows 0..3 then 4..7 */
+        ip[p] = _mm256_set_m128i(_mm256_castsi256_si128(_mm256_permutevar8x32_epi32(tb, evens)),
+                                 _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(ta, evens)));
+    }
+}
+
+KILN_Q4_KX8_KERNELS(q4kx8_core_avxvnni, avxvnni)

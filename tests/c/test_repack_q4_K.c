@@ -1,0 +1,239 @@
+/*
+ * test_repack_q4_K.c — Q4_K weights repacked to the x8 layout and their
+ * kernels (src/cpu/repack.h). The contract, written here again from the
+ * plain Q4_K block layout (not from the x8 one): per weight row and q8_K
+ * activation row, integer sub-block sums sc_s * dot_s and m_s * bsum_s, then
+ *  - mat-vec order: acc = fmaf((float) sum over the super-block, d * d_y, acc)
+ *  - batched order: the same per pair of sub-blocks,
+ * result acc - accm (llama.cpp's AVX2 repacked kernels; tests/oracle/
+ * ggml_repack_check.c checks that against llama.cpp's binary itself).
+ * Every ISA row with x8 kernels, bit for bit: the kernels at 1..9 and 40
+ * super-blocks with misaligned pointers and 1..9 activation rows; mul_mat
+ * on repacked weights with 1..13 activation rows (rows of full groups of
+ * 4 batched with the 4-row q8_K rule, the others mat-vec), tail weight rows
+ * (plain), broadcast batches, 1/2/4 threads, plus NMSE against a double
+ * reference; unpack_row round trip; bad inputs.
+ */
+#include "util/test_util.h"
+#include "blocks.h"
+#include "cpu/kernels.h"
+#include "cpu/repack.h"
+
+static float h2f(kiln_fp16_t h) { return kiln_fp16_to_fp32(h); }
+
+static void scale_min(const uint8_t * q, int j, int * sc, int * m) {
+    if (j < 4) {
+        *sc = q[j] & 63;
+        *m = q[j + 4] & 63;
+    } else {
+        *sc = (q[j + 4] & 15) | ((q[j - 4] >> 6) << 4);
+        *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+    }
+}
+
+/* one plain Q4_K row against one q8_K row, in either order */
+static float ref_row(int64_t n, const block_q4_K * x, const block_q8_K * y, int pairs) {
+    float acc = 0, accm = 0;
+    for (int64_t b = 0; b < n / QK_K; b++) {
+        const float dd = h2f(x[b].d) * y[b].d, dm = h2f(x[b].dmin) * y[b].d;
+        int isum = 0, msum = 0;
+        for (int s = 0; s < 8; s++) {
+            int sc, m, dot = 0;
+            scale_min(x[b].scales, s, &sc, &m);
+            for (int i = 0; i < 32; i++) {
+                const uint8_t q = x[b].qs[32 * (s / 2) + i];
+                dot += ((s % 2) ? q >> 4 : q & 15) * y[b].qs[32 * s + i];
+            }
+            int bsum = 0;
+            for (int i = 0; i < 32; i++) bsum += y[b].qs[32 * s + i];
+            isum += sc * dot;
+            msum += m * bsum;
+            if (pairs && s % 2) {
+                acc = fmaf((float) isum, dd, acc);
+                accm = fmaf((float) msum, dm, accm);
+                isum = msum = 0;
+            }
+        }
+        if (!pairs) {
+            acc = fmaf((float) isum, dd, acc);
+            accm = fmaf((float) msum, dm, accm);
+        }
+    }
+    return acc - accm;
+}
+
+static void fill_q4_K(struct kiln_tensor * w) {
+    const int64_t n = w->ne[0], rows = kiln_nrows(w);
+    float * x = malloc(sizeof(float) * (size_t) n);
+    for (int64_t r = 0; r < rows; r++) {
+        for (int64_t i = 0; i < n; i++) x[i] = tu_rand_uniform(-1, 1) + (i % 5 == 0 ? 0.5f : 0.0f);
+        kiln_get_type_traits(KILN_TYPE_Q4_K)->from_float_ref(x, (char *) w->data + r * w->nb[1], n);
+    }
+    free(x);
+}
+
+static int n_checked;
+
+/* the two kernels of one table against the contract */
+static void test_kernels(const struct kiln_kernels * k, int nb) {
+    const int64_t n = (int64_t) nb * QK_K;
+    struct kiln_context * ctx = tu_ctx((size_t) 8 * nb * sizeof(block_q4_K) * 2 + (1 << 20));
+    struct kiln_tensor * w = kiln_new_tensor_2d(ctx, KILN_TYPE_Q4_K, n, 8);
+    fill_q4_K(w);
+    block_q4_K * plain = malloc(kiln_nbytes(w));
+    memcpy(plain, w->data, kiln_nbytes(w));
+    CHECK(kiln_repack_tensor(w), "repack: %s", kiln_last_error());
+    CHECK(kiln_repacked_rows(w) == 8, "x8 groups");
+    /* misaligned copies of the group and of 9 activation rows */
+    const size_t ys = sizeof(block_q8_K) * nb + 4;
+    char * xb = malloc(kiln_nbytes(w) + 8), * yb = malloc(9 * ys + 8);
+    char * xp = xb + 2, * yp = yb + 4;
+    memcpy(xp, w->data, kiln_nbytes(w));
+    float * yf = malloc(sizeof(float) * (size_t) n);
+    for (int c = 0; c < 9; c++) {
+        for (int64_t i = 0; i < n; i++) yf[i] = tu_rand_uniform(-4, 4);
+        kiln_quantize_row_q8_K_x4(yf, yp + c * ys, n);
+    }
+    int bad = 0;
+    for (int c = 0; c < 9 && !bad; c++) {
+        float s[8];
+        k->vec_dot_x4[KILN_TYPE_Q4_K](n, s, xp, yp + c * ys);
+        for (int r = 0; r < 8; r++) {
+            const float e = ref_row(n, plain + (size_t) r * nb, (const block_q8_K *) (yp + c * ys), 0);
+            if (memcmp(&e, &s[r], sizeof e)) {
+                CHECK(0, "%s q4_K x8 mat-vec nb=%d col %d row %d: %.9g vs %.9g", k->isa, nb, c, r, s[r], e);
+                bad = 1;
+            }
+        }
+    }
+    for (int ncols = 1; ncols <= 9 && !bad; ncols++) {
+        float s[9 * 11];
+        const size_t ss = 11;
+        for (int i = 0; i < 9 * 11; i++) s[i] = -1234.5f;
+        k->gemm_x4[KILN_TYPE_Q4_K](n, ncols, s, ss, xp, yp, ys);
+        for (int c = 0; c < 9; c++) {
+            for (int r = 0; r < 11; r++) {
+                const float got = s[c * ss + r];
+                if (c >= ncols || r >= 8) {
+                    if (got != -1234.5f) { CHECK(0, "%s gemm wrote outside (col %d row %d)", k->isa, c, r); bad = 1; }
+                    continue;
+                }
+                const float e = ref_row(n, plain + (size_t) r * nb, (const block_q8_K *) (yp + c * ys), 1);
+                if (memcmp(&e, &got, sizeof e)) {
+                    CHECK(0, "%s q4_K x8 batched nb=%d ncols %d col %d row %d: %.9g vs %.9g", k->isa, nb, ncols, c, r, got, e);
+                    bad = 1;
+                }
+            }
+        }
+    }
+    CHECK(!bad, "%s q4_K x8 kernels, %d super-blocks", k->isa, nb);
+    n_checked++;
+    /* unpacking gives the plain rows back, byte for byte */
+    block_q4_K * un = malloc(sizeof(block_q4_K) * nb);
+    for (int r = 0; r < 8; r++) {
+        kiln_repack_unpack_row(KILN_TYPE_Q4_K, 0, w->data, r, n, un);
+        CHECK(memcmp(un, plain + (size_t) r * nb, sizeof(block_q4_K) * nb) == 0, "unpack row %d (nb %d)", r, nb);
+    }
+    free(un); free(yf); free(xb); free(yb); free(plain);
+    kiln_free(ctx);
+}
+
+/* mul_mat on repacked weights: K values, N weight rows, M activation rows,
+ * ne02 weight matrices broadcast over ne12 batches */
+static void test_mul_mat(int64_t K, int64_t N, int64_t M, int64_t ne02, int64_t ne12) {
+    struct kiln_context * ctx = tu_ctx((size_t) (K * N * ne02 + K * M * ne12) * 16 + (8 << 20));
+    struct kiln_tensor * w = kiln_new_tensor_3d(ctx, KILN_TYPE_Q4_K, K, N, ne02);
+    struct kiln_tensor * wr = kiln_new_tensor_3d(ctx, KILN_TYPE_Q4_K, K, N, ne02);
+    struct kiln_tensor * x = kiln_new_tensor_3d(ctx, KILN_TYPE_F32, K, M, ne12);
+    fill_q4_K(w);
+    memcpy(wr->data, w->data, kiln_nbytes(w));
+    tu_fill_uniform(x, -2, 2);
+    CHECK(kiln_repack_tensor(wr), "repack: %s", kiln_last_error());
+    struct kiln_tensor * yr = kiln_mul_mat(ctx, wr, x);
+    const int64_t nb = K / QK_K;
+    block_q8_K * yq = malloc(sizeof(block_q8_K) * (size_t) nb);
+    float * wf = malloc(sizeof(float) * (size_t) K);
+    double * ref = malloc(sizeof(double) * (size_t) (N * M * ne12));
+    for (int isa = 0; isa < KILN_ISA_COUNT; isa++) {
+        const struct kiln_kernels * kt = kiln_kernels_for_isa((enum kiln_isa) isa);
+        if (!kt || !kt->vec_dot_x4[KILN_TYPE_Q4_K]) continue;
+        kiln_cpu_force_isa(kt->isa);
+        for (int nth = 1; nth <= 4; nth *= 2) {
+            CHECK(tu_compute(ctx, yr, nth) == KILN_STATUS_SUCCESS, "repacked: %s", kiln_last_error());
+            int bad = 0;
+            for (int64_t b = 0; b < ne12 && !bad; b++) {
+                const int64_t wb = b / (ne12 / ne02);
+                for (int64_t j = 0; j < M && !bad; j++) {
+                    const float * xr = (const float *) ((const char *) x->data + b * x->nb[2] + j * x->nb[1]);
+                    const bool grouped = M > 3 && j < M - M % 4;
+                    if (grouped) kiln_quantize_row_q8_K_x4(xr, yq, K);
+                    else kt->from_float[KILN_TYPE_Q8_K](xr, yq, K);
+                    for (int64_t i = 0; i < N; i++) {
+                        const block_q4_K * row = (const block_q4_K *) ((const char *) w->data + wb * w->nb[2] + i * w->nb[1]);
+                        float e;
+                        if (i < N - N % 8) e = ref_row(K, row, yq, grouped);
+                        else kt->vec_dot[KILN_TYPE_Q4_K](K, &e, row, yq); /* tail rows stay plain */
+                        const float got = ((const float *) yr->data)[(b * M + j) * N + i];
+                        if (memcmp(&e, &got, sizeof e)) {
+                            CHECK(0, "%s K=%lld N=%lld M=%lld b=%lld/%lld %d threads: [%lld,%lld,%lld] %.9g vs %.9g", kt->isa,
+                                  (long long) K, (long long) N, (long long) M, (long long) ne02, (long long) ne12, nth,
+                                  (long long) i, (long long) j, (long long) b, got, e);
+                            bad = 1;
+                            break;
+                        }
+                    }
+                }
+            }
+            CHECK(!bad, "%s mul_mat q4_K x8 K=%lld N=%lld M=%lld %d threads element by element", kt->isa, (long long) K,
+                  (long long) N, (long long) M, nth);
+        }
+    }
+    kiln_cpu_force_isa(NULL);
+    /* and the numbers themselves, against double precision on the
+     * dequantized weights */
+    for (int64_t b = 0; b < ne12; b++) {
+        const int64_t wb = b / (ne12 / ne02);
+        for (int64_t i = 0; i < N; i++) {
+            kiln_get_type_traits(KILN_TYPE_Q4_K)->to_float((const char *) w->data + wb * w->nb[2] + i * w->nb[1], wf, K);
+            for (int64_t j = 0; j < M; j++) {
+                const float * xr = (const float *) ((const char *) x->data + b * x->nb[2] + j * x->nb[1]);
+                double s = 0;
+                for (int64_t q = 0; q < K; q++) s += (double) wf[q] * xr[q];
+                ref[(b * M + j) * N + i] = s;
+            }
+        }
+    }
+    double * out = tu_to_f64(yr);
+    const double e = tu_nmse(out, ref, N * M * ne12);
+    CHECK(e < 1e-3, "q4_K x8 K=%lld N=%lld M=%lld nmse %g", (long long) K, (long long) N, (long long) M, e);
+    free(out); free(ref); free(wf); free(yq);
+    kiln_free(ctx);
+}
+
+static void test_bad_inputs(void) {
+    struct kiln_context * ctx = tu_ctx(1 << 20);
+    struct kiln_tensor * q = kiln_new_tensor_2d(ctx, KILN_TYPE_Q4_K, 256, 7);
+    memset(q->data, 0, kiln_nbytes(q));
+    CHECK(!kiln_repack_tensor(q) && strstr(kiln_last_error(), "7 rows") && strstr(kiln_last_error(), "group of 8"),
+          "7 rows: %s", kiln_last_error());
+    kiln_free(ctx);
+}
+
+int main(void) {
+    tu_seed(11);
+    for (int isa = 0; isa < KILN_ISA_COUNT; isa++) {
+        const struct kiln_kernels * k = kiln_kernels_for_isa((enum kiln_isa) isa);
+        if (!k || !k->vec_dot_x4[KILN_TYPE_Q4_K]) continue;
+        for (int nb = 1; nb <= 9; nb++) test_kernels(k, nb);
+        test_kernels(k, 40);
+    }
+    for (int64_t M = 1; M <= 13; M += (M < 9 ? 1 : 4)) test_mul_mat(512, 16, M, 1, 1);
+    test_mul_mat(256, 44, 7, 1, 1);      /* 5 groups and 4 plain tail rows */
+    test_mul_mat(768, 24, 30, 1, 1);     /* more activation rows than one block of them */
+    test_mul_mat(256, 16, 5, 2, 4);      /* broadcast batches */
+    test_bad_inputs();
+    printf("q4_K x8 kernels checked: %d cases\n", n_checked);
+    if (!kiln_kernels_for_isa(KILN_ISA_AVX512)) printf("avx512 row NOT TESTED: this CPU/build has no AVX-512 F+BW+VL+VNNI\n");
+    if (!kiln_kernels_for_isa(KILN_ISA_AVXVNNI)) printf("avxvnni row NOT TESTED: this CPU/build has no AVX-VNNI\n");
+    return tu_finish();
+}
