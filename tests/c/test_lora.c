@@ -240,6 +240,8 @@ int main(int argc, char ** argv) {
     float * r1 = ref1 ? run(ref1) : NULL, * r2 = ref2 ? run(ref2) : NULL;
     if (CHECK(base && both && one && zero && cleared && r1 && r2, "all runs evaluate: %s", kiln_last_error())) {
         const double d1 = max_diff(one, r1, nv), d2 = max_diff(both, r2, nv), dchg = max_diff(one, base, nv), dchg2 = max_diff(both, one, nv);
+        printf("test_lora: max |dlogit| against the double-precision merge: adapter 1 %.2e (it moves logits by %.2f), "
+               "adapters 1 + 2 %.2e (adapter 2 moves them by %.2f)\n", d1, dchg, d2, dchg2);
         CHECK(d1 < 1e-4 * (1 + dchg), "adapter 1 = merged in double: max |dlogit| %.2e (the adapter moves logits by %.2e)", d1, dchg);
         /* adapter 2 is F16: its A x rounds x to F16 first (as ggml does), 2^-11
          * relative per element, so its part of the logits is good to ~1e-3 */
