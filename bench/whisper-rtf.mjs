@@ -35,7 +35,7 @@ for (const t of threads) {
   const kiln = [], wcpp = [];
   let nSegW = 0;
   for (let r = 0; r < runs; r++) {
-    const err = execFileSync('bash', ['-c', `"${path.join(build, 'bin/kiln-transcribe')}" -m "${model}" -f "${wav}" -t ${t} --print-timing 2>&1 >/dev/null`]).toString();
+    const err = execFileSync('bash', ['-c', `"${path.join(build, 'bin/kiln-transcribe')}" -m "${model}" -f "${wav}" -t ${t} -bs 1 -nf --print-timing 2>&1 >/dev/null`]).toString();
     kiln.push(Number(/full_ms ([0-9.]+)/.exec(err)[1]) / 1000);
     const ctx = await initWhisper({ filePath: model, useGpu: false });
     const t0 = performance.now();

@@ -62,4 +62,7 @@ node tests/audio/vad-oracle.mjs --build "$B" 2> >(grep -v '^whisper_' >&2) || rc
 # Whisper against whisper.cpp (@fugood/whisper.node) on random-weight model files
 cmake --build "$B" -j"${KILN_JOBS:-2}" --target kiln-transcribe kiln-whisper-random >/dev/null
 node tests/audio/whisper-oracle.mjs --build "$B" 2> >(grep -v '^whisper_\|^read_audio' >&2) || rc=1
+# Whisper's decoding modes (beam search, best-of, fallback, prompt, VAD, SRT/VTT) against whisper.cpp's whisper_full
+cmake --build "$B" -j"${KILN_JOBS:-2}" --target kiln >/dev/null
+node tests/audio/whisper-decode-oracle.mjs --build "$B" || rc=1
 exit $rc

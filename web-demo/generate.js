@@ -22,10 +22,19 @@ function setBusy(ctl) {
   el.generate.disabled = !!ctl || !model || !demo.canGenerate;
 }
 
-function showProgress(loaded, total) {
+// progress reports come per downloaded chunk; the bar is drawn once a frame
+let shownProgress = null, progressFrame = 0;
+function drawProgress() {
+  progressFrame = 0;
+  const [loaded, total] = shownProgress;
   const pct = total > 0 ? Math.min(100, Math.round((loaded / total) * 100)) : 0;
   el.progress.value = pct;
   el.progressText.textContent = `${pct} % · ${fmtBytes(loaded)} of ${fmtBytes(total)}`;
+}
+function showProgress(loaded, total, now = false) {
+  shownProgress = [loaded, total];
+  if (now) { if (progressFrame) cancelAnimationFrame(progressFrame); drawProgress(); }
+  else if (!progressFrame) progressFrame = requestAnimationFrame(drawProgress);
 }
 
 function chosenSource() {
@@ -51,7 +60,7 @@ async function loadModel() {
   demo.loaded = false;
   const ctl = new AbortController();
   setBusy(ctl);
-  showProgress(0, 1);
+  showProgress(0, 1, true);
   el.info.textContent = `loading ${chosen.label}…`;
   const t0 = performance.now();
   let cacheNote = '';
@@ -66,7 +75,7 @@ async function loadModel() {
         cacheNote = e.state === 'hit' ? ' · from the cache' : e.state === 'stored' ? ' · stored in the cache' : e.state === 'not-stored' ? ` · not cached (${e.reason})` : '';
       },
     });
-    showProgress(model.size, model.size);
+    showProgress(model.size, model.size, true);
     const ms = performance.now() - t0;
     demo.canGenerate = typeof model.generate === 'function';
     el.info.textContent = `${chosen.label}: ${fmtBytes(model.size)}, ${model.tensorNames.length} tensors, GGUF v${model.version}, loaded in ${ms.toFixed(0)} ms${cacheNote}`;

@@ -45,7 +45,11 @@ async function browserCpu(userDir, ms) {
   } catch { return null; }
 }
 
-export async function runBrowser({ models, threads = 2, prompt, nGen = 16, rounds = 2, reps = 1, ctx = 256, bwGBs = {}, reference = {}, log = console.error, timeoutMs = 240_000, warmup = 1, engines: which = null, leftS = () => Infinity }) {
+// longPrompt / chatPrompt (on the models whose key is in longModels): after
+// the rounds, wllama and kiln-mt (N threads) evaluate the long prompt once
+// each (prompt tokens/s: the pp512 row), then time the first token of the
+// chat-formatted one (a one-token greedy completion, wall time in the page).
+export async function runBrowser({ models, threads = 2, prompt, nGen = 16, rounds = 2, reps = 1, ctx = 256, bwGBs = {}, reference = {}, log = console.error, timeoutMs = 240_000, warmup = 1, engines: which = null, leftS = () => Infinity, longPrompt = null, chatPrompt = null, longModels = [] }) {
   const { chromium } = await import('playwright-core');
   const ggufs = Object.fromEntries(models.map((m) => [path.basename(m.path), m.path]));
   const { server, url } = await startServer(root, ggufs);
@@ -128,6 +132,24 @@ export async function runBrowser({ models, threads = 2, prompt, nGen = 16, round
           }
           lastRoundS = (Date.now() - rStart) / 1e3;
         }
+        if (longModels.includes(mdl.key) && (longPrompt || chatPrompt)) {
+          // Kiln first: a wllama call that times out keeps computing in its page
+          for (const name of ['kiln-mt', 'wllama']) {
+            const o = res[name];
+            if (!o || o.error) continue;
+            o.long = {};
+            if (longPrompt) {
+              const x = await pages[name].call('gen', { prompt: longPrompt, nGen: 2, reps: 1 });
+              o.long.pp = x.error ? { error: x.error } : { pp: x.reps[0]?.pp ?? null, prompt_n: x.reps[0]?.prompt_n ?? null };
+              log(`  browser ${mdl.name} ${name} long prompt: ${x.error ? `error ${x.error}` : `${x.reps[0]?.prompt_n} tokens, pp ${x.reps[0]?.pp?.toFixed(1)} tok/s`}`);
+            }
+            if (chatPrompt && !o.long.pp?.error) {
+              const x = await pages[name].call('first', { prompt: chatPrompt });
+              o.long.ttft = x.error ? { error: x.error } : x;
+              log(`  browser ${mdl.name} ${name} chat prompt: ${x.error ? `error ${x.error}` : `${x.prompt_n} tokens, first token after ${(x.ms / 1000).toFixed(2)} s`}`);
+            }
+          }
+        }
       } finally {
         for (const h of Object.values(pages)) { await h.call('close', {}).catch(() => {}); await h.page.close().catch(() => {}); }
       }
@@ -164,7 +186,7 @@ export async function runBrowser({ models, threads = 2, prompt, nGen = 16, round
         what: 'peers_browser', model: mdl.name, threads, browser_idle_cpu_cores: idleCpu, gen_tokens: nGen, rounds: roundsRun, rounds_asked: rounds, reps_per_round: reps, weight_MB_per_token: mdl.bytesPerToken ? mdl.bytesPerToken / 1e6 : null, read_bw_GBs: bw,
         engines: Object.fromEntries(engines.map((e) => { const o = res[e.name]; return [e.name, {
           threads: e.threads, tg: o.tg, pp: o.pp, tg_stats: o.tgStats, pp_stats: o.ppStats, bw_frac: o.bw_frac, error: o.error,
-          load_ms: o.load_ms, prompt_n: o.prompt_n ?? null, predicted_n: o.predicted_n ?? null, text: o.texts[0] ?? null, tokens: o.tokens[0] ?? null, info: o.info ?? null }]; })),
+          load_ms: o.load_ms, prompt_n: o.prompt_n ?? null, predicted_n: o.predicted_n ?? null, text: o.texts[0] ?? null, tokens: o.tokens[0] ?? null, info: o.info ?? null, long: o.long ?? null }]; })),
         ratio_kiln_mt_vs_wllama: ratio('kiln-mt', 'wllama'), ratio_kiln_st_vs_wllama_1t: ratio('kiln-st', 'wllama-1t'),
         check, wllama_text_matches_llamacpp: wllamaVsNative, llamacpp_ids: ref?.ids ?? null, llamacpp_text: ref?.text ?? null,
       });

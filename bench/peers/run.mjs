@@ -13,6 +13,7 @@
 //        [--threads 1,2] [--gen N] [--prompt TEXT] [--reps N] [--warmup N] [--rounds N] [--browser-reps N]
 //        [--engines wllama,kiln-mt,wllama-1t,kiln-st] [--kernel-reps N] [--budget S]
 //        [--timeout S (one run's limit; a starved machine records what it measured)] [--json FILE]
+//        [--long-tokens N (512; 0: no long-prompt rows)] [--long-models q4_0]
 // --budget (default 540 s): extra native reps and browser rounds beyond the
 // first are skipped when they would not fit, so the default run ends within
 // ~10 minutes on a shared 2-core machine; the output says what was cut.
@@ -43,6 +44,19 @@ const nativeWarmup = +opt('native-warmup', 0);
 const timeoutS = +opt('timeout', 120);
 const jsonFile = opt('json', path.join(root, 'build/peers.jsonl'));
 const PROMPT = opt('prompt', 'Once upon a time, there was a little girl named Lily. She loved to play outside.');
+// the long prompts of the browser section (--long-tokens 0: none): a story of
+// about that many tokens (~4.2 characters a token on the synthetic models'
+// llama vocabulary; the tables print the count each engine saw), plain and
+// as a one-message ChatML chat (the synthetic models have no template)
+const longTokens = +opt('long-tokens', 512);
+const longModels = opt('long-models', 'q4_0').split(',');
+const STORY = ['Once upon a time, there was a little girl named Lily.', 'She loved to play outside in the big green park near her house.',
+  'One day she found a small red ball under a tree.', 'She asked her mom if she could keep it, and her mom said yes.',
+  'Lily played with the ball every day with her friend Tom.', 'They threw it high in the sky and laughed when it came down.',
+  'When the sun went down, they went home for dinner and told their parents about the game.'];
+const storyOf = (chars) => { let t = ''; for (let i = 0; t.length < chars; i++) t += (t ? ' ' : '') + STORY[i % STORY.length]; return t; };
+const LONG_PROMPT = longTokens > 0 ? storyOf(Math.round(longTokens * 4.2)) : null;
+const CHAT_PROMPT = longTokens > 0 ? `<|im_start|>user\nRead this story and say what Lily found.\n\n${storyOf(Math.round((longTokens - 20) * 4.2))}<|im_end|>\n<|im_start|>assistant\n` : null;
 const B = budget(+opt('budget', 540));
 const kilnIsa = opt('isa', null);          // kiln-generate --isa (default: the best row the CPU has)
 const ggmlCpu = opt('ggml-cpu', 'auto');   // llama.cpp's CPU variant (default: ggml's choice)
@@ -52,8 +66,13 @@ setJsonFile(jsonFile);
 const log = (...a) => console.error(...a);
 const t0 = Date.now();
 
-const summary = { gen_vs_wllama_q4_0: null, gen_vs_wllama_q8_0: null, gen_vs_wllama_q4_k_m: null, gen_native_vs_llamacpp_q4_0: null, gemm_vs_tfjs: null,
-  pp_native_vs_llamacpp_q4_0: null, pp_native_vs_llamacpp_q4_k_m: null, gen_native_vs_llamacpp_q4_k_m: null };
+const summary = {
+  gen_vs_wllama_q4_0: null, gen_vs_wllama_q8_0: null, gen_vs_wllama_q4_k_m: null,
+  pp512_vs_wllama_q4_0: null, ttft_chat512_s_kiln_mt_q4_0: null, ttft_chat512_vs_wllama_q4_0: null,
+  bw_browser_q4_0: null, bw_browser_q8_0: null,
+  gen_native_vs_llamacpp_q4_0: null, gemm_vs_tfjs: null,
+  pp_native_vs_llamacpp_q4_0: null, pp_native_vs_llamacpp_q4_k_m: null, gen_native_vs_llamacpp_q4_k_m: null,
+};
 const sections = [];
 const notes = [];
 
@@ -134,7 +153,8 @@ if (only.includes('browser')) {
     if (nativeRef[m.name]) { reference[m.name] = nativeRef[m.name]; continue; }
     try { reference[m.name] = await llamaReference({ llamaHandle, mdl: m, prompt: PROMPT, nGen, threads: 1 }); } catch (e) { notes.push(`llama.cpp reference for ${m.name} failed: ${e.message}`); }
   }
-  const bs = await runBrowser({ models, threads: t, prompt: PROMPT, nGen, rounds, reps: browserReps, bwGBs: bw, reference, log, timeoutMs: 2 * timeoutS * 1000, warmup, engines: browserEngines, leftS: () => B.leftS() - 10 });
+  const bs = await runBrowser({ models, threads: t, prompt: PROMPT, nGen, rounds, reps: browserReps, bwGBs: bw, reference, log, timeoutMs: 2 * timeoutS * 1000, warmup, engines: browserEngines, leftS: () => B.leftS() - 10,
+    ctx: longTokens > 0 ? Math.max(256, longTokens + 128) : 256, longPrompt: LONG_PROMPT, chatPrompt: CHAT_PROMPT, longModels });
   for (const b of bs) if (b.rounds < rounds) notes.push(`browser ${b.model}: ${b.rounds} of ${rounds} rounds (time budget)`);
   const rows = [];
   const yn = (x) => (x == null ? '—' : x ? 'yes' : 'NO');
@@ -153,10 +173,38 @@ if (only.includes('browser')) {
     const b = bs.find((x) => x.model === k);
     summary[key] = b?.ratio_kiln_mt_vs_wllama?.median ?? null;
   }
+  // read bandwidth used by generation: the better of kiln-mt (N threads) and kiln-st (1)
+  for (const [k, key] of [['synth-q4_0', 'bw_browser_q4_0'], ['synth-q8_0', 'bw_browser_q8_0']]) {
+    const e = bs.find((x) => x.model === k)?.engines;
+    const fr = [e?.['kiln-mt']?.bw_frac, e?.['kiln-st']?.bw_frac].filter((x) => Number.isFinite(x));
+    summary[key] = fr.length ? Math.max(...fr) : null;
+  }
+  const longRows = [];
+  for (const b of bs) {
+    const w = b.engines.wllama?.long, kmt = b.engines['kiln-mt']?.long;
+    if (!w && !kmt) continue;
+    for (const [name, l] of [['wllama', w], ['kiln-mt', kmt]]) {
+      if (!l) continue;
+      longRows.push([b.model, name, t, l.pp?.error ? `error: ${l.pp.error.slice(0, 40)}` : `${l.pp?.prompt_n ?? '?'}`, l.pp?.pp != null ? l.pp.pp.toFixed(1) : '—',
+        l.ttft?.error ? `error: ${l.ttft.error.slice(0, 40)}` : `${l.ttft?.prompt_n ?? '?'}`, l.ttft?.ms != null ? (l.ttft.ms / 1000).toFixed(2) : '—']);
+    }
+    if (b.model === 'synth-q4_0') {
+      if (kmt?.pp?.pp && w?.pp?.pp) summary.pp512_vs_wllama_q4_0 = kmt.pp.pp / w.pp.pp;
+      else summary.pp512_vs_wllama_q4_0_reason = `kiln-mt: ${kmt?.pp?.error ?? (kmt?.pp?.pp ? 'ok' : 'not run')}; wllama: ${w?.pp?.error ?? (w?.pp?.pp ? 'ok' : 'not run')}`;
+      if (kmt?.ttft?.ms) summary.ttft_chat512_s_kiln_mt_q4_0 = kmt.ttft.ms / 1000;
+      if (kmt?.ttft?.ms && w?.ttft?.ms) summary.ttft_chat512_vs_wllama_q4_0 = w.ttft.ms / kmt.ttft.ms;
+    }
+  }
+  if (longRows.length) {
+    sections.push(`Chromium, long prompts (one run each, after the rounds): a ${longTokens}-token story (prompt tokens/s), and time to first token of a ${longTokens}-token ChatML chat prompt (wall time of a one-token greedy completion in the page)\n` +
+      table(longRows, ['model', 'engine', 'thr', 'prompt tokens', 'pp tok/s', 'chat prompt tokens', 'first token s']));
+  }
 }
 
 if (llamaHandle) await llamaHandle.llama.dispose();
 console.log(`\nKiln peers benchmark — ${new Date().toISOString()}, ${(Date.now() - t0) / 1000 | 0} s, JSON lines: ${path.relative(root, jsonFile)}\n`);
 for (const s of sections) console.log(s + '\n');
 for (const n of notes) console.log('note: ' + n);
+if (summary.gen_vs_wllama_q4_k_m == null && !summary.gen_vs_wllama_q4_k_m_reason)
+  summary.gen_vs_wllama_q4_k_m_reason = which.includes('q4_k_m') ? 'the browser rows did not measure synth-q4_K_M (see the log)' : 'q4_k_m not in --models';
 console.log(JSON.stringify(summary));

@@ -280,7 +280,7 @@ export type DType = 'f32' | 'f16' | 'bf16' | 'f64' | 'i8' | 'i16' | 'i32' | 'i64
 export declare const TYPE_IDS: Record<DType, number>;
 export type TensorData = Float32Array | Float64Array | Int32Array | Int16Array | Int8Array | Uint16Array | BigInt64Array | Uint8Array;
 export interface KilnOptions {
-    /** threads for compute (default: the machine's cores, at most 8); more than 1 needs kiln-mt */
+    /** threads for compute (default: the machine's cores, in a browser less one for the page, at most 8); more than 1 needs kiln-mt */
     threads?: number;
     /**
      * a folder holding the engine builds as the package's wasm/dist/ does (st/, mt/, st-relaxed/, mt-relaxed/):
@@ -694,11 +694,16 @@ export type FromWorker = {
     t: 'progress';
     id: number;
     finetune: FinetuneProgressMsg;
-} | {
+}
+/** generated text: the pieces of one or more tokens, in order (the worker sends
+ *  the first at once, then at most one message per 50 ms: the page's thread wakes
+ *  ~20 times a second however fast tokens come); with logprobs asked for, each
+ *  piece's entry at the same index (null for a step without one) */
+ | {
     t: 'piece';
     id: number;
-    text: string;
-    logprobs?: TokenLogprob[];
+    texts: string[];
+    logprobs?: (TokenLogprob | null)[];
 }
 /** a 'fill' load asks for its bytes: into shared wasm memory, or the next slice */
  | {

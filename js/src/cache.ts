@@ -51,6 +51,8 @@ export interface ModelCache {
 /** what loadModel needs from the engine (kept structural to avoid an import cycle) */
 interface Loader<M> {
   loadModel(source: string | ReadableStream<Uint8Array> | Blob, opts: { onProgress?: (p: Progress) => void; signal?: AbortSignal; size?: number }): Promise<M>;
+  /** download a URL in the engine's worker, which also writes the bytes to `store` */
+  loadModelStoring?(url: string, store: FileSystemFileHandle, opts: { onProgress?: (p: Progress) => void; signal?: AbortSignal }): Promise<{ model: M; stored: { bytes: number; etag: string | null; error?: string } | null }>;
 }
 
 /** @internal */
@@ -84,6 +86,8 @@ function normalize(url: string | URL): string {
 /* ------------------------------------------------------------ backends */
 
 interface Writer {
+  /** OPFS: the data file, which the engine's worker may write instead (write() is then not called) */
+  handle?: FileSystemFileHandle;
   write(chunk: Uint8Array): Promise<void>;
   commit(entry: CacheEntry): Promise<void>;
   discard(): Promise<void>;
@@ -171,17 +175,20 @@ async function opfsBackend(): Promise<Backend | null> {
       // an old entry for this URL stops being one before its bytes change
       await removeQuiet(`${id}.json`);
       writing.add(id);
-      let w: any;
-      try {
-        const fh = await dir.getFileHandle(`${id}.gguf`, { create: true });
-        w = await fh.createWritable({ keepExistingData: false });
-      } catch (e) { writing.delete(id); throw e; }
-      let open = true;
+      let fh: any;
+      try { fh = await dir.getFileHandle(`${id}.gguf`, { create: true }); } catch (e) { writing.delete(id); throw e; }
+      // opened on the first write: a download the worker stores never opens it here
+      let w: any = null;
+      let open = false;
       return {
-        write: (chunk) => w.write(chunk),
+        handle: fh,
+        async write(chunk) {
+          if (!w) { w = await fh.createWritable({ keepExistingData: false }); open = true; }
+          await w.write(chunk);
+        },
         async commit(entry) {
           try {
-            await w.close();
+            if (open) await w.close();
             open = false;
             const mh = await dir.getFileHandle(`${id}.json`, { create: true });
             const mw = await mh.createWritable({ keepExistingData: false });
@@ -309,6 +316,37 @@ export async function loadModelCached<M>(engine: Loader<M>, url: string | URL, o
     await b.remove(href);
   }
 
+  // OPFS: the engine's worker downloads, loads and writes the cache file
+  // itself, so no chunk of the model passes through this (the page's) thread
+  if (b.kind === 'opfs' && engine.loadModelStoring) {
+    let writer: Writer | null = null;
+    let refused = '';
+    try { writer = await b.begin(href); } catch (e) { refused = `storage refused: ${(e as any)?.message ?? e}`; }
+    if (writer?.handle) {
+      let r: Awaited<ReturnType<NonNullable<Loader<M>['loadModelStoring']>>>;
+      try {
+        r = await engine.loadModelStoring(href, writer.handle, { signal, onProgress });
+      } catch (e) {
+        await writer.discard();
+        if (isAbort(e, signal)) throw new KilnAbortError();
+        throw e;
+      }
+      const s = r.stored;
+      if (!s || s.error) {
+        await writer.discard();
+        tell({ state: 'not-stored', reason: s?.error ?? 'the engine did not store the download' });
+      } else {
+        await commitEntry(writer, { url: href, size: s.bytes, etag: s.etag, storedAt: Date.now(), backend: b.kind }, tell);
+      }
+      return r.model;
+    }
+    if (writer) await writer.discard();
+    if (refused) {
+      tell({ state: 'not-stored', reason: refused });
+      return engine.loadModel(href, { onProgress, signal });
+    }
+  }
+
   let resp: Response;
   try {
     resp = await fetch(href, { signal, cache: 'no-store' });
@@ -389,16 +427,20 @@ export async function loadModelCached<M>(engine: Loader<M>, url: string | URL, o
     await w.discard();
     tell({ state: 'not-stored', reason: `the download ended at ${written} of ${announced} bytes` });
   } else {
-    const entry: CacheEntry = { url: href, size: written, etag, storedAt: Date.now(), backend: b.kind };
-    try {
-      await w.commit(entry);
-      tell({ state: 'stored', entry });
-    } catch (e) {
-      await w.discard();
-      tell({ state: 'not-stored', reason: `storage failed: ${(e as any)?.message ?? e}` });
-    }
+    await commitEntry(w, { url: href, size: written, etag, storedAt: Date.now(), backend: b.kind }, tell);
   }
   return model;
+}
+
+/** a complete download becomes an entry (or is dropped when storage fails) */
+async function commitEntry(w: Writer, entry: CacheEntry, tell: (e: CacheEvent) => void) {
+  try {
+    await w.commit(entry);
+    tell({ state: 'stored', entry });
+  } catch (e) {
+    await w.discard();
+    tell({ state: 'not-stored', reason: `storage failed: ${(e as any)?.message ?? e}` });
+  }
 }
 
 let transferableStreams: boolean | null = null;

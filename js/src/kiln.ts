@@ -12,7 +12,7 @@ import { loadModelCached, modelCache, type CacheEvent, type ModelCache } from '.
 import { backward, gradOf, makeOptim, zeroGrad, type BackwardOptions, type Optim } from './autograd.js';
 import { isBytes, planBytes, smallSourceBytes } from './bytes.js';
 import { engineWorkerUrl, filesUnder, nodeImport, packagedFiles, type EngineFiles } from './assets.js';
-import type { FillMsg, MetadataValue, ModelSourceMsg } from './protocol.js';
+import type { FillMsg, MetadataValue, ModelSourceMsg, StoredMsg } from './protocol.js';
 import { TextGen, type Session, type ChatMessage, type ChatOptions, type Completion, type GenerateOptions, type GenerationStats } from './generate.js';
 
 export type Build = 'st' | 'mt';
@@ -37,7 +37,7 @@ const TYPE_NAMES: Record<number, DType> = Object.fromEntries(Object.entries(TYPE
 export type TensorData = Float32Array | Float64Array | Int32Array | Int16Array | Int8Array | Uint16Array | BigInt64Array | Uint8Array;
 
 export interface KilnOptions {
-  /** threads for compute (default: the machine's cores, at most 8); more than 1 needs kiln-mt */
+  /** threads for compute (default: the machine's cores, in a browser less one for the page, at most 8); more than 1 needs kiln-mt */
   threads?: number;
   /**
    * a folder holding the engine builds as the package's wasm/dist/ does (st/, mt/, st-relaxed/, mt-relaxed/):
@@ -140,7 +140,9 @@ async function defaultThreads(): Promise<number> {
     const os = await nodeImport('node:os');
     n = typeof os.availableParallelism === 'function' ? os.availableParallelism() : os.cpus().length;
   } else if (typeof navigator !== 'undefined' && navigator.hardwareConcurrency) {
-    n = navigator.hardwareConcurrency;
+    // a page leaves one core to its own thread: with every core computing,
+    // each of the page's tasks waits for the scheduler behind the engine's
+    n = navigator.hardwareConcurrency - 1;
   }
   return Math.max(1, Math.min(8, n));
 }
@@ -360,6 +362,12 @@ export class Kiln {
     }
     const r = await this.sched.job({ t: 'load', source: src, vocabOnly: !!opts.vocabOnly, nCtx: opts.nCtx ?? 0, lora }, { signal: opts.signal, onProgress: opts.onProgress, transfer, onFill });
     return new Model(this, r.modelId, r);
+  }
+
+  /** @internal cache.ts: loadModel(url) whose worker also writes the downloaded bytes to an OPFS file */
+  async loadModelStoring(url: string, store: FileSystemFileHandle, opts: { onProgress?: (p: Progress) => void; signal?: AbortSignal }): Promise<{ model: Model; stored: StoredMsg | null }> {
+    const r = await this.sched.job({ t: 'load', source: { kind: 'url', url, store }, vocabOnly: false, nCtx: 0 }, { signal: opts.signal, onProgress: opts.onProgress });
+    return { model: new Model(this, r.modelId, r), stored: r.stored ?? null };
   }
 
   /** train an example model (Fashion-MNIST FC/CNN) in the engine worker (train.ts) */

@@ -29,9 +29,13 @@ export type ModelSourceMsg =
   /** bytes still on the caller's side (bytes.ts): 'shared' copies into wasm memory, 'slices' sends them */
   | { kind: 'fill'; mode: 'shared' | 'slices'; byteLength: number; head: ArrayBuffer }
   | { kind: 'path'; path: string }
-  | { kind: 'url'; url: string }
+  /** store: an OPFS file the worker also writes the downloaded bytes to (the model cache) */
+  | { kind: 'url'; url: string; store?: FileSystemFileHandle }
   | { kind: 'blob'; blob: Blob }
   | { kind: 'stream'; stream: ReadableStream<Uint8Array>; size: number };
+
+/** @internal what a load with a store file wrote: the bytes, the response's ETag, or why it stopped */
+export interface StoredMsg { bytes: number; etag: string | null; error?: string }
 
 export type MetadataValue = string | number | boolean | { array: string; length: number };
 
@@ -139,7 +143,7 @@ export interface Requests {
   load: {
     /** lora: adapter files (llama.cpp's GGUF LoRA format) applied in order, each at its scale */
     req: { source: ModelSourceMsg; vocabOnly: boolean; nCtx: number; lora?: { bytes: ArrayBuffer; scale: number }[] };
-    reply: { modelId: number; size: number; version: number; nKv: number; tensors: string[]; metadata: Record<string, MetadataValue> };
+    reply: { modelId: number; size: number; version: number; nKv: number; tensors: string[]; metadata: Record<string, MetadataValue>; stored?: StoredMsg };
   };
   freeModel: { req: { model: number }; reply: void };
   /** the session's ids and KV cache as bytes (kiln_gen_state_save's format, src/include/kiln-llama.h) */
@@ -245,7 +249,11 @@ export type FromWorker =
   | { t: 'progress'; id: number; loaded: number; total: number }
   | { t: 'progress'; id: number; train: TrainProgressMsg }
   | { t: 'progress'; id: number; finetune: FinetuneProgressMsg }
-  | { t: 'piece'; id: number; text: string; logprobs?: TokenLogprob[] }
+  /** generated text: the pieces of one or more tokens, in order (the worker sends
+   *  the first at once, then at most one message per 50 ms: the page's thread wakes
+   *  ~20 times a second however fast tokens come); with logprobs asked for, each
+   *  piece's entry at the same index (null for a step without one) */
+  | { t: 'piece'; id: number; texts: string[]; logprobs?: (TokenLogprob | null)[] }
   /** a 'fill' load asks for its bytes: into shared wasm memory, or the next slice */
   | { t: 'fill'; id: number; memory: SharedArrayBuffer; ptr: number; total: number }
   | { t: 'fill'; id: number; loaded: number; total: number; buffer?: ArrayBuffer };

@@ -71,7 +71,10 @@ export class Scheduler {
       job.onProgress?.(p as Progress & TrainProgressMsg & FinetuneProgressMsg);
       return;
     }
-    if (msg.t === 'piece') { if (!job.settled) job.onPiece?.(msg.text, msg.logprobs); return; }
+    if (msg.t === 'piece') {
+      msg.texts.forEach((t, i) => { const lp = msg.logprobs?.[i]; if (!job.settled) job.onPiece?.(t, lp ? [lp] : undefined); });
+      return;
+    }
     if (msg.t === 'fill') {
       if (!job.settled) job.onFill?.(msg, () => this.current === job && !job.settled && !job.signal?.aborted && !this.closed);
       return;

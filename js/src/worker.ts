@@ -18,6 +18,7 @@ type RequestMsg<K extends import('./protocol.js').RequestKind = import('./protoc
 type ReplyOf<K extends import('./protocol.js').RequestKind> = import('./protocol.js').ReplyOf<K>;
 type ControlMsg = import('./protocol.js').ControlMsg;
 type MetadataValue = import('./protocol.js').MetadataValue;
+type StoredMsg = import('./protocol.js').StoredMsg;
 type KilnErrorCode = import('./errors.js').KilnErrorCode;
 type EngineFiles = import('./protocol.js').EngineFiles;
 type StopReason = import('./protocol.js').StopReason;
@@ -284,6 +285,7 @@ type KilnFactory = (opts: object) => Promise<KilnModule>;
     let total = 0;
     let lastReport = 0;
     let ptr = 0;
+    let stored: StoredMsg | undefined;
     const progress = (force = false) => {
       if (force || loaded - lastReport >= (1 << 20)) {
         lastReport = loaded;
@@ -373,6 +375,18 @@ type KilnFactory = (opts: object) => Promise<KilnModule>;
       } else if (src.kind === 'url' || src.kind === 'blob' || src.kind === 'stream') {
         let reader: ReadableStreamDefaultReader<Uint8Array>;
         let size: number;
+        // a cached download (cache.ts): the bytes also go to the cache's file,
+        // written here so that no chunk passes through the page's thread
+        let store: { w: any; bytes: number; queued: number; chain: Promise<void>; error: string; etag: string | null } | null = null;
+        const keep = (c: Uint8Array) => {
+          put(c);
+          const s = store;
+          if (!s || s.error) return;
+          s.queued += c.byteLength;
+          s.chain = s.chain.then(() => s.error ? undefined : s.w.write(c)).then(
+            () => { s.bytes += c.byteLength; s.queued -= c.byteLength; },
+            (e) => { s.error ||= `storage failed: ${errText(e)}`; s.queued -= c.byteLength; });
+        };
         if (src.kind === 'url') {
           const ctl = new AbortController();
           cancelers.set(id, () => ctl.abort());
@@ -381,6 +395,10 @@ type KilnFactory = (opts: object) => Promise<KilnModule>;
           if (!r.ok || !r.body) throw new WErr('BAD_SOURCE', `cannot fetch ${src.url}: HTTP ${r.status}`);
           size = Number(r.headers.get('content-length') ?? NaN);
           reader = r.body.getReader();
+          if (src.store) {
+            store = { w: null, bytes: 0, queued: 0, chain: Promise.resolve(), error: '', etag: r.headers.get('etag') };
+            try { store.w = await (src.store as any).createWritable({ keepExistingData: false }); } catch (e) { store.error = `storage refused: ${errText(e)}`; }
+          }
         } else if (src.kind === 'stream') {
           size = Number(src.size);
           reader = src.stream.getReader();
@@ -413,19 +431,28 @@ type KilnFactory = (opts: object) => Promise<KilnModule>;
             size = pendingBytes;
           }
           allocate(size);
-          for (const c of pending) put(c);
+          for (const c of pending) keep(c);
           for (;;) {
             if (isAborted(id)) abortNow();
             const { done, value } = await reader.read();
             if (done) break;
-            put(value);
+            keep(value);
+            // storage slower than the download: wait rather than hold it all
+            if (store && store.queued > (64 << 20)) await store.chain;
+          }
+          if (loaded !== total) throw new WErr('BAD_SOURCE', `model: the source ended at ${loaded} of ${total} bytes`);
+          if (store) {
+            await store.chain;
+            if (store.w && !store.error) await store.w.close().catch((e: unknown) => { store!.error = `storage failed: ${errText(e)}`; });
+            else if (store.w) await store.w.abort().catch(() => undefined);
+            stored = { bytes: store.bytes, etag: store.etag, ...(store.error ? { error: store.error } : {}) };
           }
         } catch (e) {
           try { await reader.cancel(); } catch { /* already closed */ }
+          if (store?.w && !stored) { await store.chain; await store.w.abort().catch(() => undefined); }
           if (isAborted(id)) abortNow();
           throw e;
         }
-        if (loaded !== total) throw new WErr('BAD_SOURCE', `model: the source ended at ${loaded} of ${total} bytes`);
       } else {
         throw new WErr('BAD_SOURCE', 'model: unknown source');
       }
@@ -454,7 +481,7 @@ type KilnFactory = (opts: object) => Promise<KilnModule>;
         else if (ty === 7) metadata[key] = M._kw_model_kv_num(m, i) !== 0;
         else metadata[key] = M._kw_model_kv_num(m, i);
       }
-      return { modelId: id, size: total, version: M._kw_model_version(m), nKv, tensors: names, metadata };
+      return { modelId: id, size: total, version: M._kw_model_version(m), nKv, tensors: names, metadata, ...(stored ? { stored } : {}) };
     } catch (e) {
       if (m > 0) M._kw_model_free(m);
       if (isAborted(id) && !(e instanceof WErr && e.code === 'ABORTED')) throw new WErr('ABORTED', 'model load aborted');
@@ -804,6 +831,9 @@ type KilnFactory = (opts: object) => Promise<KilnModule>;
   // enum kiln_gen_stop: 0 is 'still running', never a finished generation's reason
   const STOP_REASONS: Record<number, StopReason> = { 1: 'eos', 2: 'maxTokens', 3: 'stop', 4: 'context' };
   const GEN_EOG = 1;
+  /** streamed pieces: the shortest time between two messages to the page */
+  const PIECE_INTERVAL_MS = 50;
+  const now = () => (typeof performance !== 'undefined' ? performance.now() : Date.now());
 
   // the prompt (text, tokenized in wasm, or ids), the stop strings and the
   // options go to C in one call, which checks them (messages name the option)
@@ -877,6 +907,16 @@ type KilnFactory = (opts: object) => Promise<KilnModule>;
       const logprobs: TokenLogprob[] = [];
       let text = '';
       let k = 0;
+      // streamed pieces go out together, at most one message per interval
+      // (the first at once): every message is a task on the page's thread
+      let pieces: string[] = [];
+      let pieceLps: (TokenLogprob | null)[] = [];
+      let lastPost = -Infinity;
+      const flush = () => {
+        if (!pieces.length) return;
+        post({ t: 'piece', id, texts: pieces, ...(pieceLps.length ? { logprobs: pieceLps } : {}) });
+        pieces = []; pieceLps = []; lastPost = now();
+      };
       for (;;) {
         if (isAborted(id)) throw new WErr('ABORTED', 'generation aborted');
         check(guard(() => M._kw_llm_step(g))); // the one call per token
@@ -887,11 +927,14 @@ type KilnFactory = (opts: object) => Promise<KilnModule>;
         if (n > 0 || lp) {
           const piece = textAt(ptr >>> 0, n);
           text += piece; // the Completion has the whole text, a stream's too
-          // logprobs go out with every token, and a complete() sends them alone
-          if (a.stream) post({ t: 'piece', id, text: piece, ...(lp ? { logprobs: [lp] } : {}) });
-          else if (lp) post({ t: 'piece', id, text: '', logprobs: [lp] });
+          // logprobs go out with every token (a complete() sends them with empty text)
+          if (a.stream || lp) {
+            pieces.push(a.stream ? piece : '');
+            if (a.logprobs > 0) pieceLps.push(lp);
+            if (now() - lastPost >= PIECE_INTERVAL_MS) flush();
+          }
         }
-        if (stop !== 0) break;
+        if (stop !== 0) { flush(); break; }
         // without a shared abort word, the 'abort' message needs a turn of the event loop
         if (!abortWord && ++k % 8 === 0) await new Promise((r) => setTimeout(r, 0));
       }

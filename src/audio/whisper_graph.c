@@ -41,6 +41,9 @@ bool whisper_state_init(struct kiln_whisper * w) {
     memset(w->v_self->data, 0, kiln_nbytes(w->v_self));
     memset(w->k_cross->data, 0, kiln_nbytes(w->k_cross));
     memset(w->v_cross->data, 0, kiln_nbytes(w->v_cross));
+    w->k_slot[0] = w->k_self;
+    w->v_slot[0] = w->v_self;
+    whisper_mt_seed(&w->rng[0], 0);
     w->enc_out = (float *) calloc((size_t) S * hp->n_audio_ctx, sizeof(float));
     w->galloc = kiln_gallocr_new();
     if (!w->enc_out || !w->galloc) { kiln_set_last_error("whisper: out of memory for the state"); return false; }
@@ -50,10 +53,46 @@ bool whisper_state_init(struct kiln_whisper * w) {
 void whisper_state_free(struct kiln_whisper * w) {
     kiln_gallocr_free(w->galloc);
     kiln_free(w->ctx_kv);
+    for (int i = 1; i < WHISPER_MAX_DECODERS; i++) kiln_free(w->ctx_slot[i]);
+    free(w->tok_hash);
+    free(w->vad_map);
     free(w->enc_out);
     free(w->work);
     for (int i = 0; i < w->n_segs; i++) { free(w->segs[i].text); free(w->segs[i].tokens); }
     free(w->segs);
+}
+
+bool whisper_kv_slots(struct kiln_whisper * w, int n) {
+    const size_t n_self = (size_t) w->hp.n_text_state * w->hp.n_text_ctx * w->hp.n_text_layer;
+    for (int i = 1; i < n && i < WHISPER_MAX_DECODERS; i++) {
+        if (w->ctx_slot[i]) continue;
+        struct kiln_init_params ip = { 2 * kiln_tensor_overhead() + 2 * n_self * sizeof(kiln_fp16_t) + 256, NULL, false };
+        w->ctx_slot[i] = kiln_init(ip);
+        if (!w->ctx_slot[i]) return false;
+        w->k_slot[i] = kiln_new_tensor_1d(w->ctx_slot[i], KILN_TYPE_F16, (int64_t) n_self);
+        w->v_slot[i] = kiln_new_tensor_1d(w->ctx_slot[i], KILN_TYPE_F16, (int64_t) n_self);
+        if (!w->k_slot[i] || !w->v_slot[i]) { kiln_set_last_error("whisper: out of memory for the decoders' caches"); return false; }
+        memset(w->k_slot[i]->data, 0, kiln_nbytes(w->k_slot[i]));
+        memset(w->v_slot[i]->data, 0, kiln_nbytes(w->v_slot[i]));
+    }
+    return true;
+}
+
+void whisper_kv_use(struct kiln_whisper * w, int i) {
+    w->k_self = w->k_slot[i];
+    w->v_self = w->v_slot[i];
+}
+
+/* K is [layer][position][state], V is [layer][state][position] */
+void whisper_kv_copy(struct kiln_whisper * w, int dst, int src, int n_pos) {
+    if (dst == src || n_pos <= 0) return;
+    const size_t S = (size_t) w->hp.n_text_state, Tc = (size_t) w->hp.n_text_ctx, L = (size_t) w->hp.n_text_layer;
+    kiln_fp16_t * kd = (kiln_fp16_t *) w->k_slot[dst]->data, * vd = (kiln_fp16_t *) w->v_slot[dst]->data;
+    const kiln_fp16_t * ks = (const kiln_fp16_t *) w->k_slot[src]->data, * vs = (const kiln_fp16_t *) w->v_slot[src]->data;
+    for (size_t il = 0; il < L; il++) {
+        memcpy(kd + il * Tc * S, ks + il * Tc * S, (size_t) n_pos * S * sizeof(kiln_fp16_t));
+        for (size_t s = 0; s < S; s++) memcpy(vd + (il * S + s) * Tc, vs + (il * S + s) * Tc, (size_t) n_pos * sizeof(kiln_fp16_t));
+    }
 }
 
 static struct kiln_tensor * norm_affine(struct kiln_context * c, struct kiln_tensor * x, struct kiln_tensor * g, struct kiln_tensor * b) {

@@ -14,8 +14,11 @@
  *    transformer blocks), the cross-attention K/V computed once per 30 s
  *    window, the decoder with a self-attention K/V cache; the attention
  *    caches are f16 as in whisper.cpp.
- *  - Decoding: whisper.cpp's whisper_full for the greedy strategy at
- *    temperature 0 (see struct kiln_whisper_params for what is covered).
+ *  - Decoding: whisper.cpp's whisper_full: greedy and beam search, the
+ *    temperature fallback with best-of sampling (the same std::mt19937 and
+ *    std::discrete_distribution draws as whisper.cpp built with libstdc++),
+ *    initial prompt, translate, language detection, VAD (see struct
+ *    kiln_whisper_params).
  *
  * Errors: functions return NULL / false / -1 and set kiln_last_error().
  */
@@ -23,6 +26,7 @@
 #define KILN_WHISPER_H
 
 #include "kiln.h"
+#include "kiln-audio.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -49,6 +53,7 @@ struct kiln_whisper_tokens {
 };
 
 struct kiln_whisper;
+struct kiln_whisper_token_data;
 
 struct kiln_whisper * kiln_whisper_load_mem (const void * data, size_t size, int n_threads);
 struct kiln_whisper * kiln_whisper_load_file(const char * path, int n_threads);
@@ -99,13 +104,19 @@ bool kiln_whisper_decode(struct kiln_whisper * w, const int32_t * tokens, int n,
 
 /* --------------------------------------------------------------- decoding */
 
-/* whisper.cpp's whisper_full_params, the part that is built: greedy decoding
- * at temperature 0 without fallback, timestamps or not, context carried
- * across 30 s windows (n_max_text_ctx), blank / non-speech suppression,
- * max_initial_ts, language by code or "auto" (detected on the first window),
- * translate (the task token). Defaults from kiln_whisper_default_params()
- * are whisper.cpp's (apart from the temperature fallback, which is not built). */
+/* whisper.cpp's whisper_full_params, the part that is built, with its
+ * defaults (kiln_whisper_default_params(): whisper.cpp's
+ * whisper_full_default_params(WHISPER_SAMPLING_GREEDY)): greedy or beam
+ * search, the temperature fallback (best_of samples per temperature above
+ * 0, entropy / log-prob / no-speech thresholds), timestamps or not, context
+ * carried across 30 s windows (n_max_text_ctx), an initial prompt,
+ * blank / non-speech suppression, max_initial_ts, language by code or
+ * "auto" (detected on the first window), translate, and Silero VAD in front
+ * (only speech is transcribed; times are mapped back to the input). */
+enum kiln_whisper_strategy { KILN_WHISPER_GREEDY = 0, KILN_WHISPER_BEAM_SEARCH = 1 };
+
 struct kiln_whisper_params {
+    enum kiln_whisper_strategy strategy;   /* greedy */
     int         n_threads;        /* 4 */
     int         n_max_text_ctx;   /* 16384 */
     bool        translate;        /* false */
@@ -113,10 +124,30 @@ struct kiln_whisper_params {
     bool        single_segment;   /* false */
     bool        suppress_blank;   /* true */
     bool        suppress_nst;     /* false */
+    float       temperature;      /* 0.0: the first temperature */
     float       max_initial_ts;   /* 1.0 s */
+    float       length_penalty;   /* -1: score = sum of log-probs / length */
+    float       temperature_inc;  /* 0.2; 0: no fallback */
+    float       entropy_thold;    /* 2.4 */
     float       logprob_thold;    /* -1.0 */
     float       no_speech_thold;  /* 0.6 */
+    int         best_of;          /* 5: samples per temperature above 0 */
+    int         beam_size;        /* 5: beams at temperature 0 (strategy beam search) */
+    const char * initial_prompt;  /* NULL: text whose tokens precede the first window */
+    bool        carry_initial_prompt; /* false: true keeps it in front of every window */
     const char * language;        /* "en"; "auto" or NULL: detect */
+    /* VAD: when vad is true, vad_model (a loaded Silero model) finds speech with vad_params;
+     * whisper.cpp's layout of the speech (segments joined with 0.1 s of silence, samples_overlap
+     * of audio after each but the last) is transcribed and times map back to the input */
+    bool        vad;
+    struct kiln_vad * vad_model;
+    struct kiln_vad_params vad_params;
+    /* whisper.cpp's logits_filter_callback: called for every decoder step with the decoder's tokens
+     * so far and its logits (divided by the temperature, the always-suppressed tokens at -INFINITY),
+     * before the timestamp rules; it may change the logits */
+    void (*logits_filter)(const struct kiln_whisper * w, const struct kiln_whisper_token_data * tokens, int n_tokens,
+                          float * logits, void * user);
+    void * logits_filter_user;
     /* called with each new segment (its index) as soon as it is decoded */
     void (*on_segment)(const struct kiln_whisper * w, int i_segment, void * user);
     void * user;
@@ -126,7 +157,10 @@ struct kiln_whisper_params kiln_whisper_default_params(void);
 struct kiln_whisper_token_data {
     int32_t id, tid;   /* tid: the most probable timestamp token */
     float   p, plog, pt, ptsum;
-    float   gap;       /* logprob of the chosen token minus the runner-up's (the margin of the greedy choice) */
+    float   gap;       /* the margin of the choice: an argmax's log-prob minus the runner-up's; a sampled
+                          token's distance (probability) from the uniform draw to its interval's nearer edge */
+    float   ts_margin; /* log of the timestamps' total probability minus the best text token's log-prob
+                          at this step (above 0 a timestamp was forced); NAN when not decided */
 };
 
 struct kiln_whisper_segment {
@@ -146,6 +180,12 @@ const struct kiln_whisper_segment * kiln_whisper_get_segment(const struct kiln_w
  * (kiln_whisper_lang_max_id() + 1 floats, zeros when it was not detected) */
 int          kiln_whisper_full_lang_id(const struct kiln_whisper * w);
 const float * kiln_whisper_full_lang_probs(const struct kiln_whisper * w);
+
+/* The closest decisions of the last kiln_whisper_full, for comparing with another engine whose
+ * logits differ by rounding: *min_gap the smallest log-prob margin of an argmax choice or of the
+ * forced-timestamp rule; *min_draw the smallest distance (probability) of a sampled draw from the
+ * edge of its token's interval (beam search and temperatures above 0). INFINITY when none. */
+void kiln_whisper_full_margins(const struct kiln_whisper * w, float * min_gap, float * min_draw);
 
 /* Language detection on the window at mel frame offset (encodes it): writes
  * kiln_whisper_lang_max_id() + 1 probabilities and returns the best id, or -1. */

@@ -93,7 +93,7 @@ async function whisperCpp(m, wav, o) {
   } finally { await ctx.release(); }
 }
 function kiln(m, wav, o) {
-  const a = ['-m', m, '-f', wav, '-t', String(THREADS), '-l', o.language, '-ojf', '-of', '-'];
+  const a = ['-m', m, '-f', wav, '-t', String(THREADS), '-l', o.language, '-bs', '1', '-nf', '-ojf', '-of', '-'];
   if (o.translate) a.push('-tr');
   const j = JSON.parse(sh(bin('kiln-transcribe'), a));
   return { language: j.result.language, segments: j.transcription.map((s) => ({ text: s.text, t0: s.offsets.from, t1: s.offsets.to, tokens: s.tokens })) };

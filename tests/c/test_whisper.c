@@ -14,12 +14,17 @@
  *    chirp and on inputs shorter than the reflection; max |diff| <= 1e-5.
  *  - Decoding: the segments of jfk.wav are the same with 1 and 3 threads,
  *    every segment's text is its tokens' text, its times inside the
- *    30 s window; out-of-range ids and positions are refused.
- * Token-for-token agreement with whisper.cpp is tests/audio/whisper-oracle.mjs.
+ *    30 s window; out-of-range ids and positions are refused; beam search
+ *    with the fallback gives the same segments with 1 and 3 threads.
+ *  - Sampling pieces: std::mt19937 against the C++ standard's check value,
+ *    the discrete distribution's table and draws, the prompt tokenizer.
+ * Token-for-token agreement with whisper.cpp is tests/audio/whisper-oracle.mjs
+ * and tests/audio/whisper-decode-oracle.mjs.
  */
 #include "kiln-whisper.h"
 #include "kiln-audio.h"
 #include "util/test_util.h"
+#include "../../src/audio/whisper_internal.h"
 
 #include <unistd.h>
 
@@ -232,6 +237,7 @@ static void test_decode(void) {
     if (!w || !kiln_wav_read_file(JFK, &wav)) { CHECK(0, "model / audio"); kiln_whisper_free(w); return; }
     struct kiln_whisper_params p = kiln_whisper_default_params();
     p.n_threads = 1;
+    p.temperature_inc = 0.0f;   /* greedy at temperature 0 only: no sampling */
     CHECK(kiln_whisper_full(w, &p, wav.samples, wav.n_samples) == 0, "full, 1 thread: %s", kiln_last_error());
     const int ns = kiln_whisper_n_segments(w);
     CHECK(ns > 0, "segments");
@@ -270,7 +276,83 @@ static void test_decode(void) {
     CHECK(!kiln_whisper_decode(w, &ok, 1, 448, lg), "position past the text context refused");
     p.language = "xx";
     CHECK(kiln_whisper_full(w, &p, wav.samples, wav.n_samples) == -1 && strstr(kiln_last_error(), "language"), "unknown language refused");
+    p.language = "en";
+    p.vad = true;
+    CHECK(kiln_whisper_full(w, &p, wav.samples, wav.n_samples) == -1 && strstr(kiln_last_error(), "VAD"), "vad without a model refused");
+    p.vad = false;
+    p.strategy = KILN_WHISPER_BEAM_SEARCH;
+    p.beam_size = 9;
+    CHECK(kiln_whisper_full(w, &p, wav.samples, wav.n_samples) == -1 && strstr(kiln_last_error(), "decoders"), "9 beams refused");
+    kiln_whisper_free(w);
+
+    /* beam search with the fallback: the same segments with 1 and 3 threads (fresh models: decoder 0's
+     * generator carries over from one whisper_full to the next, as in whisper.cpp) */
+    b = write_model(TINY, 1, 64, 3, &n);
+    char * first[64] = { 0 };
+    int n_first = -1;
+    for (int run = 0; run < 2 && b; run++) {
+        w = kiln_whisper_load_mem(b, n, 1);
+        if (!w) { CHECK(0, "model"); break; }
+        p = kiln_whisper_default_params();
+        p.strategy = KILN_WHISPER_BEAM_SEARCH;
+        p.n_threads = run ? 3 : 1;
+        p.temperature_inc = 0.5f;   /* temperatures 0 (5 beams), 0.5 and 1.0 (5 samples each) */
+        CHECK(kiln_whisper_full(w, &p, wav.samples, 16000 * 4) == 0, "beam search, %d threads: %s", p.n_threads, kiln_last_error());
+        const int m = kiln_whisper_n_segments(w);
+        if (run == 0) n_first = m;
+        else CHECK(m == n_first, "beam: %d segments with 3 threads, %d with 1", m, n_first);
+        for (int i = 0; i < m && i < 64; i++) {
+            const char * t = kiln_whisper_get_segment(w, i)->text;
+            if (run == 0) first[i] = strdup(t);
+            else CHECK(first[i] && strcmp(first[i], t) == 0, "beam: segment %d equal with 3 threads", i);
+        }
+        kiln_whisper_free(w);
+    }
+    for (int i = 0; i < 64; i++) free(first[i]);
+    free(b);
     kiln_wav_free(&wav);
+}
+
+/* the generator and tokenizer that whisper.cpp's decoding takes from the C++ library */
+static void test_sampling_pieces(void) {
+    tu_case = "sampling";
+    struct whisper_mt19937 r;
+    whisper_mt_seed(&r, 5489u);
+    uint32_t x = 0;
+    for (int i = 0; i < 10000; i++) x = whisper_mt_next(&r);
+    CHECK(x == 4123659995u, "mt19937: the 10000th number of the default seed is the C++ standard's 4123659995 (got %u)", x);
+    /* discrete_distribution: zero-probability entries are never drawn; the table's last entry is 1 */
+    const float pr[5] = { 0.0f, 0.25f, 0.0f, 0.75f, 0.0f };
+    double cp[5];
+    CHECK(whisper_discrete_setup(pr, 5, cp) == 0 && cp[4] == 1.0 && cp[1] == 0.25, "cumulative table");
+    int count[5] = { 0 };
+    for (int i = 0; i < 4000; i++) { const int k = whisper_discrete_draw(&r, cp, 5, NULL); if (k >= 0 && k < 5) count[k]++; }
+    CHECK(count[0] == 0 && count[2] == 0 && count[4] == 0 && count[1] > 850 && count[1] < 1150, "draws %d %d %d %d %d", count[0], count[1], count[2], count[3], count[4]);
+    const float zero[3] = { 0 };
+    CHECK(whisper_discrete_setup(zero, 3, cp) == -1, "all-zero probabilities refused");
+
+    /* the prompt tokenizer: longest vocabulary prefixes of the GPT-2 words; the text comes back whole */
+    size_t n;
+    uint8_t * b = write_model(TINY, 1, 64, 3, &n);
+    struct kiln_whisper * w = b ? kiln_whisper_load_mem(b, n, 1) : NULL;
+    free(b);
+    if (!w) { CHECK(0, "model"); return; }
+    const char * text = "And so, my fellow Americans:  ask not what your country can do for you 1961's";
+    int32_t ids[128];
+    const int k = whisper_tokenize_prompt(w, text, ids, 128);
+    CHECK(k > 10 && k < 40, "%d tokens", k);
+    char back[512];
+    size_t o = 0;
+    for (int i = 0; i < k && i < 128; i++) {
+        size_t len;
+        const char * t = kiln_whisper_token_text(w, ids[i], &len);
+        if (t && o + len < sizeof back) { memcpy(back + o, t, len); o += len; }
+    }
+    back[o] = 0;
+    CHECK(strcmp(back, text) == 0, "tokens spell the prompt: '%s'", back);
+    size_t len;
+    const char * t1 = k > 1 ? kiln_whisper_token_text(w, ids[1], &len) : NULL;
+    CHECK(t1 && len == 3 && memcmp(t1, " so", 3) == 0, "' so' is one token");
     kiln_whisper_free(w);
 }
 
@@ -279,6 +361,7 @@ int main(void) {
     test_loader();
     test_mel();
     test_decode();
+    test_sampling_pieces();
     remove(g_tmp);
     return tu_finish();
 }

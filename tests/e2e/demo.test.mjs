@@ -4,7 +4,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, mkdirSync, rmSync, readFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { tmpdir, availableParallelism } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
@@ -14,6 +14,10 @@ const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..')
 const ARTIFACTS = path.join(ROOT, 'test-artifacts');
 const CHROMIUM = process.env.KILN_CHROMIUM ?? '/usr/bin/chromium';
 const MODEL_PATH = '/models/stories260K.gguf';
+// waits poll at an interval: playwright's default (every animation frame)
+// would add a predicate run and a DevTools round trip to each frame of the
+// page whose main thread the responsiveness test measures
+const POLL_MS = 250;
 // llama.cpp's greedy continuation of "Once upon a time" (models/README.md), without the BOS piece
 const REFERENCE = (() => {
   const md = readFileSync(path.join(ROOT, 'models/README.md'), 'utf8');
@@ -67,7 +71,7 @@ async function open(server, page = 'index.html', { init } = {}) {
 }
 
 async function waitLoaded(p) {
-  await p.waitForFunction(() => window.__kilnDemo.loaded || window.__kilnDemo.lastError, null, { timeout: 30000 });
+  await p.waitForFunction(() => window.__kilnDemo.loaded || window.__kilnDemo.lastError, null, { timeout: 30000, polling: POLL_MS });
   const err = await p.evaluate(() => window.__kilnDemo.lastError);
   assert.equal(err, '', `model load failed: ${err}\n${p.logs.join('\n')}`);
 }
@@ -80,8 +84,8 @@ async function generateText(p, prompt, maxTokens) {
   await p.fill('[data-testid=prompt]', prompt);
   await p.fill('[data-testid=max-tokens]', String(maxTokens));
   await p.click('[data-testid=generate]');
-  await p.waitForFunction(() => window.__kilnDemo.generating === true || window.__kilnDemo.tokens > 0, null, { timeout: 10000 });
-  await p.waitForFunction(() => window.__kilnDemo.generating === false, null, { timeout: 60000 });
+  await p.waitForFunction(() => window.__kilnDemo.generating === true || window.__kilnDemo.tokens > 0, null, { timeout: 10000, polling: POLL_MS });
+  await p.waitForFunction(() => window.__kilnDemo.generating === false, null, { timeout: 60000, polling: POLL_MS });
   assert.equal(await p.evaluate(() => window.__kilnDemo.lastError), '');
   return p.textContent('[data-testid=output]');
 }
@@ -154,39 +158,53 @@ test('Stop interrupts generation within one token', async (t) => {
 // stall the page's main thread for reasons of its own. A page that computes
 // on its main thread fails every attempt; one that is only descheduled
 // passes one of three.
+// The page's main-thread long tasks (over 50 ms, PerformanceObserver
+// 'longtask') while the action runs. Measured on every run, no retries.
 async function longTasksDuring(page, action) {
-  const attempts = [];
-  for (let i = 0; i < 3; i++) {
-    const since = await page.evaluate(() => performance.now());
-    await action();
-    await page.waitForTimeout(100); // let the observer deliver
-    const tasks = (await page.evaluate(() => window.__longTasks)).filter((t) => t.start >= since).map((t) => Math.round(t.duration));
-    attempts.push(tasks);
-    if (tasks.every((d) => d <= 50)) break;
-  }
-  return attempts;
+  const since = await page.evaluate(() => performance.now());
+  await action();
+  await page.waitForTimeout(100); // let the observer deliver
+  return (await page.evaluate(() => window.__longTasks)).filter((t) => t.start >= since).map((t) => Math.round(t.duration));
 }
 
 test('responsiveness: no main-thread long task over 50 ms while loading, benchmarking and generating', async () => {
   const p = await open(isolated);
   await waitLoaded(p);
-  const gen = await longTasksDuring(p, async () => {
-    await p.evaluate(() => window.__kilnDemo.kiln.cache.clear());
+  // the prompt is typed before the measured part: it covers loading and generating
+  const generates = await canGenerate(p);
+  await p.fill('[data-testid=prompt]', 'Once upon a time');
+  await p.fill('[data-testid=max-tokens]', '100');
+  const load = async () => {
     await p.evaluate(() => { window.__kilnDemo.loaded = false; });
-    await p.click('#load'); // uncached: download, store, load
+    await p.click('#load');
     await waitLoaded(p);
-    if (await canGenerate(p)) await generateText(p, 'Once upon a time', 100);
-  });
+    if (!generates) return;
+    await p.click('[data-testid=generate]');
+    await p.waitForFunction(() => window.__kilnDemo.generating === true || window.__kilnDemo.tokens > 0, null, { timeout: 10000, polling: POLL_MS });
+    await p.waitForFunction(() => window.__kilnDemo.generating === false, null, { timeout: 60000, polling: POLL_MS });
+    assert.equal(await p.evaluate(() => window.__kilnDemo.lastError), '');
+    assert.equal(await p.evaluate(() => window.__kilnDemo.tokens), 100);
+  };
+  // uncached (download, store, load), then from the cache
+  await p.evaluate(() => window.__kilnDemo.kiln.cache.clear());
+  const uncached = await longTasksDuring(p, load);
+  const cached = await longTasksDuring(p, load);
   const k = await open(isolated, 'kernels.html');
   await k.selectOption('#size', '128');
   const bench = await longTasksDuring(k, async () => {
     await k.click('[data-testid=run-bench]');
-    await k.waitForFunction(() => window.__kilnDemo.done === true, null, { timeout: 60000 });
+    await k.waitForFunction(() => window.__kilnDemo.done === true, null, { timeout: 60000, polling: POLL_MS });
     await k.evaluate(() => { window.__kilnDemo.done = false; });
   });
-  console.log(`# long tasks (ms) per attempt: generate page ${JSON.stringify(gen)}, kernels page ${JSON.stringify(bench)}`);
-  assert.ok(gen.at(-1).every((d) => d <= 50), `generate page long tasks: ${JSON.stringify(gen)}`);
-  assert.ok(bench.at(-1).every((d) => d <= 50), `kernels page long tasks: ${JSON.stringify(bench)}`);
+  // a task's duration is wall time: on a machine with more runnable threads
+  // than cores it includes time the page's thread waited for a core, which
+  // the load average (Linux) helps tell apart in a failure
+  let machine = '';
+  try { machine = `; load average ${readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')} on ${availableParallelism()} cores`; } catch { /* not Linux */ }
+  console.log(`# long tasks (ms): generate page uncached ${JSON.stringify(uncached)}, cached ${JSON.stringify(cached)}; kernels page ${JSON.stringify(bench)}${machine}`);
+  assert.deepEqual(uncached, [], `generate page, uncached load + generation: long tasks ${JSON.stringify(uncached)} ms${machine}`);
+  assert.deepEqual(cached, [], `generate page, cached load + generation: long tasks ${JSON.stringify(cached)} ms${machine}`);
+  assert.deepEqual(bench, [], `kernels page: long tasks ${JSON.stringify(bench)} ms${machine}`);
   await p.close(); await k.close();
 });
 

@@ -3,6 +3,8 @@
 // engines between runs.
 //   window.__peers.open({engine: 'kiln'|'wllama', url, threads, build, ctx, warmup}) -> {loadMs, info}
 //   window.__peers.gen({prompt, nGen, reps}) -> {reps: [{pp, tg, text, tokens?, ...}]}
+//   window.__peers.first({prompt}) -> {ms, pp, prompt_n}: time to first token, the wall time
+//     of a one-token greedy completion of the prompt (its whole prompt evaluated, one token sampled)
 //   window.__peers.close()
 // Rates use one definition on both sides: pp = prompt tokens / prompt time;
 // tg = decode evals / their time, where N generated tokens cost N-1 evals
@@ -46,6 +48,12 @@ function wllamaEngine() {
       }
       return { reps: out };
     },
+    async first({ prompt }) {
+      const t0 = performance.now();
+      const r = await w.createCompletion({ prompt, max_tokens: 1, temperature: 0, cache_prompt: false });
+      const ms = performance.now() - t0;
+      return { ms, pp: r.timings?.prompt_per_second ?? null, prompt_n: r.timings?.prompt_n ?? null };
+    },
     async close() { await w?.exit(); w = null; },
   };
 }
@@ -77,6 +85,12 @@ function kilnEngine() {
       }
       return { reps: out };
     },
+    async first({ prompt }) {
+      const t0 = performance.now();
+      const r = await model.complete(prompt, { maxTokens: 1, ...greedy, cachePrompt: false });
+      const ms = performance.now() - t0;
+      return { ms, pp: r.stats.promptTokensPerSecond, prompt_n: r.stats.promptTokens };
+    },
     async close() { model?.free(); k?.destroy(); model = null; k = null; },
   };
 }
@@ -86,5 +100,6 @@ window.__peers = {
   ready: true,
   async open(o) { engine = o.engine === 'kiln' ? kilnEngine() : wllamaEngine(); return engine.open(o); },
   gen: (o) => engine.gen(o),
+  first: (o) => engine.first(o),
   close: () => engine?.close(),
 };
