@@ -46,13 +46,8 @@ int main(int argc, char ** argv) {
         else if (!strcmp(argv[i], "--kv-heads") && has) kv_heads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--ff") && has) ff = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--vocab-file") && has) vocab = argv[++i];
-        else if (!strcmp(argv[i], "--type") && has) {
-            const char * tn = argv[++i];
-            type = KILN_TYPE_COUNT;
-            for (int t = 0; t < KILN_TYPE_COUNT; t++) {
-                if (kiln_type_is_valid(t) && !strcmp(kiln_type_name((enum kiln_type) t), tn)) type = (enum kiln_type) t;
-            }
-        } else if (argv[i][0] != '-' && !out) out = argv[i];
+        else if (!strcmp(argv[i], "--type") && has) type = synth_type_by_name(argv[++i]);
+        else if (argv[i][0] != '-' && !out) out = argv[i];
         else { out = NULL; break; }
     }
     if (!out || type == KILN_TYPE_COUNT || width <= 0 || heads <= 0 || kv_heads <= 0 || width % heads || heads % kv_heads ||

@@ -8,6 +8,7 @@
 # templates vs llama.cpp's Jinja), tests/oracle/quant-mix.mjs (q4_K_M / q5_K_M
 # vs llama.cpp's quantizer), tests/oracle/grammar.mjs (grammar-constrained
 # generation against llama.cpp's grammar engine and ajv),
+# tests/oracle/lora.mjs (LoRA adapters and merged models against llama.cpp's),
 # tests/oracle/finetune.mjs (a LoRA adapter trained by kiln-finetune, loaded by
 # llama.cpp) and tests/audio/vad-oracle.mjs (Silero VAD against
 # whisper.cpp). Needs `npm install` done (offline is fine: the
@@ -24,7 +25,8 @@ if ! node -e 'import("node-llama-cpp")' 2>/dev/null; then
   exit 1
 fi
 cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$B" -j"${KILN_JOBS:-2}" --target kiln-generate kiln-tokenize kiln-quantize kiln-llama-pad kiln-synth-model >/dev/null
+cmake --build "$B" -j"${KILN_JOBS:-2}" --target kiln-generate kiln-tokenize kiln-quantize kiln-llama-pad kiln-synth-model \
+  kiln-logits kiln-synth-lora kiln-export-lora >/dev/null
 bash scripts/make-oracle-fixtures.sh "$B" >/dev/null
 rc=0
 # Kiln's Q4_K x8 kernels against llama.cpp's exported repacked Q4_K kernels
@@ -47,6 +49,8 @@ cmake --build "$B" -j"${KILN_JOBS:-2}" --target kiln-gguf >/dev/null
 node tests/oracle/quant-mix.mjs --build "$B" || rc=1
 # the built-in chat templates against llama.cpp's Jinja engine on real models' templates
 node tests/oracle/chat-template.mjs --build "$B" || rc=1
+# LoRA adapters (kiln-synth-lora) and kiln-export-lora's merged models (build/oracle-lora/)
+node tests/oracle/lora.mjs --build "$B" --json "$B/oracle-lora/result.json" || rc=1
 # grammar-constrained generation against llama.cpp's grammar engine and ajv
 node tests/oracle/grammar.mjs --build "$B" --json build/oracle/grammar-result.json || rc=1
 # LoRA fine-tuning: kiln-finetune's adapter loaded by llama.cpp (stories260K + the Zorbu corpus)

@@ -132,6 +132,18 @@ KW_EXPORT int kw_llm_new(int model_handle, int vocab_only, int n_ctx) {
     return h;
 }
 
+/* a LoRA adapter (llama.cpp's GGUF format, size bytes at data, read during
+ * the call) applied to this generator's model at scale; the cache empties */
+KW_EXPORT int kw_llm_lora_add(int g, const void * data, double size, float scale) {
+    struct kw_llm * l = get(g, "llm_lora_add");
+    if (!l) return KW_E_HANDLE;
+    if (!data || !(size > 0) || size > 4294967295.0) return kw_fail(KW_E_INVALID, "lora: %.0f bytes", size);
+    kiln_clear_error();
+    struct kiln_adapter_lora * ad = kiln_adapter_lora_init_from_buffer(l->model, data, (size_t) size);
+    if (!ad) return kw_fail_kiln(KW_E_FORMAT, NULL);
+    if (kiln_model_set_adapter_lora(l->model, ad, scale) != KILN_STATUS_SUCCESS) return kw_fail_kiln(KW_E_INVALID, NULL);
+    return KW_OK;
+}
 /* the generator's model (kiln_wasm_embed.c), or NULL and a handle failure */
 struct kiln_model * kw_llm_model(int g, const char * fn) { struct kw_llm * l = get(g, fn); return l ? l->model : NULL; }
 

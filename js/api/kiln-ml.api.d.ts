@@ -2,7 +2,7 @@
 
 // ==== index.d.ts
 export { Kiln, Tensor, Model, TYPE_IDS, relaxedSimdSupported } from './kiln.js';
-export type { Build, Simd, LogLevel, DType, TensorOptions, KilnOptions, KilnInfo, LoadOptions, MemoryStats, ModelSource, RopeOptions, TensorData, TensorInfo, ModelInfo, MetadataValue, EmbedOptions, Pooling } from './kiln.js';
+export type { Build, Simd, LogLevel, DType, TensorOptions, KilnOptions, KilnInfo, LoadOptions, LoraAdapter, MemoryStats, ModelSource, RopeOptions, TensorData, TensorInfo, ModelInfo, MetadataValue, EmbedOptions, Pooling } from './kiln.js';
 export type { Progress } from './scheduler.js';
 export { KilnError, KilnAbortError } from './errors.js';
 export type { KilnErrorCode } from './errors.js';
@@ -322,6 +322,10 @@ export interface MemoryStats {
     max: number;
     handles: number;
 }
+export interface LoraAdapter {
+    source: string | URL | Blob | ArrayBuffer | ArrayBufferView;
+    scale?: number;
+}
 export type ModelSource = string | URL | Blob | ArrayBuffer | SharedArrayBuffer | ArrayBufferView | ReadableStream<Uint8Array>;
 export interface LoadOptions {
     onProgress?: (p: Progress) => void;
@@ -335,6 +339,14 @@ export interface LoadOptions {
     vocabOnly?: boolean;
     /** text generation: context length (default: the model's, kept within 512..4096) */
     nCtx?: number;
+    /**
+     * text generation: LoRA adapters in llama.cpp's GGUF format (as
+     * llama.cpp's --lora / --lora-scaled and kiln-finetune write them), applied
+     * in order, each at its scale (default 1): every adapted W x becomes
+     * W x + scale * alpha / rank * B (A x). source: a URL, a path (Node), bytes
+     * or a Blob. A file that does not fit the model fails the load (BAD_MODEL).
+     */
+    lora?: LoraAdapter[];
     /**
      * bytes sources (ArrayBuffer / typed array): move the caller's buffer to
      * the engine instead of copying it. The WHOLE underlying ArrayBuffer is

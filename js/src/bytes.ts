@@ -26,6 +26,7 @@
 import { KilnError, KilnAbortError } from './errors.js';
 import type { Progress, Scheduler } from './scheduler.js';
 import type { FillMsg, ModelSourceMsg } from './protocol.js';
+import { nodeImport } from './assets.js';
 
 /** a slice sent or written at a time */
 const SLICE = 4 << 20;
@@ -152,4 +153,28 @@ export function planBytes(sched: Scheduler, source: ArrayBuffer | SharedArrayBuf
     }
   };
   return { source: src, transfer: [], onFill };
+}
+
+/**
+ * @internal A small file's bytes as a fresh copy (loadVad's model, LoRA
+ * adapters): bytes, a Blob, a URL, or a path in Node. who: the caller's name
+ * for messages.
+ */
+export async function smallSourceBytes(source: unknown, who: string): Promise<Uint8Array> {
+  if (isBytes(source)) return viewOf(source).slice();
+  if (typeof Blob !== 'undefined' && source instanceof Blob) return new Uint8Array(await source.arrayBuffer());
+  if (typeof source === 'string' || source instanceof URL) {
+    const s = String(source);
+    const isNode = typeof process === 'object' && !!process.versions?.node;
+    if (isNode && !/^(https?|data|blob):/i.test(s)) {
+      const fs = await nodeImport('node:fs/promises') as { readFile(p: string | URL): Promise<Uint8Array> };
+      try { return new Uint8Array(await fs.readFile(s.startsWith('file:') ? new URL(s) : s)); } catch (e) {
+        throw new KilnError('BAD_SOURCE', `${who}: cannot read ${s}: ${e instanceof Error ? e.message : String(e)}`);
+      }
+    }
+    const r = await fetch(s);
+    if (!r.ok) throw new KilnError('BAD_SOURCE', `${who}: ${s}: HTTP ${r.status}`);
+    return new Uint8Array(await r.arrayBuffer());
+  }
+  throw new KilnError('BAD_SOURCE', `${who}: the source must be a URL, a path, bytes or a Blob`);
 }

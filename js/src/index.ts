@@ -1,5 +1,5 @@
 export { Kiln, Tensor, Model, TYPE_IDS, relaxedSimdSupported } from './kiln.js';
-export type { Build, Simd, LogLevel, DType, TensorOptions, KilnOptions, KilnInfo, LoadOptions, MemoryStats, ModelSource, RopeOptions, TensorData, TensorInfo, ModelInfo, MetadataValue, EmbedOptions, Pooling } from './kiln.js';
+export type { Build, Simd, LogLevel, DType, TensorOptions, KilnOptions, KilnInfo, LoadOptions, LoraAdapter, MemoryStats, ModelSource, RopeOptions, TensorData, TensorInfo, ModelInfo, MetadataValue, EmbedOptions, Pooling } from './kiln.js';
 export type { Progress } from './scheduler.js';
 export { KilnError, KilnAbortError } from './errors.js';
 export type { KilnErrorCode } from './errors.js';

@@ -10,7 +10,7 @@ import { loadVad, type Vad, type VadSource } from './vad.js';
 import { finetune, type FinetuneOptions, type FinetuneResult } from './finetune.js';
 import { loadModelCached, modelCache, type CacheEvent, type ModelCache } from './cache.js';
 import { backward, gradOf, makeOptim, zeroGrad, type BackwardOptions, type Optim } from './autograd.js';
-import { isBytes, planBytes } from './bytes.js';
+import { isBytes, planBytes, smallSourceBytes } from './bytes.js';
 import { engineWorkerUrl, filesUnder, nodeImport, packagedFiles, type EngineFiles } from './assets.js';
 import type { FillMsg, MetadataValue, ModelSourceMsg, StoredMsg } from './protocol.js';
 import { TextGen, type Session, type ChatMessage, type ChatOptions, type Completion, type GenerateOptions, type GenerationStats } from './generate.js';
@@ -77,6 +77,8 @@ export interface KilnInfo {
 
 export interface MemoryStats { used: number; total: number; max: number; handles: number }
 
+export interface LoraAdapter { source: string | URL | Blob | ArrayBuffer | ArrayBufferView; scale?: number }
+
 export type ModelSource = string | URL | Blob | ArrayBuffer | SharedArrayBuffer | ArrayBufferView | ReadableStream<Uint8Array>;
 export interface LoadOptions {
   onProgress?: (p: Progress) => void; signal?: AbortSignal;
@@ -88,6 +90,14 @@ export interface LoadOptions {
   vocabOnly?: boolean;
   /** text generation: context length (default: the model's, kept within 512..4096) */
   nCtx?: number;
+  /**
+   * text generation: LoRA adapters in llama.cpp's GGUF format (as
+   * llama.cpp's --lora / --lora-scaled and kiln-finetune write them), applied
+   * in order, each at its scale (default 1): every adapted W x becomes
+   * W x + scale * alpha / rank * B (A x). source: a URL, a path (Node), bytes
+   * or a Blob. A file that does not fit the model fails the load (BAD_MODEL).
+   */
+  lora?: LoraAdapter[];
   /**
    * bytes sources (ArrayBuffer / typed array): move the caller's buffer to
    * the engine instead of copying it. The WHOLE underlying ArrayBuffer is
@@ -309,6 +319,21 @@ export class Kiln {
       const { cache, onCache, ...rest } = opts;
       return loadModelCached<Model>(this, source, { ...rest, cache, onCache });
     }
+    let lora: { bytes: ArrayBuffer; scale: number }[] | undefined;
+    if (opts.lora !== undefined) {
+      if (!Array.isArray(opts.lora)) throw new KilnError('INVALID_ARGUMENT', 'loadModel: lora must be an array of {source, scale}');
+      if (opts.lora.length && opts.vocabOnly) throw new KilnError('INVALID_ARGUMENT', 'loadModel: lora adapters need the weights (not vocabOnly)');
+      lora = [];
+      for (const [i, l] of opts.lora.entries()) {
+        const scale = l?.scale ?? 1;
+        if (typeof scale !== 'number' || !Number.isFinite(scale)) {
+          throw new KilnError('INVALID_ARGUMENT', `loadModel: lora[${i}].scale must be a finite number, not ${String(scale)}`);
+        }
+        const bytes = await smallSourceBytes(l?.source, `loadModel: lora[${i}]`);
+        lora.push({ bytes: bytes.buffer as ArrayBuffer, scale });
+        transfer.push(bytes.buffer as ArrayBuffer);
+      }
+    }
     if (typeof ReadableStream !== 'undefined' && source instanceof ReadableStream) {
       src = { kind: 'stream', stream: source, size: opts.size ?? NaN };
       transfer.push(source as unknown as Transferable);
@@ -335,7 +360,7 @@ export class Kiln {
     if (opts.nCtx !== undefined && !(Number.isInteger(opts.nCtx) && opts.nCtx >= 0 && opts.nCtx < 2 ** 31)) {
       throw new KilnError('INVALID_ARGUMENT', `loadModel: nCtx must be an integer >= 0, not ${String(opts.nCtx)}`);
     }
-    const r = await this.sched.job({ t: 'load', source: src, vocabOnly: !!opts.vocabOnly, nCtx: opts.nCtx ?? 0 }, { signal: opts.signal, onProgress: opts.onProgress, transfer, onFill });
+    const r = await this.sched.job({ t: 'load', source: src, vocabOnly: !!opts.vocabOnly, nCtx: opts.nCtx ?? 0, lora }, { signal: opts.signal, onProgress: opts.onProgress, transfer, onFill });
     return new Model(this, r.modelId, r);
   }
 

@@ -141,7 +141,8 @@ export interface Requests {
   ready: { req: { tensor: number }; reply: TensorDesc };
   data: { req: { tensor: number }; reply: TensorDesc & { buffer: ArrayBuffer } };
   load: {
-    req: { source: ModelSourceMsg; vocabOnly: boolean; nCtx: number };
+    /** lora: adapter files (llama.cpp's GGUF LoRA format) applied in order, each at its scale */
+    req: { source: ModelSourceMsg; vocabOnly: boolean; nCtx: number; lora?: { bytes: ArrayBuffer; scale: number }[] };
     reply: { modelId: number; size: number; version: number; nKv: number; tensors: string[]; metadata: Record<string, MetadataValue>; stored?: StoredMsg };
   };
   freeModel: { req: { model: number }; reply: void };

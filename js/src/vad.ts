@@ -17,7 +17,7 @@
  * a start that turns out shorter than minSpeechMs is reported as a misfire).
  */
 import { KilnError } from './errors.js';
-import { nodeImport } from './assets.js';
+import { smallSourceBytes } from './bytes.js';
 import type { Kiln } from './kiln.js';
 
 export type VadSource = string | URL | Uint8Array | ArrayBuffer | Blob;
@@ -105,30 +105,10 @@ function mono(input: Float32Array | AudioBufferLike, sampleRate: number | undefi
   throw new KilnError('INVALID_ARGUMENT', 'vad: samples must be a Float32Array (with a sampleRate) or an AudioBuffer');
 }
 
-async function bytesOf(source: VadSource): Promise<Uint8Array> {
-  if (source instanceof Uint8Array) return source.slice();
-  if (source instanceof ArrayBuffer) return new Uint8Array(source.slice(0));
-  if (typeof Blob !== 'undefined' && source instanceof Blob) return new Uint8Array(await source.arrayBuffer());
-  if (typeof source === 'string' || source instanceof URL) {
-    const s = String(source);
-    const isNode = typeof process === 'object' && !!process.versions?.node;
-    if (isNode && !/^(https?|data|blob):/i.test(s)) {
-      const fs = await nodeImport('node:fs/promises') as { readFile(p: string | URL): Promise<Uint8Array> };
-      try { return new Uint8Array(await fs.readFile(s.startsWith('file:') ? new URL(s) : s)); } catch (e) {
-        throw new KilnError('BAD_SOURCE', `loadVad: cannot read ${s}: ${e instanceof Error ? e.message : String(e)}`);
-      }
-    }
-    const r = await fetch(s);
-    if (!r.ok) throw new KilnError('BAD_SOURCE', `loadVad: ${s}: HTTP ${r.status}`);
-    return new Uint8Array(await r.arrayBuffer());
-  }
-  throw new KilnError('BAD_SOURCE', 'loadVad: the source must be a URL, a path, bytes or a Blob');
-}
-
 let nextVadId = 1;
 
 export async function loadVad(kiln: Kiln, source: VadSource): Promise<Vad> {
-  const bytes = await bytesOf(source);
+  const bytes = await smallSourceBytes(source, 'loadVad');
   const id = nextVadId++;
   await kiln.sched.job({ t: 'vadLoad', vad: id, bytes: bytes.buffer as ArrayBuffer }, { transfer: [bytes.buffer as ArrayBuffer] });
   return new Vad(kiln, id);

@@ -70,7 +70,7 @@ type KilnFactory = (opts: object) => Promise<KilnModule>;
   const cancelers = new Map<number, () => void>(); // interrupt a load waiting on its source
   const tensors = new Map<number, number | WErr>(); // client id -> handle or build error
   const models = new Map<number, number>();
-  const modelOpts = new Map<number, { vocabOnly: boolean; nCtx: number }>();
+  const modelOpts = new Map<number, { vocabOnly: boolean; nCtx: number; lora?: { bytes: Uint8Array; scale: number }[] }>();
   const llms = new Map<number, number>(); // model id -> kw_llm handle of its default session (generate.ts)
   const sessions = new Map<number, { model: number; g: number }>(); // session id -> its own kw_llm handle
   // the op table of wasm/kiln_wasm_ops.c (KW_OPS): index, inputs (t/o), params (i/f/d)
@@ -460,7 +460,12 @@ type KilnFactory = (opts: object) => Promise<KilnModule>;
       progress(true);
       guard(() => check(M._kw_model_parse(m)));
       models.set(id, m);
-      modelOpts.set(id, { vocabOnly: !!a.vocabOnly, nCtx: a.nCtx ?? 0 });
+      const lora = (a.lora ?? []).map((l) => ({ bytes: new Uint8Array(l.bytes), scale: l.scale }));
+      modelOpts.set(id, { vocabOnly: !!a.vocabOnly, nCtx: a.nCtx ?? 0, lora });
+      // adapters are checked against the model now, so that a bad one fails the load
+      if (lora.length) {
+        try { guard(() => llmOf(id)); } catch (e) { modelOpts.delete(id); models.delete(id); throw e; }
+      }
       const names: string[] = [];
       const n = M._kw_model_n_tensors(m);
       for (let i = 0; i < n; i++) names.push(M.UTF8ToString(M._kw_model_tensor_name(m, i)));
@@ -733,6 +738,13 @@ type KilnFactory = (opts: object) => Promise<KilnModule>;
     if (!m) throw new WErr('INVALID_HANDLE', 'the model was freed');
     const o = modelOpts.get(modelId) ?? { vocabOnly: false, nCtx: 0 };
     const g = check(M._kw_llm_new(m, o.vocabOnly ? 1 : 0, o.nCtx));
+    try {
+      // every generator of the model (sessions too) applies its adapters
+      for (const l of o.lora ?? []) withBytes(l.bytes, (p) => check(M._kw_llm_lora_add(g, p, l.bytes.byteLength, l.scale)));
+    } catch (e) {
+      guard(() => M._kw_llm_free(g));
+      throw e;
+    }
     if (session) sessions.set(session, { model: modelId, g });
     else llms.set(modelId, g);
     return g;

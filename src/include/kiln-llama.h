@@ -428,7 +428,8 @@ KILN_API size_t kiln_gen_state_size(const struct kiln_gen * gen);
 KILN_API enum kiln_status kiln_gen_state_save(const struct kiln_gen * gen, void * buf, size_t size);
 KILN_API enum kiln_status kiln_gen_state_load(struct kiln_gen * gen, const void * buf, size_t size);
 /* what a saved state names its model by: the architecture, the shapes and
- * the norm weights' bytes (the same for one file however it is loaded) */
+ * the norm weights' bytes (the same for one file however it is loaded), and
+ * the LoRA adapters applied (scales and bytes) */
 KILN_API uint64_t kiln_model_fingerprint(const struct kiln_model * model);
 KILN_API enum kiln_type kiln_model_kv_type(const struct kiln_model * model);
 /* bytes of K and V for n_pos positions; read/write the first n_past */
@@ -474,6 +475,40 @@ KILN_API enum kiln_status kiln_generate(
         kiln_piece_callback          callback,
         void                       * user_data,
         struct kiln_generate_stats * stats);
+
+/* ---------------------------------------------------------- LoRA adapters */
+
+/* A LoRA adapter in llama.cpp's GGUF format (general.type = "adapter",
+ * adapter.type = "lora", adapter.lora.alpha, general.architecture equal to
+ * the model's): per adapted weight W [n_in, n_out] a pair
+ * "<W's name>.lora_a" [n_in, r] and "<W's name>.lora_b" [r, n_out]
+ * (token_embd.weight: lora_a [r, n_vocab], lora_b [r, n_embd]), of type F32,
+ * F16, BF16 or Q8_0. Adaptable weights: attention q/k/v/output, FFN
+ * gate/up/down, output and (untied models) the token embedding; tensors
+ * ending in "_norm.weight" are skipped as llama.cpp skips them. Every name,
+ * shape and type is checked against the model at load: a problem gives NULL
+ * and a message naming the tensor. As llama.cpp (llama_adapter_lora_init),
+ * the model owns its adapters: kiln_model_free frees those not yet freed. */
+struct kiln_adapter_lora;
+KILN_API struct kiln_adapter_lora * kiln_adapter_lora_init(struct kiln_model * model, const char * path);
+/* the buffer is only read during the call */
+KILN_API struct kiln_adapter_lora * kiln_adapter_lora_init_from_buffer(struct kiln_model * model, const void * data, size_t size);
+/* detaches it from its model first */
+KILN_API void    kiln_adapter_lora_free(struct kiln_adapter_lora * adapter);
+KILN_API float   kiln_adapter_lora_alpha(const struct kiln_adapter_lora * adapter);
+/* how many weights it adapts */
+KILN_API int32_t kiln_adapter_lora_n_weights(const struct kiln_adapter_lora * adapter);
+
+/* Apply an adapter at every evaluation from now on: each adapted W x
+ * becomes W x + s * B (A x) with s = scale * alpha / r (scale when alpha is
+ * 0), in llama.cpp's order of operations; several adapters add up in the
+ * order they were set. Setting one already set changes its scale. Changing
+ * the set of adapters empties the KV cache (its keys and values were
+ * computed with other weights). INVALID_ARG: an adapter of another model. */
+KILN_API enum kiln_status kiln_model_set_adapter_lora(struct kiln_model * model, struct kiln_adapter_lora * adapter, float scale);
+/* INVALID_ARG when it was not set */
+KILN_API enum kiln_status kiln_model_rm_adapter_lora(struct kiln_model * model, struct kiln_adapter_lora * adapter);
+KILN_API void             kiln_model_clear_adapter_lora(struct kiln_model * model);
 
 /* ---- chat templates built in (src/models/chat_template.c): llama.cpp's
  * llama_chat_apply_template without a Jinja engine */

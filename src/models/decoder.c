@@ -104,12 +104,12 @@ static struct kiln_tensor * cols(struct kiln_context * ctx, struct kiln_tensor *
 }
 
 /* down(silu(gate x) * up x); gate and up fused in one [gate; up] matrix when ffn_gate is NULL (phi3) */
-static struct kiln_tensor * ffn_silu(struct kiln_context * ctx, struct kiln_tensor * x, struct kiln_tensor * wg,
-                                     struct kiln_tensor * wu, struct kiln_tensor * wd) {
+static struct kiln_tensor * ffn_silu(const struct kiln_model * m, struct kiln_context * ctx, struct kiln_tensor * x,
+                                     struct kiln_tensor * wg, struct kiln_tensor * wu, struct kiln_tensor * wd) {
     struct kiln_tensor * gate, * up;
     if (wg) {
-        gate = kiln_mul_mat(ctx, wg, x);
-        up = kiln_mul_mat(ctx, wu, x);
+        gate = lora_mul_mat(m, ctx, wg, x);
+        up = lora_mul_mat(m, ctx, wu, x);
     } else {
         struct kiln_tensor * gu = kiln_mul_mat(ctx, wu, x);
         if (!gu) return NULL;
@@ -118,7 +118,7 @@ static struct kiln_tensor * ffn_silu(struct kiln_context * ctx, struct kiln_tens
     }
     if (!gate || !up) return NULL;
     struct kiln_tensor * act = kiln_mul(ctx, kiln_silu(ctx, gate), up);
-    return act ? kiln_mul_mat(ctx, wd, act) : NULL;
+    return act ? lora_mul_mat(m, ctx, wd, act) : NULL;
 }
 
 /* mixture of experts, in llama.cpp's order of operations: router softmax,
@@ -170,7 +170,7 @@ static struct kiln_tensor * ffn_moe(const struct kiln_model * m, const struct la
         struct kiln_tensor * g = kiln_mul_mat(ctx, L->gate_inp_shexp, x); /* [1, nb] */
         CHKN(g);
         g = kiln_div(ctx, kiln_silu(ctx, g), g);
-        struct kiln_tensor * sh = kiln_mul(ctx, ffn_silu(ctx, x, L->gate_shexp, L->up_shexp, L->down_shexp), g);
+        struct kiln_tensor * sh = kiln_mul(ctx, ffn_silu(m, ctx, x, L->gate_shexp, L->up_shexp, L->down_shexp), g);
         out = kiln_add(ctx, out, sh);
     }
     return out;
@@ -181,7 +181,7 @@ static bool build_graph(struct kiln_model * m, struct batch_graph * bg, int32_t 
     const int64_t E = m->n_embd, Hd = m->head_dim, nh = m->n_head, nkv = m->n_head_kv;
     const int64_t kv_dim = Hd * nkv;
     const int64_t n_kv = m->n_past + nb;
-    const size_t n_tensors = (size_t) m->n_layer * (80 + 3 * (size_t) m->n_expert_used + (m->n_expert ? 3 * (size_t) nb : 0)) + 64;
+    const size_t n_tensors = (size_t) m->n_layer * (80 + 3 * (size_t) m->n_expert_used + (m->n_expert ? 3 * (size_t) nb : 0)) + 64 + (size_t) lora_graph_nodes(m);
     struct kiln_init_params ip = { n_tensors * kiln_tensor_overhead() + kiln_graph_overhead_custom(n_tensors, false), NULL, true };
     struct kiln_context * ctx = kiln_init(ip);
     CHK(ctx);
@@ -204,6 +204,7 @@ static bool build_graph(struct kiln_model * m, struct batch_graph * bg, int32_t 
     }
 
     struct kiln_tensor * x = kiln_get_rows(ctx, m->tok_embd, bg->tokens);
+    if (m->n_loras) x = lora_embed(m, ctx, x, bg->tokens);
     CHK(x);
     if (m->embd_scale != 1.0f) x = kiln_scale(ctx, x, m->embd_scale);
     for (int il = 0; il < m->n_layer; il++) {
@@ -218,9 +219,9 @@ static bool build_graph(struct kiln_model * m, struct batch_graph * bg, int32_t 
             k = cols(ctx, qkv, Hd * nh, kv_dim);
             v = cols(ctx, qkv, Hd * nh + kv_dim, kv_dim);
         } else {
-            q = kiln_mul_mat(ctx, L->wq, cur);
-            k = kiln_mul_mat(ctx, L->wk, cur);
-            v = kiln_mul_mat(ctx, L->wv, cur);
+            q = lora_mul_mat(m, ctx, L->wq, cur);
+            k = lora_mul_mat(m, ctx, L->wk, cur);
+            v = lora_mul_mat(m, ctx, L->wv, cur);
         }
         if (L->bq) q = kiln_add(ctx, q, L->bq);
         if (L->bk) k = kiln_add(ctx, k, L->bk);
@@ -269,7 +270,7 @@ static bool build_graph(struct kiln_model * m, struct batch_graph * bg, int32_t 
         kiln_flash_attn_ext_set_prec(att, KILN_PREC_F32);
         att = kiln_reshape_2d(ctx, att, Hd * nh, nb);
         CHK(att);
-        cur = kiln_mul_mat(ctx, L->wo, att);
+        cur = lora_mul_mat(m, ctx, L->wo, att);
         if (L->bo) cur = kiln_add(ctx, cur, L->bo);
         if (tr->norm != NORM_PRE) cur = rms(ctx, cur, L->attn_post_norm, m->norm_eps);
         if (m->residual_scale != 1.0f) cur = kiln_scale(ctx, cur, m->residual_scale);
@@ -281,14 +282,14 @@ static bool build_graph(struct kiln_model * m, struct batch_graph * bg, int32_t 
         if (tr->moe != MOE_NONE) {
             cur = ffn_moe(m, L, ctx, cur, nb);
         } else if (tr->ffn == FFN_GELU_GATED) {
-            struct kiln_tensor * gate = kiln_mul_mat(ctx, L->ffn_gate, cur);
-            struct kiln_tensor * up = kiln_mul_mat(ctx, L->ffn_up, cur);
+            struct kiln_tensor * gate = lora_mul_mat(m, ctx, L->ffn_gate, cur);
+            struct kiln_tensor * up = lora_mul_mat(m, ctx, L->ffn_up, cur);
             CHK(gate && up);
             struct kiln_tensor * act = kiln_map_custom2(ctx, gate, up, geglu_rows, KILN_N_TASKS_MAX, NULL);
             CHK(act);
-            cur = kiln_mul_mat(ctx, L->ffn_down, act);
+            cur = lora_mul_mat(m, ctx, L->ffn_down, act);
         } else {
-            cur = ffn_silu(ctx, cur, L->ffn_gate, L->ffn_up, L->ffn_down);
+            cur = ffn_silu(m, ctx, cur, L->ffn_gate, L->ffn_up, L->ffn_down);
         }
         CHK(cur);
         if (tr->norm != NORM_PRE) cur = rms(ctx, cur, L->ffn_post_norm, m->norm_eps);
@@ -309,7 +310,7 @@ static bool build_graph(struct kiln_model * m, struct batch_graph * bg, int32_t 
     CHK(last);
     struct kiln_tensor * cur = rms(ctx, last, m->output_norm, m->norm_eps);
     CHK(cur);
-    cur = kiln_mul_mat(ctx, m->output, cur);
+    cur = lora_mul_mat(m, ctx, m->output, cur);
     if (m->logit_scale != 1.0f) cur = kiln_scale(ctx, cur, 1.0f / m->logit_scale);
     if (m->final_softcap != 0.0f) {
         cur = kiln_scale(ctx, cur, 1.0f / m->final_softcap);

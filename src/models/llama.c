@@ -331,6 +331,7 @@ void kiln_model_free(struct kiln_model * m) {
     if (!m) {
         return;
     }
+    lora_model_free(m);
     kiln_vocab_free(m->vocab);
     encoder_free(m->enc);
     kiln_free(m->kv_ctx);
@@ -529,25 +530,26 @@ enum kiln_status kiln_model_eval(struct kiln_model * m, const kiln_token * token
 
 /* ------------------------------------------------------------ KV cache state */
 
-static uint64_t fnv(uint64_t h, const void * p, size_t n) {
+uint64_t model_fnv(uint64_t h, const void * p, size_t n) {
     const uint8_t * b = p;
     for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
     return h;
 }
 
 /* the architecture, the shapes and the bytes of the norm weights (F32 and
- * never repacked, so one file loaded either way gives one fingerprint) */
+ * never repacked, so one file loaded either way gives one fingerprint), and
+ * the LoRA adapters applied (their scales and bytes) */
 uint64_t kiln_model_fingerprint(const struct kiln_model * m) {
     if (!m || !m->layers) return 0;
-    uint64_t h = fnv(14695981039346656037ull, m->arch, strlen(m->arch));
+    uint64_t h = model_fnv(14695981039346656037ull, m->arch, strlen(m->arch));
     const int32_t dims[] = { m->n_vocab, m->n_embd, m->n_layer, m->n_head, m->n_head_kv, m->n_ff, m->head_dim, m->n_rot };
-    h = fnv(h, dims, sizeof dims);
-    if (m->output_norm) h = fnv(h, m->output_norm->data, kiln_nbytes(m->output_norm));
+    h = model_fnv(h, dims, sizeof dims);
+    if (m->output_norm) h = model_fnv(h, m->output_norm->data, kiln_nbytes(m->output_norm));
     for (int il = 0; il < m->n_layer; il++) {
-        if (m->layers[il].attn_norm) h = fnv(h, m->layers[il].attn_norm->data, kiln_nbytes(m->layers[il].attn_norm));
-        if (m->layers[il].ffn_norm) h = fnv(h, m->layers[il].ffn_norm->data, kiln_nbytes(m->layers[il].ffn_norm));
+        if (m->layers[il].attn_norm) h = model_fnv(h, m->layers[il].attn_norm->data, kiln_nbytes(m->layers[il].attn_norm));
+        if (m->layers[il].ffn_norm) h = model_fnv(h, m->layers[il].ffn_norm->data, kiln_nbytes(m->layers[il].ffn_norm));
     }
-    return h;
+    return lora_fingerprint(m, h);
 }
 
 enum kiln_type kiln_model_kv_type(const struct kiln_model * m) { return m ? m->kv_type : KILN_TYPE_F16; }

@@ -108,6 +108,13 @@ struct kiln_model {
                                         hidden state of every position of the batch here */
     volatile int * abort_flag;
     struct kiln_threadpool * threadpool;
+
+    /* LoRA adapters (lora.c): those loaded for this model (owned), and those
+     * applied at evaluation with their scales, in order */
+    struct kiln_adapter_lora ** adapters;
+    int32_t n_adapters;
+    struct lora_use { struct kiln_adapter_lora * lora; float scale; } * loras;
+    int32_t n_loras;
 };
 
 /* arch.c: the traits row of an architecture name, or NULL */
@@ -137,6 +144,20 @@ enum kiln_status model_compute(struct kiln_model * m, struct kiln_cgraph * gf);
 /* decoder.c: evaluate one batch of at most n_batch tokens */
 enum kiln_status decoder_eval_batch(struct kiln_model * m, const kiln_token * tokens, int32_t nb);
 
+/* lora.c: W cur plus every applied adapter's scaled B (A cur) for W */
+struct kiln_tensor * lora_mul_mat(const struct kiln_model * m, struct kiln_context * ctx, struct kiln_tensor * w,
+                                  struct kiln_tensor * cur);
+/* lora.c: the token embeddings x of tokens plus the adapters' embedding deltas */
+struct kiln_tensor * lora_embed(const struct kiln_model * m, struct kiln_context * ctx, struct kiln_tensor * x,
+                                struct kiln_tensor * tokens);
+/* lora.c: graph nodes the applied adapters add */
+int32_t lora_graph_nodes(const struct kiln_model * m);
+/* lora.c: h extended by the applied adapters' scales and bytes (kiln_model_fingerprint) */
+uint64_t lora_fingerprint(const struct kiln_model * m, uint64_t h);
+/* llama.c: FNV-1a of n bytes, continuing from h */
+uint64_t model_fnv(uint64_t h, const void * p, size_t n);
+/* lora.c: frees the model's adapters */
+void lora_model_free(struct kiln_model * m);
 /* bert.c: encoder architectures (bert, nomic-bert) */
 bool encoder_is_arch(const char * arch);
 /* hyperparameters and weights; false + error */

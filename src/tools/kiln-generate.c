@@ -25,6 +25,8 @@
  */
 #include "kiln-llama.h"
 
+#include "tools/lora_args.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,7 +38,8 @@ static void usage(void) {
             "                     [--repeat-penalty R] [--seed S] [--threads N] [--ctx N] [--batch N]\n"
             "                     [--kv-f32] [--stop STR]... [--print-ids] [--print-logits N] [--isa NAME]\n"
             "                     [--grammar-file F | --json-schema F] [--print-grammar]\n"
-            "                     [--chat [--system S] [--message ROLE TEXT]... [--chat-template T] [--print-prompt]]\n");
+            "                     [--chat [--system S] [--message ROLE TEXT]... [--chat-template T] [--print-prompt]]\n"
+            "                     [--lora FILE]... [--lora-scaled FILE S]...\n");
 }
 
 /* a whole file as a NUL-terminated string, or NULL */
@@ -150,8 +153,15 @@ int main(int argc, char ** argv) {
     int n_stops = 0;
     const char * grammar_file = NULL, * schema_file = NULL;
     bool print_grammar = false;
+    static struct lora_args loras;
     for (int i = 1; i < argc; i++) {
         const char * a = argv[i];
+        const int used = lora_args_parse(&loras, argc, argv, i, "kiln-generate");
+        if (used < 0) return 2;
+        if (used > 0) {
+            i += used - 1;
+            continue;
+        }
         bool has = i + 1 < argc;
 #define ARG(name) (!strcmp(a, name) && has)
         if (ARG("-m") || ARG("--model")) path = argv[++i];
@@ -264,6 +274,10 @@ int main(int argc, char ** argv) {
                 return 1;
             }
         }
+    }
+    if (!lora_args_apply(&loras, model, "kiln-generate")) {
+        kiln_model_free(model);
+        return 1;
     }
     if (print_logits > 0 && dump_prompt_logits(model, prompt, print_logits, gp.add_special, gp.parse_special) != 0) {
         kiln_model_free(model);

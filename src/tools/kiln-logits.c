@@ -11,6 +11,8 @@
  */
 #include "kiln-llama.h"
 
+#include "tools/lora_args.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,8 +21,15 @@ int main(int argc, char ** argv) {
     const char * path = NULL, * ids = NULL;
     struct kiln_model_params mp = kiln_model_params_default();
     mp.n_threads = 1;
+    static struct lora_args loras;
     int32_t first = 1; /* ids in the first batch */
     for (int i = 1; i + 1 < argc; i += 2) {
+        const int used = lora_args_parse(&loras, argc, argv, i, "kiln-logits");
+        if (used < 0) return 2;
+        if (used > 0) {
+            i += used - 2;
+            continue;
+        }
         if (!strcmp(argv[i], "-m")) path = argv[i + 1];
         else if (!strcmp(argv[i], "--ids")) ids = argv[i + 1];
         else if (!strcmp(argv[i], "--ctx")) mp.n_ctx = atoi(argv[i + 1]);
@@ -34,12 +43,16 @@ int main(int argc, char ** argv) {
         } else path = NULL, i = argc;
     }
     if (!path || !ids) {
-        fprintf(stderr, "usage: kiln-logits -m FILE --ids 1,2,3 [--isa NAME] [--ctx N] [--batch N]\n");
+        fprintf(stderr, "usage: kiln-logits -m FILE --ids 1,2,3 [--isa NAME] [--ctx N] [--batch N] [--lora F]... [--lora-scaled F S]...\n");
         return 2;
     }
     struct kiln_model * model = kiln_model_load(path, mp);
     if (!model) {
         fprintf(stderr, "kiln-logits: %s\n", kiln_last_error());
+        return 1;
+    }
+    if (!lora_args_apply(&loras, model, "kiln-logits")) {
+        kiln_model_free(model);
         return 1;
     }
     int32_t n = 0;

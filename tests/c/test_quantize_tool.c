@@ -13,17 +13,11 @@ int main(void) {
     return 0;
 }
 #else
-#include <sys/wait.h>
-#include <unistd.h>
+#include "util/tool_run.h"
 
 static char tool[4096 + 64];
 
-static int run_tool(const char * args) {
-    char cmd[8192];
-    snprintf(cmd, sizeof(cmd), "'%s' %s >/dev/null 2>&1", tool, args);
-    const int st = system(cmd);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
+static int run_tool(const char * args) { return tool_run(tool, args); }
 
 static struct kiln_tensor * add(struct kiln_context * ctx, struct kiln_gguf_context * g, const char * name,
                                 enum kiln_type t, int nd, int64_t ne0, int64_t ne1) {
@@ -42,13 +36,7 @@ static struct kiln_tensor * add(struct kiln_context * ctx, struct kiln_gguf_cont
 
 int main(void) {
     tu_case = "kiln-quantize";
-    char exe[4096];
-    const ssize_t len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-    if (len <= 0) { CHECK(0, "readlink /proc/self/exe"); return tu_finish(); }
-    exe[len] = 0;
-    *strrchr(exe, '/') = 0;                      /* <build>/tests */
-    snprintf(tool, sizeof(tool), "%s/../bin/kiln-quantize", exe);
-    if (access(tool, X_OK) != 0) { CHECK(0, "tool not built at %s", tool); return tu_finish(); }
+    if (!tool_path("kiln-quantize", tool, sizeof tool)) { CHECK(0, "tool not built at %s", tool); return tu_finish(); }
 
     char in[256], out[256];
     snprintf(in, sizeof(in), "/tmp/kiln_qtool_%d_in.gguf", (int) getpid());

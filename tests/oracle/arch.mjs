@@ -16,12 +16,11 @@
 // exits 1 when anything failed.
 //
 //   node tests/oracle/arch.mjs [--build DIR] [--json FILE] [--arch a,b] [--type f32,q8_0]
-import { spawnSync } from "node:child_process";
 import { mkdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { describeOracle, loadOracleLlama, oracleIsaArgs } from "./llamacpp.mjs";
-import { firstDiff, logSoftmax } from './compare.mjs';
+import { firstDiff, logSoftmax, maxLogprobDiff, parseGenerate, runTool as run } from './compare.mjs';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 const args = process.argv.slice(2);
@@ -108,23 +107,10 @@ function check(ok, name, detail = "") {
     return ok;
 }
 
-function run(cmd, argv) {
-    const r = spawnSync(cmd, argv, { encoding: "utf8", maxBuffer: 512 << 20 });
-    if (r.error) throw r.error;
-    if (r.status !== 0) throw new Error(`${path.basename(cmd)} ${argv.join(" ")} exited ${r.status}: ${r.stderr}`);
-    return r.stdout;
-}
-
 function kilnGenerate(model, prompt) {
     const out = run(bin("kiln-generate"), ["-m", model, "-p", prompt, "-n", String(N_GEN), "-t", "1", "--ctx", "256", "--batch", "1",
         "--print-ids", "--print-logits", String(N_LOGIT_POS), ...oracleIsaArgs()]);
-    const logits = [];
-    let ids = [];
-    for (const l of out.split("\n").filter((x) => x !== "")) {
-        if (l.startsWith("{")) logits.push(JSON.parse(l));
-        else ids = l.trim().split(/\s+/).map(Number);
-    }
-    return { logits, ids };
+    return parseGenerate(out);
 }
 
 // the prompt in one batch (the rest of the generation one token at a time)
@@ -251,8 +237,7 @@ for (const [arch, vocab] of ARCHS) for (const wt of TYPES) {
         for (let p = 0; p < nlog && p < k.logits.length; p++) {
             const probs = single[p];
             const kl = logSoftmax(k.logits[p].logits);
-            let d = probs.size === kl.length ? 0 : Infinity;
-            for (const [tok, pr] of probs) if (pr > 1e-30) d = Math.max(d, Math.abs(Math.log(pr) - kl[tok]));
+            const d = maxLogprobDiff(probs, kl);
             perPos.push(d);
             maxd = Math.max(maxd, d);
         }

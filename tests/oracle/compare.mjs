@@ -1,4 +1,14 @@
-// compare.mjs — small comparisons shared by the oracle scripts.
+// compare.mjs — small comparisons (and a tool runner) shared by the oracle scripts.
+import { spawnSync } from "node:child_process";
+import path from "node:path";
+
+/** a native tool's stdout; throws with its stderr when it fails */
+export function runTool(cmd, argv) {
+    const r = spawnSync(cmd, argv, { encoding: "utf8", maxBuffer: 512 << 20 });
+    if (r.error) throw r.error;
+    if (r.status !== 0) throw new Error(`${path.basename(cmd)} ${argv.join(" ")} exited ${r.status}: ${r.stderr}`);
+    return r.stdout;
+}
 
 /** log-probabilities of a logit vector (logit - logsumexp) */
 export function logSoftmax(v) {
@@ -15,4 +25,24 @@ export function firstDiff(a, b) {
     const n = Math.max(a.length, b.length);
     for (let i = 0; i < n; i++) if (a[i] !== b[i]) return i;
     return -1;
+}
+
+/** max |log p - kl[token]| over a node-llama-cpp probabilities map (token -> p)
+ * against log-probabilities kl; Infinity when the map does not cover them all */
+export function maxLogprobDiff(probs, kl) {
+    let d = probs.size === kl.length ? 0 : Infinity;
+    for (const [tok, pr] of probs) if (pr > 1e-30) d = Math.max(d, Math.abs(Math.log(pr) - kl[tok]));
+    return d;
+}
+
+/** kiln-generate --print-ids --print-logits N output: the JSON logit lines
+ * ({token, logits}) and the generated ids */
+export function parseGenerate(out) {
+    const logits = [];
+    let ids = [];
+    for (const l of out.split("\n").filter((x) => x !== "")) {
+        if (l.startsWith("{")) logits.push(JSON.parse(l));
+        else ids = l.trim().split(/\s+/).map(Number);
+    }
+    return { logits, ids };
 }

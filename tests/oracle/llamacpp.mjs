@@ -137,3 +137,45 @@ export function describeOracle() {
     return `llama.cpp ggml CPU variant: ${v.join(",") || "(none mapped)"}${wantedGgmlCpu() ? " (pinned)" : " (ggml's choice)"}; ` +
         `Kiln kernel row: ${oracleIsa() ?? "default"}`;
 }
+
+/**
+ * llama.cpp's greedy continuation on a context sequence (node-llama-cpp),
+ * the prompt evaluated one token at a time (the mat-vec path Kiln's
+ * --batch 1 mirrors): `probs`, the next-token probabilities after each of
+ * the first nLogitPos prompt tokens; `ids`, up to nGen greedy tokens (fewer
+ * at an end-of-generation token).
+ */
+export async function greedyOneByOne(seq, input, nGen, nLogitPos, isEog) {
+    await seq.clearHistory();
+    const greedy = { temperature: 0 };
+    const probs = [];
+    let res = null;
+    for (let i = 0; i < input.length; i++) {
+        const last = i === input.length - 1;
+        const r = await seq.controlledEvaluate([[input[i], i < nLogitPos || last ? { generateNext: { probabilities: i < nLogitPos, token: last, options: greedy } } : undefined]]
+            .map(([t, o]) => (o ? [t, o] : t)));
+        if (i < nLogitPos) probs.push(r[0].next.probabilities);
+        if (last) res = r[0];
+    }
+    const ids = [];
+    let next = res.next.token;
+    while (ids.length < nGen && next != null && !isEog(next)) {
+        ids.push(next);
+        if (ids.length === nGen) break;
+        const r = await seq.controlledEvaluate([[next, { generateNext: { token: true, options: greedy } }]]);
+        next = r[0].next.token;
+    }
+    return { probs, ids };
+}
+
+/** the greedy pick and the distribution llama.cpp draws the next token from after `tokens` (one at a time) */
+export async function nextAfter(seq, tokens) {
+    await seq.clearHistory();
+    let nx = null;
+    for (let i = 0; i < tokens.length; i++) {
+        const last = i === tokens.length - 1;
+        const r = await seq.controlledEvaluate([last ? [tokens[i], { generateNext: { probabilities: true, token: true, options: { temperature: 0 } } }] : tokens[i]]);
+        if (last) nx = r[0].next;
+    }
+    return nx;
+}
