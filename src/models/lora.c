@@ -56,8 +56,23 @@ static bool adaptable(const struct kiln_model * m, const struct kiln_tensor * w)
 
 static bool flat2d(const struct kiln_tensor * t) { return t->ne[2] == 1 && t->ne[3] == 1; }
 
-/* one pair against its base weight; false + error naming the tensor */
-static bool check_pair(const struct kiln_model * m, const char * name, const struct lora_pair * p) {
+/* every value of a 2-D adapter tensor is finite (an inf or NaN would turn
+ * every output of the adapted weight into NaN); false when not or when a
+ * row buffer cannot be had */
+static bool all_finite(const struct kiln_tensor * t) {
+    const struct kiln_type_traits * tr = kiln_get_type_traits(t->type);
+    float * row = malloc(sizeof(float) * (size_t) t->ne[0]);
+    bool ok = row && tr && tr->to_float;
+    for (int64_t r = 0; ok && r < t->ne[1]; r++) {
+        tr->to_float((const char *) t->data + r * t->nb[1], row, t->ne[0]);
+        for (int64_t i = 0; ok && i < t->ne[0]; i++) ok = isfinite(row[i]);
+    }
+    free(row);
+    return ok;
+}
+
+/* one pair's types and shapes against its base weight; false + error naming the tensor */
+static bool check_pair_shapes(const struct kiln_model * m, const char * name, const struct lora_pair * p) {
     const struct kiln_tensor * w = p->base, * a = p->a, * b = p->b;
     for (int i = 0; i < 2; i++) {
         const struct kiln_tensor * t = i ? b : a;
@@ -97,6 +112,20 @@ static bool check_pair(const struct kiln_model * m, const char * name, const str
         kiln_set_last_error("lora: '%s': lora_a has rank %lld but lora_b %lld (lora_a must be stored [n_in, r], "
                             "lora_b [r, n_out])", name, (long long) a->ne[1], (long long) b->ne[0]);
         return false;
+    }
+    return true;
+}
+
+/* one pair against its base weight: types, shapes, finite values; false +
+ * error naming the tensor */
+static bool check_pair(const struct kiln_model * m, const char * name, const struct lora_pair * p) {
+    if (!check_pair_shapes(m, name, p)) return false;
+    for (int i = 0; i < 2; i++) {
+        if (!all_finite(i ? p->b : p->a)) {
+            kiln_set_last_error("lora: tensor '%s.lora_%c' holds an infinite or NaN value (or out of memory reading it)",
+                                name, i ? 'b' : 'a');
+            return false;
+        }
     }
     return true;
 }

@@ -164,7 +164,12 @@ void kiln_quantize_row_q8_0_act(const float * x, void * vy, int64_t k) {
         for (int j = 0; j < QK8_0; j++) amax = KQ_MAX(amax, fabsf(xb[j]));
         const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
         y[i].d = KQ_F2H(amax / 127.0f);
-        for (int j = 0; j < QK8_0; ++j) y[i].qs[j] = (int8_t) rintf(xb[j] * id);
+        for (int j = 0; j < QK8_0; ++j) {
+            /* |v| <= 127 for finite blocks; an inf or NaN activation (a
+             * degenerate model) becomes 0 instead of an undefined conversion */
+            const float v = xb[j] * id;
+            y[i].qs[j] = (int8_t) (fabsf(v) <= 128.0f ? rintf(v) : 0.0f);
+        }
     }
 }
 

@@ -31,6 +31,10 @@ struct tdef {
     int64_t ne0, ne1, ne2;
 };
 
+/* build() sets the first value of tensor g_poison_at (-1: none) to g_poison */
+static int g_poison_at = -1;
+static float g_poison;
+
 struct meta {
     const char * gtype, * atype, * arch;
     float alpha;
@@ -51,6 +55,7 @@ static void * build(struct meta mt, const struct tdef * t, int n, size_t * size)
         const int64_t rows = t[i].ne1 * (t[i].ne2 ? t[i].ne2 : 1);
         for (int64_t r = 0; r < rows; r++) {
             for (int64_t j = 0; j < t[i].ne0; j++) row[j] = tu_rand_uniform(-0.3f, 0.3f);
+            if (r == 0 && i == g_poison_at) row[0] = g_poison;
             char * dst = (char *) x->data + r * kiln_row_size(t[i].type, t[i].ne0);
             if (t[i].type == KILN_TYPE_F32) memcpy(dst, row, sizeof(float) * (size_t) t[i].ne0);
             else kiln_get_type_traits(t[i].type)->from_float_ref(row, dst, t[i].ne0);
@@ -286,6 +291,12 @@ int main(int argc, char ** argv) {
     expect_bad(m, "3-D lora_a", k_ok, d3, 2, "not 2-dimensional");
     const struct tdef embd[] = { { "token_embd.weight.lora_a", KILN_TYPE_F32, 64, 4, 0 }, { "token_embd.weight.lora_b", KILN_TYPE_F32, 4, 512, 0 } };
     expect_bad(m, "embedding pair in the matrix orientation", k_ok, embd, 2, "do not fit the embedding");
+    const struct tdef fin[] = { { "blk.0.attn_q.weight.lora_a", KILN_TYPE_F32, 64, 4, 0 }, { "blk.0.attn_q.weight.lora_b", KILN_TYPE_F16, 4, 64, 0 } };
+    g_poison_at = 1; g_poison = INFINITY;
+    expect_bad(m, "an infinite F16 lora_b value", k_ok, fin, 2, "'blk.0.attn_q.weight.lora_b' holds an infinite or NaN value");
+    g_poison_at = 0; g_poison = NAN;
+    expect_bad(m, "a NaN lora_a value", k_ok, fin, 2, "'blk.0.attn_q.weight.lora_a' holds an infinite or NaN value");
+    g_poison_at = -1;
 
     /* every truncation of a valid adapter: refused, nothing crashes */
     int refused = 0, cuts = 0;
