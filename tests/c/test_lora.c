@@ -148,6 +148,10 @@ int main(int argc, char ** argv) {
     struct kiln_model_params mp = kiln_model_params_default();
     mp.n_threads = 1;
     mp.n_ctx = 64;
+    /* an F32 cache: with F16 K/V two equal sums can round to neighbouring F16
+     * values (measured up to 5.5e-3 in the logits in wasm), which would hide the
+     * adapter arithmetic this test compares with a double-precision merge */
+    mp.kv_type = KILN_TYPE_F32;
     struct kiln_model * m = kiln_model_load_from_buffer(mbytes, msize, mp);
     if (!CHECK(m != NULL, "load: %s", kiln_last_error())) return tu_finish();
     const int32_t nv = kiln_model_n_vocab(m);
