@@ -89,6 +89,15 @@ const DRIFT = 5e-2;
 // which llama.cpp's haswell build repacks (8-row interleave, two orders),
 // is summed in those orders by Kiln's Q4_K x8 kernels (src/cpu/repack.h).
 const KNOWN_TYPES = {};
+// Cells (arch/type) whose arithmetic Kiln does not yet sum in llama.cpp's
+// order. MoE experts in Q4_K: llama.cpp's CPU repack also applies to the 3-D
+// expert tensors (its mul_mat_id over block_q4_Kx8, with the gemv/gemm
+// orders), while Kiln's mul_mat_id runs the plain Q4_K dot; the dense
+// layers of the same models are exact.
+const KNOWN_CELLS = {
+    "qwen2moe/q4_K": "expert tensors: llama.cpp repacks them (Q4_K x8 in mul_mat_id), Kiln's mul_mat_id sums plain Q4_K",
+    "qwen3moe/q4_K": "expert tensors: llama.cpp repacks them (Q4_K x8 in mul_mat_id), Kiln's mul_mat_id sums plain Q4_K",
+};
 const STRICT = process.env.KILN_ORACLE_STRICT === "1";
 
 let passed = 0;
@@ -183,7 +192,7 @@ for (const [arch, vocab] of ARCHS) for (const wt of TYPES) {
     const ctx = await lm.createContext({ contextSize: 256, batchSize: 256, threads: 1, sequences: 1, flashAttention: true });
     const seq = ctx.getSequence();
     const before = failed, knownBefore = knowns;
-    knownType = KNOWN_TYPES[wt] ?? null;
+    knownType = KNOWN_TYPES[wt] ?? KNOWN_CELLS[`${arch}/${wt}`] ?? null;
     const cell = { tokens: 0, total: 0, maxLogprobDiff: 0, nearTies: [], batchTokens: 0, batchTotal: 0, batchMaxLogprobDiff: 0, batchNearTies: [] };
 
     for (const prompt of PROMPTS) {
@@ -320,6 +329,6 @@ for (const [arch] of ARCHS) {
 }
 if (jsonOut) writeFileSync(jsonOut, JSON.stringify({ passed, failed, knowns, table }, null, 1));
 console.log(`\n${passed} passed, ${failed} failed` +
-    (knowns ? `; ${knowns} failures of known-divergent types not counted (KNOWN_TYPES in tests/oracle/arch.mjs; KILN_ORACLE_STRICT=1 counts them)` : ""));
+    (knowns ? `; ${knowns} failures of known-divergent types not counted (KNOWN_TYPES / KNOWN_CELLS in tests/oracle/arch.mjs; KILN_ORACLE_STRICT=1 counts them)` : ""));
 await llama.dispose();
 process.exit(failed ? 1 : 0);
