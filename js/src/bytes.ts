@@ -23,7 +23,7 @@
  * Header checks, the allocation and its errors stay in the worker, so a bad
  * file fails exactly as it does from any other source.
  */
-import { KilnError, KilnAbortError } from './errors.js';
+import { KilnAbortError, KilnError, errorText } from './errors.js';
 import type { Progress, Scheduler } from './scheduler.js';
 import type { FillMsg, ModelSourceMsg } from './protocol.js';
 import { nodeImport } from './assets.js';
@@ -123,8 +123,8 @@ export function planBytes(sched: Scheduler, source: ArrayBuffer | SharedArrayBuf
             await nextTask();
           }
           if (live()) sched.direct({ t: 'filled', job: msg.id });
-        } catch (e: any) {
-          if (live()) sched.direct({ t: 'filled', job: msg.id, error: String(e?.message ?? e) });
+        } catch (e) {
+          if (live()) sched.direct({ t: 'filled', job: msg.id, error: errorText(e) });
         }
       })();
     };
@@ -148,8 +148,8 @@ export function planBytes(sched: Scheduler, source: ArrayBuffer | SharedArrayBuf
         sched.direct({ t: 'fillData', job: msg.id, buffer: buf, byteLength: n }, [buf]);
         sent += n;
       }
-    } catch (e: any) {
-      if (live()) sched.direct({ t: 'filled', job: msg.id, error: String(e?.message ?? e) });
+    } catch (e) {
+      if (live()) sched.direct({ t: 'filled', job: msg.id, error: errorText(e) });
     }
   };
   return { source: src, transfer: [], onFill };

@@ -16,7 +16,7 @@
  * leftover and removed by list(). Writes go through createWritable(), whose
  * data only replaces the file on close().
  */
-import { KilnAbortError, KilnError } from './errors.js';
+import { KilnAbortError, KilnError, errorText } from './errors.js';
 import type { Progress } from './scheduler.js';
 
 export interface CacheEntry {
@@ -321,7 +321,7 @@ export async function loadModelCached<M>(engine: Loader<M>, url: string | URL, o
   if (b.kind === 'opfs' && engine.loadModelStoring) {
     let writer: Writer | null = null;
     let refused = '';
-    try { writer = await b.begin(href); } catch (e) { refused = `storage refused: ${(e as any)?.message ?? e}`; }
+    try { writer = await b.begin(href); } catch (e) { refused = `storage refused: ${errorText(e)}`; }
     if (writer?.handle) {
       let r: Awaited<ReturnType<NonNullable<Loader<M>['loadModelStoring']>>>;
       try {
@@ -352,7 +352,7 @@ export async function loadModelCached<M>(engine: Loader<M>, url: string | URL, o
     resp = await fetch(href, { signal, cache: 'no-store' });
   } catch (e) {
     if (isAbort(e, signal)) throw new KilnAbortError();
-    throw new KilnError('BAD_SOURCE', `cannot fetch ${href}: ${(e as any)?.message ?? e}`);
+    throw new KilnError('BAD_SOURCE', `cannot fetch ${href}: ${errorText(e)}`);
   }
   if (!resp.ok || !resp.body) throw new KilnError('BAD_SOURCE', `cannot fetch ${href}: HTTP ${resp.status}`);
   const announced = Number(resp.headers.get('content-length') ?? NaN);
@@ -366,7 +366,7 @@ export async function loadModelCached<M>(engine: Loader<M>, url: string | URL, o
 
   let writer: Writer | null = null;
   let notStored = '';
-  try { writer = await b.begin(href); } catch (e) { notStored = `storage refused: ${(e as any)?.message ?? e}`; }
+  try { writer = await b.begin(href); } catch (e) { notStored = `storage refused: ${errorText(e)}`; }
 
   // progress from the download itself (finer than the engine's), never backwards
   let shown = 0;
@@ -382,7 +382,7 @@ export async function loadModelCached<M>(engine: Loader<M>, url: string | URL, o
         if (done) break;
         if (writer) {
           try { await writer.write(value); } catch (e) {
-            notStored = `storage failed: ${(e as any)?.message ?? e}`;
+            notStored = `storage failed: ${errorText(e)}`;
             const w = writer; writer = null; await w.discard();
           }
         }
@@ -392,7 +392,7 @@ export async function loadModelCached<M>(engine: Loader<M>, url: string | URL, o
       }
       return true;
     } catch (e) {
-      downloadError = String((e as any)?.message ?? e);
+      downloadError = errorText(e);
       return false; // the download failed or was aborted
     } finally {
       reader.releaseLock();
@@ -439,7 +439,7 @@ async function commitEntry(w: Writer, entry: CacheEntry, tell: (e: CacheEvent) =
     tell({ state: 'stored', entry });
   } catch (e) {
     await w.discard();
-    tell({ state: 'not-stored', reason: `storage failed: ${(e as any)?.message ?? e}` });
+    tell({ state: 'not-stored', reason: `storage failed: ${errorText(e)}` });
   }
 }
 

@@ -35,3 +35,8 @@ export interface WireError { code: KilnErrorCode; message: string }
 export function fromWire(e: WireError): KilnError {
   return e.code === 'ABORTED' ? new KilnAbortError(e.message) : new KilnError(e.code, e.message);
 }
+
+/** @internal the message of whatever was thrown (an Error's message, else its string form) */
+export function errorText(e: unknown): string {
+  return String((e as { message?: unknown } | null)?.message ?? e);
+}

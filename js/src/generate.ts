@@ -5,7 +5,7 @@
  * generation core kiln_gen); pieces arrive as the worker posts them, each
  * made of whole UTF-8 characters.
  */
-import { KilnAbortError, KilnError } from './errors.js';
+import { KilnAbortError, KilnError, errorText } from './errors.js';
 import type { Scheduler } from './scheduler.js';
 import type { Completion, GenerationStats, LlmInfo, RequestMsg, StopReason, TokenLogprob } from './protocol.js';
 
@@ -82,10 +82,10 @@ function loadJinja(): Promise<any> {
     try {
       // @ts-ignore: copied into js/dist/vendor/ at build time
       return await import('./vendor/jinja/index.js');
-    } catch (vendored: any) {
+    } catch (vendored) {
       const name = '@huggingface/jinja';
-      try { return await import(/* webpackIgnore: true */ /* @vite-ignore */ name); } catch (e: any) {
-        throw new Error(`${vendored?.message ?? vendored}; ${e?.message ?? e}`);
+      try { return await import(/* webpackIgnore: true */ /* @vite-ignore */ name); } catch (e) {
+        throw new Error(`${errorText(vendored)}; ${errorText(e)}`);
       }
     }
   })();
@@ -113,7 +113,7 @@ export function generateRequest(model: number, session: number, prompt: string |
   if (o.jsonSchema !== undefined) {
     if (typeof o.jsonSchema === 'string') jsonSchema = o.jsonSchema;
     else if (o.jsonSchema !== null && typeof o.jsonSchema === 'object') {
-      try { jsonSchema = JSON.stringify(o.jsonSchema); } catch (e: any) { throw new KilnError('INVALID_ARGUMENT', `jsonSchema cannot be written as JSON: ${e?.message ?? e}`); }
+      try { jsonSchema = JSON.stringify(o.jsonSchema); } catch (e) { throw new KilnError('INVALID_ARGUMENT', `jsonSchema cannot be written as JSON: ${errorText(e)}`); }
     } else throw new KilnError('INVALID_ARGUMENT', `jsonSchema must be an object or a JSON string, not ${o.jsonSchema === null ? 'null' : typeof o.jsonSchema}`);
   }
   for (const [name, v] of [['grammar', o.grammar], ['jsonSchema', jsonSchema]] as const) {
@@ -335,16 +335,16 @@ export class TextGen implements Session {
     };
     if (!tpl.includes('{{') && !tpl.includes('{%')) return builtin(tpl);
     let jinja: any;
-    try { jinja = await loadJinja(); } catch (e: any) {
+    try { jinja = await loadJinja(); } catch (e) {
       try { return await builtin(tpl); } catch {
-        throw new KilnError('UNSUPPORTED', `chat: the model's chat template needs the package @huggingface/jinja, which cannot be loaded here (${e?.message ?? e}), and is none of the built-in templates`);
+        throw new KilnError('UNSUPPORTED', `chat: the model's chat template needs the package @huggingface/jinja, which cannot be loaded here (${errorText(e)}), and is none of the built-in templates`);
       }
     }
     let text: string;
     try {
       text = new jinja.Template(tpl).render({ messages, add_generation_prompt: true, bos_token: info.bosText, eos_token: info.eosText });
-    } catch (e: any) {
-      throw new KilnError('INVALID_ARGUMENT', `chat: the chat template failed: ${e?.message ?? e}`);
+    } catch (e) {
+      throw new KilnError('INVALID_ARGUMENT', `chat: the chat template failed: ${errorText(e)}`);
     }
     // the template usually writes BOS itself
     return { text, stop: [], addBos: !(info.bosText && text.startsWith(info.bosText)) };

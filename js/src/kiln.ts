@@ -3,7 +3,7 @@
  * All work happens in the engine worker (worker.ts); this side only queues
  * requests (scheduler.ts), so the caller never blocks.
  */
-import { KilnError } from './errors.js';
+import { KilnError, errorText } from './errors.js';
 import { Scheduler, type Port, type Progress } from './scheduler.js';
 import { train as trainModel, type TrainOptions, type TrainedModel } from './train.js';
 import { loadVad, type Vad, type VadSource } from './vad.js';
@@ -246,8 +246,8 @@ export class Kiln {
     }
     const { port, listen } = await startWorker(opts.workerUrl);
     const sched = new Scheduler(port);
-    listen((m) => sched.receive(m), (e: any) => {
-      sched.fail(new KilnError('ENGINE_CRASHED', `the engine worker failed: ${e?.message ?? e}`));
+    listen((m) => sched.receive(m), (e: unknown) => {
+      sched.fail(new KilnError('ENGINE_CRASHED', `the engine worker failed: ${errorText(e)}`));
     });
     // st: the abort word lives in its own shared buffer when one can exist
     const abortSab = build === 'st' && typeof SharedArrayBuffer !== 'undefined' && (isNode || (globalThis as any).crossOriginIsolated)
