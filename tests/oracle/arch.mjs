@@ -130,9 +130,16 @@ function kilnGenerateBatched(model, prompt) {
 }
 
 // logits after ids: the first `batch` of them as one batch, the rest one by one
+// one kiln-logits process per distinct (model, ids, batch) within a cell:
+// the near-tie checks and the batched-drift check ask for the same positions again
+const kilnLogitsSeen = new Map();
 function kilnLogits(model, ids, batch = 1) {
-    const out = run(bin("kiln-logits"), ["-m", model, "--ctx", "256", "--ids", ids.join(","), "--batch", String(batch), ...oracleIsaArgs()]);
-    return JSON.parse(out).logits;
+    const key = `${model}|${ids.join(",")}|${batch}`;
+    if (!kilnLogitsSeen.has(key)) {
+        const out = run(bin("kiln-logits"), ["-m", model, "--ctx", "256", "--ids", ids.join(","), "--batch", String(batch), ...oracleIsaArgs()]);
+        kilnLogitsSeen.set(key, JSON.parse(out).logits);
+    }
+    return kilnLogitsSeen.get(key);
 }
 
 
@@ -193,6 +200,7 @@ for (const [arch, vocab] of ARCHS) for (const wt of TYPES) {
     const seq = ctx.getSequence();
     const before = failed, knownBefore = knowns;
     knownType = KNOWN_TYPES[wt] ?? KNOWN_CELLS[`${arch}/${wt}`] ?? null;
+    kilnLogitsSeen.clear(); // a cell's repeats only: vocabularies of 262k logits add up
     const cell = { tokens: 0, total: 0, maxLogprobDiff: 0, nearTies: [], batchTokens: 0, batchTotal: 0, batchMaxLogprobDiff: 0, batchNearTies: [] };
 
     for (const prompt of PROMPTS) {
