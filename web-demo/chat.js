@@ -117,11 +117,12 @@ async function send() {
       try { JSON.parse(result.text); extra = ' · valid JSON'; } catch { extra = ' · not complete JSON (maxTokens?)'; }
     }
     statsLine(out, result.stats, extra);
-    demo.turns.push({ text: result.text, tokens: result.tokens, stats: result.stats, stopReason: result.stopReason, json: !!jsonSchema });
-    // the conversation and the cache behind it, for a reload
+    // the conversation and the cache behind it, for a reload; the turn counts
+    // as done (demo.turns) once it is saved
     const state = await session.saveState();
     await saveConversation({ messages, state, model: MODEL });
     demo.savedBytes = state.byteLength;
+    demo.turns.push({ text: result.text, tokens: result.tokens, stats: result.stats, stopReason: result.stopReason, json: !!jsonSchema });
   } catch (e) {
     flush();
     messages.pop(); // the user's message goes back into the box

@@ -75,7 +75,8 @@ async function turn(p, text) {
   const n = await p.evaluate(() => window.__kilnChat.turns.length);
   await p.fill('[data-testid=chat-input]', text);
   await p.click('[data-testid=send]');
-  await p.waitForFunction((k) => window.__kilnChat.turns.length > k || window.__kilnChat.lastError, n, { timeout: 60000 });
+  // a turn is over when the page is no longer busy (its state saved to IndexedDB)
+  await p.waitForFunction((k) => (window.__kilnChat.turns.length > k && !window.__kilnChat.busy) || window.__kilnChat.lastError, n, { timeout: 60000 });
   const r = await p.evaluate(() => ({ error: window.__kilnChat.lastError, turn: window.__kilnChat.turns.at(-1) }));
   assert.equal(r.error, '', p.logs.join('\n'));
   // the page shows what it measured
