@@ -8,6 +8,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 J="$(nproc)"
+T0=$(date +%s)   # the summary counts setup too
 
 # a fresh machine: install the Debian packages and npm devDependencies first
 [ "${KILN_SKIP_SETUP:-0}" = 1 ] || bash scripts/setup.sh || { echo "setup failed"; exit 1; }
@@ -34,7 +35,7 @@ suite_bundlers() { bash scripts/test-bundlers.sh; }
 
 ALL="native sanitize wasm js neon fuzz oracle e2e bundlers"
 ONLY="${KILN_TEST_ONLY:-$ALL}"
-passed=0; failed=0; failed_names=""
+passed=0; failed=0; failed_names=""; times=""
 for s in $ONLY; do
   case " $ALL " in *" $s "*) ;; *) echo "unknown suite '$s' (have: $ALL)"; exit 2 ;; esac
   echo
@@ -45,9 +46,12 @@ for s in $ONLY; do
   else
     failed=$((failed + 1)); failed_names="$failed_names $s"; r=FAILED
   fi
-  echo "==================== suite $s: $r in $(( $(date +%s) - t0 )) s"
+  dt=$(( $(date +%s) - t0 ))
+  times="$times $s=${dt}s"
+  echo "==================== suite $s: $r in $dt s"
 done
 echo
 [ -n "$failed_names" ] && echo "failed suites:$failed_names"
+echo "suite times:$times (all: $(( $(date +%s) - T0 )) s)"
 echo "suites: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
