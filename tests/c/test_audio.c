@@ -274,6 +274,22 @@ static double ref_window(const struct ref_model * m, const float * x, double * h
     return 1 / (1 + exp(-y));
 }
 
+/* the reference over the windows of w (state carried, last window zero-padded)
+ * against Kiln's probabilities: largest and summed absolute difference */
+static void ref_compare(const struct ref_model * m, const struct kiln_wav * w, const float * probs, int64_t np, double * maxd, double * sumd) {
+    double h[128] = { 0 }, c[128] = { 0 };
+    float win[512];
+    *maxd = *sumd = 0;
+    for (int64_t i = 0; i < np; i++) {
+        const int64_t s0 = i * 512, len = w->n_samples - s0 < 512 ? w->n_samples - s0 : 512;
+        memset(win, 0, sizeof win);
+        memcpy(win, w->samples + s0, (size_t) len * sizeof(float));
+        const double d = fabs(ref_window(m, win, h, c) - probs[i]);
+        *maxd = fmax(*maxd, d);
+        *sumd += d;
+    }
+}
+
 static void test_vad(void) {
     tu_case = "vad";
     size_t size;
@@ -294,16 +310,8 @@ static void test_vad(void) {
         /* double-precision forward, state carried */
         struct ref_model rm;
         CHECK(ref_load(&rm, file, size), "reference parser");
-        double h[128] = { 0 }, c[128] = { 0 }, maxd = 0, sumd = 0;
-        float win[512];
-        for (int64_t i = 0; i < np; i++) {
-            const int64_t s0 = i * 512, len = w.n_samples - s0 < 512 ? w.n_samples - s0 : 512;
-            memset(win, 0, sizeof win);
-            memcpy(win, w.samples + s0, (size_t) len * sizeof(float));
-            const double d = fabs(ref_window(&rm, win, h, c) - probs[i]);
-            maxd = fmax(maxd, d);
-            sumd += d;
-        }
+        double maxd, sumd;
+        ref_compare(&rm, &w, probs, np, &maxd, &sumd);
         /* the mean shows the arithmetic agrees; the max allows an activation that
          * rounds to the neighbouring f16 value when f32 and double sums straddle a tie */
         CHECK(maxd < 5e-4 && sumd / np < 2e-5, "jfk: probabilities vs double reference: max diff %g, mean %g", maxd, sumd / np);
@@ -400,19 +408,12 @@ static void test_vad_f32_kernels(void) {
     CHECK(vad != NULL && wok, "load: %s", vad ? "" : kiln_last_error());
     struct ref_model rm;
     if (vad && wok && ref_load(&rm, wide, wsize)) {
-        float probs[400], win[512];
+        float probs[400];
         const int64_t np = kiln_vad_probs(vad, w.samples, w.n_samples, probs);
         CHECK(np == 344, "%lld windows", (long long) np);
-        double h[128] = { 0 }, c[128] = { 0 }, maxd = 0, sumd = 0;
+        double maxd, sumd;
         ref_round = false;
-        for (int64_t i = 0; i < np; i++) {
-            const int64_t s0 = i * 512, len = w.n_samples - s0 < 512 ? w.n_samples - s0 : 512;
-            memset(win, 0, sizeof win);
-            memcpy(win, w.samples + s0, (size_t) len * sizeof(float));
-            const double d = fabs(ref_window(&rm, win, h, c) - probs[i]);
-            maxd = fmax(maxd, d);
-            sumd += d;
-        }
+        ref_compare(&rm, &w, probs, np, &maxd, &sumd);
         ref_round = true;
         CHECK(maxd < 1e-5, "jfk: probabilities vs unrounded double reference: max diff %g, mean %g", maxd, sumd / np);
         printf("vad f32 kernels: %lld windows, |kiln - double reference| max %.3g mean %.3g\n", (long long) np, maxd, sumd / np);
