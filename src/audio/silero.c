@@ -21,6 +21,10 @@
  * In whisper.cpp the convolutions go through im2col in the kernel's type
  * (f16), so the activations entering them are rounded to f16; here too
  * (round_f16), with the kernels widened to f32.
+ *
+ * The STFT basis and the convolution kernels may also be f32 in the file
+ * (whisper.cpp's loader takes f16 only): those convolutions then run in
+ * f32 throughout, inputs unrounded, which is Silero's own f32 arithmetic.
  */
 #include "kiln-audio.h"
 #include "audio_internal.h"
@@ -165,7 +169,16 @@ static bool read_tensors(struct kiln_vad * v, struct rd * r) {
                                 fne[0], fne[1], fne[2], fne[3], (long long) t->ne[0], (long long) t->ne[1], (long long) t->ne[2]);
             return false;
         }
-        if (ttype != (int32_t) t->type) { kiln_set_last_error("vad: tensor '%s' has type %d, expected %d", name, ttype, (int) t->type); return false; }
+        if (ttype != (int32_t) t->type) {
+            /* an f32 kernel where whisper.cpp has f16: take it as is */
+            if (t->type != KILN_TYPE_F16 || ttype != (int32_t) KILN_TYPE_F32) {
+                kiln_set_last_error("vad: tensor '%s' has type %d, expected %d%s", name, ttype, (int) t->type, t->type == KILN_TYPE_F16 ? " (f16) or 0 (f32)" : "");
+                return false;
+            }
+            t = v->t[idx] = kiln_new_tensor(v->ctx_w, KILN_TYPE_F32, kiln_n_dims(t), t->ne);
+            if (!t) return false;
+            kiln_set_name(t, name);
+        }
         const size_t nbytes = kiln_nbytes(t);
         if (r->size - r->off < nbytes) { kiln_set_last_error("vad: file truncated in the data of tensor '%s'", name); return false; }
         memcpy(t->data, r->p + r->off, nbytes);
@@ -189,12 +202,13 @@ static bool read_tensors(struct kiln_vad * v, struct rd * r) {
 
 /* ------------------------------------------------------------------ graph */
 
-/* x rounded to f16 and back: what ggml's im2col does to the input of a
- * convolution with an f16 kernel. The kernels run as f32 (the f16 values
- * widened exactly), so every product equals whisper.cpp's f16 x f16 one and
- * the f32 dot products run at f32 speed on every ISA. */
-static struct kiln_tensor * round_f16(struct kiln_context * c, struct kiln_tensor * x) {
-    if (!x) return NULL;
+/* x rounded to f16 and back when the file's kernel k is f16: what ggml's
+ * im2col does to the input of a convolution with an f16 kernel. The kernels
+ * run as f32 (the f16 values widened exactly), so every product equals
+ * whisper.cpp's f16 x f16 one and the f32 dot products run at f32 speed on
+ * every ISA. An f32 kernel from the file leaves x as it is. */
+static struct kiln_tensor * round_f16(struct kiln_context * c, struct kiln_tensor * x, const struct kiln_tensor * k) {
+    if (!x || k->type != KILN_TYPE_F16) return x;
     struct kiln_tensor * h = kiln_new_tensor(c, KILN_TYPE_F16, kiln_n_dims(x), x->ne);
     struct kiln_tensor * f = kiln_new_tensor(c, KILN_TYPE_F32, kiln_n_dims(x), x->ne);
     if (!h || !f) return NULL;
@@ -212,9 +226,9 @@ static struct kiln_tensor * conv1d(struct kiln_context * c, struct kiln_tensor *
     return kiln_mul_mat(c, kiln_reshape_2d(c, cols, kic, cols->ne[1]), kiln_reshape_2d(c, w, kic, w->ne[2]));
 }
 
-static struct kiln_tensor * conv_bias_relu(struct kiln_context * c, struct kiln_tensor * w, struct kiln_tensor * b,
-                                           struct kiln_tensor * x, int stride) {
-    struct kiln_tensor * y = conv1d(c, w, round_f16(c, x), stride, 1);
+static struct kiln_tensor * conv_bias_relu(struct kiln_context * c, const struct kiln_tensor * file_w, struct kiln_tensor * w,
+                                           struct kiln_tensor * b, struct kiln_tensor * x, int stride) {
+    struct kiln_tensor * y = conv1d(c, w, round_f16(c, x, file_w), stride, 1);
     if (!y) return NULL;
     y = kiln_add(c, y, kiln_reshape_3d(c, b, 1, b->ne[0], 1));
     return y ? kiln_relu(c, y) : NULL;
@@ -233,7 +247,7 @@ static bool build_graph(struct kiln_vad * v) {
 
     /* STFT as a strided conv1d, then |X| */
     struct kiln_tensor * x = kiln_pad_reflect_1d(c, v->frame, 64, 64);
-    struct kiln_tensor * stft = x ? conv1d(c, t[T_BASIS], round_f16(c, x), v->lstm_in, 0) : NULL;
+    struct kiln_tensor * stft = x ? conv1d(c, t[T_BASIS], round_f16(c, x, v->t[T_BASIS]), v->lstm_in, 0) : NULL;
     if (!stft) return false;
     const int64_t half = t[T_BASIS]->ne[2] / 2, nf = stft->ne[0];
     struct kiln_tensor * re = kiln_view_2d(c, stft, nf, half, stft->nb[1], 0);
@@ -242,7 +256,7 @@ static bool build_graph(struct kiln_vad * v) {
     if (!x) return false;
 
     static const int strides[VAD_N_LAYERS] = { 1, 2, 2, 1 };
-    for (int l = 0; l < VAD_N_LAYERS && x; l++) x = conv_bias_relu(c, t[T_ENC_W0 + l], t[T_ENC_B0 + l], x, strides[l]);
+    for (int l = 0; l < VAD_N_LAYERS && x; l++) x = conv_bias_relu(c, v->t[T_ENC_W0 + l], t[T_ENC_W0 + l], t[T_ENC_B0 + l], x, strides[l]);
     if (!x) return false;
 
     /* LSTM cell on the first frame */
@@ -261,7 +275,7 @@ static bool build_graph(struct kiln_vad * v) {
     if (!h_new) return false;
 
     /* decoder: ReLU -> 1x1 conv over the hidden vector -> sigmoid */
-    struct kiln_tensor * y = conv1d(c, t[T_FINAL_W], round_f16(c, kiln_relu(c, h_new)), 1, 0);
+    struct kiln_tensor * y = conv1d(c, t[T_FINAL_W], round_f16(c, kiln_relu(c, h_new), v->t[T_FINAL_W]), 1, 0);
     y = y ? kiln_sigmoid(c, kiln_add(c, y, t[T_FINAL_B])) : NULL;
     if (!y) return false;
     v->prob = y;

