@@ -5,6 +5,7 @@
  */
 #include "kernels.h"
 #include "arch/arch.h"
+#include "arch/quant_dot.h"
 #include "repack.h"
 #include "../core/internal.h"
 
@@ -168,6 +169,9 @@ static void build_tables(void) {
     k->f16_mad = f16_mad__wasm_simd128;
     k->f32_dot2 = f32_dot2__wasm_simd128;
     k->f16_scale = f16_scale__wasm_simd128;
+    k->f16val_dot = f16val_dot__wasm_simd128;
+    k->f16val_mad = f16val_mad__wasm_simd128;
+    k->f16val_scale = f16val_scale__wasm_simd128;
     k->f32_gemm_tile = f32_gemm_3x3__wasm_simd128; k->gemm_mr = 3; k->gemm_nr = 3;
     k->f32_gemm_packed = f32_gemm_2x16__wasm_simd128; k->pack_mr = 2; k->pack_nr = 16; k->f32_gemm_pack = f32_gemm_pack16__wasm_simd128;
     table_finish(k);
@@ -186,9 +190,19 @@ static void build_tables(void) {
      * L2-resident); SIMD128 versions of it and of q8_0 measured 0.96-1.08x
      * and were left out */
     k->gemm_x4[KILN_TYPE_Q4_0] = q4_0x4_q8_0_gemm__wasm_relaxed;
+    /* q4_0 and q8_0 through i32 dot-adds where the engine makes each one
+     * instruction (AVX-VNNI, arm64 sdot); the same bits either way */
+    if (kiln_wasm_relaxed_dot_add_direct()) {
+        k->vec_dot_x4[KILN_TYPE_Q4_0] = q4_0x4_q8_0_vec_dot__wasm_relaxed_dotadd;
+        k->gemm_x4[KILN_TYPE_Q4_0] = q4_0x4_q8_0_gemm__wasm_relaxed_dotadd;
+        k->vec_dot_x4[KILN_TYPE_Q8_0] = q8_0x4_q8_0_vec_dot__wasm_relaxed_dotadd;
+    }
     k->f32_gemm_packed = f32_gemm_2x16__wasm_relaxed;
     /* bit-identical to the scalar fmaf kernel only where the engine fuses */
-    if (kiln_wasm_relaxed_madd_fuses()) k->f16_mad = f16_mad__wasm_relaxed;
+    if (kiln_wasm_relaxed_madd_fuses()) {
+        k->f16_mad = f16_mad__wasm_relaxed;
+        k->f16val_mad = f16val_mad__wasm_relaxed;
+    }
     table_finish(k);
     g_available[KILN_ISA_WASM_RELAXED] = true;
 #endif

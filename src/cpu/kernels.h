@@ -92,6 +92,15 @@ struct kiln_kernels {
     /* F16 accumulators: y = fp16(fma(fp32(x), v, fp32(y))), y = fp16(fp32(y) * v) */
     void (*f16_mad)  (int64_t n, kiln_fp16_t * y, const kiln_fp16_t * x, float v);
     void (*f16_scale)(int64_t n, kiln_fp16_t * y, float v);
+    /* The same three on fp16 values held as floats (each float exactly an
+     * fp16 value; flash attention converts a K or V row once for several
+     * query rows), bit-identical to this table's fp16 kernels on those
+     * values: f16val_dot = f16_dot, y = float(f16_mad), y = float(f16_scale).
+     * For ISAs without hardware fp16 conversion (wasm); NULL elsewhere,
+     * where attention calls the fp16 kernels. */
+    float (*f16val_dot)  (int64_t n, const float * x, const float * y);
+    void  (*f16val_mad)  (int64_t n, float * y, const float * x, float v);
+    void  (*f16val_scale)(int64_t n, float * y, float v);
 
     /* mul_mat: a register tile of dot products (MR src0 rows x NR src1 rows) */
     kiln_gemm_tile_t f32_gemm_tile;

@@ -18,15 +18,26 @@
  * does this. Keeping these in F32 instead moved stories260K's log-probs by
  * ~1e-2 against llama.cpp and changed greedy continuations of quantized
  * models (tests/oracle).
+ *
+ * Where the kernel table has no hardware fp16 conversion (wasm: the
+ * f16val kernels), F16 K/V rows are converted once for a tile of query
+ * rows that share them, with the same arithmetic per row (same bits).
  */
 #include "ops_nn_common.h"
 #include "kernels.h"
 
-/* per thread: V accumulator (DV), V row in f32 (DV), K row in f32 (DK) */
+/* query rows that go together through flash_attn_tile_f16val */
+#define FA_TILE 8
+
+/* per thread, the larger of: V accumulator (DV), V row in f32 (DV), K row
+ * in f32 (DK); and the tile path's Q and accumulator rows (FA_TILE x (DK +
+ * DV)), its K and V row (DK + DV) and Q in F16 (DK halves) */
+static int64_t work_floats(int64_t DK, int64_t DV) {
+    return KILN_MAX(DK + 2 * DV, (FA_TILE + 1) * (DK + DV) + DK) + KILN_CL_F32;
+}
+
 size_t kiln_cpu_work_flash_attn_ext(const struct kiln_tensor * dst, int n_threads) {
-    const struct kiln_tensor * k = dst->src[1];
-    const struct kiln_tensor * v = dst->src[2];
-    return sizeof(float) * (size_t)(k->ne[0] + 2 * v->ne[0] + KILN_CL_F32) * (size_t) n_threads;
+    return sizeof(float) * (size_t) work_floats(dst->src[1]->ne[0], dst->src[2]->ne[0]) * (size_t) n_threads;
 }
 
 /* slope * mask[ic] (0 without a mask) */
@@ -74,6 +85,78 @@ static void flash_attn_row_f16(const struct kiln_tensor * k, const struct kiln_t
     for (int64_t d = 0; d < DV; d++) out[d] = acc[d] * S_inv;
 }
 
+/* Query rows ir0..ir1 (all of one K/V head) with F16 K and V, on a table
+ * with the f16val kernels (kernels.h; wasm, which has no hardware fp16
+ * conversion): each K and V row is converted to f32 once for all the
+ * rows, Q once per row (F16-rounded, as flash_attn_row_f16's q16), and the
+ * F16 accumulators are kept as floats rounded to fp16 at every step. Per
+ * row these are flash_attn_row_f16's operations in its order, so the
+ * results are the same bits. */
+static void flash_attn_tile_f16val(const struct kiln_tensor * q, const struct kiln_tensor * k, const struct kiln_tensor * v,
+                                   const struct kiln_tensor * mask, struct kiln_tensor * dst, int64_t ir0, int64_t ir1,
+                                   float scale, float softcap, float max_bias, float * work) {
+    const struct kiln_kernels * kk = kiln_kernels();
+    const int64_t DK = k->ne[0], DV = v->ne[0], n_kv = k->ne[1];
+    const int64_t nq1 = q->ne[1], nq2 = q->ne[2];
+    const int64_t rk2 = nq2 / k->ne[2], rk3 = q->ne[3] / k->ne[3];
+    const int nt = (int) (ir1 - ir0);
+    float * qf = work;                    /* nt x DK */
+    float * acc = qf + FA_TILE * DK;      /* nt x DV */
+    float * kf = acc + FA_TILE * DV;      /* DK */
+    float * vf = kf + DK;                 /* DV */
+    kiln_fp16_t * q16 = (kiln_fp16_t *) (vf + DV);
+    const char * mrow[FA_TILE];
+    float * out[FA_TILE];
+    float slope[FA_TILE], M[FA_TILE], S[FA_TILE], mv[FA_TILE];
+    int64_t ik2 = 0, ik3 = 0;
+    for (int t = 0; t < nt; t++) {
+        const int64_t ir = ir0 + t;
+        const int64_t iq3 = ir / (nq2 * nq1);
+        const int64_t iq2 = (ir - iq3 * nq2 * nq1) / nq1;
+        const int64_t iq1 = ir - iq3 * nq2 * nq1 - iq2 * nq1;
+        ik2 = iq2 / rk2; ik3 = iq3 / rk3;
+        slope[t] = kiln_alibi_slope(max_bias, (uint32_t) iq2, (uint32_t) nq2);
+        mrow[t] = mask ? kiln_row_ptr(mask, iq1, iq2 % mask->ne[2], iq3 % mask->ne[3]) : NULL;
+        out[t] = (float *) kiln_row_ptr(dst, iq2, iq1, iq3);
+        kk->f32_to_f16(DK, (const float *) kiln_row_ptr(q, iq1, iq2, iq3), q16);
+        kk->f16_to_f32(DK, q16, qf + t * DK);
+        for (int64_t d = 0; d < DV; d++) acc[t * DV + d] = 0.0f;
+        M[t] = -INFINITY; S[t] = 0.0f;
+    }
+    for (int64_t ic = 0; ic < n_kv; ic++) {
+        bool any = false;
+        for (int t = 0; t < nt; t++) {
+            mv[t] = mask_value(mask, mrow[t], ic, slope[t]);
+            any |= mv[t] != -INFINITY;
+        }
+        if (!any) continue; /* masked out for every row */
+        kk->f16_to_f32(DK, (const kiln_fp16_t *) kiln_row_ptr(k, ic, ik2, ik3), kf);
+        kk->f16_to_f32(DV, (const kiln_fp16_t *) kiln_row_ptr(v, ic, ik2, ik3), vf);
+        for (int t = 0; t < nt; t++) {
+            if (mv[t] == -INFINITY) continue;
+            float * a = acc + t * DV;
+            float s = kk->f16val_dot(DK, kf, qf + t * DK) * scale;
+            if (softcap != 0.0f) s = softcap * tanhf(s);
+            s += mv[t];
+            float ms = 1.0f, vs = 1.0f;
+            if (s > M[t]) {
+                const float Mold = M[t];
+                M[t] = s;
+                ms = expf(Mold - s);
+                kk->f16val_scale(DV, a, ms);
+            } else {
+                vs = expf(s - M[t]);
+            }
+            kk->f16val_mad(DV, a, vf, vs);
+            S[t] = S[t] * ms + vs;
+        }
+    }
+    for (int t = 0; t < nt; t++) {
+        const float S_inv = S[t] == 0.0f ? 0.0f : 1.0f / S[t];
+        for (int64_t d = 0; d < DV; d++) out[t][d] = acc[t * DV + d] * S_inv;
+    }
+}
+
 enum kiln_status kiln_cpu_fwd_flash_attn_ext(const struct kiln_compute_params * params, struct kiln_tensor * dst) {
     const struct kiln_tensor * q = dst->src[0];
     const struct kiln_tensor * k = dst->src[1];
@@ -92,7 +175,7 @@ enum kiln_status kiln_cpu_fwd_flash_attn_ext(const struct kiln_compute_params * 
     const float softcap = kiln_get_op_params_f32(dst, 2);
     if (softcap != 0.0f) scale /= softcap;
 
-    float * acc = (float *) params->wdata + (DK + 2 * DV + KILN_CL_F32) * params->ith;
+    float * acc = (float *) params->wdata + work_floats(DK, DV) * params->ith;
     float * vrow = acc + DV;
     float * krow = vrow + DV;
     const bool k_f32 = k->type == KILN_TYPE_F32, v_f32 = v->type == KILN_TYPE_F32;
@@ -103,6 +186,18 @@ enum kiln_status kiln_cpu_fwd_flash_attn_ext(const struct kiln_compute_params * 
 
     int64_t ir0, ir1;
     kiln_split_rows(nq1 * nq2 * nq3, params->ith, params->nth, &ir0, &ir1);
+    if (f16_kv && kiln_kernels()->f16val_mad) {
+        /* tiles of up to FA_TILE consecutive rows that share a K/V head */
+#define KV_HEAD(r) (((r) / nq1) % nq2 / rk2 + ((r) / (nq1 * nq2)) / rk3 * k->ne[2])
+        for (int64_t ir = ir0; ir < ir1;) {
+            int64_t end = ir + 1;
+            while (end < ir1 && end - ir < FA_TILE && KV_HEAD(end) == KV_HEAD(ir)) end++;
+            flash_attn_tile_f16val(q, k, v, mask, dst, ir, end, scale, softcap, max_bias, acc);
+            ir = end;
+        }
+#undef KV_HEAD
+        return KILN_STATUS_SUCCESS;
+    }
     for (int64_t ir = ir0; ir < ir1; ir++) {
         const int64_t iq3 = ir / (nq2 * nq1);
         const int64_t iq2 = (ir - iq3 * nq2 * nq1) / nq1;

@@ -69,8 +69,14 @@ void kiln_quant_register_kernels(struct kiln_kernels * k) {
 #if defined(__wasm_simd128__) && defined(__wasm_relaxed_simd__)
         case KILN_ISA_WASM_RELAXED:
             SET_SIMD(k, wasm_simd128);
-            SET(k, Q4_0, q4_0_q8_0_vec_dot__wasm_relaxed, Q8_0);
-            SET(k, Q8_0, q8_0_q8_0_vec_dot__wasm_relaxed, Q8_0);
+            /* the same bits either way (kernels_wasm_relaxed.c) */
+            if (kiln_wasm_relaxed_dot_add_direct()) {
+                SET(k, Q4_0, q4_0_q8_0_vec_dot__wasm_relaxed_dotadd, Q8_0);
+                SET(k, Q8_0, q8_0_q8_0_vec_dot__wasm_relaxed_dotadd, Q8_0);
+            } else {
+                SET(k, Q4_0, q4_0_q8_0_vec_dot__wasm_relaxed, Q8_0);
+                SET(k, Q8_0, q8_0_q8_0_vec_dot__wasm_relaxed, Q8_0);
+            }
             break;
 #endif
         default: break;

@@ -273,6 +273,77 @@ static void test_maps(const struct kiln_kernels * s, const struct kiln_kernels *
     CHECK(!bad, "%s f16_mad with full-precision multipliers (%d bad)", k->isa, bad);
 }
 
+/* the f16val kernels (fp16 values held as floats, kernels.h) against the
+ * same table's fp16 kernels, bit for bit: random rows of every length, then
+ * every fp16 pattern (inf, nan, subnormals) as x and as y */
+static bool same_f16val(float got, kiln_fp16_t want) {
+    const float w = kiln_fp16_to_fp32(want);
+    return isnan(w) ? isnan(got) : memcmp(&got, &w, 4) == 0;
+}
+
+static void test_f16val(const struct kiln_kernels * k) {
+    if (!k->f16val_mad) {
+        CHECK(!k->f16val_dot && !k->f16val_scale, "%s: the f16val kernels come as a set", k->isa);
+        return;
+    }
+    CHECK(k->f16val_dot && k->f16val_scale, "%s: the f16val kernels come as a set", k->isa);
+    static kiln_fp16_t h1[65536], h2[65536];
+    static float f1[65536], f2[65536];
+    int bad = 0;
+    for (int li = 0; li < N_LEN; li++) {
+        const int64_t n = lengths[li];
+        for (int rep = 0; rep < 4; rep++) {
+            for (int64_t i = 0; i < n; i++) {
+                h1[i] = kiln_fp32_to_fp16(tu_rand_uniform(-1.0f, 1.0f) * ldexpf(1.0f, (int) (tu_rand_u64() % 30) - 18));
+                h2[i] = kiln_fp32_to_fp16(tu_rand_uniform(-4.0f, 4.0f));
+                f1[i] = kiln_fp16_to_fp32(h1[i]);
+                f2[i] = kiln_fp16_to_fp32(h2[i]);
+            }
+            const float d16 = k->f16_dot(n, h1, h2), d32 = k->f16val_dot(n, f1, f2);
+            bad += memcmp(&d16, &d32, 4) != 0;
+            const float v = tu_rand_uniform(-2.0f, 2.0f) * ldexpf(1.0f, (int) (tu_rand_u64() % 20) - 12);
+            k->f16_mad(n, h2, h1, v); k->f16val_mad(n, f2, f1, v);
+            for (int64_t i = 0; i < n; i++) bad += !same_f16val(f2[i], h2[i]);
+            k->f16_scale(n, h2, v); k->f16val_scale(n, f2, v);
+            for (int64_t i = 0; i < n; i++) bad += !same_f16val(f2[i], h2[i]);
+        }
+    }
+    CHECK(!bad, "%s f16val_dot/mad/scale on random rows (%d bad)", k->isa, bad);
+    const float vs[6] = { 0.7f, -3.0f, 1e-3f, 65504.0f, 1.0000001f, 0.0f };
+    bad = 0;
+    for (int vi = 0; vi < 6; vi++) {
+        for (int i = 0; i < 65536; i++) {
+            h1[i] = (kiln_fp16_t) i;
+            h2[i] = (kiln_fp16_t) ((i * 40503u + (unsigned) vi * 7919u) & 0xffff);
+            f1[i] = kiln_fp16_to_fp32(h1[i]);
+            f2[i] = kiln_fp16_to_fp32(h2[i]);
+        }
+        k->f16_mad(65536, h2, h1, vs[vi]); k->f16val_mad(65536, f2, f1, vs[vi]);
+        for (int i = 0; i < 65536; i++) bad += !same_f16val(f2[i], h2[i]);
+        for (int i = 0; i < 65536; i++) { h1[i] = (kiln_fp16_t) i; f1[i] = kiln_fp16_to_fp32(h1[i]); }
+        k->f16_scale(65536, h1, vs[vi]); k->f16val_scale(65536, f1, vs[vi]);
+        for (int i = 0; i < 65536; i++) bad += !same_f16val(f1[i], h1[i]);
+    }
+    CHECK(!bad, "%s f16val_mad/scale over all fp16 patterns (%d bad)", k->isa, bad);
+    /* the rounding step alone (v = 1 on any float): the fp16 round trip over
+     * every exponent and sign, with mantissas just below, at and above each
+     * rounding point (ties), subnormals, overflow, inf and nan */
+    enum { NS = 1 << 14 };
+    static float sw[NS], sr[NS];
+    bad = 0;
+    for (uint32_t base = 0; base < 512; base++) {
+        for (int j = 0; j < NS; j++) {
+            static const uint32_t low[4] = { 0x0fff, 0x1000, 0x1001, 0x0000 };
+            const uint32_t bits = (base << 23) | (((uint32_t) (j >> 2) << 13) & 0x7fffff) | low[j & 3];
+            memcpy(&sw[j], &bits, 4);
+            sr[j] = kiln_fp16_to_fp32(kiln_fp32_to_fp16(sw[j]));
+        }
+        k->f16val_scale(NS, sw, 1.0f);
+        for (int j = 0; j < NS; j++) bad += isnan(sr[j]) ? !isnan(sw[j]) : memcmp(&sw[j], &sr[j], 4) != 0;
+    }
+    CHECK(!bad, "%s f16val rounding over all exponents, ties and specials (%d bad)", k->isa, bad);
+}
+
 static void test_gemm_tile(const struct kiln_kernels * k) {
     const int MR = k->gemm_mr, NR = k->gemm_nr;
     for (int li = 0; li < N_LEN; li++) {
@@ -427,6 +498,7 @@ int main(void) {
         printf("isa %s\n", k->isa);
         test_fill(k);
         test_reductions(s, k);
+        test_f16val(k);
         test_maps(s, k);
         test_gemm_tile(k);
         test_gemm_packed(k);
@@ -443,6 +515,7 @@ int main(void) {
         const struct kiln_kernels * kr = kiln_kernels_for_isa(KILN_ISA_WASM_RELAXED);
         printf("relaxed_madd fuses: %s\n", fuses ? "yes" : "no");
         CHECK(kr && kr->f16_mad == (fuses ? f16_mad__wasm_relaxed : f16_mad__wasm_simd128), "wasm_relaxed f16_mad follows the fuse probe");
+        CHECK(kr && kr->f16val_mad == (fuses ? f16val_mad__wasm_relaxed : f16val_mad__wasm_simd128), "wasm_relaxed f16val_mad follows the fuse probe");
     }
 #endif
     return tu_finish();

@@ -6,6 +6,7 @@
  * cache, fully masked rows, 1/2/4 threads, bad input.
  */
 #include "nn_test_common.h"
+#include "cpu/kernels.h"
 
 struct acase {
     int64_t DK, DV, n_batch, n_head, n_kv, n_head_kv, ne3;
@@ -127,6 +128,76 @@ static void test_flash_attn(void) {
     }
 }
 
+/* F16 K/V: ggml's CPU arithmetic written out here one query row at a time
+ * with the kernel table's fp16 kernels (Q rounded to F16, the ISA's f16
+ * dot, the F16 accumulator updated by f16_scale / f16_mad) must give the
+ * op's bits exactly, whichever way the op gets there (wasm: K and V rows
+ * converted once for a tile of query rows, accumulators held as floats) */
+static void f16_bits_case(int64_t DK, int64_t DV, int64_t nb, int64_t nh, int64_t nhkv, int64_t n_kv) {
+    char what[160];
+    snprintf(what, sizeof what, "fa f16 bits DK %lld DV %lld batch %lld heads %lld/%lld kv %lld", (long long) DK, (long long) DV,
+             (long long) nb, (long long) nh, (long long) nhkv, (long long) n_kv);
+    struct kiln_context * ctx = tu_ctx(16 << 20);
+    struct kiln_tensor * q = kiln_new_tensor_3d(ctx, KILN_TYPE_F32, DK, nb, nh);
+    struct kiln_tensor * k = kiln_new_tensor_3d(ctx, KILN_TYPE_F16, DK, n_kv, nhkv);
+    struct kiln_tensor * v = kiln_new_tensor_3d(ctx, KILN_TYPE_F16, DV, n_kv, nhkv);
+    struct kiln_tensor * m = kiln_new_tensor_2d(ctx, KILN_TYPE_F16, n_kv, nb);
+    tu_fill_uniform(q, -2.0f, 2.0f);
+    tu_fill_uniform(k, -1.0f, 1.0f);
+    tu_fill_uniform(v, -1.0f, 1.0f);
+    tu_fill_uniform(m, -1.0f, 0.5f);
+    for (int64_t t = 0; t < nb; t++) for (int64_t j = 1; j < n_kv; j++) {
+        if (j > n_kv - nb + t || tu_rand_u64() % 7 == 0) kiln_set_f32_nd(m, (int) j, (int) t, 0, 0, -INFINITY);
+    }
+    const float scale = 1.0f / sqrtf((float) DK);
+    struct kiln_tensor * r = kiln_flash_attn_ext(ctx, q, k, v, m, scale, 0.0f, 0.0f);
+    if (!CHECK(r != NULL, "%s: %s", what, kiln_last_error())) { kiln_free(ctx); return; }
+    double * got = nn_run(ctx, r, what);
+    if (!got) { kiln_free(ctx); return; }
+    const struct kiln_kernels * kk = kiln_kernels();
+    kiln_fp16_t * q16 = malloc(sizeof(kiln_fp16_t) * (size_t) DK), * acc16 = malloc(sizeof(kiln_fp16_t) * (size_t) DV);
+    int bad = 0;
+    for (int64_t h = 0; h < nh; h++) for (int64_t t = 0; t < nb; t++) {
+        const int64_t hk = h / (nh / nhkv);
+        kk->f32_to_f16(DK, (const float *) ((const char *) q->data + t * q->nb[1] + h * q->nb[2]), q16);
+        for (int64_t d = 0; d < DV; d++) acc16[d] = 0;
+        float M = -INFINITY, S = 0.0f;
+        for (int64_t j = 0; j < n_kv; j++) {
+            const float mv = kiln_fp16_to_fp32(((const kiln_fp16_t *) ((const char *) m->data + t * m->nb[1]))[j]);
+            if (mv == -INFINITY) continue;
+            const kiln_fp16_t * kr = (const kiln_fp16_t *) ((const char *) k->data + j * k->nb[1] + hk * k->nb[2]);
+            const kiln_fp16_t * vr = (const kiln_fp16_t *) ((const char *) v->data + j * v->nb[1] + hk * v->nb[2]);
+            float s = kk->f16_dot(DK, kr, q16) * scale;
+            s += mv;
+            float ms = 1.0f, vs = 1.0f;
+            if (s > M) {
+                ms = expf(M - s);
+                M = s;
+                kk->f16_scale(DV, acc16, ms);
+            } else {
+                vs = expf(s - M);
+            }
+            kk->f16_mad(DV, acc16, vr, vs);
+            S = S * ms + vs;
+        }
+        const float S_inv = S == 0.0f ? 0.0f : 1.0f / S;
+        for (int64_t d = 0; d < DV; d++) {
+            const float want = kiln_fp16_to_fp32(acc16[d]) * S_inv;
+            bad += (float) got[(t * nh + h) * DV + d] != want;
+        }
+    }
+    CHECK(!bad, "%s: %d values differ from the row-by-row F16 arithmetic (%s)", what, bad, kk->isa);
+    free(q16); free(acc16); free(got);
+    kiln_free(ctx);
+}
+
+static void test_f16_bits(void) {
+    tu_case = "fa f16 bits";
+    f16_bits_case(64, 64, 13, 8, 2, 37);  /* a prompt batch: tiles of positions within a head */
+    f16_bits_case(128, 128, 1, 16, 4, 29); /* one token: tiles of the 4 heads sharing K/V */
+    f16_bits_case(40, 24, 9, 3, 3, 21);    /* DK != DV, no GQA, lengths off the vector width */
+}
+
 static void test_fully_masked(void) {
     tu_case = "fa fully masked";
     struct kiln_context * ctx = tu_ctx(2 << 20);
@@ -187,6 +258,7 @@ static void test_bad_input(void) {
 int main(void) {
     tu_seed(4242);
     test_flash_attn();
+    test_f16_bits();
     test_fully_masked();
     test_bad_input();
     return tu_finish();

@@ -142,6 +142,45 @@ static void test_gemm_x4(const struct kiln_kernels * k, enum kiln_type t, int64_
 
 static int n_avx512; /* avx512 x4 comparisons run */
 
+#if defined(__wasm_relaxed_simd__)
+#include "cpu/arch/quant_dot.h"
+#include "quants.h"
+/* The relaxed table's q4_0 and q8_0 kernels come in two versions, by how
+ * the engine lowers i32x4.relaxed_dot_i8x16_i7x16_add_s
+ * (kernels_wasm_relaxed.c); the table holds one, chosen at load. Both must
+ * give the same bits, whichever this engine would choose: plain, x4 and,
+ * for q4_0, batched (1..5 activation rows). */
+static void check_relaxed_dotadd(enum kiln_type t, int64_t n, const char * plain, const void * group, const float * yf) {
+    const bool q4 = t == KILN_TYPE_Q4_0;
+    const size_t rs = kiln_row_size(t, n), ys = kiln_row_size(KILN_TYPE_Q8_0, n);
+    char * y = malloc(5 * ys);
+    float * yc = malloc(sizeof(float) * (size_t) n);
+    for (int c = 0; c < 5; c++) {
+        for (int64_t i = 0; i < n; i++) yc[i] = c ? tu_rand_uniform(-3, 3) : yf[i];
+        kiln_quantize_row_q8_0_act(yc, y + c * ys, n);
+    }
+    int bad = 0;
+    for (int r = 0; r < 4; r++) {
+        float a, b;
+        (q4 ? q4_0_q8_0_vec_dot__wasm_relaxed : q8_0_q8_0_vec_dot__wasm_relaxed)(n, &a, plain + r * rs, y);
+        (q4 ? q4_0_q8_0_vec_dot__wasm_relaxed_dotadd : q8_0_q8_0_vec_dot__wasm_relaxed_dotadd)(n, &b, plain + r * rs, y);
+        bad += memcmp(&a, &b, sizeof a) != 0;
+    }
+    float a4[4], b4[4];
+    (q4 ? q4_0x4_q8_0_vec_dot__wasm_relaxed : q8_0x4_q8_0_vec_dot__wasm_relaxed)(n, a4, group, y);
+    (q4 ? q4_0x4_q8_0_vec_dot__wasm_relaxed_dotadd : q8_0x4_q8_0_vec_dot__wasm_relaxed_dotadd)(n, b4, group, y);
+    bad += memcmp(a4, b4, sizeof a4) != 0;
+    for (int ncols = 1; q4 && ncols <= 5; ncols++) {
+        float sa[5 * 4], sb[5 * 4];
+        q4_0x4_q8_0_gemm__wasm_relaxed(n, ncols, sa, 4, group, y, ys);
+        q4_0x4_q8_0_gemm__wasm_relaxed_dotadd(n, ncols, sb, 4, group, y, ys);
+        bad += memcmp(sa, sb, sizeof(float) * 4 * (size_t) ncols) != 0;
+    }
+    CHECK(!bad, "wasm_relaxed %s n=%lld: dotadd kernels == i16 kernels bit for bit (%d differ)", kiln_type_name(t), (long long) n, bad);
+    free(yc); free(y);
+}
+#endif
+
 static void test_kernels(void) {
     const struct kiln_kernels * ks = kiln_kernels_for_isa(KILN_ISA_SCALAR);
     for (int ti = 0; ti < NTYPES; ti++) {
@@ -211,6 +250,9 @@ static void test_kernels(void) {
                 free(xb); free(yb);
                 if (k->gemm_x4[t]) test_gemm_x4(k, t, n, w->data);
             }
+#if defined(__wasm_relaxed_simd__)
+            if (t != KILN_TYPE_IQ4_NL && kiln_wasm_relaxed_dot_add_direct()) check_relaxed_dotadd(t, n, plain, w->data, yf);
+#endif
             free(yf);
             free(plain);
             kiln_free(ctx);
@@ -395,6 +437,14 @@ int main(void) {
     }
     test_shift_specials();
     test_bad_inputs();
+#if defined(__wasm_relaxed_simd__)
+    const struct kiln_kernels * kr = kiln_kernels_for_isa(KILN_ISA_WASM_RELAXED);
+    CHECK(kr && (kr->gemm_x4[KILN_TYPE_Q4_0] == q4_0x4_q8_0_gemm__wasm_relaxed_dotadd) == kiln_wasm_relaxed_dot_add_direct(),
+          "the relaxed table's q4_0 kernels follow the dot-add probe");
+    if (kiln_wasm_relaxed_dot_add_direct()) printf("relaxed dot-add is one instruction here: the table has the dotadd q4_0/q8_0 kernels, checked above\n");
+    else printf("relaxed dot-add is NOT one instruction in this engine: the table has the i16 q4_0/q8_0 kernels; dotadd kernels NOT TESTED "
+                "here (V8's fallback for it is slower, and wrong in Node 20's V8 11.3; Chromium on AVX-VNNI or arm64 runs them)\n");
+#endif
     if (kiln_kernels_for_isa(KILN_ISA_AVX512)) printf("avx512 x4 kernels == avx2 bit for bit: %d cases\n", n_avx512);
     else printf("avx512 row NOT TESTED: this CPU/build has no AVX-512 F+BW+VL+VNNI\n");
     return tu_finish();

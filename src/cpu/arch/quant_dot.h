@@ -12,6 +12,8 @@
 
 #include "kiln.h"
 
+#include <stdbool.h>
+
 #define KILN_QDOT(name, S) void name##_vec_dot__##S(int64_t n, float * s, const void * x, const void * y);
 
 /* the types with SIMD variants on every ISA */
@@ -51,6 +53,11 @@ KILN_QDOT_SIMD_LIST(KILN_QDOT, wasm_simd128)
 /* relaxed SIMD replaces these two; the other types keep SIMD128's */
 KILN_QDOT(q4_0_q8_0, wasm_relaxed)
 KILN_QDOT(q8_0_q8_0, wasm_relaxed)
+/* q4_0 and q8_0 through i32 dot-adds, for engines where each is one
+ * instruction (kernels_wasm_relaxed.c); bit-identical to the ones above */
+KILN_QDOT(q4_0_q8_0, wasm_relaxed_dotadd)
+KILN_QDOT(q8_0_q8_0, wasm_relaxed_dotadd)
+bool kiln_wasm_relaxed_dot_add_direct(void);
 #endif
 
 #endif

@@ -5,7 +5,10 @@
  *
  * Why these: SIMD128 has no 8-bit dot product and no FMA, so q8_0 mat-vec
  * and the f32 GEMM are compute-bound in a browser (bench/peers). Relaxed
- * SIMD adds both, lowered by V8 on x86 to pmaddubsw(+pmaddwd) and vfmadd.
+ * SIMD adds both, lowered by V8 on x86 to pmaddubsw(+pmaddwd) or, for the
+ * i32 dot-add where the CPU has AVX-VNNI, vpdpbusd; and vfmadd. The q4_0
+ * and q8_0 kernels come in two versions, one per lowering (the q4_0
+ * section), picked at load by kiln_wasm_relaxed_dot_add_direct().
  *
  * Determinism. The integer dots are exact whatever the engine does, as long
  * as the second operand of relaxed_dot is in 0..127 (x86 reads it unsigned,
@@ -56,48 +59,68 @@ static inline v128_t ld(const void * p) { return wasm_v128_load(p); }
 
 /* ---- q4_0 -------------------------------------------------------------- */
 
-/* sum over the block of nibble * y (the -8 not applied): i32 lane k holds
- * elements 4k..4k+3 and 16+4k..16+4k+3, as kiln_simd128_q4_dot's */
-static inline v128_t q4_dot_nib(v128_t lo, v128_t hi, v128_t y0, v128_t y1) {
-    const v128_t p = wasm_i16x8_add(__builtin_wasm_relaxed_dot_i8x16_i7x16_s_i16x8(y0, lo),
-                                    __builtin_wasm_relaxed_dot_i8x16_i7x16_s_i16x8(y1, hi));
-    return wasm_i32x4_extadd_pairwise_i16x8(p);
-}
+/* Two ways to the same i32 lanes (lane k: elements 4k..4k+3 and
+ * 16+4k..16+4k+3 of the block, as kiln_simd128_q4_dot's), both exact:
+ *  - i16 (dotadd = false): two relaxed_dot i8 x i7 -> i16 pair sums (V8 on
+ *    x64: pmaddubsw), added in i16 (no overflow below 2*15*128), widened
+ *    in pairs, and 8 * (the y values of the lane) subtracted for the -8;
+ *  - dotadd (true): i32x4.relaxed_dot_i8x16_i7x16_add_s twice, starting
+ *    from -(8 * the y values of the lane). Where the engine lowers it to
+ *    one instruction (V8: vpdpbusd on x64 with AVX-VNNI; sdot on arm64)
+ *    that is 2 instructions per row and block instead of 5; elsewhere V8
+ *    emits pmaddubsw + pmaddwd + paddd and a constant for each, slower
+ *    than the i16 way. kiln_wasm_relaxed_dot_add_direct() tells them apart.
+ * The nibbles (0..15) are relaxed_dot's 7-bit operand, so results do not
+ * depend on the engine. */
+#define RDOT16(a, b) __builtin_wasm_relaxed_dot_i8x16_i7x16_s_i16x8(a, b)
+#define RDOTADD(a, b, c) __builtin_wasm_relaxed_dot_i8x16_i7x16_add_s_i32x4(a, b, c)
+#define RX_INLINE static inline __attribute__((always_inline))
 
-static inline v128_t q4_dot(v128_t b, v128_t y0, v128_t y1) {
-    return q4_dot_nib(wasm_v128_and(b, wasm_i8x16_splat(0x0f)), wasm_u8x16_shr(b, 4), y0, y1);
-}
-
-/* 8 * the y values of each lane of q4_dot */
-static inline v128_t q4_corr(v128_t y0, v128_t y1) {
+/* the column's correction: 8 * the y values of each lane (i16 way), or its
+ * negation (dotadd way, the accumulator the block's dot starts from) */
+RX_INLINE v128_t q4_corr(v128_t y0, v128_t y1, bool dotadd) {
+    if (dotadd) {
+        const v128_t eight = wasm_i8x16_splat(8);
+        return wasm_i32x4_neg(RDOTADD(y1, eight, RDOTADD(y0, eight, wasm_i32x4_splat(0))));
+    }
     const v128_t s = wasm_i16x8_add(wasm_i16x8_extadd_pairwise_i8x16(y0), wasm_i16x8_extadd_pairwise_i8x16(y1));
     return wasm_i32x4_shl(wasm_i32x4_extadd_pairwise_i16x8(s), 3);
 }
 
-void q4_0_q8_0_vec_dot__wasm_relaxed(int64_t n, float * s, const void * vx, const void * vy) {
+/* sum over the block of (nibble - 8) * y: lo, hi the low and high nibbles */
+RX_INLINE v128_t q4_lanes(v128_t lo, v128_t hi, v128_t y0, v128_t y1, v128_t corr, bool dotadd) {
+    if (dotadd) return RDOTADD(y1, hi, RDOTADD(y0, lo, corr));
+    return wasm_i32x4_sub(wasm_i32x4_extadd_pairwise_i16x8(wasm_i16x8_add(RDOT16(y0, lo), RDOT16(y1, hi))), corr);
+}
+
+RX_INLINE v128_t q4_block(v128_t b, v128_t y0, v128_t y1, v128_t corr, bool dotadd) {
+    return q4_lanes(wasm_v128_and(b, wasm_i8x16_splat(0x0f)), wasm_u8x16_shr(b, 4), y0, y1, corr, dotadd);
+}
+
+RX_INLINE void q4_0_vec_dot(int64_t n, float * s, const void * vx, const void * vy, bool dotadd) {
     const block_q4_0 * x = vx;
     const block_q8_0 * y = vy;
     v128_t acc = wasm_f32x4_splat(0);
     const int nb = (int) (n / QK8_0);
     for (int i = 0; i < nb; ++i) {
         const v128_t y0 = ld(y[i].qs), y1 = ld(y[i].qs + 16);
-        const v128_t p = wasm_i32x4_sub(q4_dot(ld(x[i].qs), y0, y1), q4_corr(y0, y1));
+        const v128_t p = q4_block(ld(x[i].qs), y0, y1, q4_corr(y0, y1, dotadd), dotadd);
         acc = wasm_f32x4_add(acc, wasm_f32x4_mul(wasm_f32x4_convert_i32x4(p), wasm_f32x4_splat(KQ_H2F(x[i].d) * KQ_H2F(y[i].d))));
     }
     *s = hsum_f32(acc);
 }
 
-void q4_0x4_q8_0_vec_dot__wasm_relaxed(int64_t n, float * s, const void * vx, const void * vy) {
+RX_INLINE void q4_0x4_vec_dot(int64_t n, float * s, const void * vx, const void * vy, bool dotadd) {
     const block_q4_0x4 * x = vx;
     const block_q8_0 * y = vy;
     v128_t acc0 = wasm_f32x4_splat(0), acc1 = acc0, acc2 = acc0, acc3 = acc0;
     const int nb = (int) (n / QK8_0);
     for (int i = 0; i < nb; ++i) {
         const v128_t y0 = ld(y[i].qs), y1 = ld(y[i].qs + 16);
-        const v128_t corr = q4_corr(y0, y1);
+        const v128_t corr = q4_corr(y0, y1, dotadd);
         const v128_t d = kiln_simd128_scales4_fast(x[i].d, y[i].d);
 #define ROW(r, acc) do { \
-            const v128_t p = wasm_i32x4_sub(q4_dot(ld(x[i].qs + 16 * (r)), y0, y1), corr); \
+            const v128_t p = q4_block(ld(x[i].qs + 16 * (r)), y0, y1, corr, dotadd); \
             acc = wasm_f32x4_add(acc, wasm_f32x4_mul(wasm_f32x4_convert_i32x4(p), LANE(d, r))); \
         } while (0)
         ROW(0, acc0); ROW(1, acc1); ROW(2, acc2); ROW(3, acc3);
@@ -107,21 +130,24 @@ void q4_0x4_q8_0_vec_dot__wasm_relaxed(int64_t n, float * s, const void * vx, co
 }
 
 /* q4_0x4 against 2 activation rows (prompt processing): the nibbles are
- * split once per block and row for both; per row and column the very
- * lanes and float steps of the x4 kernel above (bit-identical) */
-static void q4_0x4_2cols(int64_t n, float * s0, float * s1, const block_q4_0x4 * x, const block_q8_0 * ya, const block_q8_0 * yb) {
+ * split and the x scales converted once per block and row for both; per
+ * row and column the very lanes and float steps of the x4 kernel above
+ * (bit-identical) */
+RX_INLINE void q4_0x4_2cols(int64_t n, float * s0, float * s1, const block_q4_0x4 * x, const block_q8_0 * ya, const block_q8_0 * yb,
+                            bool dotadd) {
     v128_t a0[4], a1[4];
     for (int r = 0; r < 4; r++) a0[r] = a1[r] = wasm_f32x4_splat(0);
     const int nb = (int) (n / QK8_0);
     for (int i = 0; i < nb; ++i) {
         const v128_t ya0 = ld(ya[i].qs), ya1 = ld(ya[i].qs + 16), yb0 = ld(yb[i].qs), yb1 = ld(yb[i].qs + 16);
-        const v128_t ca = q4_corr(ya0, ya1), cb = q4_corr(yb0, yb1);
-        const v128_t da = kiln_simd128_scales4_fast(x[i].d, ya[i].d), db = kiln_simd128_scales4_fast(x[i].d, yb[i].d);
+        const v128_t ca = q4_corr(ya0, ya1, dotadd), cb = q4_corr(yb0, yb1, dotadd);
+        v128_t da, db;
+        kiln_simd128_scales4x2_fast(x[i].d, ya[i].d, yb[i].d, &da, &db);
 #define ROW(r) do { \
             const v128_t b = ld(x[i].qs + 16 * (r)); \
             const v128_t lo = wasm_v128_and(b, wasm_i8x16_splat(0x0f)), hi = wasm_u8x16_shr(b, 4); \
-            const v128_t pa = wasm_i32x4_sub(q4_dot_nib(lo, hi, ya0, ya1), ca); \
-            const v128_t pb = wasm_i32x4_sub(q4_dot_nib(lo, hi, yb0, yb1), cb); \
+            const v128_t pa = q4_lanes(lo, hi, ya0, ya1, ca, dotadd); \
+            const v128_t pb = q4_lanes(lo, hi, yb0, yb1, cb, dotadd); \
             a0[r] = wasm_f32x4_add(a0[r], wasm_f32x4_mul(wasm_f32x4_convert_i32x4(pa), LANE(da, r))); \
             a1[r] = wasm_f32x4_add(a1[r], wasm_f32x4_mul(wasm_f32x4_convert_i32x4(pb), LANE(db, r))); \
         } while (0)
@@ -134,8 +160,36 @@ static void q4_0x4_2cols(int64_t n, float * s0, float * s1, const block_q4_0x4 *
     }
 }
 
+static void q4_0x4_2cols_i16(int64_t n, float * s0, float * s1, const block_q4_0x4 * x, const block_q8_0 * ya, const block_q8_0 * yb) {
+    q4_0x4_2cols(n, s0, s1, x, ya, yb, false);
+}
+
+static void q4_0x4_2cols_dotadd(int64_t n, float * s0, float * s1, const block_q4_0x4 * x, const block_q8_0 * ya, const block_q8_0 * yb) {
+    q4_0x4_2cols(n, s0, s1, x, ya, yb, true);
+}
+
+void q4_0_q8_0_vec_dot__wasm_relaxed(int64_t n, float * s, const void * vx, const void * vy) {
+    q4_0_vec_dot(n, s, vx, vy, false);
+}
+
+void q4_0x4_q8_0_vec_dot__wasm_relaxed(int64_t n, float * s, const void * vx, const void * vy) {
+    q4_0x4_vec_dot(n, s, vx, vy, false);
+}
+
 void q4_0x4_q8_0_gemm__wasm_relaxed(int64_t n, int ncols, float * s, size_t ss, const void * x, const void * y, size_t ys) {
-    KILN_GEMM_X4_BY_PAIRS(q4_0x4_2cols, q4_0x4_q8_0_vec_dot__wasm_relaxed, n, ncols, s, ss, x, y, ys);
+    KILN_GEMM_X4_BY_PAIRS(q4_0x4_2cols_i16, q4_0x4_q8_0_vec_dot__wasm_relaxed, n, ncols, s, ss, x, y, ys);
+}
+
+void q4_0_q8_0_vec_dot__wasm_relaxed_dotadd(int64_t n, float * s, const void * vx, const void * vy) {
+    q4_0_vec_dot(n, s, vx, vy, true);
+}
+
+void q4_0x4_q8_0_vec_dot__wasm_relaxed_dotadd(int64_t n, float * s, const void * vx, const void * vy) {
+    q4_0x4_vec_dot(n, s, vx, vy, true);
+}
+
+void q4_0x4_q8_0_gemm__wasm_relaxed_dotadd(int64_t n, int ncols, float * s, size_t ss, const void * x, const void * y, size_t ys) {
+    KILN_GEMM_X4_BY_PAIRS(q4_0x4_2cols_dotadd, q4_0x4_q8_0_vec_dot__wasm_relaxed_dotadd, n, ncols, s, ss, x, y, ys);
 }
 
 /* ---- q8_0 -------------------------------------------------------------- */
@@ -150,24 +204,25 @@ static inline struct q8_act q8_act_load(const int8_t * qs) {
 }
 
 /* sum over the block of w * y: lane k holds elements 4k..4k+3 and
- * 16+4k..16+4k+3. Each half goes through the i16 dot (pairs of products,
- * at most 2*128*127: no saturation) and widens on its own, as two halves
- * together could overflow i16. */
-static inline v128_t q8_dot(const int8_t * w, const struct q8_act * a) {
+ * 16+4k..16+4k+3. The i16 way (dotadd = false): each half through the i16
+ * dot (pairs of products, at most 2*128*127: no saturation), widened on its
+ * own, as two halves together could overflow i16; the dotadd way: two i32
+ * dot-adds (the q4_0 section says when each is faster). Exact either way. */
+RX_INLINE v128_t q8_dot(const int8_t * w, const struct q8_act * a, bool dotadd) {
     const v128_t w0 = wasm_i8x16_sub(wasm_v128_xor(ld(w), a->m0), a->m0);
     const v128_t w1 = wasm_i8x16_sub(wasm_v128_xor(ld(w + 16), a->m1), a->m1);
-    return wasm_i32x4_add(wasm_i32x4_extadd_pairwise_i16x8(__builtin_wasm_relaxed_dot_i8x16_i7x16_s_i16x8(w0, a->a0)),
-                          wasm_i32x4_extadd_pairwise_i16x8(__builtin_wasm_relaxed_dot_i8x16_i7x16_s_i16x8(w1, a->a1)));
+    if (dotadd) return RDOTADD(w1, a->a1, RDOTADD(w0, a->a0, wasm_i32x4_splat(0)));
+    return wasm_i32x4_add(wasm_i32x4_extadd_pairwise_i16x8(RDOT16(w0, a->a0)), wasm_i32x4_extadd_pairwise_i16x8(RDOT16(w1, a->a1)));
 }
 
-void q8_0_q8_0_vec_dot__wasm_relaxed(int64_t n, float * s, const void * vx, const void * vy) {
+RX_INLINE void q8_0_vec_dot(int64_t n, float * s, const void * vx, const void * vy, bool dotadd) {
     const block_q8_0 * x = vx;
     const block_q8_0 * y = vy;
     float sumf = 0;
     const int nb = (int) (n / QK8_0);
     for (int i = 0; i < nb; ++i) {
         const struct q8_act a = q8_act_load(y[i].qs);
-        sumf += (float) kiln_simd128_i32_hsum(q8_dot(x[i].qs, &a)) * (KQ_H2F(x[i].d) * KQ_H2F(y[i].d));
+        sumf += (float) kiln_simd128_i32_hsum(q8_dot(x[i].qs, &a, dotadd)) * (KQ_H2F(x[i].d) * KQ_H2F(y[i].d));
     }
     *s = sumf;
 }
@@ -179,7 +234,7 @@ void q8_0_q8_0_vec_dot__wasm_relaxed(int64_t n, float * s, const void * vx, cons
  * first leaves one convert, multiply and add per block for all 4 rows, and
  * the scales take the short conversion unless one is inf, nan or subnormal:
  * together 7-8 % over per-row float lanes in Chromium (bench/peers). */
-void q8_0x4_q8_0_vec_dot__wasm_relaxed(int64_t n, float * s, const void * vx, const void * vy) {
+RX_INLINE void q8_0x4_vec_dot(int64_t n, float * s, const void * vx, const void * vy, bool dotadd) {
     const block_q8_0x4 * x = vx;
     const block_q8_0 * y = vy;
     v128_t acc = wasm_f32x4_splat(0);
@@ -187,10 +242,66 @@ void q8_0x4_q8_0_vec_dot__wasm_relaxed(int64_t n, float * s, const void * vx, co
     for (int i = 0; i < nb; ++i) {
         const struct q8_act a = q8_act_load(y[i].qs);
         const v128_t d = kiln_simd128_scales4_fast(x[i].d, y[i].d);
-        const v128_t p = kiln_simd128_i32_hsum4(q8_dot(x[i].qs, &a), q8_dot(x[i].qs + 32, &a), q8_dot(x[i].qs + 64, &a), q8_dot(x[i].qs + 96, &a));
+        const v128_t p = kiln_simd128_i32_hsum4(q8_dot(x[i].qs, &a, dotadd), q8_dot(x[i].qs + 32, &a, dotadd),
+                                                q8_dot(x[i].qs + 64, &a, dotadd), q8_dot(x[i].qs + 96, &a, dotadd));
         acc = wasm_f32x4_add(acc, wasm_f32x4_mul(wasm_f32x4_convert_i32x4(p), d));
     }
     wasm_v128_store(s, acc);
+}
+
+void q8_0_q8_0_vec_dot__wasm_relaxed(int64_t n, float * s, const void * vx, const void * vy) {
+    q8_0_vec_dot(n, s, vx, vy, false);
+}
+
+void q8_0x4_q8_0_vec_dot__wasm_relaxed(int64_t n, float * s, const void * vx, const void * vy) {
+    q8_0x4_vec_dot(n, s, vx, vy, false);
+}
+
+void q8_0_q8_0_vec_dot__wasm_relaxed_dotadd(int64_t n, float * s, const void * vx, const void * vy) {
+    q8_0_vec_dot(n, s, vx, vy, true);
+}
+
+void q8_0x4_q8_0_vec_dot__wasm_relaxed_dotadd(int64_t n, float * s, const void * vx, const void * vy) {
+    q8_0x4_vec_dot(n, s, vx, vy, true);
+}
+
+/* The relaxed i32 dot-add of 4 lanes of constants a (the i8 operand) and
+ * b (the 7-bit one), lane 0; through volatile so nothing is folded */
+static int32_t dot_add_probe(int8_t a, int8_t b) {
+    static volatile int8_t in[2];
+    in[0] = a; in[1] = b;
+    const v128_t r = RDOTADD(wasm_i8x16_splat(in[0]), wasm_i8x16_splat(in[1]), wasm_i32x4_splat(0));
+    return wasm_i32x4_extract_lane(r, 0);
+}
+
+/* Whether i32x4.relaxed_dot_i8x16_i7x16_add_s is one dot instruction here
+ * (the dotadd kernels' case), told apart by a 7-bit operand out of range,
+ * where the relaxed results may differ: 127 * 255 four times is 129540
+ * through vpdpbusd (x64 AVX-VNNI: unsigned, no intermediate saturation),
+ * -508 through a signed dot (arm64 sdot, x64 vpdpbssd), and 65534 through
+ * V8's x64 fallback of pmaddubsw's saturated i16 pairs (slower than the
+ * i16 kernels; and wrong in Node 20's V8 11.3, which adds the dot twice
+ * there in some code shapes). Then the right results in range:
+ * 4 * 5 * 3 = 60 and 4 * -1 * 127 = -508. */
+bool kiln_wasm_relaxed_dot_add_direct(void) {
+    const int32_t out_of_range = dot_add_probe(127, -1);
+    if (!(out_of_range == 129540 || out_of_range == -508) || dot_add_probe(5, 3) != 60 || dot_add_probe(-1, 127) != -508) return false;
+    /* and the dotadd kernels agree with the i16 ones on 2 blocks spanning
+     * every value (an engine's miscompile must not reach the table) */
+    block_q4_0 x4[2];
+    block_q8_0 x8[2], y[2];
+    for (int b = 0; b < 2; b++) {
+        x4[b].d = x8[b].d = y[b].d = 0x3c00; /* 1.0 */
+        for (int j = 0; j < 32; j++) {
+            if (j < 16) x4[b].qs[j] = (uint8_t) ((j + 5 * b) % 16 | ((15 - j + 3 * b) % 16) << 4);
+            x8[b].qs[j] = (int8_t) (((j * 37 + 91 * b) % 255) - 127);
+            y[b].qs[j] = (int8_t) (((j * 53 + 17 + 77 * b) % 255) - 127);
+        }
+    }
+    float a, c, e, f;
+    q4_0_vec_dot(64, &a, x4, y, false); q4_0_vec_dot(64, &c, x4, y, true);
+    q8_0_vec_dot(64, &e, x8, y, false); q8_0_vec_dot(64, &f, x8, y, true);
+    return a == c && e == f;
 }
 
 /* ---- f32 ---------------------------------------------------------------- */
@@ -221,6 +332,11 @@ bool kiln_wasm_relaxed_madd_fuses(void) {
  * flash attention's V accumulation runs this per cached position. */
 void f16_mad__wasm_relaxed(int64_t n, kiln_fp16_t * y, const kiln_fp16_t * x, float v) {
     KILN_SIMD128_F16_MAD_BODY(RMADD);
+}
+
+/* the same on fp16 values held as floats (kernels.h, f16val_mad) */
+void f16val_mad__wasm_relaxed(int64_t n, float * y, const float * x, float v) {
+    KILN_SIMD128_F16VAL_MAD_BODY(RMADD);
 }
 
 #endif /* __wasm_relaxed_simd__ */

@@ -4,6 +4,7 @@
 #ifndef KILN_SIMD128_COMMON_H
 #define KILN_SIMD128_COMMON_H
 
+#include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
@@ -67,6 +68,26 @@ static inline v128_t kiln_simd128_f32x4_to_f16(v128_t x) {
     return wasm_v128_or(h, sign);
 }
 
+/* x rounded to the nearest fp16 value (ties to even), kept as a float:
+ * f32(fp16(x)) bit for bit (kiln_simd128_f32x4_to_f16 and back; a nan may
+ * come out with another payload), in fewer steps. Adding c = 2^(e + 13),
+ * e the exponent of x, with x's sign, leaves a sum whose last mantissa bit
+ * is worth 2^(e - 10), the fp16 step at e, so the float addition rounds x
+ * there, to even, and subtracting c is exact. c is at least 0.5 (step
+ * 2^-24: the fp16 subnormals) and at most 2^31; exponents that wrap (x
+ * beyond 2^114, inf, nan) come out negative and take 0.5, which leaves x
+ * as it is. A result of 65536 or more is fp16's overflow: inf. The sign
+ * goes back on at the end, for zeros. */
+static inline v128_t kiln_simd128_f32x4_round_f16(v128_t x) {
+    const v128_t sign = wasm_v128_and(x, wasm_i32x4_splat((int32_t) 0x80000000u));
+    v128_t c = wasm_i32x4_add(wasm_v128_and(x, wasm_i32x4_splat(0x7f800000)), wasm_i32x4_splat(13 << 23));
+    c = wasm_i32x4_max(wasm_i32x4_min(c, wasm_i32x4_splat(0x4f000000)), wasm_i32x4_splat(0x3f000000));
+    c = wasm_v128_or(c, sign);
+    v128_t r = wasm_f32x4_sub(wasm_f32x4_add(x, c), c);
+    r = wasm_v128_bitselect(wasm_i32x4_splat(0x7f800000), r, wasm_f32x4_ge(wasm_f32x4_abs(r), wasm_f32x4_splat(65536.0f)));
+    return wasm_v128_or(r, sign);
+}
+
 /* 8 floats -> 8 fp16 stored */
 static inline void kiln_simd128_store_f16x8(kiln_fp16_t * p, v128_t lo, v128_t hi) {
     wasm_v128_store(p, wasm_u16x8_narrow_i32x4(kiln_simd128_f32x4_to_f16(lo), kiln_simd128_f32x4_to_f16(hi)));
@@ -100,6 +121,18 @@ static inline v128_t kiln_simd128_scales4(const void * dx, const void * dy) {
         kiln_simd128_store_f16x8(y + i_, FMA_(xl_, vv_, yl_), FMA_(xh_, vv_, yh_)); \
     } \
     f16_mad__scalar(n - i_, y + i_, x + i_, v); \
+} while (0)
+
+/* f16_mad on fp16 values held as floats (kernels.h, f16val_mad): y = the
+ * float of fp16(FMA_(x, v, y)), 4 values per step; the tail in scalar
+ * code, fmaf then the exact round trip through fp16 */
+#define KILN_SIMD128_F16VAL_MAD_BODY(FMA_) do { \
+    const v128_t vv_ = wasm_f32x4_splat(v); \
+    int64_t i_ = 0; \
+    for (; i_ + 4 <= n; i_ += 4) { \
+        wasm_v128_store(y + i_, kiln_simd128_f32x4_round_f16(FMA_(wasm_v128_load(x + i_), vv_, wasm_v128_load(y + i_)))); \
+    } \
+    for (; i_ < n; i_++) y[i_] = kiln_fp16_to_fp32(kiln_fp32_to_fp16(fmaf(x[i_], v, y[i_]))); \
 } while (0)
 
 /* an integer vector's lanes summed (exact) */
@@ -154,6 +187,22 @@ static inline v128_t kiln_simd128_scales4_fast(const kiln_fp16_t * dx, kiln_fp16
     if (__builtin_expect(kiln_simd128_f16_lanes_special(dx4) || kiln_simd128_f16_lanes_special(dy), 0)) return kiln_simd128_scales4_slow(dx, &dy);
     const v128_t hx = wasm_i16x8_shuffle(wasm_i64x2_splat((int64_t) dx4), wasm_i32x4_splat(0), 0, 8, 1, 9, 2, 10, 3, 11);
     return wasm_f32x4_mul(kiln_simd128_f16x4_normal_to_f32(hx), kiln_simd128_f16x4_normal_to_f32(wasm_i32x4_splat(dy)));
+}
+
+/* kiln_simd128_scales4_fast against two activation blocks (a batched
+ * kernel's two columns): the same two products, the x scales checked and
+ * converted once */
+static inline void kiln_simd128_scales4x2_fast(const kiln_fp16_t * dx, kiln_fp16_t dya, kiln_fp16_t dyb, v128_t * da, v128_t * db) {
+    uint64_t dx4;
+    memcpy(&dx4, dx, sizeof(dx4));
+    if (__builtin_expect(kiln_simd128_f16_lanes_special(dx4) || kiln_simd128_f16_lanes_special(dya | (uint64_t) dyb << 16), 0)) {
+        *da = kiln_simd128_scales4_slow(dx, &dya);
+        *db = kiln_simd128_scales4_slow(dx, &dyb);
+        return;
+    }
+    const v128_t xf = kiln_simd128_f16x4_normal_to_f32(wasm_i16x8_shuffle(wasm_i64x2_splat((int64_t) dx4), wasm_i32x4_splat(0), 0, 8, 1, 9, 2, 10, 3, 11));
+    *da = wasm_f32x4_mul(xf, kiln_simd128_f16x4_normal_to_f32(wasm_i32x4_splat(dya)));
+    *db = wasm_f32x4_mul(xf, kiln_simd128_f16x4_normal_to_f32(wasm_i32x4_splat(dyb)));
 }
 
 /* The q4_0 x q8_0 block product in 16-bit lanes, shared by the plain and

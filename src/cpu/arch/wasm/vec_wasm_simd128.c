@@ -103,6 +103,22 @@ float f16_dot__wasm_simd128(int64_t n, const kiln_fp16_t * x, const kiln_fp16_t 
     return s;
 }
 
+/* f16_dot__wasm_simd128's float for two fp16 rows given as their floats
+ * (exact conversions): the same lanes, order and tail, without the
+ * conversions (flash attention converts each K row once for several
+ * query rows) */
+float f16val_dot__wasm_simd128(int64_t n, const float * x, const float * y) {
+    v128_t a0 = wasm_f32x4_splat(0), a1 = wasm_f32x4_splat(0);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        a0 = MADD(wasm_v128_load(x + i), wasm_v128_load(y + i), a0);
+        a1 = MADD(wasm_v128_load(x + i + 4), wasm_v128_load(y + i + 4), a1);
+    }
+    float s = hsum4(wasm_f32x4_add(a0, a1));
+    for (; i < n; i++) s += x[i] * y[i];
+    return s;
+}
+
 float bf16_dot__wasm_simd128(int64_t n, const kiln_bf16_t * x, const kiln_bf16_t * y) {
     v128_t a0 = wasm_f32x4_splat(0), a1 = wasm_f32x4_splat(0);
     int64_t i = 0;
@@ -248,6 +264,20 @@ void f16_scale__wasm_simd128(int64_t n, kiln_fp16_t * y, float v) {
         store_f16x8(y + i, wasm_f32x4_mul(yl, vv), wasm_f32x4_mul(yh, vv));
     }
     f16_scale__scalar(n - i, y + i, v);
+}
+
+/* f16_mad and f16_scale on fp16 values held as floats (kernels.h,
+ * f16val_mad / f16val_scale): the same bits as the fp16 kernels, with no
+ * conversion on the loads and a rounding in place of the one on the store */
+void f16val_mad__wasm_simd128(int64_t n, float * y, const float * x, float v) {
+    KILN_SIMD128_F16VAL_MAD_BODY(fma_f32x4);
+}
+
+void f16val_scale__wasm_simd128(int64_t n, float * y, float v) {
+    const v128_t vv = wasm_f32x4_splat(v);
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) wasm_v128_store(y + i, kiln_simd128_f32x4_round_f16(wasm_f32x4_mul(wasm_v128_load(y + i), vv)));
+    for (; i < n; i++) y[i] = kiln_fp16_to_fp32(kiln_fp32_to_fp16(y[i] * v));
 }
 
 void f16_to_f32__wasm_simd128(int64_t n, const kiln_fp16_t * x, float * y) {
