@@ -22,7 +22,8 @@ const fmt = (s, sep) => {
 };
 
 function options() {
-  return { language: $('#language').value.trim() || 'en', translate: $('#translate').checked, beamSize: Number($('#beam').value) || 1 };
+  return { language: $('#language').value.trim() || 'en', translate: $('#translate').checked, beamSize: Number($('#beam').value) || 1,
+    ...($('#fallback').checked ? {} : { temperatureInc: 0 }) };
 }
 
 function showSegment(source, offset, s) {

@@ -16,9 +16,10 @@
 // fallback, an initial prompt, no timestamps, language detection,
 // translate and VAD. Native and wasm run different SIMD kernels (AVX2/
 // AVX-512 vs SIMD128): their logits differ by rounding, so a decision may
-// flip where the native choice was a near tie (top-2 log-prob margin below
-// GAP_TOL); everything before the first differing token must agree, and the
-// margin there is printed.
+// flip where the native choice was a near tie (top-2 log-prob margin, or
+// for a sampled token the draw's distance to its interval's edge, below
+// GAP_TOL); everything before the first differing token must agree, and
+// the margin there is printed.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -30,7 +31,9 @@ import { BUILDS, engine } from './helpers.js';
 const ROOT = new URL('../../', import.meta.url).pathname;
 const DATA = ROOT + 'tests/data/audio/';
 const BIN = ROOT + 'build/bin/';
-const GAP_TOL = 1e-3; // nats: a margin rounding can flip (logits of the two builds agree to ~1e-5)
+// the oracle tests' tolerance (tests/audio/whisper-oracle.mjs): F16 cases come out equal; Q8_0 ones,
+// whose activations are quantized per block, can flip a choice after ~100 tokens at a margin of ~1e-2
+const GAP_TOL = 0.05;
 const THREADS = 2;
 // per test: each case runs the native tool and the engine; a loaded shared machine is many times slower than an idle one
 const TIMEOUT = 900_000;
@@ -132,8 +135,9 @@ afterAll(() => { if (dir) rmSync(dir, { recursive: true, force: true }); });
 const CASES: [string, string, 'jfk' | 'jfk8', TranscribeOptions][] = [
   ['greedy, no fallback', 'tiny-f16', 'jfk', { temperatureInc: 0 }],
   ['greedy, 8 kHz input', 'tiny-f16', 'jfk8', { temperatureInc: 0 }],
-  ['beam search 5 with the fallback', 'base.en-q8_0', 'jfk', { beamSize: 5, bestOf: 5 }],
-  ['sampling at temperature 0.4, best of 3', 'tiny-f16', 'jfk', { temperature: 0.4, bestOf: 3, temperatureInc: 0.2 }],
+  ['beam search 5', 'base.en-q8_0', 'jfk', { beamSize: 5, temperatureInc: 0 }],
+  // temperatures 0.4 then 1.0 (random weights' average log-prob is below -1: the fallback runs)
+  ['sampling at temperature 0.4, best of 3, with the fallback', 'tiny-f16', 'jfk', { temperature: 0.4, bestOf: 3, temperatureInc: 0.6 }],
   ['initial prompt', 'base.en-q8_0', 'jfk', { prompt: 'So, my fellow Americans.', temperatureInc: 0 }],
   ['no timestamps', 'tiny-f16', 'jfk', { timestamps: false, temperatureInc: 0 }],
   ['language detection', 'tiny-f16', 'jfk', { language: 'auto', temperatureInc: 0 }],
