@@ -8,7 +8,7 @@
 // line per engine and thread count: median / p25 / p75 of the runs, RTF =
 // seconds of compute per second of audio (lower is faster).
 //
-//   node bench/whisper-rtf.mjs [--build build] [--threads 1,2] [--runs 3]
+//   node bench/whisper-rtf.mjs [--build build] [--threads 1,2] [--runs 3] [--no-wasm]
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -31,6 +31,32 @@ sh('sox', [jfk, jfk, jfk, wav, 'trim', '0', '30']);
 const seconds = 30;
 const q = (v, p) => { const s = [...v].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.floor(p * (s.length - 1) + 0.5))]; };
 const { initWhisper } = await import('@fugood/whisper.node');
+// Kiln's wasm: whisper.transcribe() on the same 16 kHz samples (kiln.loadWhisper, js/src/whisper.ts)
+const withWasm = !args.includes('--no-wasm');
+const { Kiln } = withWasm ? await import('../js/dist/index.js') : {};
+function pcm16(file) {
+  const b = fs.readFileSync(file);
+  for (let off = 12; off + 8 <= b.length;) {
+    const id = b.toString('ascii', off, off + 4), len = b.readUInt32LE(off + 4);
+    if (id === 'data') { const x = new Float32Array(len >> 1); for (let i = 0; i < x.length; i++) x[i] = b.readInt16LE(off + 8 + 2 * i) / 32768; return x; }
+    off += 8 + len + (len & 1);
+  }
+  throw new Error(`${file}: no data chunk`);
+}
+const samples = pcm16(wav);
+async function wasmRuns(build, t) {
+  const k = await Kiln.create({ build, threads: t, logLevel: 'error' });
+  try {
+    const w = await k.loadWhisper(model);
+    const v = [];
+    for (let r = 0; r < runs; r++) {
+      const t0 = performance.now();
+      await w.transcribe(samples, 16000, { temperatureInc: 0 });
+      v.push((performance.now() - t0) / 1000);
+    }
+    return { v, isa: k.info().isa };
+  } finally { k.destroy(); }
+}
 for (const t of threads) {
   const kiln = [], wcpp = [];
   let nSegW = 0;
@@ -49,6 +75,15 @@ for (const t of threads) {
       median_s: +q(v, 0.5).toFixed(3), p25_s: +q(v, 0.25).toFixed(3), p75_s: +q(v, 0.75).toFixed(3), rtf: +(q(v, 0.5) / seconds).toFixed(4),
       isa: engine === 'kiln-native' ? 'avx512/avx2 (runtime)' : 'ggml cpu (prebuilt)' }));
   }
-  console.log(JSON.stringify({ what: 'ratio', threads: t, whisper_cpp_over_kiln: +(q(wcpp, 0.5) / q(kiln, 0.5)).toFixed(3), segments_whisper_cpp: nSegW }));
+  const ratio = { what: 'ratio', threads: t, whisper_cpp_over_kiln: +(q(wcpp, 0.5) / q(kiln, 0.5)).toFixed(3), segments_whisper_cpp: nSegW };
+  if (withWasm) {
+    for (const build of t === 1 ? ['st', 'mt'] : ['mt']) {
+      const { v, isa } = await wasmRuns(build, t);
+      console.log(JSON.stringify({ what: 'whisper_full', model: 'tiny-shape f16 (random weights)', audio_s: seconds, engine: `kiln-wasm-${build}-node`, threads: t, runs,
+        median_s: +q(v, 0.5).toFixed(3), p25_s: +q(v, 0.25).toFixed(3), p75_s: +q(v, 0.75).toFixed(3), rtf: +(q(v, 0.5) / seconds).toFixed(4), isa }));
+      ratio[`wasm_${build}_over_native`] = +(q(v, 0.5) / q(kiln, 0.5)).toFixed(3);
+    }
+  }
+  console.log(JSON.stringify(ratio));
 }
 fs.rmSync(tmp, { recursive: true, force: true });

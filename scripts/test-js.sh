@@ -9,9 +9,11 @@ bash scripts/build-wasm.sh >/dev/null
 npm run -s build:ts
 # quantized fixtures for tests/js/repack.test.ts, native references for
 # tests/js/structured.test.ts (native tools); tests/js/embed.test.ts writes
-# its random-weight encoders with kiln-synth-encoder
+# its random-weight encoders with kiln-synth-encoder, tests/js/whisper.test.ts
+# its Whisper models with kiln-whisper-random and compares with kiln-transcribe
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build -j"$(nproc)" --target kiln-llama-pad kiln-quantize kiln-generate kiln-logits kiln-synth-encoder >/dev/null
+cmake --build build -j"$(nproc)" --target kiln-llama-pad kiln-quantize kiln-generate kiln-logits kiln-synth-encoder \
+  kiln-whisper-random kiln-transcribe >/dev/null
 mkdir -p build/js-fixtures
 build/bin/kiln-llama-pad models/stories260K.gguf build/js-fixtures/stories260K-pad.gguf --multiple 32 >/dev/null
 for t in q8_0 q4_0; do

@@ -454,6 +454,11 @@ static bool abort_cb(void * data) {
     return __atomic_load_n(&g_abort_word, __ATOMIC_SEQ_CST) == g_job || kw_js_abort_word() == g_job;
 }
 
+bool kw_job_aborted(void * job_id) {
+    const int j = (int) (intptr_t) job_id;
+    return j != 0 && (__atomic_load_n(&g_abort_word, __ATOMIC_SEQ_CST) == j || kw_js_abort_word() == j);
+}
+
 /* Plans and runs a built graph on the engine's pool; job_id is what the
  * abort word is compared with. Shared with the autograd ABI. */
 int kw_run_graph(struct kiln_cgraph * g, int job_id, const char * what) {

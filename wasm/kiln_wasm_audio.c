@@ -74,6 +74,8 @@ KW_EXPORT int kw_vad_free(int h) {
     return KW_OK;
 }
 
+struct kiln_vad * kw_vad_model(int h) { struct kv_vad * v = kv_get(h, "whisper: vad"); return v ? v->vad : NULL; }
+
 KW_EXPORT float *   kw_vad_probs_ptr(int h)    { struct kv_vad * v = kv_get(h, "vad_probs_ptr"); return v ? v->probs : NULL; }
 KW_EXPORT int32_t * kw_vad_segments_ptr(int h) { struct kv_vad * v = kv_get(h, "vad_segments_ptr"); return v ? v->segs : NULL; }
 KW_EXPORT int       kw_vad_n_window(int h)     { struct kv_vad * v = kv_get(h, "vad_n_window"); return v ? kiln_vad_n_window(v->vad) : KW_E_HANDLE; }

@@ -27,7 +27,7 @@
 /* what a handle stands for; the entry table below is the one handle scheme
  * (slot + generation counter: a stale handle is refused for every kind) */
 enum { KW_KIND_TENSOR = 1, KW_KIND_MODEL = 2, KW_KIND_LLM = 3, KW_KIND_TRAINER = 4, KW_KIND_DATASET = 5, KW_KIND_OPTIMIZER = 6,
-       KW_KIND_FINETUNE = 7 };
+       KW_KIND_FINETUNE = 7, KW_KIND_WHISPER = 8 };
 #define KW_MAX_DEPS (KILN_MAX_SRC + 2)
 
 struct kw_entry {
@@ -82,5 +82,10 @@ void * kw_object(int h, int kind, const char * fn);
 int  kw_object_free(int h, int kind, const char * fn);
 struct kiln_context * kw_new_ctx(size_t n_tensors, size_t extra);
 int  kw_run_graph(struct kiln_cgraph * g, int job_id, const char * what);
+/* a kiln_abort_callback for graphs planned elsewhere (whisper): data is the job id, cast to a pointer */
+bool kw_job_aborted(void * job_id);
+/* the engine's thread pool (kw_init) and the model behind a live VAD handle (kiln_wasm_audio.c) */
+struct kiln_threadpool * kw_threadpool(void);
+struct kiln_vad * kw_vad_model(int h);
 
 #endif

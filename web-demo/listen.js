@@ -2,6 +2,7 @@
 // stream in the engine worker -> a live probability plot and the speech
 // segments as playable clips; or an audio file, decoded and run whole.
 import { $, nav, startEngine } from './common.js';
+import { startCapture, wavBlob } from './capture.js';
 
 const MODEL = '/tests/data/audio/ggml-silero-v6.2.0.bin';
 const plot = $('#plot');
@@ -25,16 +26,6 @@ function draw() {
   plot.dataset.points = String(probs.length);
 }
 
-function wav(samples, rate) {
-  const b = new DataView(new ArrayBuffer(44 + samples.length * 2));
-  const s = (o, t) => { for (let i = 0; i < t.length; i++) b.setUint8(o + i, t.charCodeAt(i)); };
-  s(0, 'RIFF'); b.setUint32(4, 36 + samples.length * 2, true); s(8, 'WAVE'); s(12, 'fmt ');
-  b.setUint32(16, 16, true); b.setUint16(20, 1, true); b.setUint16(22, 1, true); b.setUint32(24, rate, true);
-  b.setUint32(28, rate * 2, true); b.setUint16(32, 2, true); b.setUint16(34, 16, true); s(36, 'data'); b.setUint32(40, samples.length * 2, true);
-  for (let i = 0; i < samples.length; i++) b.setInt16(44 + 2 * i, Math.max(-1, Math.min(1, samples[i])) * 32767, true);
-  return new Blob([b.buffer], { type: 'audio/wav' });
-}
-
 function addSegment(seg, samples, rate, source) {
   found.push({ start: seg.start, end: seg.end, source });
   const li = document.createElement('li');
@@ -43,53 +34,30 @@ function addSegment(seg, samples, rate, source) {
   li.textContent = `${source}: ${seg.start.toFixed(2)} – ${seg.end.toFixed(2)} s (${(seg.end - seg.start).toFixed(2)} s) `;
   const audio = document.createElement('audio');
   audio.controls = true;
-  audio.src = URL.createObjectURL(wav(samples, rate));
+  audio.src = URL.createObjectURL(wavBlob(samples, rate));
   li.append(audio);
   $('#segments').append(li);
 }
 
-// the worklet posts 128-sample render quanta in batches of ~20 ms
-const WORKLET = `
-class Tap extends AudioWorkletProcessor {
-  constructor() { super(); this.buf = []; this.n = 0; }
-  process(inputs) {
-    const ch = inputs[0] && inputs[0][0];
-    if (ch) { this.buf.push(ch.slice()); this.n += ch.length; }
-    if (this.n >= sampleRate / 50) {
-      const out = new Float32Array(this.n); let o = 0;
-      for (const b of this.buf) { out.set(b, o); o += b.length; }
-      this.port.postMessage(out, [out.buffer]); this.buf = []; this.n = 0;
-    }
-    return true;
-  }
-}
-registerProcessor('kiln-tap', Tap);`;
-
 let mic = null;
 async function startMic() {
-  const stream = await navigator.mediaDevices.getUserMedia({ audio: { echoCancellation: false, noiseSuppression: false, autoGainControl: false } });
-  const ctx = new AudioContext();
-  await ctx.audioWorklet.addModule(URL.createObjectURL(new Blob([WORKLET], { type: 'text/javascript' })));
-  const src = ctx.createMediaStreamSource(stream);
-  const tap = new AudioWorkletNode(ctx, 'kiln-tap');
-  const s = vad.stream({
-    sampleRate: ctx.sampleRate,
+  let s = null;
+  const cap = await startCapture((chunk) => { s.push(chunk).catch((err) => { $('#vad-status').textContent = `error: ${err.message}`; }); });
+  s = vad.stream({
+    sampleRate: cap.sampleRate,
     threshold: Number($('#thr').value),
     onProbability: (p) => { probs.push(p); },
     onSpeechStart: (t) => { $('#vad-status').textContent = `speech at ${t.toFixed(2)} s…`; },
-    onSpeechEnd: (samples, seg) => { addSegment(seg, samples, ctx.sampleRate, 'mic'); $('#vad-status').textContent = 'listening'; },
+    onSpeechEnd: (samples, seg) => { addSegment(seg, samples, cap.sampleRate, 'mic'); $('#vad-status').textContent = 'listening'; },
   });
-  tap.port.onmessage = (e) => { s.push(e.data).catch((err) => { $('#vad-status').textContent = `error: ${err.message}`; }); };
-  src.connect(tap);
-  mic = { stream, ctx, s };
-  $('#vad-status').textContent = `listening (${ctx.sampleRate} Hz)`;
+  mic = { cap, s };
+  $('#vad-status').textContent = `listening (${cap.sampleRate} Hz)`;
   $('#mic').textContent = 'Stop the microphone';
 }
 
 async function stopMic() {
   const m = mic; mic = null;
-  m.stream.getTracks().forEach((t) => t.stop());
-  await m.ctx.close();
+  await m.cap.stop();
   await m.s.end();
   $('#mic').textContent = 'Start the microphone';
   $('#vad-status').textContent = 'stopped';

@@ -15,6 +15,8 @@ export { Optimizer } from './autograd.js';
 export type { Optim, SGDOptions, AdamWOptions, BackwardOptions } from './autograd.js';
 export { Vad, VadStream } from './vad.js';
 export type { VadSource, VadOptions, VadSegment, VadResult, VadStreamOptions, AudioBufferLike } from './vad.js';
+export { Whisper } from './whisper.js';
+export type { WhisperSource, WhisperLoadOptions, WhisperInfo, WhisperSegment, WhisperToken, TranscribeOptions, Transcript } from './whisper.js';
 
 // ==== autograd.d.ts
 import type { Tensor } from './kiln.js';
@@ -261,6 +263,7 @@ export interface Session {
 import { type Progress } from './scheduler.js';
 import { type TrainOptions, type TrainedModel } from './train.js';
 import { type Vad, type VadSource } from './vad.js';
+import { type Whisper, type WhisperLoadOptions, type WhisperSource } from './whisper.js';
 import { type FinetuneOptions, type FinetuneResult } from './finetune.js';
 import { type CacheEvent, type ModelCache } from './cache.js';
 import { type BackwardOptions, type Optim } from './autograd.js';
@@ -396,6 +399,8 @@ export declare class Kiln {
     train(opts: TrainOptions): Promise<TrainedModel>;
     /** Silero VAD from whisper.cpp's model file, run in the engine worker (vad.ts) */
     loadVad(source: VadSource): Promise<Vad>;
+    /** Whisper speech to text from whisper.cpp's model files, run in the engine worker (whisper.ts) */
+    loadWhisper(source: WhisperSource, opts?: WhisperLoadOptions): Promise<Whisper>;
     /** stop the engine; everything pending fails with ENGINE_CLOSED */
     destroy(): void;
 }
@@ -642,6 +647,41 @@ export interface TokenLogprob {
 }
 /** why a generation ended: end-of-text token, maxTokens reached, a stop string, or the context is full */
 export type StopReason = 'eos' | 'maxTokens' | 'stop' | 'context';
+/** a Whisper model file's header (whisper.cpp's hparams) and whether its vocabulary is multilingual */
+export interface WhisperInfoMsg {
+    nVocab: number;
+    nAudioCtx: number;
+    nAudioState: number;
+    nAudioHead: number;
+    nAudioLayer: number;
+    nTextCtx: number;
+    nTextState: number;
+    nTextHead: number;
+    nTextLayer: number;
+    nMels: number;
+    ftype: number;
+    multilingual: boolean;
+}
+/** one token of a transcript segment */
+export interface WhisperTokenMsg {
+    id: number;
+    /** the token's text (a token can hold part of a UTF-8 character: then it shows as U+FFFD) */
+    text: string;
+    /** its probability and log-probability when it was chosen */
+    p: number;
+    logprob: number;
+}
+/** one segment of a transcript */
+export interface WhisperSegmentMsg {
+    /** seconds from the start of the audio (centisecond steps, as whisper.cpp) */
+    start: number;
+    end: number;
+    text: string;
+    /** the segment's tokens: text tokens and the timestamp tokens that bound it */
+    tokens: WhisperTokenMsg[];
+    /** the probability of no speech in the 30 s window this segment came from */
+    noSpeechProb: number;
+}
 /** one engine variant's files as URLs (file: URLs in Node; see assets.ts) */
 export interface EngineFiles {
     /** emscripten's loader (a classic script) */
@@ -694,6 +734,18 @@ export type FromWorker = {
     t: 'progress';
     id: number;
     finetune: FinetuneProgressMsg;
+}
+/** a transcription's progress: the percentage of the audio decoded */
+ | {
+    t: 'progress';
+    id: number;
+    transcribe: number;
+}
+/** a transcription's new segment, as soon as it is decoded */
+ | {
+    t: 'segment';
+    id: number;
+    segment: WhisperSegmentMsg;
 }
 /** generated text: the pieces of one or more tokens, in order (the worker sends
  *  the first at once, then at most one message per 50 ms: the page's thread wakes
@@ -865,4 +917,87 @@ export declare class VadStream {
     private sec;
     private emitEnd;
     private onProbs;
+}
+
+// ==== whisper.d.ts
+import { type AudioBufferLike, type Vad, type VadOptions } from './vad.js';
+import type { Kiln } from './kiln.js';
+import type { Progress } from './scheduler.js';
+import type { WhisperInfoMsg, WhisperSegmentMsg, WhisperTokenMsg } from './protocol.js';
+export type WhisperSource = string | URL | Uint8Array | ArrayBuffer | Blob;
+export type WhisperInfo = WhisperInfoMsg;
+export type WhisperSegment = WhisperSegmentMsg;
+export type WhisperToken = WhisperTokenMsg;
+export interface WhisperLoadOptions {
+    /** bytes of the download so far (URL sources; others report once, whole) */
+    onProgress?: (p: Progress) => void;
+    signal?: AbortSignal;
+}
+export interface TranscribeOptions {
+    /** the spoken language: a code ('en', 'de', ...; 'en' by default) or 'auto' to detect it on the first 30 s */
+    language?: string;
+    /** translate to English (multilingual models) */
+    translate?: boolean;
+    /** 1: greedy decoding (the default); 2..8: beam search with that many beams */
+    beamSize?: number;
+    /** samples per temperature above 0 in the fallback (5) */
+    bestOf?: number;
+    /** the first temperature (0) */
+    temperature?: number;
+    /** the fallback's temperature step (0.2); 0: no fallback */
+    temperatureInc?: number;
+    /** text whose tokens precede the first window (names, spelling, style) */
+    prompt?: string;
+    /** keep the prompt in front of every window (false) */
+    carryPrompt?: boolean;
+    /** decode with timestamp tokens and cut segments at them (true); false: one text per window */
+    timestamps?: boolean;
+    /** one segment per 30 s window (false) */
+    singleSegment?: boolean;
+    /** tokens of earlier text carried into the next window (16384; 0: none) */
+    maxContext?: number;
+    /** suppress a blank first token (true) */
+    suppressBlank?: boolean;
+    /** suppress non-speech tokens: music and sound symbols (false) */
+    suppressNonSpeech?: boolean;
+    /** fallback thresholds: entropy (2.4), average log-probability (-1), no-speech probability (0.6) */
+    entropyThreshold?: number;
+    logprobThreshold?: number;
+    noSpeechThreshold?: number;
+    /** the first timestamp at most this far into a window, s (1) */
+    maxInitialTs?: number;
+    /** whisper.cpp's length penalty; -1: score = sum of log-probabilities / length (-1) */
+    lengthPenalty?: number;
+    /** transcribe only the speech this VAD model finds (kiln.loadVad); times stay those of the input */
+    vad?: Vad;
+    /** the VAD's segmentation (vad.detect()'s options) and the audio kept after each speech segment, s (0.1) */
+    vadOptions?: VadOptions & {
+        samplesOverlap?: number;
+    };
+    signal?: AbortSignal;
+    /** each segment as soon as it is decoded (the result holds them all again) */
+    onSegment?: (segment: WhisperSegment) => void;
+    /** the percentage of the audio decoded (whisper.cpp's progress callback) */
+    onProgress?: (percent: number) => void;
+}
+export interface Transcript {
+    /** the segments' text, joined */
+    text: string;
+    segments: WhisperSegment[];
+    /** the language decoded (detected with 'auto') */
+    language: string;
+    /** with language 'auto' on a multilingual model: each language's detection probability */
+    languageProbs: Record<string, number> | null;
+}
+export declare function loadWhisper(kiln: Kiln, source: WhisperSource, opts?: WhisperLoadOptions): Promise<Whisper>;
+export declare class Whisper {
+    private kiln;
+    private id;
+    private freed;
+    /** the model file's header */
+    readonly info: WhisperInfo;
+    private live;
+    /** the transcript of a recording; see TranscribeOptions */
+    transcribe(samples: Float32Array | AudioBufferLike, sampleRate?: number, opts?: TranscribeOptions): Promise<Transcript>;
+    free(): void;
 }

@@ -12,3 +12,5 @@ export { Optimizer } from './autograd.js';
 export type { Optim, SGDOptions, AdamWOptions, BackwardOptions } from './autograd.js';
 export { Vad, VadStream } from './vad.js';
 export type { VadSource, VadOptions, VadSegment, VadResult, VadStreamOptions, AudioBufferLike } from './vad.js';
+export { Whisper } from './whisper.js';
+export type { WhisperSource, WhisperLoadOptions, WhisperInfo, WhisperSegment, WhisperToken, TranscribeOptions, Transcript } from './whisper.js';

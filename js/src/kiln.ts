@@ -7,6 +7,7 @@ import { KilnError, errorText } from './errors.js';
 import { Scheduler, type Port, type Progress } from './scheduler.js';
 import { train as trainModel, type TrainOptions, type TrainedModel } from './train.js';
 import { loadVad, type Vad, type VadSource } from './vad.js';
+import { loadWhisper, type Whisper, type WhisperLoadOptions, type WhisperSource } from './whisper.js';
 import { finetune, type FinetuneOptions, type FinetuneResult } from './finetune.js';
 import { loadModelCached, modelCache, type CacheEvent, type ModelCache } from './cache.js';
 import { backward, gradOf, makeOptim, zeroGrad, type BackwardOptions, type Optim } from './autograd.js';
@@ -375,6 +376,9 @@ export class Kiln {
 
   /** Silero VAD from whisper.cpp's model file, run in the engine worker (vad.ts) */
   loadVad(source: VadSource): Promise<Vad> { return loadVad(this, source); }
+
+  /** Whisper speech to text from whisper.cpp's model files, run in the engine worker (whisper.ts) */
+  loadWhisper(source: WhisperSource, opts?: WhisperLoadOptions): Promise<Whisper> { return loadWhisper(this, source, opts); }
 
   /** stop the engine; everything pending fails with ENGINE_CLOSED */
   destroy() {

@@ -188,9 +188,66 @@ export interface Requests {
   vadStreamPush: { req: { vad: number; samples: ArrayBuffer }; reply: { buffer: ArrayBuffer } };
   vadStreamEnd: { req: { vad: number }; reply: { buffer: ArrayBuffer } };
   vadFree: { req: { vad: number }; reply: undefined };
+  /** Whisper (whisper.ts, wasm/kiln_wasm_whisper.c); whisper: the client's id for a loaded model */
+  whisperLoad: { req: { whisper: number; bytes: ArrayBuffer }; reply: WhisperInfoMsg };
+  /** streams 'segment' messages and 'progress' with a transcribe field while it runs */
+  whisperTranscribe: { req: WhisperTranscribeReq; reply: WhisperResultMsg };
+  whisperFree: { req: { whisper: number }; reply: undefined };
 }
 /** @internal */
 export type VadRequestKind = 'vadLoad' | 'vadDetect' | 'vadStreamBegin' | 'vadStreamPush' | 'vadStreamEnd' | 'vadFree';
+/** @internal */
+export type WhisperRequestKind = 'whisperLoad' | 'whisperTranscribe' | 'whisperFree';
+
+/** @internal a transcription; opts: the numbers of wasm/kiln_wasm_whisper.c's enum kw_whisper_opt, in its order */
+export interface WhisperTranscribeReq {
+  whisper: number;
+  samples: ArrayBuffer;
+  rate: number;
+  opts: number[];
+  /** a language code, or 'auto' */
+  language: string;
+  prompt: string;
+  /** the client id of a loaded VAD model (vad.ts), 0: none */
+  vad: number;
+}
+
+/** a Whisper model file's header (whisper.cpp's hparams) and whether its vocabulary is multilingual */
+export interface WhisperInfoMsg {
+  nVocab: number; nAudioCtx: number; nAudioState: number; nAudioHead: number; nAudioLayer: number;
+  nTextCtx: number; nTextState: number; nTextHead: number; nTextLayer: number; nMels: number; ftype: number;
+  multilingual: boolean;
+}
+
+/** one token of a transcript segment */
+export interface WhisperTokenMsg {
+  id: number;
+  /** the token's text (a token can hold part of a UTF-8 character: then it shows as U+FFFD) */
+  text: string;
+  /** its probability and log-probability when it was chosen */
+  p: number;
+  logprob: number;
+}
+
+/** one segment of a transcript */
+export interface WhisperSegmentMsg {
+  /** seconds from the start of the audio (centisecond steps, as whisper.cpp) */
+  start: number;
+  end: number;
+  text: string;
+  /** the segment's tokens: text tokens and the timestamp tokens that bound it */
+  tokens: WhisperTokenMsg[];
+  /** the probability of no speech in the 30 s window this segment came from */
+  noSpeechProb: number;
+}
+
+/** @internal */
+export interface WhisperResultMsg {
+  segments: WhisperSegmentMsg[];
+  language: string;
+  /** language detection's probabilities (when the language was 'auto'): code -> probability */
+  languageProbs: Record<string, number> | null;
+}
 
 /** one engine variant's files as URLs (file: URLs in Node; see assets.ts) */
 export interface EngineFiles {
@@ -249,6 +306,10 @@ export type FromWorker =
   | { t: 'progress'; id: number; loaded: number; total: number }
   | { t: 'progress'; id: number; train: TrainProgressMsg }
   | { t: 'progress'; id: number; finetune: FinetuneProgressMsg }
+  /** a transcription's progress: the percentage of the audio decoded */
+  | { t: 'progress'; id: number; transcribe: number }
+  /** a transcription's new segment, as soon as it is decoded */
+  | { t: 'segment'; id: number; segment: WhisperSegmentMsg }
   /** generated text: the pieces of one or more tokens, in order (the worker sends
    *  the first at once, then at most one message per 50 ms: the page's thread wakes
    *  ~20 times a second however fast tokens come); with logprobs asked for, each

@@ -8,12 +8,12 @@
  * 'abort' message (loads check it between chunks).
  */
 import { KilnAbortError, KilnError, fromWire } from './errors.js';
-import type { ControlMsg, FillMsg, FinetuneProgressMsg, FromWorker, ReplyOf, RequestMsg, TokenLogprob, TrainProgressMsg } from './protocol.js';
+import type { ControlMsg, FillMsg, FinetuneProgressMsg, FromWorker, ReplyOf, RequestMsg, TokenLogprob, TrainProgressMsg, WhisperSegmentMsg } from './protocol.js';
 
 export interface Progress { loaded: number; total: number }
 
-/** a load reports bytes, a training run batches */
-type OnProgress = ((p: Progress) => void) | ((p: TrainProgressMsg) => void) | ((p: FinetuneProgressMsg) => void);
+/** a load reports bytes, a training run batches, a transcription a percentage */
+type OnProgress = ((p: Progress) => void) | ((p: TrainProgressMsg) => void) | ((p: FinetuneProgressMsg) => void) | ((p: number) => void);
 
 /** @internal */
 export interface JobOptions {
@@ -21,6 +21,8 @@ export interface JobOptions {
   onProgress?: OnProgress;
   /** streamed output of a running job (generated text pieces) */
   onPiece?: (text: string, logprobs?: TokenLogprob[]) => void;
+  /** a running transcription's new segment */
+  onSegment?: (segment: WhisperSegmentMsg) => void;
   /** a running load asks for its bytes (bytes.ts); live() is false once the job is over or aborted */
   onFill?: (msg: FillMsg, live: () => boolean) => void;
   transfer?: Transferable[];
@@ -34,6 +36,7 @@ interface Job {
   reject: (e: unknown) => void;
   onProgress?: OnProgress;
   onPiece?: (text: string, logprobs?: TokenLogprob[]) => void;
+  onSegment?: (segment: WhisperSegmentMsg) => void;
   onFill?: (msg: FillMsg, live: () => boolean) => void;
   signal?: AbortSignal;
   onAbort?: () => void;
@@ -67,8 +70,12 @@ export class Scheduler {
     if (!job || msg.t === 'started' || msg.id !== job.id) return; // a reply to a job already given up on
     if (msg.t === 'progress') {
       // the job's own kind decides which of the two it is
-      const p = 'train' in msg ? msg.train : 'finetune' in msg ? msg.finetune : { loaded: msg.loaded, total: msg.total };
-      job.onProgress?.(p as Progress & TrainProgressMsg & FinetuneProgressMsg);
+      const p = 'train' in msg ? msg.train : 'finetune' in msg ? msg.finetune : 'transcribe' in msg ? msg.transcribe : { loaded: msg.loaded, total: msg.total };
+      job.onProgress?.(p as Progress & TrainProgressMsg & FinetuneProgressMsg & number);
+      return;
+    }
+    if (msg.t === 'segment') {
+      if (!job.settled) job.onSegment?.(msg.segment);
       return;
     }
     if (msg.t === 'piece') {
@@ -117,7 +124,7 @@ export class Scheduler {
       const job: Job = {
         // the worker answers a request of kind M['t'] with ReplyOf<M['t']>
         id: this.nextId++, msg, transfer: opts.transfer ?? [], resolve: resolve as (v: unknown) => void, reject,
-        onProgress: opts.onProgress, onPiece: opts.onPiece, onFill: opts.onFill, signal: opts.signal, running: false, settled: false,
+        onProgress: opts.onProgress, onPiece: opts.onPiece, onSegment: opts.onSegment, onFill: opts.onFill, signal: opts.signal, running: false, settled: false,
       };
       if (job.signal) {
         job.onAbort = () => this.abort(job);

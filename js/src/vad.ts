@@ -86,10 +86,11 @@ function params(o: VadOptions = {}) {
   };
 }
 
-function mono(input: Float32Array | AudioBufferLike, sampleRate: number | undefined): { x: Float32Array; rate: number } {
+/** @internal a copy of the samples, mono (an AudioBuffer's channels averaged), and their checked rate */
+export function mono(input: Float32Array | AudioBufferLike, sampleRate: number | undefined, who = 'vad'): { x: Float32Array; rate: number } {
   if (input instanceof Float32Array) {
     if (!Number.isInteger(sampleRate) || sampleRate! < 1000 || sampleRate! > 1000000) {
-      throw new KilnError('INVALID_ARGUMENT', `vad: sampleRate ${String(sampleRate)} must be an integer in 1000..1000000`);
+      throw new KilnError('INVALID_ARGUMENT', `${who}: sampleRate ${String(sampleRate)} must be an integer in 1000..1000000`);
     }
     return { x: input.slice(), rate: sampleRate! };
   }
@@ -100,9 +101,9 @@ function mono(input: Float32Array | AudioBufferLike, sampleRate: number | undefi
       const d = b.getChannelData(c);
       for (let i = 0; i < x.length; i++) x[i] += d[i] / b.numberOfChannels;
     }
-    return mono(x, Math.round(b.sampleRate));
+    return mono(x, Math.round(b.sampleRate), who);
   }
-  throw new KilnError('INVALID_ARGUMENT', 'vad: samples must be a Float32Array (with a sampleRate) or an AudioBuffer');
+  throw new KilnError('INVALID_ARGUMENT', `${who}: samples must be a Float32Array (with a sampleRate) or an AudioBuffer`);
 }
 
 let nextVadId = 1;
@@ -121,6 +122,9 @@ export class Vad {
   constructor(private kiln: Kiln, private id: number) {}
 
   private live() { if (this.freed) throw new KilnError('INVALID_HANDLE', 'the VAD model was freed'); }
+
+  /** @internal the engine's id of this model (a transcription that cuts speech with it: whisper.ts) */
+  engineId(): number { this.live(); return this.id; }
 
   /** probabilities and whisper.cpp's segments of a whole recording */
   async detect(samples: Float32Array | AudioBufferLike, sampleRate?: number, opts: VadOptions = {}): Promise<VadResult> {

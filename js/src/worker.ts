@@ -24,6 +24,8 @@ type EngineFiles = import('./protocol.js').EngineFiles;
 type StopReason = import('./protocol.js').StopReason;
 type TokenLogprob = import('./protocol.js').TokenLogprob;
 type VadRequestKind = import('./protocol.js').VadRequestKind;
+type WhisperRequestKind = import('./protocol.js').WhisperRequestKind;
+type WhisperSegmentMsg = import('./protocol.js').WhisperSegmentMsg;
 type FinetuneProgressMsg = import('./protocol.js').FinetuneProgressMsg;
 
 /* Node, where the worker runs under worker_threads: only what is used */
@@ -46,6 +48,9 @@ interface KilnModule {
   [fn: `_kw_${string}`]: (...args: number[]) => number;
   kilnMemory(): WebAssembly.Memory;
   kilnAbortWord?: () => number;
+  /* a running transcription's hooks (wasm/library.js) */
+  kilnWhisperSegment?: (i: number) => void;
+  kilnWhisperProgress?: (percent: number) => void;
   UTF8ToString(ptr: number): string;
   stringToUTF8(s: string, ptr: number, max: number): void;
   lengthBytesUTF8(s: string): number;
@@ -1029,6 +1034,7 @@ type KilnFactory = (opts: object) => Promise<KilnModule>;
       case 'finetune': return finetune(id, a);
       case 'trainEvaluate': case 'trainClassify': case 'trainGGUF': case 'trainFree': return trainRequest(a);
       case 'vadLoad': case 'vadDetect': case 'vadStreamBegin': case 'vadStreamPush': case 'vadStreamEnd': case 'vadFree': return vadRequest(a);
+      case 'whisperLoad': case 'whisperTranscribe': case 'whisperFree': return whisperRequest(id, a);
       default: throw new WErr('INVALID_ARGUMENT', `unknown request ${(a as { t?: unknown }).t}`);
     }
   }
@@ -1060,6 +1066,92 @@ type KilnFactory = (opts: object) => Promise<KilnModule>;
           return { buffer: probsOut(n).buffer };
         }
         case 'vadFree': vads.delete(a.vad); M._kw_vad_free(h); return undefined;
+      }
+    });
+  }
+
+  /* ---------------------------------------------------------- Whisper (whisper.ts, wasm/kiln_wasm_whisper.c) */
+
+  const whispers = new Map<number, number>(); // client id -> kw_whisper handle
+
+  // a NUL-terminated string as UTF-8 (invalid bytes become U+FFFD, as in the native JSON read by JSON.parse)
+  const cString = (ptr: number) => {
+    const b = u8(ptr, mem().byteLength - (ptr >>> 0));
+    let n = 0;
+    while (b[n] !== 0) n++;
+    return textAt(ptr, n);
+  };
+
+  function whisperSegment(h: number, i: number, scratch: number): WhisperSegmentMsg {
+    check(M._kw_whisper_segment(h, i, scratch));
+    const [t0, t1, noSpeechProb, nTok] = new Float64Array(mem(), scratch >>> 0, 4);
+    const text = cString(M._kw_whisper_segment_text(h, i));
+    const tp = M._kw_whisper_segment_tokens(h, i) >>> 0;
+    const dv = new DataView(mem(), tp, nTok * 32);
+    const tokens = [];
+    for (let k = 0; k < nTok; k++) {
+      const id = dv.getInt32(32 * k, true);
+      const len = check(M._kw_whisper_token_len(h, id));
+      tokens.push({ id, text: textAt(M._kw_whisper_token_text(h, id), len), p: dv.getFloat32(32 * k + 8, true), logprob: dv.getFloat32(32 * k + 12, true) });
+    }
+    return { start: t0 / 100, end: t1 / 100, text, tokens, noSpeechProb };
+  }
+
+  function whisperRequest(id: number, a: RequestMsg<WhisperRequestKind>): ReplyOf<WhisperRequestKind> {
+    const h = a.t === 'whisperLoad' ? 0 : whispers.get(a.whisper);
+    if (h === undefined) throw new WErr('INVALID_HANDLE', 'the Whisper model was freed');
+    return guard(() => {
+      switch (a.t) {
+        case 'whisperLoad': {
+          const w = check(withBytes(new Uint8Array(a.bytes), (p) => M._kw_whisper_load(p, a.bytes.byteLength)));
+          const p = M._kw_malloc(12 * 4);
+          if (!p) { M._kw_whisper_free(w); fail(-2); }
+          try {
+            check(M._kw_whisper_info(w, p));
+            const v = new Int32Array(mem(), p >>> 0, 12);
+            whispers.set(a.whisper, w);
+            return { nVocab: v[0], nAudioCtx: v[1], nAudioState: v[2], nAudioHead: v[3], nAudioLayer: v[4], nTextCtx: v[5], nTextState: v[6],
+              nTextHead: v[7], nTextLayer: v[8], nMels: v[9], ftype: v[10], multilingual: v[11] !== 0 };
+          } finally { M._kw_free_ptr(p); }
+        }
+        case 'whisperTranscribe': {
+          let vad = 0;
+          if (a.vad) {
+            const v = vads.get(a.vad);
+            if (v === undefined) throw new WErr('INVALID_HANDLE', 'whisper: the VAD model was freed');
+            vad = v;
+          }
+          if (isAborted(id)) throw new WErr('ABORTED', 'transcription aborted');
+          const x = new Float32Array(a.samples);
+          const o = new Float64Array(a.opts);
+          const scratch = M._kw_malloc(4 * 8);
+          if (!scratch) fail(-2);
+          // called from inside kw_whisper_full: nothing may throw back through the C frames
+          M.kilnWhisperSegment = (i) => { try { post({ t: 'segment', id, segment: whisperSegment(h, i, scratch) }); } catch { /* the reply has it */ } };
+          M.kilnWhisperProgress = (percent) => { try { post({ t: 'progress', id, transcribe: percent }); } catch { /* closed */ } };
+          try {
+            const n = withString(a.language, (lang) => withString(a.prompt, (prompt) =>
+              withBytes(new Uint8Array(o.buffer), (op) => withBytes(new Uint8Array(x.buffer, x.byteOffset, x.byteLength), (xp) =>
+                check(M._kw_whisper_full(h, xp, x.length, a.rate, op, o.length, lang, prompt, vad, id))))));
+            const segments = [];
+            for (let i = 0; i < n; i++) segments.push(whisperSegment(h, i, scratch));
+            const lid = M._kw_whisper_lang(h);
+            const language = lid >= 0 ? M.UTF8ToString(M._kw_whisper_lang_str(lid)) : '';
+            let languageProbs: Record<string, number> | null = null;
+            if (a.language === 'auto') {
+              const nl = M._kw_whisper_lang_count();
+              const pr = new Float32Array(mem(), M._kw_whisper_lang_probs(h) >>> 0, nl).slice();
+              languageProbs = {};
+              for (let i = 0; i < nl; i++) languageProbs[M.UTF8ToString(M._kw_whisper_lang_str(i))] = pr[i];
+            }
+            return { segments, language, languageProbs };
+          } finally {
+            M.kilnWhisperSegment = undefined;
+            M.kilnWhisperProgress = undefined;
+            M._kw_free_ptr(scratch);
+          }
+        }
+        case 'whisperFree': whispers.delete(a.whisper); M._kw_whisper_free(h); return undefined;
       }
     });
   }

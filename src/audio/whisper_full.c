@@ -507,8 +507,16 @@ int kiln_whisper_full(struct kiln_whisper * w, const struct kiln_whisper_params 
         kiln_set_last_error("whisper: unknown decoding strategy %d", (int) p->strategy);
         return -1;
     }
-    if (p->vad) return whisper_full_vad(w, p, samples, n);
-    return whisper_full_samples(w, p, samples, n);
+    w->tp = p->threadpool;
+    w->abort_cb = p->abort_callback;
+    w->abort_data = p->abort_callback_data;
+    const int rc = p->vad ? whisper_full_vad(w, p, samples, n) : whisper_full_samples(w, p, samples, n);
+    if (rc != 0 && w->abort_cb && w->abort_cb(w->abort_data)) kiln_set_last_error("whisper: aborted");
+    else if (rc == 0 && p->on_progress) p->on_progress(w, 100, p->user);
+    w->tp = NULL;
+    w->abort_cb = NULL;
+    w->abort_data = NULL;
+    return rc;
 }
 
 int whisper_full_samples(struct kiln_whisper * w, const struct kiln_whisper_params * p0, const float * samples, int64_t n) {
@@ -593,6 +601,7 @@ int whisper_full_samples(struct kiln_whisper * w, const struct kiln_whisper_para
     const int window = 100 * KILN_WHISPER_CHUNK_S;
 
     for (int seek = 0; seek + delta_min < seek_end;) {
+        if (p->on_progress) p->on_progress(w, (int) (100LL * seek / seek_end), p->user);
         if (!kiln_whisper_encode(w, mel, n_len, seek)) goto done;
         if (seek > 0 && seek + 500 >= seek_end) { st.n_past0 = 0; st.n_past1 = 0; }
         int best = 0;

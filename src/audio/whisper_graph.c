@@ -112,7 +112,9 @@ static struct kiln_tensor * mlp(struct kiln_context * c, const struct whisper_la
 }
 
 static bool run_graph(struct kiln_whisper * w, struct kiln_cgraph * gf) {
-    struct kiln_cplan plan = kiln_graph_plan(gf, w->n_threads, NULL);
+    struct kiln_cplan plan = kiln_graph_plan(gf, w->n_threads, w->tp);
+    plan.abort_callback = w->abort_cb;
+    plan.abort_callback_data = w->abort_data;
     if (plan.work_size > w->work_size) {
         uint8_t * p = (uint8_t *) realloc(w->work, plan.work_size);
         if (!p) { kiln_set_last_error("whisper: out of memory for the work buffer"); return false; }

@@ -64,6 +64,10 @@ struct kiln_whisper {
     struct kiln_gallocr * galloc;
     uint8_t * work; size_t work_size;
     int n_threads;
+    /* set by kiln_whisper_full for its duration (kiln_whisper_params' threadpool and abort_callback) */
+    struct kiln_threadpool * tp;
+    kiln_abort_callback abort_cb;
+    void * abort_data;
 
     /* last whisper_full */
     struct kiln_whisper_segment * segs; int n_segs, cap_segs;

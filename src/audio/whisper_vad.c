@@ -57,6 +57,11 @@ static void on_segment_mapped(const struct kiln_whisper * wc, int i, void * user
     if (cb->user.on_segment) cb->user.on_segment(wc, i, cb->user.user);
 }
 
+static void on_progress_user(const struct kiln_whisper * w, int progress, void * user) {
+    const struct vad_cb * cb = (const struct vad_cb *) user;
+    if (cb->user.on_progress) cb->user.on_progress(w, progress, cb->user.user);
+}
+
 static int cmp_point(const void * a, const void * b) {
     const int64_t x = ((const int64_t *) a)[0], y = ((const int64_t *) b)[0];
     return x < y ? -1 : x > y;
@@ -129,6 +134,7 @@ int whisper_full_vad(struct kiln_whisper * w, const struct kiln_whisper_params *
     struct kiln_whisper_params q = *p;
     q.vad = false;
     q.on_segment = on_segment_mapped;
+    q.on_progress = on_progress_user;
     q.user = &cb;
     free(w->vad_map);
     w->vad_map = (int64_t *) map;

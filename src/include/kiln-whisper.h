@@ -151,6 +151,15 @@ struct kiln_whisper_params {
     /* called with each new segment (its index) as soon as it is decoded */
     void (*on_segment)(const struct kiln_whisper * w, int i_segment, void * user);
     void * user;
+    /* whisper.cpp's progress_callback: the percentage of the (speech) audio decoded, called before
+     * each 30 s window and with 100 at the end; user as on_segment */
+    void (*on_progress)(const struct kiln_whisper * w, int progress, void * user);
+    /* whisper.cpp's abort_callback: checked between graph nodes; true stops the transcription,
+     * which then fails with "whisper: aborted" */
+    kiln_abort_callback abort_callback;
+    void * abort_callback_data;
+    /* the pool the graphs run on (NULL: the shared default pool); n_threads still says how many */
+    struct kiln_threadpool * threadpool;
 };
 struct kiln_whisper_params kiln_whisper_default_params(void);
 
