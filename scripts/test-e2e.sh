@@ -30,5 +30,12 @@ if [ ! -e wasm/dist/st/kiln-st.wasm ] || [ ! -e wasm/dist/mt/kiln-mt.wasm ] || n
   bash scripts/build-wasm.sh
 fi
 
+# tests/e2e/embed.test.mjs writes its random-weight encoders with the native kiln-synth-encoder
+if [ ! -x build/bin/kiln-synth-encoder ] || newer src build/bin/kiln-synth-encoder; then
+  echo "== building kiln-synth-encoder (native)"
+  cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+  cmake --build build -j"$(nproc)" --target kiln-synth-encoder >/dev/null
+fi
+
 echo "== browser tests (chromium $("$CHROMIUM" --version 2>/dev/null | awk '{print $2}'))"
 node --test --test-concurrency=1 tests/e2e/
