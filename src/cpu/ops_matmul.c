@@ -188,25 +188,6 @@ static void block_packed(const struct kiln_kernels * k, int64_t K,
     }
 }
 
-/* one block of f32 x f32: register tiles, then single dots for the edges */
-static void block_f32(const struct kiln_kernels * k, int64_t K,
-                      const float * a, int64_t lda, int64_t i0, int64_t i1,
-                      const float * b, int64_t ldb, int64_t j0, int64_t j1,
-                      float * c, int64_t ldc) {
-    const int MR = k->gemm_mr, NR = k->gemm_nr;
-    int64_t j = j0;
-    for (; j + NR <= j1; j += NR) {
-        int64_t i = i0;
-        for (; i + MR <= i1; i += MR) k->f32_gemm_tile(K, a + i * lda, lda, b + j * ldb, ldb, c + j * ldc + i, ldc);
-        for (; i < i1; i++) {
-            for (int jj = 0; jj < NR; jj++) c[(j + jj) * ldc + i] = k->f32_dot(K, a + i * lda, b + (j + jj) * ldb);
-        }
-    }
-    for (; j < j1; j++) {
-        for (int64_t i = i0; i < i1; i++) c[j * ldc + i] = k->f32_dot(K, a + i * lda, b + j * ldb);
-    }
-}
-
 /* tinyBLAS's order for one f32 dot product (llamafile's sgemm, which ggml's
  * x86 AVX2 build runs for contiguous f32 x f32 products): 8 lanes, lane l
  * summing x[i] * y[i] for i = l mod 8 with fused multiply-adds, then
@@ -221,23 +202,24 @@ static float f32_dot_lanes8(int64_t k, const float * x, const float * y) {
     return (h0 + h2) + (h1 + h3);
 }
 
-/* One block in tinyBLAS's order: the AVX2 register tiles (the same order
- * when k % 8 == 0), f32_dot_lanes8 for the edges. */
-static void block_f32_lanes8(const struct kiln_kernels * k, int64_t K,
-                             const float * a, int64_t lda, int64_t i0, int64_t i1,
-                             const float * b, int64_t ldb, int64_t j0, int64_t j1,
-                             float * c, int64_t ldc) {
+/* one block of f32 x f32: register tiles, then single dots (edge) for the
+ * edges: the table's f32_dot, or f32_dot_lanes8 for tinyBLAS's order (the
+ * AVX2 tiles sum in that order when K % 8 == 0) */
+static void block_f32(const struct kiln_kernels * k, float (*edge)(int64_t, const float *, const float *), int64_t K,
+                      const float * a, int64_t lda, int64_t i0, int64_t i1,
+                      const float * b, int64_t ldb, int64_t j0, int64_t j1,
+                      float * c, int64_t ldc) {
     const int MR = k->gemm_mr, NR = k->gemm_nr;
     int64_t j = j0;
     for (; j + NR <= j1; j += NR) {
         int64_t i = i0;
         for (; i + MR <= i1; i += MR) k->f32_gemm_tile(K, a + i * lda, lda, b + j * ldb, ldb, c + j * ldc + i, ldc);
         for (; i < i1; i++) {
-            for (int jj = 0; jj < NR; jj++) c[(j + jj) * ldc + i] = f32_dot_lanes8(K, a + i * lda, b + (j + jj) * ldb);
+            for (int jj = 0; jj < NR; jj++) c[(j + jj) * ldc + i] = edge(K, a + i * lda, b + (j + jj) * ldb);
         }
     }
     for (; j < j1; j++) {
-        for (int64_t i = i0; i < i1; i++) c[j * ldc + i] = f32_dot_lanes8(K, a + i * lda, b + j * ldb);
+        for (int64_t i = i0; i < i1; i++) c[j * ldc + i] = edge(K, a + i * lda, b + j * ldb);
     }
 }
 
@@ -372,14 +354,8 @@ enum kiln_status kiln_cpu_fwd_mul_mat(const struct kiln_compute_params * params,
                          (float *) d, (int64_t)(dst->nb[1] / sizeof(float)), scratch);
             continue;
         }
-        if (lanes8) {
-            block_f32_lanes8(k, ne00, (const float *) a, (int64_t)(src0->nb[1] / sizeof(float)), i0, i1,
-                             (const float *) b, (int64_t)(act_stride / sizeof(float)), j0, j1,
-                             (float *) d, (int64_t)(dst->nb[1] / sizeof(float)));
-            continue;
-        }
-        if (tiles) {
-            block_f32(k, ne00, (const float *) a, (int64_t)(src0->nb[1] / sizeof(float)), i0, i1,
+        if (tiles || lanes8) {
+            block_f32(k, lanes8 ? f32_dot_lanes8 : k->f32_dot, ne00, (const float *) a, (int64_t)(src0->nb[1] / sizeof(float)), i0, i1,
                       (const float *) b, (int64_t)(act_stride / sizeof(float)), j0, j1,
                       (float *) d, (int64_t)(dst->nb[1] / sizeof(float)));
             continue;
