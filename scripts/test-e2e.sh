@@ -30,9 +30,10 @@ if [ ! -e wasm/dist/st/kiln-st.wasm ] || [ ! -e wasm/dist/mt/kiln-mt.wasm ] || n
   bash scripts/build-wasm.sh
 fi
 
-# the Transcribe page's test writes its random-weight Whisper model with the native generator
+# the native generators the tests write their random-weight models with:
+# kiln-whisper-random (Transcribe page), kiln-synth-encoder (tests/e2e/embed.test.mjs)
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build -j"${KILN_JOBS:-2}" --target kiln-whisper-random >/dev/null
+cmake --build build -j"$(nproc)" --target kiln-whisper-random kiln-synth-encoder >/dev/null
 
 echo "== browser tests (chromium $("$CHROMIUM" --version 2>/dev/null | awk '{print $2}'))"
 node --test --test-concurrency=1 tests/e2e/

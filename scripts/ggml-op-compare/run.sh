@@ -9,7 +9,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 dir=${1:-$root/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64}
 cmake -S "$root" -B "$root/build" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$root/build" -j2 --target kiln >/dev/null
-for t in ops rope; do
+for t in ops rope encoder; do
   cc -O2 -o "/tmp/kiln-ggml-$t" "$root/scripts/ggml-op-compare/$t.c" -I"$root/src/include" "$root/build/libkiln.a" -ldl -lm -lpthread
   "/tmp/kiln-ggml-$t" "$dir" || true
 done

@@ -188,8 +188,24 @@ static void block_packed(const struct kiln_kernels * k, int64_t K,
     }
 }
 
-/* one block of f32 x f32: register tiles, then single dots for the edges */
-static void block_f32(const struct kiln_kernels * k, int64_t K,
+/* tinyBLAS's order for one f32 dot product (llamafile's sgemm, which ggml's
+ * x86 AVX2 build runs for contiguous f32 x f32 products): 8 lanes, lane l
+ * summing x[i] * y[i] for i = l mod 8 with fused multiply-adds, then
+ * (l0 + l4) + (l2 + l6) and (l1 + l5) + (l3 + l7), then their sum.
+ * k % 8 == 0. */
+static float f32_dot_lanes8(int64_t k, const float * x, const float * y) {
+    float l[8] = { 0 };
+    for (int64_t i = 0; i < k; i += 8) {
+        for (int j = 0; j < 8; j++) l[j] = fmaf(x[i + j], y[i + j], l[j]);
+    }
+    const float h0 = l[0] + l[4], h1 = l[1] + l[5], h2 = l[2] + l[6], h3 = l[3] + l[7];
+    return (h0 + h2) + (h1 + h3);
+}
+
+/* one block of f32 x f32: register tiles, then single dots (edge) for the
+ * edges: the table's f32_dot, or f32_dot_lanes8 for tinyBLAS's order (the
+ * AVX2 tiles sum in that order when K % 8 == 0) */
+static void block_f32(const struct kiln_kernels * k, float (*edge)(int64_t, const float *, const float *), int64_t K,
                       const float * a, int64_t lda, int64_t i0, int64_t i1,
                       const float * b, int64_t ldb, int64_t j0, int64_t j1,
                       float * c, int64_t ldc) {
@@ -199,12 +215,29 @@ static void block_f32(const struct kiln_kernels * k, int64_t K,
         int64_t i = i0;
         for (; i + MR <= i1; i += MR) k->f32_gemm_tile(K, a + i * lda, lda, b + j * ldb, ldb, c + j * ldc + i, ldc);
         for (; i < i1; i++) {
-            for (int jj = 0; jj < NR; jj++) c[(j + jj) * ldc + i] = k->f32_dot(K, a + i * lda, b + (j + jj) * ldb);
+            for (int jj = 0; jj < NR; jj++) c[(j + jj) * ldc + i] = edge(K, a + i * lda, b + (j + jj) * ldb);
         }
     }
     for (; j < j1; j++) {
-        for (int64_t i = i0; i < i1; i++) c[j * ldc + i] = k->f32_dot(K, a + i * lda, b + j * ldb);
+        for (int64_t i = i0; i < i1; i++) c[j * ldc + i] = edge(K, a + i * lda, b + j * ldb);
     }
+}
+
+/* Products of two computed f32 tensors (attention's K^T Q and V^T softmax
+ * in the encoders) on the x86 rows sum as ggml's CPU mul_mat does in
+ * llama.cpp's x86 build: tinyBLAS's order when src1 is contiguous, K % 8 ==
+ * 0, src0 has a multiple of 4 rows and src1 at least 2 (the cases where
+ * llamafile's sgemm takes the product), else ggml_vec_dot_f32's (f32_dot).
+ * Downstream, a value on the other side of a Q8_0 rounding step moves by a
+ * whole step, which is how a Q8_0 encoder drifted 3e-4 in cosine from
+ * llama.cpp. Weights (leaves) keep the packed GEMM. 0: not such a product;
+ * 1: tinyBLAS's order; 2: f32_dot's. */
+static int ggml_order(const struct kiln_kernels * k, const struct kiln_tensor * src0, const struct kiln_tensor * src1) {
+    const bool x86 = k->isa_id == KILN_ISA_AVX2 || k->isa_id == KILN_ISA_AVX512 || k->isa_id == KILN_ISA_AVXVNNI;
+    if (!x86 || src0->op == KILN_OP_NONE || src0->type != KILN_TYPE_F32 || src1->type != KILN_TYPE_F32 || src1->ne[1] < 2) return 0;
+    const bool sgemm = kiln_is_contiguous(src1) && src0->ne[0] % 8 == 0 && src0->ne[1] % 4 == 0 &&
+                       k->gemm_mr == 3 && k->gemm_nr == 4;
+    return sgemm ? 1 : 2;
 }
 
 /* One block of repacked src0 (repack.h): each group of rep rows against
@@ -258,7 +291,8 @@ enum kiln_status kiln_cpu_fwd_mul_mat(const struct kiln_compute_params * params,
     if (!check_common(dst, src0, "mul_mat")) return KILN_STATUS_UNSUPPORTED;
     if (!kiln_mm_act_plan(k, "mul_mat", src0, src1, &act)) return KILN_STATUS_UNSUPPORTED;
     const size_t act_work = kiln_mm_act_work(&act, params->nth);
-    const bool pack = wants_packing(src0, src1) && k->f32_gemm_packed != NULL;
+    const int ggml_ord = ggml_order(k, src0, src1);
+    const bool pack = wants_packing(src0, src1) && k->f32_gemm_packed != NULL && !ggml_ord;
     const int rep = kiln_repacked_rows(src0);
     if (rep && src0->type != KILN_TYPE_Q4_0 && src0->type != KILN_TYPE_Q8_0 && src0->type != KILN_TYPE_IQ4_NL &&
         src0->type != KILN_TYPE_Q4_K) {
@@ -293,7 +327,8 @@ enum kiln_status kiln_cpu_fwd_mul_mat(const struct kiln_compute_params * params,
     const bool f32_rows = src0->type == KILN_TYPE_F32 && act.vdt == KILN_TYPE_F32 && !gemv &&
                           src0->nb[1] % sizeof(float) == 0 && act_stride % sizeof(float) == 0;
     const bool packed = f32_rows && pack;
-    const bool tiles = f32_rows && !packed && k->gemm_mr * k->gemm_nr > 1;
+    const bool tiles = f32_rows && !packed && k->gemm_mr * k->gemm_nr > 1 && !ggml_ord;
+    const bool lanes8 = f32_rows && ggml_ord == 1;
     float * scratch = packed ? (float *) ((char *) params->wdata + KILN_PAD(act_work, KILN_MM_ALIGN) + pack_scratch_bytes() * (size_t) params->ith) : NULL;
     /* a single src1 row may sum in llama.cpp's mat-vec order (kernels.h) */
     const kiln_vec_dot_t dot = ne11 == 1 && k->vec_dot_1[src0->type] ? k->vec_dot_1[src0->type] : k->vec_dot[src0->type];
@@ -319,8 +354,8 @@ enum kiln_status kiln_cpu_fwd_mul_mat(const struct kiln_compute_params * params,
                          (float *) d, (int64_t)(dst->nb[1] / sizeof(float)), scratch);
             continue;
         }
-        if (tiles) {
-            block_f32(k, ne00, (const float *) a, (int64_t)(src0->nb[1] / sizeof(float)), i0, i1,
+        if (tiles || lanes8) {
+            block_f32(k, lanes8 ? f32_dot_lanes8 : k->f32_dot, ne00, (const float *) a, (int64_t)(src0->nb[1] / sizeof(float)), i0, i1,
                       (const float *) b, (int64_t)(act_stride / sizeof(float)), j0, j1,
                       (float *) d, (int64_t)(dst->nb[1] / sizeof(float)));
             continue;

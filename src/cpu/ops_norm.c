@@ -27,11 +27,29 @@ enum kiln_status kiln_cpu_fwd_norm(const struct kiln_compute_params * params, st
         kiln_row_index(src, ir, &i1, &i2, &i3);
         const float * x = (const float *) kiln_row_ptr(src, i1, i2, i3);
         float * y = (float *) kiln_row_ptr(dst, i1, i2, i3);
+        /* in the order of ggml's norm in llama.cpp's x86 build (AVX2 + FMA):
+         * the mean is float(sum in double) / n in float; the squares are
+         * summed 8 at a time, each group reduced in float as
+         * ((s0 + s4) + (s2 + s6)) + ((s1 + s5) + (s3 + s7)) and added in
+         * double, the last n % 8 one by one. A value that then lands on the
+         * other side of a Q8_0 or F16 rounding step (the next mat-mul's
+         * input) would otherwise move by a whole step. */
         double sum = 0.0;
         for (int64_t i = 0; i < n; i++) sum += (double) x[i];
-        const float mean = (float)(sum / n);
+        const float mean = (float) sum / (float) n;
         double sum2 = 0.0;
-        for (int64_t i = 0; i < n; i++) {
+        int64_t i = 0;
+        for (; i + 8 <= n; i += 8) {
+            float s[8];
+            for (int j = 0; j < 8; j++) {
+                const float v = x[i + j] - mean;
+                y[i + j] = v;
+                s[j] = v * v;
+            }
+            const float h0 = s[0] + s[4], h1 = s[1] + s[5], h2 = s[2] + s[6], h3 = s[3] + s[7];
+            sum2 += (double) ((h0 + h2) + (h1 + h3));
+        }
+        for (; i < n; i++) {
             const float v = x[i] - mean;
             y[i] = v;
             sum2 += (double)(v * v);

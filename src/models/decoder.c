@@ -34,7 +34,10 @@ struct batch_graph {
 #define CHK(x) do { if (!(x)) return false; } while (0)
 
 /* ggml's CPU GELU: a 65536-entry table indexed by the f16 rounding of x, of
- * gelu's tanh form rounded to f16; x <= -10 gives 0 and x >= 10 gives x */
+ * gelu's tanh form rounded to f16; x <= -10 gives 0 and x >= 10 gives x.
+ * The table is computed as llama.cpp's x86 and arm64 builds compute it: GCC
+ * contracts 1 + a*x*x there into one fused multiply-add (the plain form
+ * rounds one entry of the 65536 differently, near gelu(x) = -0.0455) */
 static kiln_fp16_t gelu_table[1 << 16];
 
 void decoder_init_gelu_table(void) {
@@ -45,7 +48,7 @@ void decoder_init_gelu_table(void) {
         uint16_t b = (uint16_t) i;
         memcpy(&h, &b, sizeof h);
         const float x = kiln_fp16_to_fp32(h);
-        const float g = 0.5f * x * (1.0f + tanhf(0.79788456080286535587989211986876f * x * (1.0f + 0.044715f * x * x)));
+        const float g = 0.5f * x * (1.0f + tanhf(0.79788456080286535587989211986876f * x * fmaf(0.044715f * x, x, 1.0f)));
         gelu_table[i] = kiln_fp32_to_fp16(g);
     }
     done = true;

@@ -16,7 +16,10 @@
  *
  *   kiln-synth-encoder OUT.gguf --arch bert|nomic-bert --vocab FILE [--type f32|f16|q8_0|...]
  *       [--width N] [--layers N] [--heads N] [--ff N] [--ctx N]
- *       [--pooling none|mean|cls|last] [--causal] [--seed N]
+ *       [--pooling none|mean|cls|last] [--causal] [--seed N] [--keep-f32 NAME_PART]...
+ *
+ * --keep-f32 leaves the matrices whose name contains NAME_PART in F32 (to
+ * find which weights a difference comes from).
  */
 #include "kiln-gguf.h"
 #include "tools/synth_fill.h"
@@ -33,10 +36,13 @@ struct out {
     struct kiln_context * ctx;
     struct kiln_gguf_context * g;
     enum kiln_type type;
+    const char * keep_f32[16]; /* --keep-f32: matrices whose name contains one of these stay F32 */
+    int n_keep;
 };
 
 /* a [ne0, ne1] tensor of offset + scale * U(-1, 1); vectors (and f32 = true) in F32 */
 static void add(struct out * o, const char * name, int64_t ne0, int64_t ne1, float scale, float offset, bool f32) {
+    for (int i = 0; i < o->n_keep; i++) f32 = f32 || strstr(name, o->keep_f32[i]) != NULL;
     synth_add(o->ctx, o->g, "kiln-synth-encoder", name, ne1 == 1 || f32 ? KILN_TYPE_F32 : o->type, ne0, ne1, scale, offset, frand);
 }
 
@@ -45,6 +51,8 @@ int main(int argc, char ** argv) {
     enum kiln_type type = KILN_TYPE_F32;
     int width = 128, layers = 2, heads = 4, ff = 256, ctx = 128;
     bool causal = false, bad = false;
+    const char * keep[16];
+    int n_keep = 0;
     for (int i = 1; i < argc; i++) {
         const bool has = i + 1 < argc;
         if (!strcmp(argv[i], "--arch") && has) arch = argv[++i];
@@ -57,6 +65,7 @@ int main(int argc, char ** argv) {
         else if (!strcmp(argv[i], "--pooling") && has) pooling = argv[++i];
         else if (!strcmp(argv[i], "--seed") && has) rng ^= strtoull(argv[++i], NULL, 10) * 0x9e3779b97f4a7c15ULL;
         else if (!strcmp(argv[i], "--causal")) causal = true;
+        else if (!strcmp(argv[i], "--keep-f32") && has && n_keep < 16) keep[n_keep++] = argv[++i];
         else if (!strcmp(argv[i], "--type") && has) {
             type = synth_type_by_name(argv[++i]);
         } else if (argv[i][0] != '-' && !out) out = argv[i];
@@ -70,7 +79,7 @@ int main(int argc, char ** argv) {
         width <= 0 || width % heads != 0 || (width / heads) % 2 || ff <= 0 || ctx <= 0 || width > 8192 || ff > 32768 || ctx > 8192) {
         fprintf(stderr, "usage: kiln-synth-encoder OUT.gguf --arch bert|nomic-bert --vocab FILE [--type f32|f16|q8_0|...]\n"
                         "           [--width N] [--layers N] [--heads N] [--ff N] [--ctx N]\n"
-                        "           [--pooling none|mean|cls|last] [--causal] [--seed N]\n");
+                        "           [--pooling none|mean|cls|last] [--causal] [--seed N] [--keep-f32 NAME_PART]...\n");
         return 2;
     }
     const bool nomic = !strcmp(arch, "nomic-bert");
@@ -106,7 +115,8 @@ int main(int argc, char ** argv) {
                          ((size_t) nv + (size_t) ctx + 8) * E * sizeof(float) + (size_t) (20 * layers + 8) * kiln_tensor_overhead() +
                          (1u << 20);
     struct kiln_init_params cp = { bytes, NULL, false };
-    struct out o = { kiln_init(cp), g, type };
+    struct out o = { kiln_init(cp), g, type, { 0 }, n_keep };
+    memcpy(o.keep_f32, keep, sizeof(keep[0]) * (size_t) n_keep);
     if (!o.ctx) { fprintf(stderr, "kiln-synth-encoder: cannot allocate %zu bytes\n", bytes); return 1; }
 
     const float in_s = sqrtf(3.0f / (float) E), ff_s = sqrtf(3.0f / (float) F);

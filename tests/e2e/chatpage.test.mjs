@@ -1,4 +1,4 @@
-// The demo's Chat page (web-demo/chat.html) in Chromium, cross-origin
+// The demo's Generate page (web-demo/index.html), a chat, in Chromium, cross-origin
 // isolated (kiln-mt): a three-turn conversation keeps its KV cache (each
 // turn's "cached" count equals the longest common prefix of its prompt with
 // what the cache holds, computed here in Node), every reply equals a fresh
@@ -18,7 +18,9 @@ import { Kiln } from '../../js/dist/index.js';
 import { ROOT, launchChromium } from './shared.mjs';
 
 const USER = ['Tell me a story.', 'What did the cat do?', 'And then?'];
-const PAGE_OPTS = { maxTokens: 48, temperature: 0, seed: 42 }; // the page's defaults (chat.html)
+const MAX_TOKENS = 48; // set on the page by the tests
+// the page's other sampling defaults (index.html)
+const PAGE_OPTS = { maxTokens: MAX_TOKENS, temperature: 0, topK: 40, topP: 0.95, seed: 42 };
 
 let server, browser, node;
 
@@ -59,25 +61,31 @@ after(async () => {
   await server?.close();
 });
 
+/** the page's model is loaded (and a saved conversation restored) */
+async function waitReady(p) {
+  await p.waitForFunction(() => window.__kilnDemo?.loaded || window.__kilnDemo?.lastError, null, { timeout: 60000 });
+  assert.equal(await p.evaluate(() => window.__kilnDemo.lastError), '', p.logs.join('\n'));
+}
+
 async function openChat(ctx) {
   const p = await ctx.newPage();
   const logs = [];
   p.on('console', (m) => logs.push(`${m.type()}: ${m.text()}`));
   p.on('pageerror', (e) => logs.push(`pageerror: ${e.message}`));
   p.logs = logs;
-  await p.goto(server.url + 'chat.html');
-  await p.waitForFunction(() => window.__kilnChat?.ready || window.__kilnChat?.lastError, null, { timeout: 60000 });
-  assert.equal(await p.evaluate(() => window.__kilnChat.lastError), '', logs.join('\n'));
+  await p.goto(server.url + 'index.html');
+  await waitReady(p);
+  await p.fill('[data-testid=max-tokens]', String(MAX_TOKENS));
   return p;
 }
 
 async function turn(p, text) {
-  const n = await p.evaluate(() => window.__kilnChat.turns.length);
-  await p.fill('[data-testid=chat-input]', text);
-  await p.click('[data-testid=send]');
+  const n = await p.evaluate(() => window.__kilnDemo.turns.length);
+  await p.fill('[data-testid=prompt]', text);
+  await p.click('[data-testid=generate]');
   // a turn is over when the page is no longer busy (its state saved to IndexedDB)
-  await p.waitForFunction((k) => (window.__kilnChat.turns.length > k && !window.__kilnChat.busy) || window.__kilnChat.lastError, n, { timeout: 60000 });
-  const r = await p.evaluate(() => ({ error: window.__kilnChat.lastError, turn: window.__kilnChat.turns.at(-1) }));
+  await p.waitForFunction((k) => (window.__kilnDemo.turns.length > k && !window.__kilnDemo.busy) || window.__kilnDemo.lastError, n, { timeout: 60000 });
+  const r = await p.evaluate(() => ({ error: window.__kilnDemo.lastError, turn: window.__kilnDemo.turns.at(-1) }));
   assert.equal(r.error, '', p.logs.join('\n'));
   // the page shows what it measured
   const shown = await p.locator('[data-testid=turn-stats]').last().textContent();
@@ -85,10 +93,10 @@ async function turn(p, text) {
   return r.turn;
 }
 
-test('Chat page: three turns reuse the KV cache; replies equal a fresh session\'s in Node', async () => {
+test('Generate page (chat): three turns reuse the KV cache; replies equal a fresh session\'s in Node', async () => {
   const ctx = await browser.newContext();
   const p = await openChat(ctx);
-  assert.equal(await p.evaluate(() => window.__kilnChat.restored), null);
+  assert.equal(await p.evaluate(() => window.__kilnDemo.restored), null);
   for (let k = 0; k < USER.length; k++) {
     const t = await turn(p, USER[k]);
     assert.equal(t.text, node[k].text, `turn ${k + 1}`);
@@ -102,7 +110,7 @@ test('Chat page: three turns reuse the KV cache; replies equal a fresh session\'
   await ctx.close();
 });
 
-test('Chat page: JSON mode replies parse and validate against the schema in the box', async () => {
+test('Generate page (chat): JSON mode replies parse and validate against the schema in the box', async () => {
   const ctx = await browser.newContext();
   const p = await openChat(ctx);
   await p.check('[data-testid=json-mode]');
@@ -116,23 +124,25 @@ test('Chat page: JSON mode replies parse and validate against the schema in the 
   }
   // a schema that is not JSON: the page says so and sends nothing
   await p.fill('[data-testid=json-schema]', '{ nope');
-  await p.fill('[data-testid=chat-input]', 'x');
-  await p.click('[data-testid=send]');
-  assert.match(await p.textContent('[data-testid=chat-note]'), /not JSON/);
-  assert.equal(await p.evaluate(() => window.__kilnChat.turns.length), 2);
+  await p.fill('[data-testid=prompt]', 'x');
+  await p.click('[data-testid=generate]');
+  assert.match(await p.textContent('[data-testid=note]'), /not JSON/);
+  assert.equal(await p.evaluate(() => window.__kilnDemo.turns.length), 2);
   await ctx.close();
 });
 
-test('Chat page: saveState to IndexedDB, reload, loadState: the third turn is cached and the same as without the reload', async () => {
+test('Generate page (chat): saveState to IndexedDB, reload, loadState: the third turn is cached and the same as without the reload', async () => {
   const ctx = await browser.newContext();
   let p = await openChat(ctx);
   for (let k = 0; k < 2; k++) assert.equal((await turn(p, USER[k])).text, node[k].text);
-  const saved = await p.evaluate(() => window.__kilnChat.savedBytes);
+  const saved = await p.evaluate(() => window.__kilnDemo.savedBytes);
   assert.ok(saved > 0);
   await p.reload();
-  await p.waitForFunction(() => window.__kilnChat?.ready || window.__kilnChat?.lastError, null, { timeout: 60000 });
-  assert.deepEqual(await p.evaluate(() => window.__kilnChat.restored), { messages: 4, bytes: saved });
+  await waitReady(p);
+  assert.deepEqual(await p.evaluate(() => window.__kilnDemo.restored), { messages: 4, bytes: saved });
   assert.equal(await p.locator('[data-testid=chat-log] .msg').count(), 4);
+  assert.equal(await p.inputValue('[data-testid=format]'), 'chat');
+  await p.fill('[data-testid=max-tokens]', String(MAX_TOKENS));
   const t = await turn(p, USER[2]);
   assert.equal(t.stats.cachedTokens, node[2].cached);
   assert.ok(t.stats.cachedTokens >= node[1].promptTokens);
@@ -140,32 +150,32 @@ test('Chat page: saveState to IndexedDB, reload, loadState: the third turn is ca
   assert.deepEqual(t.tokens, node[2].tokens);
   // "New chat" forgets it: a reload starts empty
   await p.click('[data-testid=new-chat]');
-  await p.waitForFunction(() => window.__kilnChat.resets === 1);
+  await p.waitForFunction(() => window.__kilnDemo.resets === 1);
   await p.reload();
-  await p.waitForFunction(() => window.__kilnChat?.ready, null, { timeout: 60000 });
-  assert.equal(await p.evaluate(() => window.__kilnChat.restored), null);
+  await waitReady(p);
+  assert.equal(await p.evaluate(() => window.__kilnDemo.restored), null);
   await ctx.close();
 });
 
-test('Chat page: Stop ends a turn midway; the message returns to the box and the next turn works', async () => {
+test('Generate page (chat): Stop ends a turn midway; the message returns to the box and the next turn works', async () => {
   const ctx = await browser.newContext();
   const p = await openChat(ctx);
-  await p.fill('[data-testid=chat-max-tokens]', '400');
+  await p.fill('[data-testid=max-tokens]', '400');
   // the test's hook clicks Stop once the reply has a few characters
   await p.evaluate(() => {
-    window.__kilnChat.onPiece = (text) => {
-      if (text.length >= 8 && !window.__stopClicked) { window.__stopClicked = true; document.querySelector('[data-testid=chat-stop]').click(); }
+    window.__kilnDemo.onPiece = (text) => {
+      if (text.length >= 8 && !window.__stopClicked) { window.__stopClicked = true; document.querySelector('[data-testid=stop]').click(); }
     };
   });
-  await p.fill('[data-testid=chat-input]', USER[0]);
-  await p.click('[data-testid=send]');
-  await p.waitForFunction(() => window.__kilnChat.stopped === 1 && !window.__kilnChat.busy, null, { timeout: 60000 });
-  assert.equal(await p.textContent('[data-testid=chat-note]'), 'stopped');
-  assert.equal(await p.evaluate(() => window.__kilnChat.turns.length), 0);
-  assert.equal(await p.inputValue('[data-testid=chat-input]'), USER[0]);
+  await p.fill('[data-testid=prompt]', USER[0]);
+  await p.click('[data-testid=generate]');
+  await p.waitForFunction(() => window.__kilnDemo.stopped === 1 && !window.__kilnDemo.busy, null, { timeout: 60000 });
+  assert.equal(await p.textContent('[data-testid=note]'), 'stopped');
+  assert.equal(await p.evaluate(() => window.__kilnDemo.turns.length), 0);
+  assert.equal(await p.inputValue('[data-testid=prompt]'), USER[0]);
   assert.equal(await p.locator('[data-testid=chat-log] .msg').count(), 0);
-  await p.evaluate(() => { window.__kilnChat.onPiece = null; });
-  await p.fill('[data-testid=chat-max-tokens]', '48');
+  await p.evaluate(() => { window.__kilnDemo.onPiece = null; });
+  await p.fill('[data-testid=max-tokens]', String(MAX_TOKENS));
   const t = await turn(p, USER[0]);
   // the same reply as a fresh session's; the prompt was cached from the stopped turn
   assert.deepEqual(t.tokens, node[0].tokens);

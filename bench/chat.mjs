@@ -1,0 +1,112 @@
+// Sessions and structured output in wasm (kiln-st, 1 thread, Node), one JSON
+// line per measurement; compare as ratios within one run.
+//
+//  - "chat_turn2": a chat's second turn on the session that ran the first
+//    (KV cache reused: only the new ids are evaluated) against the same
+//    conversation on a fresh session (cold: all of it evaluated). The same
+//    ids as bench-session (native): turn 1 = BOS + 300 + (i*37) % 200, a
+//    greedy reply, then new ids.
+//  - "grammar_cost": ms per generated token without constraint, with
+//    llama.cpp's json.gbnf grammar and with a JSON Schema (jsonSchema), greedy
+//    and temperature 0.8 / top-k 40, on the synthetic 2048-wide model
+//    (bench/peers/make-models.sh; 32000-token vocabulary).
+//
+//   node bench/chat.mjs [--models A.gguf,B.gguf] [--grammar-model FILE] [--reps N] [--gen N]
+import { readFileSync, existsSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+
+const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
+const arg = (name, dflt) => { const i = process.argv.indexOf(name); return i > 0 ? process.argv[i + 1] : dflt; };
+const reps = Number(arg('--reps', 3));
+const nGen = Number(arg('--gen', 24));
+const chatModels = arg('--models', [path.join(root, 'models/stories260K.gguf'), path.join(root, 'bench/peers/data/synth-q4_0.gguf')].join(',')).split(',');
+const grammarModel = arg('--grammar-model', path.join(root, 'bench/peers/data/synth-q4_0.gguf'));
+const cpu = os.cpus()[0]?.model ?? 'unknown';
+const out = (o) => console.log(JSON.stringify({ engine: 'wasm', build: 'kiln-st', threads: 1, cpu, ...o }));
+const median = (v) => [...v].sort((a, b) => a - b)[v.length >> 1];
+const rel = (f) => path.relative(root, f);
+
+const { Kiln } = await import(path.join(root, 'js/dist/index.js'));
+const kiln = await Kiln.create({ build: 'st', threads: 1, logLevel: 'error' });
+
+// ---- turn 2 with the cache vs cold (as bench/session.c: 200 + 32 + 24 ids)
+const N1 = 200, NR = 32, N2 = 24;
+for (const file of chatModels) {
+  if (!existsSync(file)) { out({ what: 'chat_turn2', model: rel(file), error: 'missing (bash bench/peers/make-models.sh)' }); continue; }
+  const model = await kiln.loadModel(file);
+  const bos = (await model.tokenize('', { addBos: true }))[0];
+  const turn1 = [bos, ...Array.from({ length: N1 - 1 }, (_, i) => 300 + ((i + 1) * 37) % 200)];
+  const fresh = Array.from({ length: N2 }, (_, i) => 300 + ((N1 + NR + i + 7) * 53) % 200);
+  const opts = { maxTokens: NR, temperature: 0 };
+  const cached = [], cold = [], cachedPrompt = [], coldPrompt = [];
+  let stats;
+  for (let r = 0; r < reps; r++) {
+    const s = model.session();
+    const t1 = await s.complete(turn1, opts);
+    const reply = [...t1.tokens, ...fresh].slice(0, NR);
+    while (reply.length < NR) reply.push(300 + reply.length);
+    const conv = [...turn1, ...reply, ...fresh];
+    let t0 = performance.now();
+    const a = await s.complete(conv, opts);
+    cached.push(performance.now() - t0);
+    cachedPrompt.push((a.stats.promptTokens - a.stats.cachedTokens) / a.stats.promptTokensPerSecond * 1000);
+    s.free();
+    const c = model.session();
+    t0 = performance.now();
+    const b = await c.complete(conv, opts);
+    cold.push(performance.now() - t0);
+    coldPrompt.push(b.stats.promptTokens / b.stats.promptTokensPerSecond * 1000);
+    c.free();
+    stats = { turn2_prompt_tokens: a.stats.promptTokens, cached_tokens: a.stats.cachedTokens, evaluated_cached: a.stats.promptTokens - a.stats.cachedTokens,
+      evaluated_cold: b.stats.promptTokens - b.stats.cachedTokens, reply_tokens: a.tokens.length };
+  }
+  const [pc, pw, tc, tw] = [median(cachedPrompt), median(coldPrompt), median(cached), median(cold)];
+  out({ what: 'chat_turn2', model: rel(file), ...stats, prompt_ms_cached: +pc.toFixed(2), prompt_ms_cold: +pw.toFixed(2),
+    turn_ms_cached: +tc.toFixed(2), turn_ms_cold: +tw.toFixed(2), prompt_speedup: +(pw / pc).toFixed(2), turn_speedup: +(tw / tc).toFixed(2), reps });
+  model.free();
+}
+
+// ---- grammar / JSON Schema cost per token
+const SCHEMA = {
+  type: 'object',
+  properties: {
+    name: { type: 'string', maxLength: 40 }, age: { type: 'integer', minimum: 0 }, email: { type: 'string', format: 'uuid' },
+    tags: { type: 'array', items: { type: 'string' }, maxItems: 8 }, active: { type: 'boolean' },
+  },
+  required: ['name', 'age', 'tags'],
+};
+if (!existsSync(grammarModel)) {
+  out({ what: 'grammar_cost', model: rel(grammarModel), error: 'missing (bash bench/peers/make-models.sh)' });
+} else {
+  const model = await kiln.loadModel(grammarModel);
+  const vocab = model.metadata['tokenizer.ggml.tokens']?.length ?? null;
+  const gbnf = readFileSync(path.join(root, 'tests/data/grammars/json.gbnf'), 'utf8');
+  const SAMPLING = { greedy: { temperature: 0 }, 'temp0.8-topk40': { temperature: 0.8, topK: 40, topP: 1, seed: 7 } };
+  const CONSTRAINTS = { none: {}, grammar: { grammar: gbnf }, jsonSchema: { jsonSchema: SCHEMA } };
+  await model.complete('Hi', { maxTokens: 2, temperature: 0 });
+  for (const [sname, sopts] of Object.entries(SAMPLING)) {
+    const base = [];
+    const per = {};
+    for (const [cname, copts] of Object.entries(CONSTRAINTS)) {
+      const ms = [];
+      let tokens = 0;
+      for (let r = 0; r < reps; r++) {
+        const s = model.session();
+        const c = await s.complete('Here is the record:', { maxTokens: nGen, ...sopts, ...copts });
+        s.free();
+        ms.push(1000 / c.stats.tokensPerSecond);
+        tokens = c.stats.generatedTokens;
+      }
+      per[cname] = { ms: median(ms), tokens };
+      if (cname === 'none') base.push(median(ms));
+    }
+    for (const cname of ['grammar', 'jsonSchema']) {
+      out({ what: 'grammar_cost', model: rel(grammarModel), vocab, sampling: sname, constraint: cname, tokens: per[cname].tokens,
+        ms_per_token_base: +per.none.ms.toFixed(3), ms_per_token: +per[cname].ms.toFixed(3),
+        added_pct: +((per[cname].ms / per.none.ms - 1) * 100).toFixed(1), reps });
+    }
+  }
+  model.free();
+}
+kiln.destroy();
