@@ -353,10 +353,10 @@ test('Kernels page: GFLOPS bar chart from the worker', async () => {
   await p.close();
 });
 
-test('Chat, Train and Listen pages are in the navigation', async () => {
+test('Chat, Train, Fine-tune and Listen pages are in the navigation', async () => {
   const p = await open(isolated, 'train.html');
   const links = await p.$$eval('header nav a', (as) => as.map((a) => a.textContent));
-  assert.deepEqual(links, ['Generate', 'Chat', 'Kernels', 'Train', 'Listen']);
+  assert.deepEqual(links, ['Generate', 'Chat', 'Kernels', 'Train', 'Fine-tune', 'Listen']);
   assert.ok(await p.isVisible('[data-testid=train-start]'));
   await p.screenshot({ path: path.join(ARTIFACTS, 'train.png'), fullPage: true });
   await p.close();
