@@ -212,6 +212,17 @@ static struct kiln_tensor * mk(struct kiln_context * ctx, struct kiln_gguf_conte
     return t;
 }
 
+/* the norm weights blk.l.<a>.weight and blk.l.<b>.weight, [n] each (in ra / rb when not NULL) */
+static void norms(struct kiln_context * ctx, struct kiln_gguf_context * g, int l, const char * a, const char * b, int64_t n,
+                  struct w * ra, struct w * rb) {
+    char nm[64];
+    snprintf(nm, sizeof nm, "blk.%d.%s.weight", l, a);
+    struct kiln_tensor * ta = mk(ctx, g, nm, KILN_TYPE_F32, n, 1, 0.2f);
+    snprintf(nm, sizeof nm, "blk.%d.%s.weight", l, b);
+    struct kiln_tensor * tb = mk(ctx, g, nm, KILN_TYPE_F32, n, 1, 0.2f);
+    if (ra) { *ra = deq(ta); *rb = deq(tb); }
+}
+
 /* a random model of architecture AC with base weights of `type`, written to
  * a buffer; its weights in double in R (when R is not NULL) */
 static void * make_model(enum kiln_type type, struct ref * R, size_t * size) {
@@ -244,25 +255,9 @@ static void * make_model(enum kiln_type type, struct ref * R, size_t * size) {
     const int64_t shp[7][2] = { { E, NH * HD }, { E, NKV * HD }, { E, NKV * HD }, { NH * HD, E }, { E, FF }, { E, FF }, { FF, E } };
     char nm[64];
     for (int l = 0; l < NL; l++) {
-        snprintf(nm, sizeof nm, "blk.%d.attn_norm.weight", l);
-        struct kiln_tensor * an = mk(ctx, g, nm, KILN_TYPE_F32, E, 1, 0.2f);
-        snprintf(nm, sizeof nm, "blk.%d.ffn_norm.weight", l);
-        struct kiln_tensor * fn = mk(ctx, g, nm, KILN_TYPE_F32, E, 1, 0.2f);
-        if (R) { R->an[l] = deq(an); R->fn[l] = deq(fn); }
-        if (AC.qk_norm) {
-            snprintf(nm, sizeof nm, "blk.%d.attn_q_norm.weight", l);
-            struct kiln_tensor * qn = mk(ctx, g, nm, KILN_TYPE_F32, HD, 1, 0.2f);
-            snprintf(nm, sizeof nm, "blk.%d.attn_k_norm.weight", l);
-            struct kiln_tensor * kn = mk(ctx, g, nm, KILN_TYPE_F32, HD, 1, 0.2f);
-            if (R) { R->qn[l] = deq(qn); R->kn[l] = deq(kn); }
-        }
-        if (AC.sandwich) {
-            snprintf(nm, sizeof nm, "blk.%d.post_attention_norm.weight", l);
-            struct kiln_tensor * pa = mk(ctx, g, nm, KILN_TYPE_F32, E, 1, 0.2f);
-            snprintf(nm, sizeof nm, "blk.%d.post_ffw_norm.weight", l);
-            struct kiln_tensor * pf = mk(ctx, g, nm, KILN_TYPE_F32, E, 1, 0.2f);
-            if (R) { R->pan[l] = deq(pa); R->pfn[l] = deq(pf); }
-        }
+        norms(ctx, g, l, "attn_norm", "ffn_norm", E, R ? &R->an[l] : NULL, R ? &R->fn[l] : NULL);
+        if (AC.qk_norm) norms(ctx, g, l, "attn_q_norm", "attn_k_norm", HD, R ? &R->qn[l] : NULL, R ? &R->kn[l] : NULL);
+        if (AC.sandwich) norms(ctx, g, l, "post_attention_norm", "post_ffw_norm", E, R ? &R->pan[l] : NULL, R ? &R->pfn[l] : NULL);
         for (int t = 0; t < 7; t++) {
             snprintf(nm, sizeof nm, "blk.%d.%s.weight", l, names[t]);
             struct kiln_tensor * wt = mk(ctx, g, nm, type, shp[t][0], shp[t][1], t == 6 ? 0.15f : 0.25f);
