@@ -43,9 +43,9 @@ static void ft_release(void * p) {
 
 static struct kw_ft * get(int h, const char * fn) { return (struct kw_ft *) kw_object(h, KW_KIND_FINETUNE, fn); }
 
-/* text: len bytes of plain text (chat = 0) or chat JSONL (chat = 1); targets: "q,v"... */
+/* text: len bytes of plain text (chat = 0) or chat JSONL (chat = 1); targets: "q,v"...; dropout: LoRA dropout (0: off) */
 KW_EXPORT int kw_ft_new(int model_handle, const char * text, int len, int chat, int rank, float alpha, const char * targets,
-                        int n_ctx, int batch, int epochs, float lr, double seed, float val_fraction) {
+                        int n_ctx, int batch, int epochs, float lr, double seed, float val_fraction, float dropout) {
     const int ms = kw_slot(model_handle, KW_KIND_MODEL, "finetune");
     if (ms < 0) return ms;
     struct kw_entry * me = kw_entry_slot(ms);
@@ -55,6 +55,7 @@ KW_EXPORT int kw_ft_new(int model_handle, const char * text, int len, int chat, 
     p.lora.rank = rank;
     p.lora.alpha = alpha;
     p.lora.seed = (uint64_t) seed;
+    p.lora.dropout = dropout;
     p.lora.targets = kiln_lora_parse_targets(targets ? targets : "q,v");
     if (!p.lora.targets) return kw_fail_kiln(KW_E_INVALID, "finetune");
     p.n_ctx = n_ctx;

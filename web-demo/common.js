@@ -2,7 +2,7 @@
 // Worker; this thread only renders) and the status line.
 import { Kiln } from '/js/dist/index.js';
 
-const PAGES = [['index.html', 'Generate'], ['kernels.html', 'Kernels'], ['train.html', 'Train'], ['listen.html', 'Listen'], ['transcribe.html', 'Transcribe']];
+const PAGES = [['index.html', 'Generate'], ['kernels.html', 'Kernels'], ['train.html', 'Train'], ['finetune.html', 'Fine-tune'], ['listen.html', 'Listen'], ['transcribe.html', 'Transcribe']];
 
 export function nav() {
   const here = location.pathname.split('/').pop() || 'index.html';

@@ -168,6 +168,9 @@ export interface FinetuneOptions {
     seed?: number;
     /** share of the sequences held out to report a validation loss (default 0.1) */
     valFraction?: number;
+    /** LoRA dropout on the adapters' inputs during training, as PEFT's lora_dropout (default 0: off);
+     * the masks follow from the seed, so a run is still reproducible */
+    dropout?: number;
     signal?: AbortSignal;
     onProgress?: (p: FinetuneProgress) => void;
 }

@@ -38,6 +38,9 @@ export interface FinetuneOptions {
   seed?: number;
   /** share of the sequences held out to report a validation loss (default 0.1) */
   valFraction?: number;
+  /** LoRA dropout on the adapters' inputs during training, as PEFT's lora_dropout (default 0: off);
+   * the masks follow from the seed, so a run is still reproducible */
+  dropout?: number;
   signal?: AbortSignal;
   onProgress?: (p: FinetuneProgress) => void;
 }
@@ -66,15 +69,16 @@ export async function finetune(kiln: Kiln, model: number, o: FinetuneOptions): P
   if (!Array.isArray(targets) || targets.length === 0 || targets.some((t) => !TARGETS.includes(t))) {
     throw new KilnError('INVALID_ARGUMENT', `finetune: targets must be among ${TARGETS.join(', ')}`);
   }
-  const alpha = o.alpha ?? 16, lr = o.lr ?? 1e-3, valFraction = o.valFraction ?? 0.1;
+  const alpha = o.alpha ?? 16, lr = o.lr ?? 1e-3, valFraction = o.valFraction ?? 0.1, dropout = o.dropout ?? 0;
   if (typeof alpha !== 'number' || !(alpha > 0 && alpha < 1e6)) throw new KilnError('INVALID_ARGUMENT', `finetune: alpha ${String(alpha)} must be positive`);
   if (typeof lr !== 'number' || !(lr > 0 && lr < 10)) throw new KilnError('INVALID_ARGUMENT', `finetune: lr ${String(lr)} must be in (0, 10)`);
   if (typeof valFraction !== 'number' || !(valFraction >= 0 && valFraction < 1)) throw new KilnError('INVALID_ARGUMENT', `finetune: valFraction ${String(valFraction)} must be in [0, 1)`);
+  if (typeof dropout !== 'number' || !(dropout >= 0 && dropout < 1)) throw new KilnError('INVALID_ARGUMENT', `finetune: dropout ${String(dropout)} must be in [0, 1)`);
   const msg: RequestMsg<'finetune'> = {
     t: 'finetune', model, data: o.data, chat: !!o.chat,
     rank: intIn('rank', o.rank ?? 8, 1, 4096), alpha, targets: targets.join(','),
     nCtx: intIn('nCtx', o.nCtx ?? 64, 1, 1 << 20), batchSize: intIn('batchSize', o.batchSize ?? 4, 1, 4096),
-    epochs: intIn('epochs', o.epochs ?? 1, 1, 100000), lr, seed: intIn('seed', o.seed ?? 42, 0, 2 ** 53 - 1), valFraction,
+    epochs: intIn('epochs', o.epochs ?? 1, 1, 100000), lr, seed: intIn('seed', o.seed ?? 42, 0, 2 ** 53 - 1), valFraction, dropout,
   };
   if (o.signal?.aborted) throw new KilnAbortError();
   const onProgress = o.onProgress;

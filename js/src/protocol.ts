@@ -293,6 +293,7 @@ export interface FinetuneReq {
   lr: number;
   seed: number;
   valFraction: number;
+  dropout: number;
 }
 
 /** one optimizer step of model.finetune(); valLoss after the last step of an epoch */

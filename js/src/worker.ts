@@ -593,7 +593,7 @@ type KilnFactory = (opts: object) => Promise<KilnModule>;
     if (m === undefined) throw new WErr('INVALID_HANDLE', 'the model was freed');
     const text = new TextEncoder().encode(a.data);
     const h = guard(() => withBytes(text, (p) => withString(a.targets, (pt) =>
-      check(M._kw_ft_new(m, p, text.byteLength, a.chat ? 1 : 0, a.rank, a.alpha, pt, a.nCtx, a.batchSize, a.epochs, a.lr, a.seed, a.valFraction)))));
+      check(M._kw_ft_new(m, p, text.byteLength, a.chat ? 1 : 0, a.rank, a.alpha, pt, a.nCtx, a.batchSize, a.epochs, a.lr, a.seed, a.valFraction, a.dropout)))));
     try {
       const info = () => new Float64Array(mem(), M._kw_ft_info(h) >>> 0, 8).slice();
       const steps = info()[1];

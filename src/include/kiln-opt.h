@@ -118,9 +118,13 @@ void kiln_opt_epoch_callback_progress_bar(bool train, struct kiln_opt_context * 
  * order (llama.cpp's GGUF LoRA layout). The base weights stay as loaded, in
  * their file type, and are never converted to an f32 copy: gradients reach
  * A and B through mul_mat's backward (out_prod for quantized weights).
- * Supported: the llama-family decoder (pre-norm, gated SiLU FFN, no sliding
- * window or softcaps), with biases, QK-norm and GQA. The model must have
- * been loaded with kiln_model_load_for_training (file layout, no repacking). */
+ * Supported: the decoder architectures with separate q/k/v projections and
+ * a dense gated FFN (llama, mistral, qwen2/3, gemma 1/2/3, granite, olmo2
+ * ...): pre-, sandwich- and post-norm layers, SiLU / GELU, biases, QK-norm,
+ * GQA, logit softcaps; sliding-window layers when the training ctx fits in
+ * the window. Not: mixture-of-experts, fused qkv (phi3), RoPE frequency
+ * factors. The model must have been loaded with kiln_model_load_for_training
+ * (file layout, no repacking). */
 struct kiln_model;
 struct kiln_model_params;
 
@@ -141,8 +145,11 @@ struct kiln_lora_params {
     float    alpha;   /* scale = alpha / r */
     uint32_t targets; /* kiln_lora_target mask */
     uint64_t seed;    /* A: Kaiming-uniform as PEFT (U(-1/sqrt(n_in), 1/sqrt(n_in))); B: zero */
+    float    dropout; /* PEFT's lora_dropout, in [0, 1): on the adapter's input only, W x is untouched:
+                       * y = W x + (alpha / r) B (A (m * x)), m = 0 with probability dropout, else
+                       * 1 / (1 - dropout); applied only in training (see kiln_lora_set_dropout_key) */
 };
-KILN_API struct kiln_lora_params kiln_lora_default_params(void); /* r 8, alpha 16, q,v, seed 42 */
+KILN_API struct kiln_lora_params kiln_lora_default_params(void); /* r 8, alpha 16, q,v, seed 42, dropout 0 */
 
 /* a decoder loaded for training: weights in the file's layout (never repacked) */
 KILN_API struct kiln_model * kiln_model_load_for_training(const char * path, int32_t n_threads);
@@ -169,6 +176,17 @@ KILN_API void                kiln_lora_zero_grad(struct kiln_lora * lora);
  * sum) is added to the gradient sums. */
 KILN_API enum kiln_status kiln_lora_eval(struct kiln_lora * lora, const int32_t * tokens, const int32_t * targets,
         int32_t n_seq, int32_t n_ctx, bool backward, double * loss, int64_t * n_scored);
+
+/* Dropout (params.dropout > 0) is applied by kiln_lora_eval while the key is
+ * >= 0, with masks that are a function of (seed, key, projection, element)
+ * only: the training loop sets key = step * grad_accum + micro-batch, and -1
+ * (no dropout: evaluation) for validation. A new adapter starts at -1. */
+KILN_API void  kiln_lora_set_dropout_key(struct kiln_lora * lora, int64_t key);
+/* the factor (0 or 1 / (1 - dropout)) by which element i of the input of
+ * adapted projection `pair` (the order of kiln_lora_tensor / 2) is multiplied
+ * under `key`; the input is [n_rows][n_in] row-major, row = sequence * n_ctx
+ * + position, so i = row * n_in + column. 1 when dropout is 0. */
+KILN_API float kiln_lora_dropout_factor(const struct kiln_lora * lora, int32_t pair, int64_t key, int64_t i);
 
 /* the adapter as llama.cpp reads it: general.type = "adapter", adapter.type =
  * "lora", adapter.lora.alpha, F32 tensors <base>.lora_a [n_in, r] and

@@ -1,19 +1,26 @@
 /*
- * finetune.c — the training graph of a llama-family decoder with LoRA
- * adapters, and the adapter's tensors and gradients.
+ * finetune.c — the training graph of a decoder with LoRA adapters, and the
+ * adapter's tensors and gradients.
  *
  * Per micro-batch of n_seq sequences of T tokens (N = n_seq * T):
  *
  *   x = tok_embd[tokens]                                   [E, N]
- *   per layer: q, k, v = proj(norm(x)), RoPE on q and k (positions 0..T-1
- *              in every sequence), K and V heads repeated for GQA,
- *              softmax(scale * q k^T + causal mask) v, h = x + proj_o(att),
- *              x = h + proj_down(silu(proj_gate(norm h)) * proj_up(norm h))
+ *   per layer: q, k, v = proj(norm(x)), QK-norm when the architecture has
+ *              it, RoPE on q and k (positions 0..T-1 in every sequence), K
+ *              and V heads repeated for GQA, softmax(softcap(scale * q k^T)
+ *              + causal mask) v, h = x + post(proj_o(att)),
+ *              x = h + post(proj_down(act(proj_gate(norm h)) * proj_up(norm h)))
+ *              with act = silu or gelu (tanh form), post = the RMS norm after
+ *              the block of sandwich / post-norm architectures (gemma 2/3,
+ *              olmo2; these have no norm before it), softcap(s) =
+ *              c tanh(s / c) where the architecture caps logits (gemma 2)
  *   logits = Wout norm(x[scored rows])                     [V, n_scored]
  *   loss = cross-entropy against one-hot targets, mean over scored rows
  *
  * with proj(x) = W x + (alpha / r) B (A x) where the projection is a LoRA
- * target. Attention is written out (mul_mat, diag_mask_inf, soft_max) since
+ * target (B (A (m * x)) in training with dropout: m is an input tensor per
+ * adapted projection, filled from (seed, key, projection, element)).
+ * Attention is written out (mul_mat, diag_mask_inf, soft_max) since
  * those ops have backward rules; only the scored rows reach the output
  * matrix, so masked positions cost nothing there and contribute no
  * gradient. The graph is rebuilt for every micro-batch (its shape follows
@@ -68,7 +75,7 @@ uint32_t kiln_lora_parse_targets(const char * list) {
 }
 
 struct kiln_lora_params kiln_lora_default_params(void) {
-    struct kiln_lora_params p = { 8, 16.0f, KILN_LORA_Q | KILN_LORA_V, 42 };
+    struct kiln_lora_params p = { 8, 16.0f, KILN_LORA_Q | KILN_LORA_V, 42, 0.0f };
     return p;
 }
 
@@ -118,11 +125,11 @@ static bool supported(const struct kiln_model * m) {
     const struct arch_traits * tr = m->tr;
     const char * why = NULL;
     if (!tr) why = "the model has no weights (vocab_only)";
-    else if (tr->norm != NORM_PRE) why = "post-norm / sandwich-norm layers";
-    else if (tr->ffn != FFN_SILU_GATED) why = "a GELU feed-forward";
-    else if (m->n_swa > 0 && tr->swa_pattern > 0) why = "sliding-window attention";
-    else if (m->attn_softcap != 0.0f) why = "attention logit softcapping";
+    else if (tr->moe != MOE_NONE) why = "a mixture-of-experts feed-forward";
     else if (m->rope_freqs) why = "RoPE frequency factors";
+    for (int il = 0; !why && il < m->n_layer; il++) {
+        if (m->layers[il].wqkv) why = "a fused q/k/v projection";
+    }
     if (why) {
         kiln_set_last_error("finetune: architecture '%s' is not supported for training (%s)", m->arch, why);
         return false;
@@ -146,11 +153,13 @@ struct kiln_lora * kiln_lora_new(struct kiln_model * m, struct kiln_lora_params 
     if (p.rank < 1 || p.rank > 4096) { kiln_set_last_error("lora: rank %d out of range (1..4096)", p.rank); return NULL; }
     if (!(p.alpha > 0.0f) || !isfinite(p.alpha)) { kiln_set_last_error("lora: alpha must be positive"); return NULL; }
     if (!p.targets || p.targets >= (1u << LORA_N_TARGETS)) { kiln_set_last_error("lora: bad target mask 0x%x", p.targets); return NULL; }
+    if (!(p.dropout >= 0.0f && p.dropout < 1.0f)) { kiln_set_last_error("lora: dropout %g out of range [0, 1)", (double) p.dropout); return NULL; }
     if (!supported(m)) return NULL;
     struct kiln_lora * l = calloc(1, sizeof *l);
     if (!l) { kiln_set_last_error("lora: out of memory"); return NULL; }
     l->model = m;
     l->p = p;
+    l->drop_key = -1;
     l->index = malloc(sizeof(int) * (size_t) m->n_layer * LORA_N_TARGETS);
     l->pairs = calloc((size_t) m->n_layer * LORA_N_TARGETS, sizeof *l->pairs);
     if (!l->index || !l->pairs) goto oom;
@@ -244,23 +253,60 @@ void kiln_lora_zero_grad(struct kiln_lora * l) {
     for (int i = 0; i < 2 * l->n_pairs; i++) memset(l->grad[i], 0, sizeof(float) * (size_t) kiln_nelements(kiln_lora_tensor(l, i)));
 }
 
+/* ---- dropout masks: element i of pair's input under key keeps with
+ * probability 1 - dropout; a counter-based stream (splitmix64 at position
+ * i of a stream chosen by seed, key and pair) so that any element can be
+ * computed alone, in any order, by any thread count */
+
+void kiln_lora_set_dropout_key(struct kiln_lora * l, int64_t key) {
+    if (l) l->drop_key = key < 0 ? -1 : key;
+}
+
+static uint64_t drop_stream(uint64_t seed, int64_t key, int32_t pair) {
+    uint64_t s = seed ^ 0x64726f706f7574ULL; /* "dropout" */
+    s = lora_mix(&s) ^ ((uint64_t) key * 0xd1b54a32d192ed03ULL);
+    s = lora_mix(&s) ^ ((uint64_t) pair * 0x8cb92ba72f3d8dd7ULL);
+    return lora_mix(&s);
+}
+
+static inline float drop_at(uint64_t stream, int64_t i, double p, float keep) {
+    uint64_t z = stream + (uint64_t) i * 0x9e3779b97f4a7c15ULL;
+    const uint64_t u = lora_mix(&z) >> 11; /* 53 bits */
+    return (double) u * (1.0 / 9007199254740992.0) < p ? 0.0f : keep;
+}
+
+float kiln_lora_dropout_factor(const struct kiln_lora * l, int32_t pair, int64_t key, int64_t i) {
+    if (!l || !(l->p.dropout > 0.0f)) return 1.0f;
+    return drop_at(drop_stream(l->p.seed, key, pair), i, l->p.dropout, 1.0f / (1.0f - l->p.dropout));
+}
+
 /* ---- the graph */
 
 struct tgraph {
     struct kiln_context * ctx;
     struct kiln_cgraph * g;
     struct kiln_tensor * tokens, * pos, * rows, * labels, * loss;
+    struct kiln_tensor ** drop; /* [n_pairs] dropout masks of the adapters' inputs; NULL without dropout */
 };
 
 #define CHK(x) do { if (!(x)) return false; } while (0)
 
-static struct kiln_tensor * proj(struct kiln_lora * l, struct kiln_context * ctx, int il, int t,
+static struct kiln_tensor * proj(struct kiln_lora * l, struct tgraph * tg, int il, int t,
                                  struct kiln_tensor * w, struct kiln_tensor * bias, struct kiln_tensor * x) {
+    struct kiln_context * ctx = tg->ctx;
     struct kiln_tensor * y = kiln_mul_mat(ctx, w, x);
     const int ip = l->index[il * LORA_N_TARGETS + t];
     if (y && ip >= 0) {
         const struct lora_pair * pr = &l->pairs[ip];
-        struct kiln_tensor * ab = kiln_mul_mat(ctx, pr->b, kiln_mul_mat(ctx, pr->a, x));
+        struct kiln_tensor * xa = x;
+        if (tg->drop) {
+            struct kiln_tensor * mk = kiln_new_tensor_2d(ctx, KILN_TYPE_F32, x->ne[0], x->ne[1]);
+            if (!mk) return NULL;
+            kiln_set_input(mk);
+            tg->drop[ip] = mk;
+            xa = kiln_mul(ctx, x, mk);
+        }
+        struct kiln_tensor * ab = kiln_mul_mat(ctx, pr->b, kiln_mul_mat(ctx, pr->a, xa));
         y = kiln_add(ctx, y, kiln_scale(ctx, ab, l->p.alpha / (float) l->p.rank));
     }
     if (y && bias) y = kiln_add(ctx, y, bias);
@@ -298,18 +344,23 @@ static bool build(struct kiln_lora * l, struct tgraph * tg, int32_t n_seq, int32
     kiln_set_input(tg->pos);
     kiln_set_input(tg->rows);
     kiln_set_input(tg->labels);
+    if (l->p.dropout > 0.0f && l->drop_key >= 0) {
+        tg->drop = calloc((size_t) l->n_pairs, sizeof *tg->drop);
+        CHK(tg->drop);
+    }
 
     struct kiln_tensor * x = kiln_get_rows(ctx, m->tok_embd, tg->tokens);
     CHK(x);
     if (m->embd_scale != 1.0f) x = kiln_scale(ctx, x, m->embd_scale);
     const float kq_scale = m->tr->q_prescale ? 1.0f : m->attn_scale;
+    const enum norm_place np = m->tr->norm;
     for (int il = 0; il < m->n_layer; il++) {
         const struct layer * L = &m->layers[il];
-        struct kiln_tensor * cur = rms(ctx, x, L->attn_norm, m->norm_eps);
+        struct kiln_tensor * cur = np == NORM_POST ? x : rms(ctx, x, L->attn_norm, m->norm_eps);
         CHK(cur);
-        struct kiln_tensor * q = proj(l, ctx, il, 0, L->wq, L->bq, cur);
-        struct kiln_tensor * k = proj(l, ctx, il, 1, L->wk, L->bk, cur);
-        struct kiln_tensor * v = proj(l, ctx, il, 2, L->wv, L->bv, cur);
+        struct kiln_tensor * q = proj(l, tg, il, 0, L->wq, L->bq, cur);
+        struct kiln_tensor * k = proj(l, tg, il, 1, L->wk, L->bk, cur);
+        struct kiln_tensor * v = proj(l, tg, il, 2, L->wv, L->bv, cur);
         CHK(q && k && v);
         if (m->tr->qk_norm == QK_NORM_FULL) {
             q = rms(ctx, q, L->q_norm, m->norm_eps);
@@ -340,23 +391,32 @@ static bool build(struct kiln_lora * l, struct tgraph * tg, int32_t n_seq, int32
         struct kiln_tensor * vp = kiln_cont(ctx, kiln_permute(ctx, kiln_reshape_4d(ctx, v, Hd, nh, T, n_seq), 1, 2, 0, 3));
         CHK(qp && kp && vp);
         struct kiln_tensor * kq = kiln_mul_mat(ctx, kp, qp); /* [T_k, T_q, nh, S] */
+        float sm_scale = kq_scale;
+        if (m->attn_softcap != 0.0f) { /* c tanh(scale s / c), as flash attention's softcap */
+            kq = kiln_scale(ctx, kiln_tanh(ctx, kiln_scale(ctx, kq, kq_scale / m->attn_softcap)), m->attn_softcap);
+            sm_scale = 1.0f;
+        }
         kq = kiln_diag_mask_inf(ctx, kq, 0);
-        kq = kiln_soft_max_ext(ctx, kq, NULL, kq_scale, 0.0f);
+        kq = kiln_soft_max_ext(ctx, kq, NULL, sm_scale, 0.0f);
         struct kiln_tensor * att = kiln_mul_mat(ctx, vp, kq); /* [Hd, T_q, nh, S] */
         att = kiln_cont(ctx, kiln_permute(ctx, att, 0, 2, 1, 3));
         CHK(att);
         att = kiln_reshape_2d(ctx, att, Hd * nh, N);
-        cur = proj(l, ctx, il, 3, L->wo, L->bo, att);
+        cur = proj(l, tg, il, 3, L->wo, L->bo, att);
         CHK(cur);
+        if (np != NORM_PRE) cur = rms(ctx, cur, L->attn_post_norm, m->norm_eps);
         if (m->residual_scale != 1.0f) cur = kiln_scale(ctx, cur, m->residual_scale);
         struct kiln_tensor * h = kiln_add(ctx, cur, x);
         CHK(h);
-        cur = rms(ctx, h, L->ffn_norm, m->norm_eps);
-        struct kiln_tensor * gate = proj(l, ctx, il, 4, L->ffn_gate, NULL, cur);
-        struct kiln_tensor * up = proj(l, ctx, il, 5, L->ffn_up, NULL, cur);
-        CHK(gate && up);
-        cur = proj(l, ctx, il, 6, L->ffn_down, NULL, kiln_mul(ctx, kiln_silu(ctx, gate), up));
+        cur = np == NORM_POST ? h : rms(ctx, h, L->ffn_norm, m->norm_eps);
         CHK(cur);
+        struct kiln_tensor * gate = proj(l, tg, il, 4, L->ffn_gate, NULL, cur);
+        struct kiln_tensor * up = proj(l, tg, il, 5, L->ffn_up, NULL, cur);
+        CHK(gate && up);
+        struct kiln_tensor * act = m->tr->ffn == FFN_GELU_GATED ? kiln_gelu(ctx, gate) : kiln_silu(ctx, gate);
+        cur = proj(l, tg, il, 6, L->ffn_down, NULL, kiln_mul(ctx, act, up));
+        CHK(cur);
+        if (np != NORM_PRE) cur = rms(ctx, cur, L->ffn_post_norm, m->norm_eps);
         if (m->residual_scale != 1.0f) cur = kiln_scale(ctx, cur, m->residual_scale);
         x = kiln_add(ctx, cur, h);
         CHK(x);
@@ -402,6 +462,14 @@ enum kiln_status kiln_lora_eval(struct kiln_lora * l, const int32_t * tokens, co
         return KILN_STATUS_INVALID_ARG;
     }
     struct kiln_model * m = l->model;
+    for (int il = 0; il < m->n_layer; il++) {
+        /* the graph masks causally only: a window at least as long as the sequence changes nothing */
+        if (m->layers[il].swa && n_ctx > m->n_swa) {
+            kiln_set_last_error("finetune: ctx %d is longer than the model's sliding window (%d): train with ctx <= %d",
+                                n_ctx, m->n_swa, m->n_swa);
+            return KILN_STATUS_INVALID_ARG;
+        }
+    }
     const int64_t N = (int64_t) n_seq * n_ctx;
     int64_t n_rows = 0;
     for (int64_t i = 0; i < N; i++) {
@@ -441,6 +509,17 @@ enum kiln_status kiln_lora_eval(struct kiln_lora * l, const int32_t * tokens, co
             r++;
         }
     }
+    if (tg.drop) {
+        const double p = l->p.dropout;
+        const float keep = 1.0f / (1.0f - l->p.dropout);
+        for (int i = 0; i < l->n_pairs; i++) {
+            if (!tg.drop[i]) continue;
+            const uint64_t stream = drop_stream(l->p.seed, l->drop_key, i);
+            float * d = tg.drop[i]->data;
+            const int64_t n = kiln_nelements(tg.drop[i]);
+            for (int64_t j = 0; j < n; j++) d[j] = drop_at(stream, j, p, keep);
+        }
+    }
     if (backward) kiln_graph_reset(tg.g);
     struct kiln_cplan plan = kiln_graph_plan(tg.g, m->n_threads, m->threadpool);
     if (plan.work_size > l->work_size) {
@@ -470,5 +549,6 @@ enum kiln_status kiln_lora_eval(struct kiln_lora * l, const int32_t * tokens, co
     }
 done:
     kiln_free(tg.ctx);
+    free(tg.drop);
     return st;
 }

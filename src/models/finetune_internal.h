@@ -28,6 +28,7 @@ struct kiln_lora {
     struct kiln_gallocr * galloc;
     uint8_t * work;
     size_t work_size;
+    int64_t drop_key;            /* dropout masks' key (kiln_lora_set_dropout_key); < 0: no dropout */
 };
 
 /* splitmix64: every random choice of training (A's initial values, the

@@ -8,7 +8,8 @@
  * Everything the loop does is a function of (seed, step): the order of the
  * sequences in epoch e is a permutation drawn from (seed, e), so a run
  * resumed from the checkpoint of step s computes exactly the steps an
- * uninterrupted run computes after s.
+ * uninterrupted run computes after s. The same holds for LoRA dropout: the
+ * masks of a micro-batch are drawn from (seed, step, micro-batch).
  */
 #include "finetune_internal.h"
 
@@ -182,11 +183,14 @@ enum kiln_status kiln_finetune_step(struct kiln_finetune * ft, struct kiln_finet
         }
         double loss = 0.0;
         int64_t n = 0;
+        /* dropout masks: a function of (seed, step, micro-batch), so a resumed run draws the same ones */
+        kiln_lora_set_dropout_key(l, ft->step * p->grad_accum + a);
         st = kiln_lora_eval(l, tk, tg, ns, T, true, &loss, &n);
         loss_sum += loss * (double) n;
         n_scored += n;
         n_tokens += (int64_t) ns * T;
     }
+    kiln_lora_set_dropout_key(l, -1);
     free(tk);
     free(tg);
     if (st != KILN_STATUS_SUCCESS) return st;

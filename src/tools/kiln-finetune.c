@@ -3,7 +3,7 @@
  * llama.cpp loads (--lora in its tools, lora adapters in node-llama-cpp).
  *
  *   kiln-finetune -m BASE.gguf --data FILE [--chat] -o ADAPTER.gguf
- *       [--lora-rank R] [--lora-alpha A] [--lora-targets q,v]
+ *       [--lora-rank R] [--lora-alpha A] [--lora-targets q,v] [--lora-dropout P]
  *       [--ctx N] [--batch B] [--grad-accum K] [--epochs E] [--lr LR]
  *       [--lr-min F] [--warmup S] [--schedule cosine|linear|constant]
  *       [--weight-decay W] [--grad-clip C] [--val F] [--seed S] [--threads T]
@@ -27,7 +27,7 @@
 static void usage(void) {
     fprintf(stderr,
             "usage: kiln-finetune -m BASE.gguf --data FILE [--chat] -o ADAPTER.gguf [--lora-rank R] [--lora-alpha A]\n"
-            "         [--lora-targets q,k,v,o,gate,up,down|all] [--ctx N] [--batch B] [--grad-accum K] [--epochs E]\n"
+            "         [--lora-targets q,k,v,o,gate,up,down|all] [--lora-dropout P] [--ctx N] [--batch B] [--grad-accum K] [--epochs E]\n"
             "         [--lr LR] [--lr-min F] [--warmup S] [--schedule cosine|linear|constant] [--weight-decay W]\n"
             "         [--grad-clip C] [--val F] [--seed S] [--threads T] [--checkpoint FILE] [--checkpoint-every S]\n"
             "         [--resume FILE] [--stop-after S] [--json]\n");
@@ -75,6 +75,7 @@ int main(int argc, char ** argv) {
         else if (strcmp(a, "--json") == 0) json = true;
         else if (ARG("--lora-rank")) p.lora.rank = atoi(v);
         else if (ARG("--lora-alpha")) p.lora.alpha = (float) atof(v);
+        else if (ARG("--lora-dropout")) p.lora.dropout = (float) atof(v);
         else if (ARG("--lora-targets")) {
             p.lora.targets = kiln_lora_parse_targets(v);
             if (!p.lora.targets) { fprintf(stderr, "kiln-finetune: %s\n", kiln_last_error()); return 1; }

@@ -6,11 +6,19 @@
  *     differences of a double-precision forward written here, on small
  *     random llama models with F32, Q8_0 and Q4_0 base weights (the
  *     reference uses the dequantized weights; Kiln's quantized mat-mul also
- *     quantizes activations to Q8, hence looser bounds there). The loss
- *     itself must match the reference too.
+ *     quantizes activations to Q8, hence looser bounds there), and on qwen3
+ *     (per-head QK-norm, NEOX RoPE), gemma2 (GELU, sandwich norms, scaled
+ *     embeddings, q pre-scaling, attention and final logit softcaps, a
+ *     sliding-window layer) and gemma3 (the same with QK-norm, no softcaps,
+ *     RoPE base of local layers) models. The loss itself must match the
+ *     reference too.
  *  B) the adapter file: llama.cpp's keys and tensor shapes, read back.
+ *     With LoRA dropout, the reference multiplies each adapter's input by
+ *     the masks kiln_lora_dropout_factor documents, and the check repeats.
  *  C) resume: a run interrupted by a checkpoint and resumed writes the same
- *     adapter bytes as an uninterrupted one; another seed does not.
+ *     adapter bytes as an uninterrupted one (also with dropout); another
+ *     seed does not; dropout 0 is the run without dropout, and dropout > 0
+ *     changes the adapter, the same way for the same seed.
  */
 #include "kiln-gguf.h"
 #include "kiln-llama.h"
@@ -37,6 +45,14 @@
 
 struct w { double * d; int64_t ne0, ne1; };
 
+/* what the architecture under test changes (llama: all off) */
+static struct arch_case {
+    const char * name;
+    bool neox, qk_norm, gelu, sandwich, embd_scale;
+    double attn_softcap, final_softcap; /* 0: none */
+    int swa_window;                     /* written to the file (0: no key) */
+} AC = { "llama", false, false, false, false, false, 0, 0, 0 };
+
 static struct w deq(struct kiln_tensor * t) {
     struct w r = { tu_weights_f64(t), t->ne[0], t->ne[1] };
     return r;
@@ -46,6 +62,7 @@ static struct w deq(struct kiln_tensor * t) {
 struct ref {
     struct w emb, onorm, out;
     struct w an[NL], fn[NL], W[NL][7];
+    struct w qn[NL], kn[NL], pan[NL], pfn[NL]; /* QK-norm, post norms (when the architecture has them) */
     double * A[NL][7], * B[NL][7]; /* NULL: no adapter */
 };
 
@@ -56,7 +73,13 @@ static void rmsnorm(const double * x, const double * g, double * y, int n) {
     for (int i = 0; i < n; i++) y[i] = x[i] * sc * g[i];
 }
 
-/* y = W x + (alpha / r) B (A x) */
+/* dropout in the reference: the adapter being checked, its key (< 0: none)
+ * and the row (sequence * TCTX + position) whose projections are computed */
+static const struct kiln_lora * drop_lora;
+static int64_t drop_key = -1;
+static int drop_row;
+
+/* y = W x + (alpha / r) B (A (m * x)), m the dropout mask (1 without) */
 static void proj(const struct ref * R, int l, int t, const double * x, double * y) {
     const struct w * W = &R->W[l][t];
     for (int64_t o = 0; o < W->ne1; o++) {
@@ -65,10 +88,15 @@ static void proj(const struct ref * R, int l, int t, const double * x, double * 
         y[o] = s;
     }
     if (!R->A[l][t]) return;
+    double xd[FF > E ? FF : E];
+    for (int64_t i = 0; i < W->ne0; i++) {
+        /* every projection is adapted here (targets "all"): pair l * 7 + t */
+        xd[i] = drop_key < 0 ? x[i] : x[i] * kiln_lora_dropout_factor(drop_lora, l * 7 + t, drop_key, (int64_t) drop_row * W->ne0 + i);
+    }
     double ax[RANK];
     for (int j = 0; j < RANK; j++) {
         double s = 0;
-        for (int64_t i = 0; i < W->ne0; i++) s += R->A[l][t][j * W->ne0 + i] * x[i];
+        for (int64_t i = 0; i < W->ne0; i++) s += R->A[l][t][j * W->ne0 + i] * xd[i];
         ax[j] = s;
     }
     for (int64_t o = 0; o < W->ne1; o++) {
@@ -78,14 +106,18 @@ static void proj(const struct ref * R, int l, int t, const double * x, double * 
     }
 }
 
+/* pairs (2i, 2i+1), or (i, i + HD/2) for NEOX, turned by pos * 10000^(-2i/HD) */
 static void rope(double * v, int pos) {
-    for (int i0 = 0; i0 < HD; i0 += 2) {
-        const double th = pos * pow(10000.0, -(double) i0 / HD);
-        const double c = cos(th), s = sin(th), x0 = v[i0], x1 = v[i0 + 1];
-        v[i0] = x0 * c - x1 * s;
-        v[i0 + 1] = x0 * s + x1 * c;
+    for (int i = 0; i < HD / 2; i++) {
+        const double th = pos * pow(10000.0, -(double) (2 * i) / HD);
+        const int a = AC.neox ? i : 2 * i, b = AC.neox ? i + HD / 2 : 2 * i + 1;
+        const double c = cos(th), s = sin(th), x0 = v[a], x1 = v[b];
+        v[a] = x0 * c - x1 * s;
+        v[b] = x0 * s + x1 * c;
     }
 }
+
+static double gelu(double x) { return 0.5 * x * (1.0 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x))); }
 
 /* mean cross-entropy over the scored positions of NSEQ sequences */
 static double ref_loss(const struct ref * R, const int32_t * tok, const int32_t * tgt) {
@@ -93,14 +125,20 @@ static double ref_loss(const struct ref * R, const int32_t * tok, const int32_t 
     int n = 0;
     for (int s = 0; s < NSEQ; s++) {
         static double X[TCTX][E], K[TCTX][NKV * HD], V[TCTX][NKV * HD], Q[TCTX][NH * HD];
-        for (int p = 0; p < TCTX; p++) for (int i = 0; i < E; i++) X[p][i] = R->emb.d[(int64_t) tok[s * TCTX + p] * E + i];
+        const double es = AC.embd_scale ? sqrt((double) E) : 1.0;
+        for (int p = 0; p < TCTX; p++) for (int i = 0; i < E; i++) X[p][i] = es * R->emb.d[(int64_t) tok[s * TCTX + p] * E + i];
         for (int l = 0; l < NL; l++) {
             double nrm[E], att[NH * HD], o[E], g[FF], u[FF], f[E];
             for (int p = 0; p < TCTX; p++) {
+                drop_row = s * TCTX + p;
                 rmsnorm(X[p], R->an[l].d, nrm, E);
                 proj(R, l, 0, nrm, Q[p]);
                 proj(R, l, 1, nrm, K[p]);
                 proj(R, l, 2, nrm, V[p]);
+                if (AC.qk_norm) {
+                    for (int h = 0; h < NH; h++) rmsnorm(Q[p] + h * HD, R->qn[l].d, Q[p] + h * HD, HD);
+                    for (int h = 0; h < NKV; h++) rmsnorm(K[p] + h * HD, R->kn[l].d, K[p] + h * HD, HD);
+                }
                 for (int h = 0; h < NH; h++) rope(Q[p] + h * HD, p);
                 for (int h = 0; h < NKV; h++) rope(K[p] + h * HD, p);
             }
@@ -112,6 +150,7 @@ static double ref_loss(const struct ref * R, const int32_t * tok, const int32_t 
                         double d = 0;
                         for (int e = 0; e < HD; e++) d += Q[p][h * HD + e] * K[j][kh * HD + e];
                         sc[j] = d / sqrt((double) HD);
+                        if (AC.attn_softcap > 0) sc[j] = AC.attn_softcap * tanh(sc[j] / AC.attn_softcap);
                         mx = fmax(mx, sc[j]);
                     }
                     for (int j = 0; j <= p; j++) sum += (sc[j] = exp(sc[j] - mx));
@@ -121,13 +160,16 @@ static double ref_loss(const struct ref * R, const int32_t * tok, const int32_t 
                         att[h * HD + e] = a;
                     }
                 }
+                drop_row = s * TCTX + p;
                 proj(R, l, 3, att, o);
+                if (AC.sandwich) rmsnorm(o, R->pan[l].d, o, E);
                 for (int i = 0; i < E; i++) o[i] += X[p][i]; /* h */
                 rmsnorm(o, R->fn[l].d, nrm, E);
                 proj(R, l, 4, nrm, g);
                 proj(R, l, 5, nrm, u);
-                for (int i = 0; i < FF; i++) g[i] = g[i] / (1 + exp(-g[i])) * u[i];
+                for (int i = 0; i < FF; i++) g[i] = (AC.gelu ? gelu(g[i]) : g[i] / (1 + exp(-g[i]))) * u[i];
                 proj(R, l, 6, g, f);
+                if (AC.sandwich) rmsnorm(f, R->pfn[l].d, f, E);
                 /* X[p] is read by no later position of this layer (K and V are computed): update in place */
                 for (int i = 0; i < E; i++) X[p][i] = o[i] + f[i];
             }
@@ -140,8 +182,8 @@ static double ref_loss(const struct ref * R, const int32_t * tok, const int32_t 
             for (int v = 0; v < NV; v++) {
                 double d = 0;
                 for (int i = 0; i < E; i++) d += R->out.d[(int64_t) v * E + i] * nrm[i];
-                lg[v] = d;
-                mx = fmax(mx, d);
+                lg[v] = AC.final_softcap > 0 ? AC.final_softcap * tanh(d / AC.final_softcap) : d;
+                mx = fmax(mx, lg[v]);
             }
             for (int v = 0; v < NV; v++) sum += exp(lg[v] - mx);
             total += mx + log(sum) - lg[t];
@@ -170,22 +212,41 @@ static struct kiln_tensor * mk(struct kiln_context * ctx, struct kiln_gguf_conte
     return t;
 }
 
-/* a random llama model with base weights of `type`, written to a buffer; its
- * weights in double in R (when R is not NULL) */
+/* the norm weights blk.l.<a>.weight and blk.l.<b>.weight, [n] each (in ra / rb when not NULL) */
+static void norms(struct kiln_context * ctx, struct kiln_gguf_context * g, int l, const char * a, const char * b, int64_t n,
+                  struct w * ra, struct w * rb) {
+    char nm[64];
+    snprintf(nm, sizeof nm, "blk.%d.%s.weight", l, a);
+    struct kiln_tensor * ta = mk(ctx, g, nm, KILN_TYPE_F32, n, 1, 0.2f);
+    snprintf(nm, sizeof nm, "blk.%d.%s.weight", l, b);
+    struct kiln_tensor * tb = mk(ctx, g, nm, KILN_TYPE_F32, n, 1, 0.2f);
+    if (ra) { *ra = deq(ta); *rb = deq(tb); }
+}
+
+/* a random model of architecture AC with base weights of `type`, written to
+ * a buffer; its weights in double in R (when R is not NULL) */
 static void * make_model(enum kiln_type type, struct ref * R, size_t * size) {
     struct kiln_gguf_init_params ip = { .no_alloc = true, .ctx = NULL };
     struct kiln_gguf_context * src = kiln_gguf_init_from_file("models/stories260K.gguf", ip);
     struct kiln_gguf_context * g = kiln_gguf_init_empty();
     kiln_gguf_set_kv(g, src); /* the tokenizer (512 tokens) and llama.* keys, overwritten below */
     kiln_gguf_free(src);
-    kiln_gguf_set_val_u32(g, "llama.embedding_length", E);
-    kiln_gguf_set_val_u32(g, "llama.block_count", NL);
-    kiln_gguf_set_val_u32(g, "llama.attention.head_count", NH);
-    kiln_gguf_set_val_u32(g, "llama.attention.head_count_kv", NKV);
-    kiln_gguf_set_val_u32(g, "llama.feed_forward_length", FF);
-    kiln_gguf_set_val_u32(g, "llama.context_length", 64);
-    kiln_gguf_set_val_u32(g, "llama.rope.dimension_count", HD);
-    kiln_gguf_set_val_f32(g, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
+    char key[96];
+#define ARCH_KEY(k) (snprintf(key, sizeof key, "%s.%s", AC.name, k), key)
+    kiln_gguf_set_val_str(g, "general.architecture", AC.name);
+    kiln_gguf_set_val_u32(g, ARCH_KEY("embedding_length"), E);
+    kiln_gguf_set_val_u32(g, ARCH_KEY("block_count"), NL);
+    kiln_gguf_set_val_u32(g, ARCH_KEY("attention.head_count"), NH);
+    kiln_gguf_set_val_u32(g, ARCH_KEY("attention.head_count_kv"), NKV);
+    kiln_gguf_set_val_u32(g, ARCH_KEY("feed_forward_length"), FF);
+    kiln_gguf_set_val_u32(g, ARCH_KEY("context_length"), 64);
+    kiln_gguf_set_val_u32(g, ARCH_KEY("rope.dimension_count"), HD);
+    kiln_gguf_set_val_f32(g, ARCH_KEY("rope.freq_base"), 10000.0f);
+    kiln_gguf_set_val_f32(g, ARCH_KEY("attention.layer_norm_rms_epsilon"), 1e-5f);
+    if (AC.attn_softcap > 0) kiln_gguf_set_val_f32(g, ARCH_KEY("attn_logit_softcapping"), (float) AC.attn_softcap);
+    if (AC.final_softcap > 0) kiln_gguf_set_val_f32(g, ARCH_KEY("final_logit_softcapping"), (float) AC.final_softcap);
+    if (AC.swa_window > 0) kiln_gguf_set_val_u32(g, ARCH_KEY("attention.sliding_window"), (uint32_t) AC.swa_window);
+#undef ARCH_KEY
     struct kiln_context * ctx = tu_ctx(32u << 20);
     struct kiln_tensor * temb = mk(ctx, g, "token_embd.weight", KILN_TYPE_F32, E, NV, 1.0f);
     struct kiln_tensor * tnorm = mk(ctx, g, "output_norm.weight", KILN_TYPE_F32, E, 1, 0.2f);
@@ -194,11 +255,9 @@ static void * make_model(enum kiln_type type, struct ref * R, size_t * size) {
     const int64_t shp[7][2] = { { E, NH * HD }, { E, NKV * HD }, { E, NKV * HD }, { NH * HD, E }, { E, FF }, { E, FF }, { FF, E } };
     char nm[64];
     for (int l = 0; l < NL; l++) {
-        snprintf(nm, sizeof nm, "blk.%d.attn_norm.weight", l);
-        struct kiln_tensor * an = mk(ctx, g, nm, KILN_TYPE_F32, E, 1, 0.2f);
-        snprintf(nm, sizeof nm, "blk.%d.ffn_norm.weight", l);
-        struct kiln_tensor * fn = mk(ctx, g, nm, KILN_TYPE_F32, E, 1, 0.2f);
-        if (R) { R->an[l] = deq(an); R->fn[l] = deq(fn); }
+        norms(ctx, g, l, "attn_norm", "ffn_norm", E, R ? &R->an[l] : NULL, R ? &R->fn[l] : NULL);
+        if (AC.qk_norm) norms(ctx, g, l, "attn_q_norm", "attn_k_norm", HD, R ? &R->qn[l] : NULL, R ? &R->kn[l] : NULL);
+        if (AC.sandwich) norms(ctx, g, l, "post_attention_norm", "post_ffw_norm", E, R ? &R->pan[l] : NULL, R ? &R->pfn[l] : NULL);
         for (int t = 0; t < 7; t++) {
             snprintf(nm, sizeof nm, "blk.%d.%s.weight", l, names[t]);
             struct kiln_tensor * wt = mk(ctx, g, nm, type, shp[t][0], shp[t][1], t == 6 ? 0.15f : 0.25f);
@@ -218,13 +277,14 @@ static void free_ref(struct ref * R) {
     free(R->emb.d); free(R->onorm.d); free(R->out.d);
     for (int l = 0; l < NL; l++) {
         free(R->an[l].d); free(R->fn[l].d);
+        free(R->qn[l].d); free(R->kn[l].d); free(R->pan[l].d); free(R->pfn[l].d);
         for (int t = 0; t < 7; t++) { free(R->W[l][t].d); free(R->A[l][t]); free(R->B[l][t]); }
     }
 }
 
-static void grad_check(enum kiln_type type, double tol_loss, double tol_nmse) {
+static void grad_check(enum kiln_type type, double tol_loss, double tol_nmse, float dropout) {
     char name[64];
-    snprintf(name, sizeof name, "grad check %s", kiln_type_name(type));
+    snprintf(name, sizeof name, "grad check %s %s%s", AC.name, kiln_type_name(type), dropout > 0 ? " dropout" : "");
     tu_case = name;
     tu_seed(11);
     struct ref R;
@@ -243,9 +303,24 @@ static void grad_check(enum kiln_type type, double tol_loss, double tol_nmse) {
     }
     free(buf);
     if (!CHECK(m != NULL, "load: %s", kiln_last_error())) { free_ref(&R); return; }
-    struct kiln_lora_params lp = { RANK, (float) ALPHA, kiln_lora_parse_targets("all"), 5 };
+    struct kiln_lora_params lp = { RANK, (float) ALPHA, kiln_lora_parse_targets("all"), 5, dropout };
     struct kiln_lora * lora = kiln_lora_new(m, lp);
     if (!CHECK(lora != NULL, "lora: %s", kiln_last_error())) { kiln_model_free(m); free_ref(&R); return; }
+    if (dropout > 0) {
+        /* training mode: the masks of key 3, in Kiln and in the reference */
+        kiln_lora_set_dropout_key(lora, 3);
+        drop_lora = lora;
+        drop_key = 3;
+        int64_t n = 0, zeros = 0;
+        for (int i = 0; i < kiln_lora_n_tensors(lora) / 2; i++) {
+            for (int64_t j = 0; j < (int64_t) NSEQ * TCTX * E; j++, n++) {
+                const float f = kiln_lora_dropout_factor(lora, i, 3, j);
+                CHECK(f == 0.0f || f == 1.0f / (1.0f - dropout), "factor %g", f);
+                zeros += f == 0.0f;
+            }
+        }
+        CHECK(fabs((double) zeros / n - dropout) < 0.02, "%lld of %lld inputs dropped (p = %g)", (long long) zeros, (long long) n, dropout);
+    }
     CHECK(kiln_lora_n_tensors(lora) == NL * 14, "%d tensors", kiln_lora_n_tensors(lora));
     /* B is zero after init (so the adapter starts as the identity); make it random so A has a gradient */
     for (int i = 0; i < kiln_lora_n_tensors(lora); i++) {
@@ -298,10 +373,30 @@ static void grad_check(enum kiln_type type, double tol_loss, double tol_nmse) {
             }
         }
         const double nmse = se / sr;
-        printf("grad check %s: %d LoRA parameters, loss %.6f (ref %.6f), NMSE %.3g, max rel err %.3g\n", kiln_type_name(type),
+        printf("%s: %d LoRA parameters, loss %.6f (ref %.6f), NMSE %.3g, max rel err %.3g\n", name,
                n_checked, loss, rl, nmse, max_rel);
         CHECK(nmse < tol_nmse, "gradient NMSE %.3g (tol %.1g)", nmse, tol_nmse);
+        /* evaluation (key -1) has no dropout: the loss of the model without masks */
+        double l0 = 0, l1 = 0;
+        kiln_lora_set_dropout_key(lora, -1);
+        drop_key = -1;
+        CHECK(kiln_lora_eval(lora, tok, tgt, NSEQ, TCTX, false, &l0, NULL) == KILN_STATUS_SUCCESS, "eval: %s", kiln_last_error());
+        const double r0 = ref_loss(&R, tok, tgt);
+        CHECK(fabs(l0 - r0) < tol_loss * fabs(r0), "evaluation loss %.9g vs reference without dropout %.9g", l0, r0);
+        if (dropout > 0) CHECK(fabs(r0 - rl) > 1e-4, "dropout changes the loss (%.6f vs %.6f)", rl, r0);
+        /* without dropout the key changes nothing: the same graph, the same bits */
+        kiln_lora_set_dropout_key(lora, 9);
+        CHECK(kiln_lora_eval(lora, tok, tgt, NSEQ, TCTX, false, &l1, NULL) == KILN_STATUS_SUCCESS, "eval: %s", kiln_last_error());
+        if (dropout == 0) CHECK(memcmp(&l0, &l1, sizeof l0) == 0, "dropout 0: key 9 gives the same loss bits (%.9g, %.9g)", l0, l1);
+        else CHECK(l1 != l0, "dropout: key 9 drops other inputs (%.9g vs %.9g)", l1, l0);
+        if (AC.swa_window > 0 && AC.swa_window < NSEQ * TCTX) {
+            /* the graph masks causally only: a sequence longer than the sliding window is refused */
+            CHECK(kiln_lora_eval(lora, tok, tgt, 1, NSEQ * TCTX, false, &l1, NULL) == KILN_STATUS_INVALID_ARG &&
+                  strstr(kiln_last_error(), "sliding window"), "ctx %d > window %d refused: %s", NSEQ * TCTX, AC.swa_window, kiln_last_error());
+        }
     }
+    drop_lora = NULL;
+    drop_key = -1;
     kiln_lora_free(lora);
     kiln_model_free(m);
     free_ref(&R);
@@ -352,13 +447,19 @@ static void test_adapter_file(struct kiln_model * m) {
     /* bad parameters are refused with a message */
     lp.rank = 0;
     CHECK(kiln_lora_new(m, lp) == NULL && strstr(kiln_last_error(), "rank"), "rank 0 refused: %s", kiln_last_error());
+    lp.rank = 4;
+    lp.dropout = 1.0f;
+    CHECK(kiln_lora_new(m, lp) == NULL && strstr(kiln_last_error(), "dropout"), "dropout 1 refused: %s", kiln_last_error());
+    lp.dropout = NAN;
+    CHECK(kiln_lora_new(m, lp) == NULL && strstr(kiln_last_error(), "dropout"), "dropout NaN refused: %s", kiln_last_error());
     CHECK(kiln_lora_parse_targets("q,zz") == 0 && strstr(kiln_last_error(), "zz"), "unknown target named: %s", kiln_last_error());
 }
 
-static void * train(struct kiln_model * m, const struct kiln_finetune_data * d, uint64_t seed, int stop_at, const char * ckpt,
-                    bool resume, size_t * size) {
+static void * train(struct kiln_model * m, const struct kiln_finetune_data * d, uint64_t seed, float dropout, int stop_at,
+                    const char * ckpt, bool resume, size_t * size) {
     struct kiln_finetune_params p = kiln_finetune_default_params();
     p.lora.seed = seed;
+    if (dropout >= 0) p.lora.dropout = dropout; /* < 0: the default parameters' value */
     p.n_ctx = d->n_ctx;
     p.n_batch = 3;
     p.grad_accum = 2;
@@ -389,12 +490,27 @@ static void test_resume(struct kiln_model * m, const struct kiln_finetune_data *
     char ckpt[96];
     snprintf(ckpt, sizeof ckpt, "/tmp/kiln-test-finetune-%d.ckpt", (int) getpid());
     size_t n_full = 0, n_res = 0, n_other = 0;
-    void * full = train(m, d, 7, -1, NULL, false, &n_full);
-    train(m, d, 7, 3, ckpt, false, NULL);
-    void * res = train(m, d, 7, -1, ckpt, true, &n_res);
-    void * other = train(m, d, 8, -1, NULL, false, &n_other);
+    void * full = train(m, d, 7, -1, -1, NULL, false, &n_full);
+    train(m, d, 7, -1, 3, ckpt, false, NULL);
+    void * res = train(m, d, 7, -1, -1, ckpt, true, &n_res);
+    void * other = train(m, d, 8, -1, -1, NULL, false, &n_other);
     CHECK(full && res && n_full == n_res && memcmp(full, res, n_full) == 0, "resumed adapter has the same %zu bytes", n_full);
     CHECK(other && (n_other != n_full || memcmp(full, other, n_full) != 0), "another seed gives another adapter");
+    /* dropout: 0 is the default run bit for bit; 0.2 changes the adapter, the same way every time for a
+     * seed (and after a resume: the masks are keyed by step), another way for another seed */
+    size_t n0 = 0, na = 0, nb = 0, nr = 0, nc = 0;
+    void * d0 = train(m, d, 7, 0.0f, -1, NULL, false, &n0);
+    void * da = train(m, d, 7, 0.2f, -1, NULL, false, &na);
+    void * db = train(m, d, 7, 0.2f, -1, NULL, false, &nb);
+    train(m, d, 7, 0.2f, 3, ckpt, false, NULL);
+    void * dr = train(m, d, 7, 0.2f, -1, ckpt, true, &nr);
+    void * dc = train(m, d, 8, 0.2f, -1, NULL, false, &nc);
+    CHECK(d0 && n0 == n_full && memcmp(d0, full, n0) == 0, "dropout 0: the same %zu bytes as without the option", n0);
+    CHECK(da && na == n_full && memcmp(da, full, na) != 0, "dropout 0.2 changes the adapter");
+    CHECK(db && nb == na && memcmp(da, db, na) == 0, "dropout 0.2, same seed: the same bytes");
+    CHECK(dr && nr == na && memcmp(da, dr, na) == 0, "dropout 0.2, resumed: the same bytes");
+    CHECK(dc && nc == na && memcmp(da, dc, na) != 0, "dropout 0.2, another seed: another adapter");
+    free(d0); free(da); free(db); free(dr); free(dc);
     /* a checkpoint of another run is refused */
     FILE * f = fopen(ckpt, "wb");
     fputs("not a checkpoint", f);
@@ -476,9 +592,22 @@ static void test_stories(void) {
 }
 
 int main(void) {
-    grad_check(KILN_TYPE_F32, 1e-5, 1e-8);
-    grad_check(KILN_TYPE_Q8_0, 2e-3, 2e-3);
-    grad_check(KILN_TYPE_Q4_0, 2e-3, 2e-3);
+    grad_check(KILN_TYPE_F32, 1e-5, 1e-8, 0.0f);
+    grad_check(KILN_TYPE_F32, 1e-5, 1e-8, 0.3f);
+    grad_check(KILN_TYPE_Q8_0, 2e-3, 2e-3, 0.0f);
+    grad_check(KILN_TYPE_Q4_0, 2e-3, 2e-3, 0.0f);
+    static const struct arch_case archs[] = {
+        { "qwen3", true, true, false, false, false, 0, 0, 0 },
+        { "gemma2", true, false, true, true, true, 2.0, 3.0, 8 },
+        { "gemma3", true, true, true, true, true, 0, 0, 8 },
+    };
+    const struct arch_case llama = AC;
+    for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++) {
+        AC = archs[i];
+        grad_check(KILN_TYPE_F32, 1e-5, 1e-8, 0.0f);
+        grad_check(KILN_TYPE_Q8_0, 2e-3, 2e-3, 0.0f);
+    }
+    AC = llama;
     test_stories();
     return tu_finish();
 }

@@ -378,10 +378,10 @@ test('Kernels page: GFLOPS bar chart from the worker', async () => {
   await p.close();
 });
 
-test('Train and Listen pages are in the navigation (the chat is the Generate page)', async () => {
+test('Train, Fine-tune, Listen and Transcribe pages are in the navigation (the chat is the Generate page)', async () => {
   const p = await open(isolated, 'train.html');
   const links = await p.$$eval('header nav a', (as) => as.map((a) => a.textContent));
-  assert.deepEqual(links, ['Generate', 'Kernels', 'Train', 'Listen']);
+  assert.deepEqual(links, ['Generate', 'Kernels', 'Train', 'Fine-tune', 'Listen', 'Transcribe']);
   assert.ok(await p.isVisible('[data-testid=train-start]'));
   await p.screenshot({ path: path.join(ARTIFACTS, 'train.png'), fullPage: true });
   await p.close();

@@ -1,8 +1,11 @@
 // model.finetune(): LoRA fine-tuning of stories260K in the engine worker on
 // 200 lines about "Zorbu the otter" (tests/data/zorbu), st and mt builds:
-// the validation loss halves, and llama.cpp (node-llama-cpp 3.21.1) loading
-// stories260K + the adapter trained here in wasm generates greedily, from
-// "Once upon a time", text that names Zorbu.
+// the validation loss halves; Kiln's own greedy generation from "Once upon a
+// time" with the adapter (loadModel(src, {lora})) names Zorbu and the base
+// model's does not; and llama.cpp (node-llama-cpp 3.21.1) loading
+// stories260K + the adapter trained here in wasm names Zorbu too.
+// LoRA dropout: 0 gives the adapter of a run without the option, byte for
+// byte; > 0 another one, the same for the same seed.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -53,6 +56,16 @@ describe.each(BUILDS)('finetune (%s)', (build) => {
     expect(ggufString(r.adapter, 'general.type')).toBe('adapter');
     expect(ggufString(r.adapter, 'adapter.type')).toBe('lora');
     expect(ggufString(r.adapter, 'general.architecture')).toBe('llama');
+    // Kiln's own greedy generation with the adapter names Zorbu; the base model's does not
+    const tuned = await kiln.loadModel(MODEL, { lora: [{ source: r.adapter.slice(), scale: 1 }] });
+    try {
+      const greedy = { maxTokens: 48, temperature: 0 };
+      const withAdapter = await tuned.complete('Once upon a time', greedy);
+      const base = await model.complete('Once upon a time', greedy);
+      console.log(`# Kiln ${build} + adapter: Once upon a time${withAdapter.text}\n# Kiln ${build} base: Once upon a time${base.text}`);
+      expect(withAdapter.text).toContain('Zorbu');
+      expect(base.text).not.toContain('Zorbu');
+    } finally { tuned.free(); }
     // llama.cpp with the adapter names Zorbu
     const dir = mkdtempSync(path.join(tmpdir(), 'kiln-finetune-'));
     try {
@@ -81,6 +94,23 @@ describe.each(BUILDS)('finetune (%s)', (build) => {
     // the engine still generates afterwards
     const c = await model.complete('Once upon a time', { maxTokens: 4, temperature: 0 });
     expect(c.tokens.length).toBeGreaterThan(0);
+  });
+
+  it('dropout: 0 is the run without it, > 0 changes the adapter the same way for a seed', async () => {
+    const data = DATA.split('\n').slice(0, 60).join('\n');
+    const run = async (extra: { dropout?: number; seed?: number }) =>
+      (await model.finetune({ data, nCtx: 32, batchSize: 4, epochs: 1, lr: 1e-2, valFraction: 0, seed: 3, ...extra })).adapter;
+    const plain = await run({});
+    const zero = await run({ dropout: 0 });
+    const a = await run({ dropout: 0.25 });
+    const b = await run({ dropout: 0.25 });
+    const other = await run({ dropout: 0.25, seed: 4 });
+    expect(Buffer.from(zero).equals(Buffer.from(plain))).toBe(true);
+    expect(a.byteLength).toBe(plain.byteLength);
+    expect(Buffer.from(a).equals(Buffer.from(plain))).toBe(false);
+    expect(Buffer.from(b).equals(Buffer.from(a))).toBe(true);
+    expect(Buffer.from(other).equals(Buffer.from(a))).toBe(false);
+    await expect(model.finetune({ data, dropout: 1 })).rejects.toThrow(/dropout 1 must be in \[0, 1\)/);
   });
 
   it('stops on abort and refuses bad options with a message', async () => {

@@ -4,17 +4,22 @@
 //  - the validation loss (held-out lines) must fall by at least half;
 //  - the adapter's GGUF metadata is llama.cpp's LoRA layout (read with
 //    node-llama-cpp's GGUF reader);
+//  - Kiln's own greedy generation from "Once upon a time" (kiln-generate
+//    --lora ADAPTER) names Zorbu; kiln-generate without the adapter does not;
 //  - llama.cpp (node-llama-cpp 3.21.1) loading base + adapter generates,
 //    greedily from "Once upon a time", text that names Zorbu; the base
-//    model alone does not (so it is the adapter that does it).
+//    model alone does not (so it is the adapter that does it);
+//  - --lora-dropout: 0 writes the bytes of a run without the option, 0.2
+//    other bytes, the same twice; an out-of-range value is refused by name.
 //
 //   node tests/oracle/finetune.mjs [--build DIR]
-import { execFileSync } from "node:child_process";
-import { mkdirSync } from "node:fs";
+import { execFileSync, spawnSync } from "node:child_process";
+import { mkdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { readGgufFileInfo } from "node-llama-cpp";
 import { loadOracleLlama } from "./llamacpp.mjs";
+import { runTool } from "./compare.mjs";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 const argv = process.argv.slice(2);
@@ -43,6 +48,20 @@ check(steps.length > 0 && steps.every((s) => Number.isFinite(s.loss)), "kiln-fin
 const v0 = vals[0]?.val_loss, v1 = vals.at(-1)?.val_loss;
 check(vals.length >= 2 && v1 <= v0 / 2, "validation loss falls by at least half", `(${v0?.toFixed(4)} -> ${v1?.toFixed(4)}, ${((Date.now() - t0) / 1000).toFixed(1)} s)`);
 
+// ---- --lora-dropout on short runs (3 steps)
+const short = (name, extra) => {
+    const f = path.join(outDir, name);
+    runTool(path.join(build, "bin/kiln-finetune"), ["-m", model, "--data", data, "--ctx", "32", "--batch", "4", "--lr", "1e-2",
+        "--seed", "5", "--threads", "1", "--stop-after", "3", "-o", f, ...extra]);
+    return readFileSync(f);
+};
+const plain = short("plain.gguf", []), zero = short("drop0.gguf", ["--lora-dropout", "0"]);
+const dropA = short("dropA.gguf", ["--lora-dropout", "0.2"]), dropB = short("dropB.gguf", ["--lora-dropout", "0.2"]);
+check(zero.equals(plain), "--lora-dropout 0 writes the bytes of a run without it");
+check(!dropA.equals(plain) && dropA.equals(dropB), "--lora-dropout 0.2 changes the adapter, the same way twice");
+const bad = spawnSync(path.join(build, "bin/kiln-finetune"), ["-m", model, "--data", data, "--lora-dropout", "1.5", "-o", path.join(outDir, "bad.gguf")], { encoding: "utf8" });
+check(bad.status !== 0 && /dropout/.test(bad.stderr), "--lora-dropout 1.5 refused", JSON.stringify(bad.stderr.trim()));
+
 // ---- the file as llama.cpp's loader expects it
 const info = await readGgufFileInfo(adapter, { readTensorInfo: true });
 const meta = info.metadata;
@@ -54,6 +73,13 @@ const qb = tensors.find((t) => t.name === "blk.0.attn_q.weight.lora_b");
 check(tensors.length === 5 * 2 * 2 && qa && qb && String(qa.dimensions) === "64,8" && String(qb.dimensions) === "8,64",
     "adapter tensors: <base>.lora_a [n_in, r], <base>.lora_b [r, n_out] for q and v of 5 layers",
     qa && qb ? `(${tensors.length} tensors, lora_a ${qa.dimensions}, lora_b ${qb.dimensions})` : `(${tensors.length} tensors)`);
+
+// ---- Kiln generates with the adapter (kiln-generate --lora)
+const kilnGreedy = (lora) => runTool(path.join(build, "bin/kiln-generate"),
+    ["-m", model, "-p", "Once upon a time", "-n", "48", "--temp", "0", "-t", "1", ...(lora ? ["--lora", adapter] : [])]);
+const kilnBase = kilnGreedy(false), kilnTuned = kilnGreedy(true);
+check(kilnBase.startsWith("Once upon a time") && !kilnBase.includes("Zorbu"), "kiln-generate without the adapter does not say Zorbu", JSON.stringify(kilnBase));
+check(kilnTuned.startsWith("Once upon a time") && kilnTuned.includes("Zorbu"), "kiln-generate --lora with the adapter says Zorbu", JSON.stringify(kilnTuned));
 
 // ---- llama.cpp generates with the adapter
 const llama = await loadOracleLlama();
