@@ -30,5 +30,9 @@ if [ ! -e wasm/dist/st/kiln-st.wasm ] || [ ! -e wasm/dist/mt/kiln-mt.wasm ] || n
   bash scripts/build-wasm.sh
 fi
 
+# tests/e2e/arch.test.mjs: the random-weight models of every architecture
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build -j"$(nproc)" --target kiln-synth-model >/dev/null
+
 echo "== browser tests (chromium $("$CHROMIUM" --version 2>/dev/null | awk '{print $2}'))"
 node --test --test-concurrency=1 tests/e2e/
