@@ -31,9 +31,10 @@ if [ ! -e wasm/dist/st/kiln-st.wasm ] || [ ! -e wasm/dist/mt/kiln-mt.wasm ] || n
 fi
 
 # the native generators the tests write their random-weight models with:
-# kiln-whisper-random (Transcribe page), kiln-synth-encoder (tests/e2e/embed.test.mjs)
+# kiln-whisper-random (Transcribe page), kiln-synth-encoder (tests/e2e/embed.test.mjs),
+# kiln-synth-model (tests/e2e/arch.test.mjs: every architecture)
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build -j"$(nproc)" --target kiln-whisper-random kiln-synth-encoder >/dev/null
+cmake --build build -j"$(nproc)" --target kiln-whisper-random kiln-synth-encoder kiln-synth-model >/dev/null
 
 echo "== browser tests (chromium $("$CHROMIUM" --version 2>/dev/null | awk '{print $2}'))"
 node --test --test-concurrency=1 tests/e2e/

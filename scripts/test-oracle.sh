@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Cross-check against llama.cpp (node-llama-cpp's prebuilt CPU build, a
 # devDependency): builds the native tools, the fixtures (build/oracle/), and
-# runs tests/oracle/oracle.mjs, tests/oracle/arch.mjs (every decoder
+# runs tests/oracle/oracle.mjs, tests/oracle/pretok.mjs (the BPE
+# pre-tokenizers against llama.cpp's), tests/oracle/arch.mjs (every decoder
 # architecture on random-weight models from kiln-synth-model),
 # tests/oracle/embed.mjs (embeddings of bert / nomic-bert encoders and a
 # decoder against llama.cpp's), tests/oracle/chat-template.mjs (built-in chat
@@ -39,6 +40,8 @@ if [ "$(uname -s)-$(uname -m)" = "Linux-x86_64" ]; then
   "$B/ggml_repack_check" "$GGML_BINS/libggml-base.so" "$GGML_BINS/libggml-cpu-haswell.so" || rc=1
 fi
 node tests/oracle/oracle.mjs --build "$B" --json build/oracle/result.json || rc=1
+# byte-level BPE pre-tokenizers: every tokenizer.ggml.pre name Kiln accepts against llama.cpp's tokenizer
+node tests/oracle/pretok.mjs --build "$B" || rc=1
 # every decoder architecture x weight type on random-weight models (build/oracle-arch/)
 node tests/oracle/arch.mjs --build "$B" --json "$B/oracle-arch/result.json" || rc=1
 # embeddings (bert / nomic-bert random-weight encoders, stories260K) against llama.cpp's

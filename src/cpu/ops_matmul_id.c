@@ -5,34 +5,53 @@
  * mul_mat_id groups the (slot, token) rows by expert (thread 0, in slot-
  * then-token order, so the grouping is the same for any thread count), then
  * hands out blocks of one expert's rows x weight rows by the chunk counter.
+ *
+ * Q4_K experts repacked to the x8 layout (repack.h; llama.cpp's AVX2 build
+ * repacks 3-D expert tensors too, when ne[1] % 8 == 0): every activation row
+ * is quantized to q8_K by the plain row quantizer and each group of 8 weight
+ * rows is summed in the x8 mat-vec order, one row at a time, as llama.cpp's
+ * mul_mat_id over repacked weights does (its gemv per row, never its gemm).
  */
 #include "ops_matmul.h"
+#include "repack.h"
 
 #include <limits.h>
+#include <math.h>
 
 #define ID_BLOCK0 32  /* weight rows per chunk */
 #define ID_BLOCK1 16  /* activation rows (slot, token) per chunk */
 
 struct id_layout {
-    size_t off_map;   /* int32 offsets[n_as + 1] */
-    size_t off_ent;   /* int32 entries[2 * n_used * n_tok]: (slot, token) */
-    size_t off_err;   /* int32 bad id flag */
+    size_t off_map;    /* int32 offsets[n_as + 1] */
+    size_t off_ent;    /* int32 entries[2 * n_used * n_tok]: (slot, token) */
+    size_t off_err;    /* int32 bad id flag */
+    size_t off_unpack; /* repacked experts without a group kernel: one plain row per thread */
     size_t total;
 };
 
 static void id_layout(const struct kiln_tensor * dst, const struct kiln_mm_act * act, int nth, struct id_layout * l) {
     const int64_t n_as = dst->src[0]->ne[2];
     const int64_t n_rows = dst->src[2]->ne[0] * dst->src[2]->ne[1];
+    const size_t unpack = kiln_repacked_rows(dst->src[0]) ? KILN_PAD(dst->src[0]->nb[1], KILN_MM_ALIGN) : 0;
     l->off_map = kiln_mm_act_work(act, nth);
     l->off_map = KILN_PAD(l->off_map, KILN_MM_ALIGN);
     l->off_ent = l->off_map + KILN_PAD((size_t)(n_as + 1) * sizeof(int32_t), KILN_MM_ALIGN);
     l->off_err = l->off_ent + KILN_PAD((size_t) n_rows * 2 * sizeof(int32_t), KILN_MM_ALIGN);
-    l->total = l->off_err + KILN_MM_ALIGN;
+    l->off_unpack = l->off_err + KILN_MM_ALIGN;
+    l->total = l->off_unpack + unpack * (size_t) nth;
+}
+
+/* the activations' plan: every row through the plain quantizer (no 4-row
+ * q8_K rule: llama.cpp's repacked mul_mat_id quantizes row by row) */
+static bool id_act_plan(const struct kiln_kernels * k, const struct kiln_tensor * dst, struct kiln_mm_act * act) {
+    if (!kiln_mm_act_plan(k, "mul_mat_id", dst->src[0], dst->src[1], act)) return false;
+    act->x4_rule = false;
+    return true;
 }
 
 size_t kiln_cpu_work_mul_mat_id(const struct kiln_tensor * dst, int n_threads) {
     struct kiln_mm_act act;
-    if (!kiln_mm_act_plan(kiln_kernels(), "mul_mat_id", dst->src[0], dst->src[1], &act)) return 0;
+    if (!id_act_plan(kiln_kernels(), dst, &act)) return 0;
     struct id_layout l;
     id_layout(dst, &act, n_threads, &l);
     return l.total;
@@ -51,12 +70,13 @@ enum kiln_status kiln_cpu_fwd_mul_mat_id(const struct kiln_compute_params * para
         kiln_set_error("mul_mat_id: the rows of as must be contiguous (kiln_cont it first)");
         return KILN_STATUS_UNSUPPORTED;
     }
-    if (kiln_tensor_is_repacked(as)) {
-        kiln_set_error("mul_mat_id: expert weights '%s' are repacked (only mul_mat reads that layout)", as->name);
+    const int rep = kiln_repacked_rows(as);
+    if (kiln_tensor_is_repacked(as) && (as->type != KILN_TYPE_Q4_K || rep <= 0 || as->ne[1] % rep != 0)) {
+        kiln_set_error("mul_mat_id: expert weights '%s' are repacked in a layout it does not read (Q4_K x8 with whole groups only)", as->name);
         return KILN_STATUS_UNSUPPORTED;
     }
     struct kiln_mm_act act;
-    if (!kiln_mm_act_plan(k, "mul_mat_id", as, b, &act)) return KILN_STATUS_UNSUPPORTED;
+    if (!id_act_plan(k, dst, &act)) return KILN_STATUS_UNSUPPORTED;
     struct id_layout l;
     id_layout(dst, &act, params->nth, &l);
     if (l.total > params->wsize) {
@@ -110,6 +130,10 @@ enum kiln_status kiln_cpu_fwd_mul_mat_id(const struct kiln_compute_params * para
     for (int64_t e = 0; e < n_as; e++) nchunks += nbl0 * ((offs[e + 1] - offs[e] + ID_BLOCK1 - 1) / ID_BLOCK1);
     if (nchunks > INT_MAX) nchunks = INT_MAX;
     const kiln_vec_dot_t dot = k->vec_dot[as->type];
+    const kiln_vec_dot_t dot8 = rep ? k->vec_dot_x4[as->type] : NULL;
+    const int shift = rep ? kiln_repack_scale_shift(as) : 0;
+    const float unshift = ldexpf(1.0f, -shift);
+    char * unpacked = (char *) params->wdata + l.off_unpack + (rep ? KILN_PAD(as->nb[1], KILN_MM_ALIGN) * (size_t) params->ith : 0);
 
     int64_t c;
     while ((c = kiln_chunk_next(params)) < nchunks) {
@@ -126,7 +150,25 @@ enum kiln_status kiln_cpu_fwd_mul_mat_id(const struct kiln_compute_params * para
             const int64_t s = ent[2 * q], t = ent[2 * q + 1];
             const char * brow = kiln_mm_act_row(params, b, &act, s % ne11, t, 0);
             float * drow = (float *) ((char *) dst->data + s * dst->nb[1] + t * dst->nb[2]);
-            for (int64_t i = i0; i < i1; i++) dot(K, &drow[i], a + i * as->nb[1], brow);
+            if (!rep) {
+                for (int64_t i = i0; i < i1; i++) dot(K, &drow[i], a + i * as->nb[1], brow);
+                continue;
+            }
+            /* i0 is a multiple of ID_BLOCK0 (of rep) and N of rep: whole groups */
+            for (int64_t i = i0; i < i1; i += rep) {
+                const char * group = a + i * as->nb[1];
+                if (dot8) {
+                    dot8(K, &drow[i], group, brow);
+                    if (shift) {
+                        for (int r = 0; r < rep; r++) drow[i + r] *= unshift;
+                    }
+                    continue;
+                }
+                for (int r = 0; r < rep; r++) {
+                    kiln_repack_unpack_row(as->type, shift, group, r, K, unpacked);
+                    dot(K, &drow[i + r], unpacked, brow);
+                }
+            }
         }
     }
     return KILN_STATUS_SUCCESS;

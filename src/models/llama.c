@@ -202,7 +202,8 @@ static bool alloc_cache(struct kiln_model * m) {
  * kiln_repack_tensor, src/cpu/repack.h), where the kernels in use have an
  * interleaved kernel for the type. q8_0: same results. q4_0 / iq4_nl: then
  * summed in llama.cpp's repacked order, so only where llama.cpp repacks too
- * (ne[1] % 8 == 0), which keeps greedy output equal to its. Never the token
+ * (ne[1] % 8 == 0), which keeps greedy output equal to its; q4_K likewise,
+ * its 3-D expert tensors included. Never the token
  * embedding (get_rows reads it, also when the output is tied to it).
  * KILN_NO_REPACK=1 keeps the file layout (for A/B benchmarks). */
 static void repack_one(struct kiln_tensor * w) {
@@ -219,6 +220,12 @@ static void repack_weights(struct kiln_model * m) {
         struct kiln_tensor * ws[] = { L->wq, L->wk, L->wv, L->wo, L->ffn_gate, L->ffn_up, L->ffn_down, L->wqkv,
                                       L->gate_shexp, L->up_shexp, L->down_shexp };
         for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) repack_one(ws[i]);
+        /* experts: Q4_K only (mul_mat_id reads the x8 layout and sums it as
+         * llama.cpp's repacked mul_mat_id does; other types stay plain) */
+        struct kiln_tensor * exps[] = { L->gate_exps, L->up_exps, L->down_exps };
+        for (size_t i = 0; i < sizeof exps / sizeof exps[0]; i++) {
+            if (exps[i] && exps[i]->type == KILN_TYPE_Q4_K) repack_one(exps[i]);
+        }
     }
     if (m->output != m->tok_embd) repack_one(m->output);
 }

@@ -444,6 +444,79 @@ static size_t m_trailing_ws(const struct frag * f, size_t pos, const void * arg)
     return f->end - pos;
 }
 
+/* gpt-4o (Phi-4-mini, Llama 4, ...), as llama.cpp rewrites it for std::regex:
+ *   [^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))*((?=[\p{L}])([^A-Z]))+(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?
+ *  |[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))+((?=[\p{L}])([^A-Z]))*(?:<the same contractions>)?
+ *  |\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+
+ * on the collapsed text, where every non-ASCII letter is one and the same
+ * byte: it is neither a-z nor A-Z, so it counts as upper case AND as lower
+ * case ("ÉCOLE" splits as "É" "COLE"). The matcher follows ECMAScript's
+ * backtracking: the first alternative that matches, quantifiers greedy. */
+static bool cls_upper_like(uint32_t c) { return cls_letter(c) && !(c >= 'a' && c <= 'z'); }
+static bool cls_lower_like(uint32_t c) { return cls_letter(c) && !(c >= 'A' && c <= 'Z'); }
+static bool cls_other(uint32_t c)      { return !cls_ws(c) && !cls_letter(c) && !cls_number(c); }
+
+static size_t m_gpt4o(const struct frag * f, size_t pos, const void * arg) {
+    (void) arg;
+    const uint32_t * t = f->cpts;
+    const size_t end = f->end;
+    const uint32_t c = t[pos];
+    /* the two letter alternatives: an optional prefix, then the letters */
+    size_t s = pos;
+    if (c != '\r' && c != '\n' && !cls_letter(c) && !cls_number(c) && pos + 1 < end && cls_letter(t[pos + 1])) {
+        s = pos + 1;
+    }
+    if (cls_letter(t[s])) {
+        size_t n_up = 0;
+        while (s + n_up < end && cls_upper_like(t[s + n_up])) {
+            n_up++;
+        }
+        /* the upper-case run gives back code points until a lower-case one
+         * can follow it; when none can, the second alternative takes the run */
+        size_t e = s + n_up;
+        for (size_t k = n_up + 1; k-- > 0;) {
+            if (s + k < end && cls_lower_like(t[s + k])) {
+                e = s + k;
+                while (e < end && cls_lower_like(t[e])) {
+                    e++;
+                }
+                break;
+            }
+        }
+        return e + contraction(f, e, true) - pos;
+    }
+    if (cls_number(c)) {
+        size_t n = 1;
+        while (n < 3 && pos + n < end && cls_number(t[pos + n])) {
+            n++;
+        }
+        return n;
+    }
+    size_t p = pos + (c == ' ' && pos + 1 < end && cls_other(t[pos + 1]));
+    if (cls_other(t[p])) {
+        while (p < end && cls_other(t[p])) {
+            p++;
+        }
+        while (p < end && (t[p] == '\r' || t[p] == '\n' || t[p] == '/')) {
+            p++;
+        }
+        return p - pos;
+    }
+    /* whitespace: through the last \r or \n of the run; else all of it but
+     * the last one when something follows; else all of it */
+    size_t n_ws = 0, last_rn = 0;
+    while (pos + n_ws < end && cls_ws(t[pos + n_ws])) {
+        if (t[pos + n_ws] == '\r' || t[pos + n_ws] == '\n') {
+            last_rn = n_ws + 1;
+        }
+        n_ws++;
+    }
+    if (last_rn > 0) {
+        return last_rn;
+    }
+    return (n_ws > 1 && pos + n_ws < end) ? n_ws - 1 : n_ws;
+}
+
 /* ---- the expressions per pre-tokenizer */
 
 enum step_kind { STEP_GPT2, STEP_LLAMA3, STEP_QWEN2, STEP_REGEX };
@@ -497,6 +570,9 @@ static int steps_for(enum pretok_type type, struct step * s) {
         case PRETOK_GPT2:
         case PRETOK_MPT:
             KIND(STEP_GPT2);
+            break;
+        case PRETOK_GPT4O:
+            REGEX(m_gpt4o, NULL);
             break;
         case PRETOK_DEFAULT:
         default:

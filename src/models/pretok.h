@@ -3,7 +3,8 @@
  * into words with the regular expressions llama.cpp uses for each
  * tokenizer.ggml.pre, reproducing its matching exactly (its hand-written
  * splitters for the GPT-2 / llama3 / qwen2 expressions, and std::regex
- * semantics on category-collapsed text for the others). Private.
+ * semantics on category-collapsed text for the others, gpt-4o's included).
+ * Private.
  */
 #ifndef KILN_MODELS_PRETOK_H
 #define KILN_MODELS_PRETOK_H
@@ -22,6 +23,7 @@ enum pretok_type {
     PRETOK_GPT2,
     PRETOK_REFACT,
     PRETOK_QWEN2,
+    PRETOK_GPT4O,
 };
 
 /* set up the expressions of a type once, before any concurrent use */

@@ -1,7 +1,7 @@
 /*
  * test_pretok.c — the pre-tokenizer splits for the tokenizer.ggml.pre types
  * that have no vocabulary file in tests/data (llama3, qwen2, deepseek-llm,
- * deepseek-coder, default, mpt/gpt-2, starcoder/refact, falcon), on strings
+ * deepseek-coder, default, mpt/gpt-2, starcoder/refact, falcon, gpt-4o), on strings
  * whose splits follow directly from llama.cpp's expressions.
  */
 #include "models/pretok.h"
@@ -46,6 +46,19 @@ int main(void) {
     tu_case = "qwen2";
     expect(PRETOK_QWEN2, "qwen2", "x 12345", "x| |1|2|3|4|5");
     expect(PRETOK_QWEN2, "qwen2", "don't", "don|'t");
+
+    tu_case = "gpt-4o";
+    expect(PRETOK_GPT4O, "gpt-4o", "Hello World", "Hello| World");
+    expect(PRETOK_GPT4O, "gpt-4o", "HELLOworld HeLLo", "HELLOworld| He|LLo");
+    /* a non-ASCII letter is upper and lower case on the collapsed text */
+    expect(PRETOK_GPT4O, "gpt-4o", "\xc3\x89" "COLE", "\xc3\x89|COLE");
+    expect(PRETOK_GPT4O, "gpt-4o", "\xe4\xb8\xad\xe6\x96\x87" "abc ABC\xe4\xb8\xad" "D",
+           "\xe4\xb8\xad\xe6\x96\x87" "abc| ABC\xe4\xb8\xad|D");
+    expect(PRETOK_GPT4O, "gpt-4o", "don't I'M 1234567", "don't| I'M| |123|456|7");
+    expect(PRETOK_GPT4O, "gpt-4o", "a!!\n/b", "a|!!\n/|b");
+    expect(PRETOK_GPT4O, "gpt-4o", "x  \n\n y", "x|  \n\n| y");
+    expect(PRETOK_GPT4O, "gpt-4o", "a   b end  ", "a|  | b| end|  ");
+    expect(PRETOK_GPT4O, "gpt-4o", "\t!x", "\t|!x");
 
     tu_case = "gpt2";
     expect(PRETOK_GPT2, "gpt-2", "Hello world 12345", "Hello| world| 12345");

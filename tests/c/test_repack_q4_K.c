@@ -12,7 +12,8 @@
  * on repacked weights with 1..13 activation rows (rows of full groups of
  * 4 batched with the 4-row q8_K rule, the others mat-vec), tail weight rows
  * (plain), broadcast batches, 1/2/4 threads, plus NMSE against a double
- * reference; unpack_row round trip; bad inputs.
+ * reference; mul_mat_id over repacked experts (every row mat-vec, plain q8_K
+ * quantizer); unpack_row round trip; bad inputs.
  */
 #include "util/test_util.h"
 #include "blocks.h"
@@ -210,6 +211,58 @@ static void test_mul_mat(int64_t K, int64_t N, int64_t M, int64_t ne02, int64_t 
     kiln_free(ctx);
 }
 
+/* mul_mat_id over repacked Q4_K experts (K values, N rows per expert,
+ * n_exp experts; ne11 activation rows per token, broadcast over n_used
+ * slots when 1; n_tok tokens): every (slot, token) row through the plain
+ * q8_K quantizer and the mat-vec order, as llama.cpp's repacked mul_mat_id */
+static void test_mul_mat_id(int64_t K, int64_t N, int64_t n_exp, int64_t n_used, int64_t ne11, int64_t n_tok) {
+    struct kiln_context * ctx = tu_ctx((size_t) (K * N * n_exp + K * ne11 * n_tok) * 16 + (8 << 20));
+    struct kiln_tensor * w = kiln_new_tensor_3d(ctx, KILN_TYPE_Q4_K, K, N, n_exp);
+    struct kiln_tensor * wr = kiln_new_tensor_3d(ctx, KILN_TYPE_Q4_K, K, N, n_exp);
+    struct kiln_tensor * x = kiln_new_tensor_3d(ctx, KILN_TYPE_F32, K, ne11, n_tok);
+    struct kiln_tensor * ids = kiln_new_tensor_2d(ctx, KILN_TYPE_I32, n_used, n_tok);
+    fill_q4_K(w);
+    memcpy(wr->data, w->data, kiln_nbytes(w));
+    tu_fill_uniform(x, -2, 2);
+    for (int64_t t = 0; t < n_tok; t++) {
+        for (int64_t s = 0; s < n_used; s++) ((int32_t *) ids->data)[t * n_used + s] = (int32_t) ((t * 3 + s * 5) % n_exp);
+    }
+    CHECK(kiln_repack_tensor(wr), "repack experts: %s", kiln_last_error());
+    struct kiln_tensor * y = kiln_mul_mat_id(ctx, wr, x, ids);
+    block_q8_K * yq = malloc(sizeof(block_q8_K) * (size_t) (K / QK_K));
+    for (int isa = 0; isa < KILN_ISA_COUNT; isa++) {
+        const struct kiln_kernels * kt = kiln_kernels_for_isa((enum kiln_isa) isa);
+        if (!kt || !kt->vec_dot_x4[KILN_TYPE_Q4_K]) continue;
+        kiln_cpu_force_isa(kt->isa);
+        for (int nth = 1; nth <= 4; nth *= 2) {
+            CHECK(tu_compute(ctx, y, nth) == KILN_STATUS_SUCCESS, "mul_mat_id repacked: %s", kiln_last_error());
+            int bad = 0;
+            for (int64_t t = 0; t < n_tok && !bad; t++) {
+                for (int64_t s = 0; s < n_used && !bad; s++) {
+                    const int32_t e = ((const int32_t *) ids->data)[t * n_used + s];
+                    kt->from_float[KILN_TYPE_Q8_K]((const float *) ((const char *) x->data + (s % ne11) * x->nb[1] + t * x->nb[2]), yq, K);
+                    for (int64_t i = 0; i < N; i++) {
+                        const block_q4_K * row = (const block_q4_K *) ((const char *) w->data + e * w->nb[2] + i * w->nb[1]);
+                        const float want = ref_row(K, row, yq, 0);
+                        const float got = *(const float *) ((const char *) y->data + i * y->nb[0] + s * y->nb[1] + t * y->nb[2]);
+                        if (memcmp(&want, &got, sizeof want)) {
+                            CHECK(0, "%s mul_mat_id K=%lld N=%lld %d threads: [%lld,%lld,%lld] %.9g vs %.9g", kt->isa, (long long) K,
+                                  (long long) N, nth, (long long) i, (long long) s, (long long) t, got, want);
+                            bad = 1;
+                            break;
+                        }
+                    }
+                }
+            }
+            CHECK(!bad, "%s mul_mat_id q4_K x8 K=%lld N=%lld experts=%lld used=%lld ne11=%lld tokens=%lld %d threads element by element",
+                  kt->isa, (long long) K, (long long) N, (long long) n_exp, (long long) n_used, (long long) ne11, (long long) n_tok, nth);
+        }
+    }
+    kiln_cpu_force_isa(NULL);
+    free(yq);
+    kiln_free(ctx);
+}
+
 static void test_bad_inputs(void) {
     struct kiln_context * ctx = tu_ctx(1 << 20);
     struct kiln_tensor * q = kiln_new_tensor_2d(ctx, KILN_TYPE_Q4_K, 256, 7);
@@ -231,6 +284,8 @@ int main(void) {
     test_mul_mat(256, 44, 7, 1, 1);      /* 5 groups and 4 plain tail rows */
     test_mul_mat(768, 24, 30, 1, 1);     /* more activation rows than one block of them */
     test_mul_mat(256, 16, 5, 2, 4);      /* broadcast batches */
+    test_mul_mat_id(512, 16, 4, 2, 1, 6);  /* activations broadcast over the slots, as the decoder's */
+    test_mul_mat_id(256, 40, 3, 3, 3, 5);  /* one activation row per slot; 40 rows: chunks of 32 + 8 */
     test_bad_inputs();
     printf("q4_K x8 kernels checked: %d cases\n", n_checked);
     if (!kiln_kernels_for_isa(KILN_ISA_AVX512)) printf("avx512 row NOT TESTED: this CPU/build has no AVX-512 F+BW+VL+VNNI\n");

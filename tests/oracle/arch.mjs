@@ -16,11 +16,12 @@
 // exits 1 when anything failed.
 //
 //   node tests/oracle/arch.mjs [--build DIR] [--json FILE] [--arch a,b] [--type f32,q8_0]
-import { mkdirSync, writeFileSync } from "node:fs";
+import { writeFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { describeOracle, loadOracleLlama, oracleIsaArgs } from "./llamacpp.mjs";
 import { firstDiff, logSoftmax, maxLogprobDiff, parseGenerate, runTool as run } from './compare.mjs';
+import { ARCH_TYPES, ARCH_VOCAB, archModel } from "./arch-models.mjs";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 const args = process.argv.slice(2);
@@ -35,17 +36,9 @@ for (let i = 0; i < args.length; i++) {
     else if (args[i] === "--type") onlyType = args[++i].split(",");
 }
 const bin = (name) => path.join(buildDir, "bin", name);
-const vocabDir = path.join(root, "tests/data/vocab");
-const modelDir = path.join(buildDir, "oracle-arch");
 
-// architecture -> the vocabulary its test model carries (SentencePiece for
-// the llama and gemma families, byte-level BPE for the others)
-const ARCHS = [
-    ["llama", "llama-spm"], ["qwen3", "gpt-2"], ["gemma", "llama-spm"], ["gemma2", "llama-spm"],
-    ["gemma3", "llama-spm"], ["granite", "gpt-2"], ["smollm3", "gpt-2"], ["olmo2", "gpt-2"],
-    ["phi3", "phi-3"], ["qwen2moe", "gpt-2"], ["qwen3moe", "gpt-2"],
-].filter(([a]) => !onlyArch || onlyArch.includes(a));
-const TYPES = onlyType ?? ["f32", "f16", "q8_0", "q4_K"];
+const ARCHS = ARCH_VOCAB.filter(([a]) => !onlyArch || onlyArch.includes(a));
+const TYPES = onlyType ?? ARCH_TYPES;
 const PROMPTS = [
     "Once upon a time",
     "The quick brown fox jumps over the lazy dog, and then it ran into the forest where",
@@ -90,13 +83,17 @@ const DRIFT = 5e-2;
 // is summed in those orders by Kiln's Q4_K x8 kernels (src/cpu/repack.h).
 const KNOWN_TYPES = {};
 // Cells (arch/type) whose arithmetic Kiln does not yet sum in llama.cpp's
-// order. MoE experts in Q4_K: llama.cpp's CPU repack also applies to the 3-D
-// expert tensors (its mul_mat_id over block_q4_Kx8, with the gemv/gemm
-// orders), while Kiln's mul_mat_id runs the plain Q4_K dot; the dense
-// layers of the same models are exact.
+// order. MoE experts in Q4_K are summed as llama.cpp's repacked mul_mat_id
+// does (x8 layout, every row mat-vec; src/cpu/ops_matmul_id.c): qwen3moe
+// Q4_K and qwen2moe Q4_K's one-by-one runs are exact. qwen2moe Q4_K with the
+// 18-token prompt as one batch still parts from llama.cpp (log-probs 0.12
+// apart after it, at a router near-tie; both engines' batched runs drift from
+// their one-by-one ones by 0.06-0.11). Suspected, not verified: the F32
+// shared-expert gate (one row of 256), which llama.cpp multiplies by a batch
+// with tinyBLAS, in another order than Kiln's F32 gemm; the F32/F16 cells get
+// an allowance for that order, Q4_K cells none.
 const KNOWN_CELLS = {
-    "qwen2moe/q4_K": "expert tensors: llama.cpp repacks them (Q4_K x8 in mul_mat_id), Kiln's mul_mat_id sums plain Q4_K",
-    "qwen3moe/q4_K": "expert tensors: llama.cpp repacks them (Q4_K x8 in mul_mat_id), Kiln's mul_mat_id sums plain Q4_K",
+    "qwen2moe/q4_K": "batched prompt: a rounding difference in qwen2moe's batched path (suspected: the F32 shared-expert gate's gemm order) flips a router near-tie",
 };
 const STRICT = process.env.KILN_ORACLE_STRICT === "1";
 
@@ -187,14 +184,12 @@ async function compareGreedy({ tag, kIds, ref, distAt, kLogitsAt, count, nearTie
     } else check(false, `greedy ${N_GEN} tokens ${tag}`, detail);
 }
 
-mkdirSync(modelDir, { recursive: true });
 const llama = await loadOracleLlama();
 console.log(describeOracle());
 const table = {};
 
-for (const [arch, vocab] of ARCHS) for (const wt of TYPES) {
-    const file = path.join(modelDir, `${arch}-${wt}.gguf`);
-    run(bin("kiln-synth-model"), [file, "--arch", arch, "--type", wt, "--vocab", path.join(vocabDir, `ggml-vocab-${vocab}.gguf`)]);
+for (const [arch] of ARCHS) for (const wt of TYPES) {
+    const file = archModel(buildDir, arch, wt);
     const lm = await llama.loadModel({ modelPath: file });
     const ctx = await lm.createContext({ contextSize: 256, batchSize: 256, threads: 1, sequences: 1, flashAttention: true });
     const seq = ctx.getSequence();

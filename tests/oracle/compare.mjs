@@ -2,9 +2,9 @@
 import { spawnSync } from "node:child_process";
 import path from "node:path";
 
-/** a native tool's stdout; throws with its stderr when it fails */
-export function runTool(cmd, argv) {
-    const r = spawnSync(cmd, argv, { encoding: "utf8", maxBuffer: 512 << 20 });
+/** a native tool's stdout (input: its stdin, if any); throws with its stderr when it fails */
+export function runTool(cmd, argv, input = undefined) {
+    const r = spawnSync(cmd, argv, { encoding: "utf8", maxBuffer: 512 << 20, input });
     if (r.error) throw r.error;
     if (r.status !== 0) throw new Error(`${path.basename(cmd)} ${argv.join(" ")} exited ${r.status}: ${r.stderr}`);
     return r.stdout;

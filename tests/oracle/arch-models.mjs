@@ -1,0 +1,40 @@
+// The random-weight decoder models every architecture test shares
+// (arch.mjs against llama.cpp, arch-wasm.mjs in the wasm engines,
+// tests/e2e/arch.test.mjs in Chromium): one file per architecture and weight
+// type, written by kiln-synth-model into BUILD/oracle-arch/ once and reused
+// while it is newer than the generator and its vocabulary (the generator is
+// deterministic, so a reused file is the file it would write again).
+import { existsSync, mkdirSync, renameSync, statSync } from "node:fs";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { runTool } from "./compare.mjs";
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
+
+/** architecture -> the vocabulary its test model carries (SentencePiece for
+ * the llama and gemma families and phi3, byte-level BPE for the others) */
+export const ARCH_VOCAB = [
+    ["llama", "llama-spm"], ["qwen3", "gpt-2"], ["gemma", "llama-spm"], ["gemma2", "llama-spm"],
+    ["gemma3", "llama-spm"], ["granite", "gpt-2"], ["smollm3", "gpt-2"], ["olmo2", "gpt-2"],
+    ["phi3", "phi-3"], ["qwen2moe", "gpt-2"], ["qwen3moe", "gpt-2"],
+];
+export const ARCH_TYPES = ["f32", "f16", "q8_0", "q4_K"];
+
+const mtime = (f) => statSync(f).mtimeMs;
+
+/** the path of the model of `arch` in weight type `wt`, written when missing or stale */
+export function archModel(buildDir, arch, wt) {
+    const vocab = ARCH_VOCAB.find(([a]) => a === arch)?.[1];
+    if (!vocab) throw new Error(`no test model for architecture '${arch}'`);
+    const dir = path.join(buildDir, "oracle-arch");
+    mkdirSync(dir, { recursive: true });
+    const file = path.join(dir, `${arch}-${wt}.gguf`);
+    const synth = path.join(buildDir, "bin", "kiln-synth-model");
+    const vocabFile = path.join(root, "tests/data/vocab", `ggml-vocab-${vocab}.gguf`);
+    if (!existsSync(file) || mtime(file) < mtime(synth) || mtime(file) < mtime(vocabFile)) {
+        // written aside, then renamed: an interrupted run leaves no file that looks fresh
+        runTool(synth, [`${file}.tmp`, "--arch", arch, "--type", wt, "--vocab", vocabFile]);
+        renameSync(`${file}.tmp`, file);
+    }
+    return file;
+}
