@@ -1,0 +1,72 @@
+// Runs in Chromium, driven by bench/vad-chromium.mjs: Silero VAD over the same
+// samples with Kiln's npm package (kiln.loadVad + vad.detect, build 'st', one
+// thread, its engine in a worker) and with onnxruntime-web's wasm backend
+// (numThreads 1, SIMD, on the page's thread) on Silero's ONNX export.
+// Each timed call is one pass over the whole recording; the driver calls
+// the engines in turn so that compared passes run next to each other.
+//   window.__vad.open({seconds, ggml, onnx, wav}) -> {windows, info}
+//   window.__vad.kiln() / window.__vad.ort() -> {ms, windows, speech_windows}
+//   window.__vad.close()
+import * as ort from '/node_modules/onnxruntime-web/dist/ort.wasm.min.mjs';
+
+const RATE = 16000, WIN = 512, CTX = 64;
+let x = null, kiln = null, vad = null, session = null;
+
+async function bytes(url) {
+  const r = await fetch(url);
+  if (!r.ok) throw new Error(`${url}: HTTP ${r.status}`);
+  return new Uint8Array(await r.arrayBuffer());
+}
+
+// the wav's 16-bit samples (header of 44 bytes), tiled to the asked length: as bench/vad-peers.mjs
+function tile(wav, n) {
+  const pcm = new Int16Array(wav.buffer, wav.byteOffset + 44, (wav.length - 44) >> 1);
+  const out = new Float32Array(n);
+  for (let i = 0; i < n; i++) out[i] = pcm[i % pcm.length] / 32768;
+  return out;
+}
+
+// onnxruntime-web, one window per run(): the 64 samples before the window
+// as context, the recurrent state carried over (Silero's streaming use)
+async function ortPass(len) {
+  const sr = new ort.Tensor('int64', BigInt64Array.from([16000n]));
+  let state = new Float32Array(256);
+  const ctx = new Float32Array(CTX);
+  let speech = 0, windows = 0;
+  for (let i = 0; i + WIN <= len; i += WIN) {
+    const inp = new Float32Array(CTX + WIN);
+    inp.set(ctx); inp.set(x.subarray(i, i + WIN), CTX);
+    const r = await session.run({ input: new ort.Tensor('float32', inp, [1, CTX + WIN]), state: new ort.Tensor('float32', state, [2, 1, 128]), sr });
+    state = r.stateN.data; ctx.set(x.subarray(i + WIN - CTX, i + WIN));
+    speech += r.output.data[0] >= 0.5; windows++;
+  }
+  return { speech_windows: speech, windows };
+}
+
+async function kilnPass(len) {
+  const probs = (await vad.detect(x.slice(0, len), RATE)).probs;
+  let speech = 0;
+  for (const p of probs) speech += p >= 0.5;
+  return { speech_windows: speech, windows: probs.length };
+}
+
+window.__vad = {
+  async open({ seconds, ggml, onnx, wav }) {
+    x = tile(await bytes(wav), seconds * RATE);
+    const { Kiln } = await import('/js/dist/index.js');
+    kiln = await Kiln.create({ threads: 1, build: 'st', wasmUrl: '/wasm/dist/' });
+    vad = await kiln.loadVad(await bytes(ggml));
+    ort.env.wasm.numThreads = 1;
+    ort.env.wasm.proxy = false;
+    ort.env.wasm.wasmPaths = '/node_modules/onnxruntime-web/dist/';
+    session = await ort.InferenceSession.create(await bytes(onnx), { executionProviders: ['wasm'] });
+    // one second through each, so the hot wasm functions are tiered up before timing
+    await kilnPass(RATE); await ortPass(RATE);
+    const info = kiln.info();
+    return { info: { build: info.build, simd: info.simdFlavor, isa: info.isa, threads: info.threads, ort_version: ort.env.versions?.web ?? null, crossOriginIsolated } };
+  },
+  async kiln() { const t0 = performance.now(); const r = await kilnPass(x.length); return { ms: performance.now() - t0, ...r }; },
+  async ort() { const t0 = performance.now(); const r = await ortPass(x.length); return { ms: performance.now() - t0, ...r }; },
+  async close() { vad?.free(); kiln?.destroy(); await session?.release?.(); },
+};
+window.__vad.ready = true;
