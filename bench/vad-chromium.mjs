@@ -6,7 +6,8 @@
 // file). One page (bench/vad-web/) holds both engines, served cross-origin
 // isolated by bench/peers/server.mjs; each round times one pass of each,
 // the order alternating between rounds, so that compared passes ran next to
-// each other. Prints one JSON line per engine (best and median pass), then
+// each other; before them, untimed passes through each
+// (three over 5 s, one over the whole recording). Prints one JSON line per engine (best and median pass), then
 // the per-round ratio Kiln ms / onnxruntime-web ms (below 1: Kiln faster).
 //
 //   node bench/vad-chromium.mjs [SECONDS=60] [ROUNDS=5]
@@ -47,7 +48,7 @@ try {
     throw new Error(`${fn}: ${String(e.message ?? e).split('\n')[0]} ${errors.slice(0, 3).join(' | ')}`);
   });
   const { info } = await call('open', {
-    seconds, ggml: '/tests/data/audio/ggml-silero-v6.2.0.bin', onnx: `/gguf/${path.basename(onnx)}`, wav: '/tests/data/audio/jfk.wav',
+    seconds, warmS: Math.min(seconds, 5), ggml: '/tests/data/audio/ggml-silero-v6.2.0.bin', onnx: `/gguf/${path.basename(onnx)}`, wav: '/tests/data/audio/jfk.wav',
   });
   const browser = context.browser()?.version() ?? null;
   const engines = { kiln: { impl: 'kiln-wasm-chromium', ms: [] }, ort: { impl: 'onnxruntime-web-wasm-chromium', ms: [] } };

@@ -4,7 +4,7 @@
 // (numThreads 1, SIMD, on the page's thread) on Silero's ONNX export.
 // Each timed call is one pass over the whole recording; the driver calls
 // the engines in turn so that compared passes run next to each other.
-//   window.__vad.open({seconds, ggml, onnx, wav}) -> {windows, info}
+//   window.__vad.open({seconds, warmS, ggml, onnx, wav}) -> {windows, info}
 //   window.__vad.kiln() / window.__vad.ort() -> {ms, windows, speech_windows}
 //   window.__vad.close()
 import * as ort from '/node_modules/onnxruntime-web/dist/ort.wasm.min.mjs';
@@ -51,7 +51,7 @@ async function kilnPass(len) {
 }
 
 window.__vad = {
-  async open({ seconds, ggml, onnx, wav }) {
+  async open({ seconds, warmS, ggml, onnx, wav }) {
     x = tile(await bytes(wav), seconds * RATE);
     const { Kiln } = await import('/js/dist/index.js');
     kiln = await Kiln.create({ threads: 1, build: 'st', wasmUrl: '/wasm/dist/' });
@@ -60,8 +60,12 @@ window.__vad = {
     ort.env.wasm.proxy = false;
     ort.env.wasm.wasmPaths = '/node_modules/onnxruntime-web/dist/';
     session = await ort.InferenceSession.create(await bytes(onnx), { executionProviders: ['wasm'] });
-    // one second through each, so the hot wasm functions are tiered up before timing
-    await kilnPass(RATE); await ortPass(RATE);
+    // untimed passes through each, so that V8 has tiered the hot wasm
+    // functions up (TurboFan) before anything is timed: a few short ones,
+    // then one over the whole recording (the first pass at full length ran
+    // 3x slower than the later ones when only the short ones preceded it)
+    for (let i = 0; i < 3; i++) { await kilnPass(warmS * RATE); await ortPass(warmS * RATE); }
+    await kilnPass(x.length); await ortPass(x.length);
     const info = kiln.info();
     return { info: { build: info.build, simd: info.simdFlavor, isa: info.isa, threads: info.threads, ort_version: ort.env.versions?.web ?? null, crossOriginIsolated } };
   },
