@@ -6,11 +6,17 @@
 // file). One page (bench/vad-web/) holds both engines, served cross-origin
 // isolated by bench/peers/server.mjs; each round times one pass of each,
 // the order alternating between rounds, so that compared passes ran next to
-// each other; before them, untimed passes through each
-// (three over 5 s, one over the whole recording). Prints one JSON line per engine (best and median pass), then
-// the per-round ratio Kiln ms / onnxruntime-web ms (below 1: Kiln faster).
+// each other; before them, untimed passes through each (three over 5 s, one
+// over the whole recording). Prints one JSON line per engine (best and median
+// pass), then the per-round ratio Kiln ms / onnxruntime-web ms (below 1: Kiln
+// faster). Needs the package built: js/dist (npm run build:ts) and
+// wasm/dist/st (scripts/build-wasm.sh).
 //
-//   node bench/vad-chromium.mjs [SECONDS=60] [ROUNDS=5]
+// Kiln's SIMD flavour is KilnOptions.simd: 'auto' (default) takes relaxed
+// SIMD in Chromium when wasm/dist/st-relaxed/ is built, else SIMD128; the
+// flavour used is in the kiln line ("simd").
+//
+//   node bench/vad-chromium.mjs [SECONDS=60] [ROUNDS=5] [--simd auto|relaxed|simd128]
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import os from 'node:os';
@@ -21,8 +27,11 @@ import { startServer } from './peers/server.mjs';
 const require = createRequire(import.meta.url);
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const CHROMIUM = process.env.KILN_CHROMIUM ?? '/usr/bin/chromium';
-const seconds = Number(process.argv[2] || 60);
-const rounds = Number(process.argv[3] || 5);
+const argv = process.argv.slice(2);
+const si = argv.indexOf('--simd');
+const simd = si >= 0 ? argv.splice(si, 2)[1] : 'auto';
+const seconds = Number(argv[0] || 60);
+const rounds = Number(argv[1] || 5);
 const cpu = os.cpus()[0]?.model ?? 'unknown';
 const out = (o) => console.log(JSON.stringify({ bench: 'vad', cpu, ...o }));
 const median = (a) => { const s = [...a].sort((p, q) => p - q); const m = s.length >> 1; return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2; };
@@ -48,7 +57,7 @@ try {
     throw new Error(`${fn}: ${String(e.message ?? e).split('\n')[0]} ${errors.slice(0, 3).join(' | ')}`);
   });
   const { info } = await call('open', {
-    seconds, warmS: Math.min(seconds, 5), ggml: '/tests/data/audio/ggml-silero-v6.2.0.bin', onnx: `/gguf/${path.basename(onnx)}`, wav: '/tests/data/audio/jfk.wav',
+    seconds, simd, warmS: Math.min(seconds, 5), ggml: '/tests/data/audio/ggml-silero-v6.2.0.bin', onnx: `/gguf/${path.basename(onnx)}`, wav: '/tests/data/audio/jfk.wav',
   });
   const browser = context.browser()?.version() ?? null;
   const engines = { kiln: { impl: 'kiln-wasm-chromium', ms: [] }, ort: { impl: 'onnxruntime-web-wasm-chromium', ms: [] } };

