@@ -14,6 +14,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import os from 'node:os';
 import { createRequire } from 'node:module';
+import { tileWav } from './vad-web/tile.js';
 
 const require = createRequire(import.meta.url);
 const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
@@ -39,11 +40,8 @@ for (const [impl, cmd, args] of [
 }
 
 // the same 60 s of samples for the ONNX runs
-const b = fs.readFileSync(jfk);
-const pcm = new Int16Array(b.buffer.slice(b.byteOffset + 44, b.byteOffset + b.length - ((b.length - 44) & 1)));
 const n = seconds * 16000;
-const x = new Float32Array(n);
-for (let i = 0; i < n; i++) x[i] = pcm[i % pcm.length] / 32768;
+const x = tileWav(new Uint8Array(fs.readFileSync(jfk)), n);
 
 async function runOrt(ort, impl, modelPath, opts) {
   const session = await ort.InferenceSession.create(modelPath, opts);

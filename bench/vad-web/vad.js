@@ -8,6 +8,7 @@
 //   window.__vad.kiln() / window.__vad.ort() -> {ms, windows, speech_windows}
 //   window.__vad.close()
 import * as ort from '/node_modules/onnxruntime-web/dist/ort.wasm.min.mjs';
+import { tileWav } from './tile.js';
 
 const RATE = 16000, WIN = 512, CTX = 64;
 let x = null, kiln = null, vad = null, session = null;
@@ -16,14 +17,6 @@ async function bytes(url) {
   const r = await fetch(url);
   if (!r.ok) throw new Error(`${url}: HTTP ${r.status}`);
   return new Uint8Array(await r.arrayBuffer());
-}
-
-// the wav's 16-bit samples (header of 44 bytes), tiled to the asked length: as bench/vad-peers.mjs
-function tile(wav, n) {
-  const pcm = new Int16Array(wav.buffer, wav.byteOffset + 44, (wav.length - 44) >> 1);
-  const out = new Float32Array(n);
-  for (let i = 0; i < n; i++) out[i] = pcm[i % pcm.length] / 32768;
-  return out;
 }
 
 // onnxruntime-web, one window per run(): the 64 samples before the window
@@ -52,7 +45,7 @@ async function kilnPass(len) {
 
 window.__vad = {
   async open({ seconds, simd, warmS, ggml, onnx, wav }) {
-    x = tile(await bytes(wav), seconds * RATE);
+    x = tileWav(await bytes(wav), seconds * RATE);
     const { Kiln } = await import('/js/dist/index.js');
     kiln = await Kiln.create({ threads: 1, build: 'st', simd, wasmUrl: '/wasm/dist/' });
     vad = await kiln.loadVad(await bytes(ggml));
