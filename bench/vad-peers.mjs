@@ -14,7 +14,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import os from 'node:os';
 import { createRequire } from 'node:module';
-import { tileWav } from './vad-web/tile.js';
+import { tileWav, ortPass } from './vad-web/silero.js';
 
 const require = createRequire(import.meta.url);
 const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
@@ -45,20 +45,7 @@ const x = tileWav(new Uint8Array(fs.readFileSync(jfk)), n);
 
 async function runOrt(ort, impl, modelPath, opts) {
   const session = await ort.InferenceSession.create(modelPath, opts);
-  const sr = new ort.Tensor('int64', BigInt64Array.from([16000n]));
-  const pass = async (len) => {
-    let state = new Float32Array(256);
-    const ctx = new Float32Array(64);
-    let speech = 0;
-    for (let i = 0; i + 512 <= len; i += 512) {
-      const inp = new Float32Array(576);
-      inp.set(ctx); inp.set(x.subarray(i, i + 512), 64);
-      const r = await session.run({ input: new ort.Tensor('float32', inp, [1, 576]), state: new ort.Tensor('float32', state, [2, 1, 128]), sr });
-      state = r.stateN.data; ctx.set(x.subarray(i + 448, i + 512));
-      speech += r.output.data[0] >= 0.5;
-    }
-    return speech;
-  };
+  const pass = async (len) => (await ortPass(ort, session, x, len)).speech_windows;
   await pass(16000);
   let best = Infinity, speech = 0;
   for (let r = 0; r < 5; r++) { const t0 = performance.now(); speech = await pass(n); best = Math.min(best, performance.now() - t0); }

@@ -8,9 +8,9 @@
 //   window.__vad.kiln() / window.__vad.ort() -> {ms, windows, speech_windows}
 //   window.__vad.close()
 import * as ort from '/node_modules/onnxruntime-web/dist/ort.wasm.min.mjs';
-import { tileWav } from './tile.js';
+import { tileWav, ortPass } from './silero.js';
 
-const RATE = 16000, WIN = 512, CTX = 64;
+const RATE = 16000;
 let x = null, kiln = null, vad = null, session = null;
 
 async function bytes(url) {
@@ -19,22 +19,7 @@ async function bytes(url) {
   return new Uint8Array(await r.arrayBuffer());
 }
 
-// onnxruntime-web, one window per run(): the 64 samples before the window
-// as context, the recurrent state carried over (Silero's streaming use)
-async function ortPass(len) {
-  const sr = new ort.Tensor('int64', BigInt64Array.from([16000n]));
-  let state = new Float32Array(256);
-  const ctx = new Float32Array(CTX);
-  let speech = 0, windows = 0;
-  for (let i = 0; i + WIN <= len; i += WIN) {
-    const inp = new Float32Array(CTX + WIN);
-    inp.set(ctx); inp.set(x.subarray(i, i + WIN), CTX);
-    const r = await session.run({ input: new ort.Tensor('float32', inp, [1, CTX + WIN]), state: new ort.Tensor('float32', state, [2, 1, 128]), sr });
-    state = r.stateN.data; ctx.set(x.subarray(i + WIN - CTX, i + WIN));
-    speech += r.output.data[0] >= 0.5; windows++;
-  }
-  return { speech_windows: speech, windows };
-}
+const ortPassX = (len) => ortPass(ort, session, x, len);
 
 async function kilnPass(len) {
   const probs = (await vad.detect(x.slice(0, len), RATE)).probs;
@@ -57,13 +42,13 @@ window.__vad = {
     // functions up (TurboFan) before anything is timed: a few short ones,
     // then one over the whole recording (the first pass at full length ran
     // 3x slower than the later ones when only the short ones preceded it)
-    for (let i = 0; i < 3; i++) { await kilnPass(warmS * RATE); await ortPass(warmS * RATE); }
-    await kilnPass(x.length); await ortPass(x.length);
+    for (let i = 0; i < 3; i++) { await kilnPass(warmS * RATE); await ortPassX(warmS * RATE); }
+    await kilnPass(x.length); await ortPassX(x.length);
     const info = kiln.info();
     return { info: { build: info.build, simd: info.simdFlavor, isa: info.isa, threads: info.threads, ort_version: ort.env.versions?.web ?? null, crossOriginIsolated } };
   },
   async kiln() { const t0 = performance.now(); const r = await kilnPass(x.length); return { ms: performance.now() - t0, ...r }; },
-  async ort() { const t0 = performance.now(); const r = await ortPass(x.length); return { ms: performance.now() - t0, ...r }; },
+  async ort() { const t0 = performance.now(); const r = await ortPassX(x.length); return { ms: performance.now() - t0, ...r }; },
   async close() { vad?.free(); kiln?.destroy(); await session?.release?.(); },
 };
 window.__vad.ready = true;
