@@ -7,12 +7,11 @@ import { mkdtempSync, mkdirSync, rmSync, readFileSync } from 'node:fs';
 import { tmpdir, availableParallelism } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { chromium } from 'playwright-core';
 import { startServer } from '../../web-demo/server.mjs';
+import { launchContext } from './shared.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const ARTIFACTS = path.join(ROOT, 'test-artifacts');
-const CHROMIUM = process.env.KILN_CHROMIUM ?? '/usr/bin/chromium';
 const MODEL_PATH = '/models/stories260K.gguf';
 // waits poll at an interval: playwright's default (every animation frame)
 // would add a predicate run and a DevTools round trip to each frame of the
@@ -32,21 +31,8 @@ before(async () => {
   isolated = await startServer({ port: 0, isolation: true, quiet: true });
   plain = await startServer({ port: 0, isolation: false, quiet: true });
   userDir = mkdtempSync(path.join(tmpdir(), 'kiln-e2e-'));
-  context = await chromium.launchPersistentContext(userDir, {
-    executablePath: CHROMIUM,
-    headless: true,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-      '--disable-background-networking', '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage'],
-    viewport: { width: 1100, height: 900 },
-  });
   // every page records main-thread long tasks from its first script on
-  await context.addInitScript(() => {
-    window.__longTasks = [];
-    try {
-      new PerformanceObserver((list) => { for (const e of list.getEntries()) window.__longTasks.push({ start: e.startTime, duration: e.duration }); })
-        .observe({ type: 'longtask', buffered: true });
-    } catch { /* not supported */ }
-  });
+  context = await launchContext(userDir, { longTasks: true });
 });
 
 after(async () => {

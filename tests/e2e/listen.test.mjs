@@ -13,11 +13,10 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { chromium } from 'playwright-core';
 import { startServer } from '../../web-demo/server.mjs';
+import { fakeMicArgs, launchContext } from './shared.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-const CHROMIUM = process.env.KILN_CHROMIUM ?? '/usr/bin/chromium';
 const JFK = path.join(ROOT, 'tests/data/audio/jfk.wav');
 const WHISPER = [[0.32, 2.27], [3.27, 4.41], [5.38, 7.68], [8.16, 10.62]];
 
@@ -30,15 +29,7 @@ before(async () => {
   const mic = path.join(tmp, 'mic.wav');
   execFileSync('sox', [JFK, mic, 'pad', '0', '2']);
   userDir = path.join(tmp, 'profile');
-  context = await chromium.launchPersistentContext(userDir, {
-    executablePath: CHROMIUM,
-    headless: true,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-      '--disable-background-networking', '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage',
-      '--use-fake-ui-for-media-stream', '--use-fake-device-for-media-stream', `--use-file-for-fake-audio-capture=${mic}%noloop`,
-      '--autoplay-policy=no-user-gesture-required'],
-    viewport: { width: 1100, height: 900 },
-  });
+  context = await launchContext(userDir, { args: fakeMicArgs(mic) });
 });
 
 after(async () => {

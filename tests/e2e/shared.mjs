@@ -8,13 +8,39 @@ import { chromium } from 'playwright-core';
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 export const CHROMIUM = process.env.KILN_CHROMIUM ?? '/usr/bin/chromium';
 
+const ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+  '--disable-background-networking', '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage'];
+
 export function launchChromium() {
-  return chromium.launch({
-    executablePath: CHROMIUM,
-    headless: true,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-      '--disable-background-networking', '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage'],
+  return chromium.launch({ executablePath: CHROMIUM, headless: true, args: ARGS });
+}
+
+/** Chromium flags for a fake microphone that plays WAV once */
+export function fakeMicArgs(wav) {
+  return ['--use-fake-ui-for-media-stream', '--use-fake-device-for-media-stream', `--use-file-for-fake-audio-capture=${wav}%noloop`,
+    '--autoplay-policy=no-user-gesture-required'];
+}
+
+/**
+ * A persistent context in userDir (IndexedDB, OPFS and the Cache API outlive
+ * a page), with extra flags; with longTasks every page records its main-thread
+ * tasks over 50 ms (PerformanceObserver 'longtask') in window.__longTasks from
+ * its first script on.
+ */
+export async function launchContext(userDir, { args = [], longTasks = false } = {}) {
+  const context = await chromium.launchPersistentContext(userDir, {
+    executablePath: CHROMIUM, headless: true, args: [...ARGS, ...args], viewport: { width: 1100, height: 900 },
   });
+  if (longTasks) {
+    await context.addInitScript(() => {
+      window.__longTasks = [];
+      try {
+        new PerformanceObserver((list) => { for (const e of list.getEntries()) window.__longTasks.push({ start: e.startTime, duration: e.duration }); })
+          .observe({ type: 'longtask', buffered: true });
+      } catch { /* not supported */ }
+    });
+  }
+  return context;
 }
 
 /** llama.cpp's greedy 200 tokens from "Once upon a time" (models/README.md), prompt included, BOS piece left out; null when absent */

@@ -7,12 +7,11 @@ import { mkdtempSync, mkdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { chromium } from 'playwright-core';
 import { startServer } from '../../web-demo/server.mjs';
+import { launchContext } from './shared.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const ARTIFACTS = path.join(ROOT, 'test-artifacts');
-const CHROMIUM = process.env.KILN_CHROMIUM ?? '/usr/bin/chromium';
 
 let server, context, userDir;
 
@@ -20,13 +19,7 @@ before(async () => {
   mkdirSync(ARTIFACTS, { recursive: true });
   server = await startServer({ port: 0, isolation: true, quiet: true });
   userDir = mkdtempSync(path.join(tmpdir(), 'kiln-e2e-train-'));
-  context = await chromium.launchPersistentContext(userDir, {
-    executablePath: CHROMIUM,
-    headless: true,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-      '--disable-background-networking', '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage'],
-    viewport: { width: 1100, height: 900 },
-  });
+  context = await launchContext(userDir);
 });
 
 after(async () => {

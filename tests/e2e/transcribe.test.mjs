@@ -15,10 +15,9 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { chromium } from 'playwright-core';
 import { startServer } from '../../web-demo/server.mjs';
 import { Kiln } from '../../js/dist/index.js';
-import { CHROMIUM, ROOT } from './shared.mjs';
+import { fakeMicArgs, launchContext, ROOT } from './shared.mjs';
 
 const DATA = path.join(ROOT, 'tests/data/audio');
 const JFK = path.join(DATA, 'jfk.wav');
@@ -50,22 +49,7 @@ before(async () => {
   const mic = path.join(tmp, 'mic.wav');
   execFileSync('sox', [JFK, mic, 'pad', '0', '2']);
   server = await startServer({ port: 0, isolation: true, quiet: true, mounts: { '/fixtures/': tmp } });
-  context = await chromium.launchPersistentContext(path.join(tmp, 'profile'), {
-    executablePath: CHROMIUM,
-    headless: true,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-      '--disable-background-networking', '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage',
-      '--use-fake-ui-for-media-stream', '--use-fake-device-for-media-stream', `--use-file-for-fake-audio-capture=${mic}%noloop`,
-      '--autoplay-policy=no-user-gesture-required'],
-    viewport: { width: 1100, height: 900 },
-  });
-  await context.addInitScript(() => {
-    window.__longTasks = [];
-    try {
-      new PerformanceObserver((list) => { for (const e of list.getEntries()) window.__longTasks.push({ start: e.startTime, duration: e.duration }); })
-        .observe({ type: 'longtask', buffered: true });
-    } catch { /* not supported */ }
-  });
+  context = await launchContext(path.join(tmp, 'profile'), { args: fakeMicArgs(mic), longTasks: true });
   node = await Kiln.create({ build: 'st', logLevel: 'error' });
   whisper = await node.loadWhisper(path.join(tmp, 'tiny.bin'));
   vad = await node.loadVad(path.join(DATA, 'ggml-silero-v6.2.0.bin'));
