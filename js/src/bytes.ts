@@ -156,25 +156,55 @@ export function planBytes(sched: Scheduler, source: ArrayBuffer | SharedArrayBuf
 }
 
 /**
- * @internal A small file's bytes as a fresh copy (loadVad's model, LoRA
- * adapters): bytes, a Blob, a URL, or a path in Node. who: the caller's name
- * for messages.
+ * @internal A file's bytes as a fresh copy, read on the page's side (loadVad's
+ * and loadWhisper's models, LoRA adapters): bytes, a Blob, a URL, or a path in
+ * Node. who: the caller's name for messages; a URL is read as it arrives
+ * (onProgress per chunk, signal aborts), the other sources report once.
  */
-export async function smallSourceBytes(source: unknown, who: string): Promise<Uint8Array> {
-  if (isBytes(source)) return viewOf(source).slice();
-  if (typeof Blob !== 'undefined' && source instanceof Blob) return new Uint8Array(await source.arrayBuffer());
-  if (typeof source === 'string' || source instanceof URL) {
+export async function smallSourceBytes(source: unknown, who: string,
+  opts: { onProgress?: (p: Progress) => void; signal?: AbortSignal } = {}): Promise<Uint8Array> {
+  let bytes: Uint8Array | null = null;
+  if (isBytes(source)) bytes = viewOf(source).slice();
+  else if (typeof Blob !== 'undefined' && source instanceof Blob) bytes = new Uint8Array(await source.arrayBuffer());
+  else if (typeof source === 'string' || source instanceof URL) {
     const s = String(source);
     const isNode = typeof process === 'object' && !!process.versions?.node;
-    if (isNode && !/^(https?|data|blob):/i.test(s)) {
-      const fs = await nodeImport('node:fs/promises') as { readFile(p: string | URL): Promise<Uint8Array> };
-      try { return new Uint8Array(await fs.readFile(s.startsWith('file:') ? new URL(s) : s)); } catch (e) {
-        throw new KilnError('BAD_SOURCE', `${who}: cannot read ${s}: ${e instanceof Error ? e.message : String(e)}`);
-      }
+    if (!(isNode && !/^(https?|data|blob):/i.test(s))) return download(s, who, opts);
+    const fs = await nodeImport('node:fs/promises') as { readFile(p: string | URL): Promise<Uint8Array> };
+    try { bytes = new Uint8Array(await fs.readFile(s.startsWith('file:') ? new URL(s) : s)); } catch (e) {
+      throw new KilnError('BAD_SOURCE', `${who}: cannot read ${s}: ${e instanceof Error ? e.message : String(e)}`);
     }
-    const r = await fetch(s);
-    if (!r.ok) throw new KilnError('BAD_SOURCE', `${who}: ${s}: HTTP ${r.status}`);
-    return new Uint8Array(await r.arrayBuffer());
+  } else throw new KilnError('BAD_SOURCE', `${who}: the source must be a URL, a path, bytes or a Blob`);
+  opts.onProgress?.({ loaded: bytes.byteLength, total: bytes.byteLength });
+  return bytes;
+}
+
+/** a fetch read as it arrives: progress per chunk, the signal stops it */
+async function download(url: string, who: string, opts: { onProgress?: (p: Progress) => void; signal?: AbortSignal }): Promise<Uint8Array> {
+  let r: Response;
+  try { r = await fetch(url, { signal: opts.signal }); } catch (e) {
+    if (opts.signal?.aborted) throw new KilnAbortError(`${who} aborted`);
+    throw new KilnError('BAD_SOURCE', `${who}: cannot fetch ${url}: ${errorText(e)}`);
   }
-  throw new KilnError('BAD_SOURCE', `${who}: the source must be a URL, a path, bytes or a Blob`);
+  if (!r.ok || !r.body) throw new KilnError('BAD_SOURCE', `${who}: ${url}: HTTP ${r.status}`);
+  const total = Number(r.headers.get('content-length') ?? NaN);
+  const parts: Uint8Array[] = [];
+  let loaded = 0;
+  const reader = r.body.getReader();
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      parts.push(value);
+      loaded += value.byteLength;
+      opts.onProgress?.({ loaded, total: Number.isFinite(total) ? total : loaded });
+    }
+  } catch (e) {
+    if (opts.signal?.aborted) throw new KilnAbortError(`${who} aborted`);
+    throw new KilnError('BAD_SOURCE', `${who}: ${url}: ${errorText(e)}`);
+  }
+  const out = new Uint8Array(loaded);
+  let o = 0;
+  for (const p of parts) { out.set(p, o); o += p.byteLength; }
+  return out;
 }

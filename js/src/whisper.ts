@@ -19,7 +19,7 @@
  * (where the page is cross-origin isolated; elsewhere the promise rejects
  * at once and the engine finishes the window it is in).
  */
-import { KilnAbortError, KilnError, errorText } from './errors.js';
+import { KilnError } from './errors.js';
 import { smallSourceBytes } from './bytes.js';
 import { mono, type AudioBufferLike, type Vad, type VadOptions } from './vad.js';
 import type { Kiln } from './kiln.js';
@@ -95,44 +95,8 @@ export interface Transcript {
 
 let nextWhisperId = 1;
 
-async function sourceBytes(source: WhisperSource, opts: WhisperLoadOptions): Promise<Uint8Array> {
-  const s = typeof source === 'string' || source instanceof URL ? String(source) : '';
-  if (!/^https?:/i.test(s)) {
-    const b = await smallSourceBytes(source, 'loadWhisper');
-    opts.onProgress?.({ loaded: b.byteLength, total: b.byteLength });
-    return b;
-  }
-  // a download: its progress, and the signal stops it
-  let r: Response;
-  try { r = await fetch(s, { signal: opts.signal }); } catch (e) {
-    if (opts.signal?.aborted) throw new KilnAbortError('loadWhisper aborted');
-    throw new KilnError('BAD_SOURCE', `loadWhisper: cannot fetch ${s}: ${errorText(e)}`);
-  }
-  if (!r.ok || !r.body) throw new KilnError('BAD_SOURCE', `loadWhisper: ${s}: HTTP ${r.status}`);
-  const total = Number(r.headers.get('content-length') ?? NaN);
-  const parts: Uint8Array[] = [];
-  let loaded = 0;
-  const reader = r.body.getReader();
-  try {
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      parts.push(value);
-      loaded += value.byteLength;
-      opts.onProgress?.({ loaded, total: Number.isFinite(total) ? total : loaded });
-    }
-  } catch (e) {
-    if (opts.signal?.aborted) throw new KilnAbortError('loadWhisper aborted');
-    throw new KilnError('BAD_SOURCE', `loadWhisper: ${s}: ${errorText(e)}`);
-  }
-  const out = new Uint8Array(loaded);
-  let o = 0;
-  for (const p of parts) { out.set(p, o); o += p.byteLength; }
-  return out;
-}
-
 export async function loadWhisper(kiln: Kiln, source: WhisperSource, opts: WhisperLoadOptions = {}): Promise<Whisper> {
-  const bytes = await sourceBytes(source, opts);
+  const bytes = await smallSourceBytes(source, 'loadWhisper', opts);
   const id = nextWhisperId++;
   const info = await kiln.sched.job({ t: 'whisperLoad', whisper: id, bytes: bytes.buffer as ArrayBuffer },
     { transfer: [bytes.buffer as ArrayBuffer], signal: opts.signal });
