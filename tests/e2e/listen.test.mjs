@@ -12,11 +12,9 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { startServer } from '../../web-demo/server.mjs';
-import { fakeMicArgs, launchContext } from './shared.mjs';
+import { fakeMicArgs, launchContext, ROOT } from './shared.mjs';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const JFK = path.join(ROOT, 'tests/data/audio/jfk.wav');
 const WHISPER = [[0.32, 2.27], [3.27, 4.41], [5.38, 7.68], [8.16, 10.62]];
 

@@ -6,11 +6,9 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, mkdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { startServer } from '../../web-demo/server.mjs';
-import { launchContext } from './shared.mjs';
+import { launchContext, ROOT } from './shared.mjs';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const ARTIFACTS = path.join(ROOT, 'test-artifacts');
 
 let server, context, userDir;
