@@ -65,8 +65,7 @@ function detach(buf: ArrayBuffer): ArrayBuffer | null {
 let channel: MessageChannel | null = null;
 const waiting: (() => void)[] = [];
 function nextTask(): Promise<void> {
-  const g = globalThis as any;
-  if (typeof g.setImmediate === 'function') return new Promise((r) => g.setImmediate(r));
+  if (typeof globalThis.setImmediate === 'function') return new Promise((r) => globalThis.setImmediate(r));
   if (typeof MessageChannel === 'function') {
     if (!channel) {
       channel = new MessageChannel();

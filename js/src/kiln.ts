@@ -115,7 +115,7 @@ export interface LoadOptions {
 }
 
 const LEVELS: Record<LogLevel, number> = { debug: 1, info: 2, warn: 3, error: 4, silent: 5 };
-const isNode = typeof process === 'object' && !!(process as any).versions?.node && typeof (globalThis as any).window === 'undefined';
+const isNode = typeof process === 'object' && !!process.versions?.node && typeof globalThis.window === 'undefined';
 let warnedSingleThread = false;
 
 /* the smallest module with a relaxed-SIMD instruction
@@ -131,7 +131,7 @@ export function relaxedSimdSupported(): boolean {
 function threadsPossible(): { ok: boolean; why: string } {
   if (isNode) return { ok: true, why: '' };
   if (typeof SharedArrayBuffer === 'undefined') return { ok: false, why: 'SharedArrayBuffer is not available' };
-  if ((globalThis as any).crossOriginIsolated !== true) return { ok: false, why: 'the page is not cross-origin isolated' };
+  if (globalThis.crossOriginIsolated !== true) return { ok: false, why: 'the page is not cross-origin isolated' };
   return { ok: true, why: '' };
 }
 
@@ -149,7 +149,7 @@ async function defaultThreads(): Promise<number> {
 }
 
 async function startWorker(workerUrl: string | URL | undefined): Promise<{ port: Port; listen: (fn: (m: any) => void, onError: (e: unknown) => void) => void }> {
-  const url = workerUrl ? new URL(String(workerUrl), isNode ? `file://${process.cwd()}/` : (globalThis as any).location?.href) : engineWorkerUrl();
+  const url = workerUrl ? new URL(String(workerUrl), isNode ? `file://${process.cwd()}/` : globalThis.location?.href) : engineWorkerUrl();
   if (isNode) {
     const { Worker } = await nodeImport('node:worker_threads');
     const w = new Worker(url);
@@ -183,7 +183,7 @@ async function startWorker(workerUrl: string | URL | undefined): Promise<{ port:
 function variantFiles(wasmUrl: string | URL | undefined, variant: string): EngineFiles {
   if (!wasmUrl) return packagedFiles(variant);
   const s = String(wasmUrl);
-  return filesUnder(new URL(s.endsWith('/') ? s : s + '/', isNode ? 'file:///' : (globalThis as any).location?.href), variant);
+  return filesUnder(new URL(s.endsWith('/') ? s : s + '/', isNode ? 'file:///' : globalThis.location?.href), variant);
 }
 
 let tensorIds = 0;
@@ -251,7 +251,7 @@ export class Kiln {
       sched.fail(new KilnError('ENGINE_CRASHED', `the engine worker failed: ${errorText(e)}`));
     });
     // st: the abort word lives in its own shared buffer when one can exist
-    const abortSab = build === 'st' && typeof SharedArrayBuffer !== 'undefined' && (isNode || (globalThis as any).crossOriginIsolated)
+    const abortSab = build === 'st' && typeof SharedArrayBuffer !== 'undefined' && (isNode || globalThis.crossOriginIsolated)
       ? new SharedArrayBuffer(4) : null;
     const r = await sched.job({ t: 'init', build, threads, logLevel, abortSab,
       variants: variants.map((v) => ({ name: `kiln-${v}`, files: variantFiles(opts.wasmUrl, v) })),
@@ -355,7 +355,7 @@ export class Kiln {
         const path = await nodeImport('node:path');
         src = { kind: 'path', path: path.resolve(source) };
       } else {
-        src = { kind: 'url', url: new URL(source, (globalThis as any).location?.href).href };
+        src = { kind: 'url', url: new URL(source, globalThis.location?.href).href };
       }
     } else throw new KilnError('BAD_SOURCE', 'loadModel: the source must be a URL, a Blob, bytes or a path');
     if (opts.nCtx !== undefined && !(Number.isInteger(opts.nCtx) && opts.nCtx >= 0 && opts.nCtx < 2 ** 31)) {
