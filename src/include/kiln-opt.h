@@ -118,13 +118,16 @@ void kiln_opt_epoch_callback_progress_bar(bool train, struct kiln_opt_context * 
  * order (llama.cpp's GGUF LoRA layout). The base weights stay as loaded, in
  * their file type, and are never converted to an f32 copy: gradients reach
  * A and B through mul_mat's backward (out_prod for quantized weights).
- * Supported: the decoder architectures with separate q/k/v projections and
- * a dense gated FFN (llama, mistral, qwen2/3, gemma 1/2/3, granite, olmo2
- * ...): pre-, sandwich- and post-norm layers, SiLU / GELU, biases, QK-norm,
- * GQA, logit softcaps; sliding-window layers when the training ctx fits in
- * the window. Not: mixture-of-experts, fused qkv (phi3), RoPE frequency
- * factors. The model must have been loaded with kiln_model_load_for_training
- * (file layout, no repacking). */
+ * Supported: the decoder architectures with a dense gated FFN (llama,
+ * mistral, qwen2/3, gemma 1/2/3, granite, olmo2, phi3 ...): pre-, sandwich-
+ * and post-norm layers, SiLU / GELU, biases, QK-norm, GQA, logit softcaps,
+ * RoPE frequency factors (Llama 3's, Phi-3's LongRoPE); sliding-window
+ * layers when the training ctx fits in the window. A fused q/k/v weight
+ * (attn_qkv) takes one A/B pair when any of q, k, v is a target, and a fused
+ * [gate; up] weight (phi3's ffn_up) one pair when gate or up is, as
+ * llama.cpp applies adapters to those weights. Not: mixture-of-experts. The
+ * model must have been loaded with kiln_model_load_for_training (file
+ * layout, no repacking). */
 struct kiln_model;
 struct kiln_model_params;
 

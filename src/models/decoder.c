@@ -114,7 +114,7 @@ static struct kiln_tensor * ffn_silu(const struct kiln_model * m, struct kiln_co
         gate = lora_mul_mat(m, ctx, wg, x);
         up = lora_mul_mat(m, ctx, wu, x);
     } else {
-        struct kiln_tensor * gu = kiln_mul_mat(ctx, wu, x);
+        struct kiln_tensor * gu = lora_mul_mat(m, ctx, wu, x); /* an adapter adapts the fused matrix, as llama.cpp's */
         if (!gu) return NULL;
         gate = cols(ctx, gu, 0, gu->ne[0] / 2);
         up = cols(ctx, gu, gu->ne[0] / 2, gu->ne[0] / 2);
@@ -216,7 +216,7 @@ static bool build_graph(struct kiln_model * m, struct batch_graph * bg, int32_t 
         CHK(cur);
         struct kiln_tensor * q, * k, * v;
         if (L->wqkv) {
-            struct kiln_tensor * qkv = kiln_mul_mat(ctx, L->wqkv, cur);
+            struct kiln_tensor * qkv = lora_mul_mat(m, ctx, L->wqkv, cur);
             CHK(qkv);
             q = cols(ctx, qkv, 0, Hd * nh);
             k = cols(ctx, qkv, Hd * nh, kv_dim);

@@ -38,16 +38,29 @@
 
 const char * const lora_target_names[LORA_N_TARGETS] = { "q", "k", "v", "o", "gate", "up", "down" };
 
-static struct kiln_tensor ** layer_slot(struct layer * L, int t) {
+static struct kiln_tensor * layer_slot(const struct layer * L, int t) {
     switch (t) {
-        case 0: return &L->wq;
-        case 1: return &L->wk;
-        case 2: return &L->wv;
-        case 3: return &L->wo;
-        case 4: return &L->ffn_gate;
-        case 5: return &L->ffn_up;
-        default: return &L->ffn_down;
+        case 0: return L->wq;
+        case 1: return L->wk;
+        case 2: return L->wv;
+        case 3: return L->wo;
+        case 4: return L->ffn_gate;
+        case 5: return L->ffn_up;
+        default: return L->ffn_down;
     }
+}
+
+/* a fused [gate; up] matrix in ffn_up, without ffn_gate (phi3) */
+static bool fused_ffn(const struct layer * L) { return !L->ffn_gate && L->ffn_up; }
+
+/* the weight adapted for target t of layer L under the target mask, or
+ * NULL: a fused q/k/v weight stands in slot q for any of q, k, v, a fused
+ * [gate; up] weight in slot up for either of gate, up (one A/B pair on the
+ * fused weight, as llama.cpp adapts it) */
+static struct kiln_tensor * target_weight(const struct layer * L, int t, uint32_t targets) {
+    if (L->wqkv && t <= 2) return t == 0 && (targets & (KILN_LORA_Q | KILN_LORA_K | KILN_LORA_V)) ? L->wqkv : NULL;
+    if (fused_ffn(L) && (t == 4 || t == 5)) return t == 5 && (targets & (KILN_LORA_GATE | KILN_LORA_UP)) ? L->ffn_up : NULL;
+    return targets & (1u << t) ? layer_slot(L, t) : NULL;
 }
 
 uint32_t kiln_lora_parse_targets(const char * list) {
@@ -126,10 +139,6 @@ static bool supported(const struct kiln_model * m) {
     const char * why = NULL;
     if (!tr) why = "the model has no weights (vocab_only)";
     else if (tr->moe != MOE_NONE) why = "a mixture-of-experts feed-forward";
-    else if (m->rope_freqs) why = "RoPE frequency factors";
-    for (int il = 0; !why && il < m->n_layer; il++) {
-        if (m->layers[il].wqkv) why = "a fused q/k/v projection";
-    }
     if (why) {
         kiln_set_last_error("finetune: architecture '%s' is not supported for training (%s)", m->arch, why);
         return false;
@@ -137,7 +146,7 @@ static bool supported(const struct kiln_model * m) {
     for (int il = 0; il < m->n_layer; il++) {
         struct layer * L = &m->layers[il];
         for (int t = 0; t < LORA_N_TARGETS; t++) {
-            const struct kiln_tensor * w = *layer_slot(L, t);
+            const struct kiln_tensor * w = target_weight(L, t, ~0u);
             if (w && kiln_tensor_is_repacked(w)) {
                 kiln_set_last_error("finetune: '%s' was rearranged for generation (repacked): train a model loaded with "
                                     "kiln_model_load_for_training, or in JS before its first generation", w->name);
@@ -166,9 +175,9 @@ struct kiln_lora * kiln_lora_new(struct kiln_model * m, struct kiln_lora_params 
     size_t bytes = 0;
     for (int il = 0; il < m->n_layer; il++) {
         for (int t = 0; t < LORA_N_TARGETS; t++) {
-            struct kiln_tensor * w = *layer_slot(&m->layers[il], t);
+            struct kiln_tensor * w = target_weight(&m->layers[il], t, p.targets);
             l->index[il * LORA_N_TARGETS + t] = -1;
-            if (!w || !(p.targets & (1u << t))) continue;
+            if (!w) continue;
             if (kiln_n_dims(w) > 2) {
                 kiln_set_last_error("lora: '%s' is not a matrix", w->name);
                 kiln_lora_free(l);
@@ -317,6 +326,16 @@ static struct kiln_tensor * rms(struct kiln_context * ctx, struct kiln_tensor * 
     return kiln_mul(ctx, kiln_rms_norm(ctx, x, eps), w);
 }
 
+/* columns [off, off + n) of every row of a 2-D tensor (a part of a fused projection's output), contiguous */
+static struct kiln_tensor * cols(struct kiln_context * ctx, struct kiln_tensor * t, int64_t off, int64_t n) {
+    struct kiln_tensor * v = t ? kiln_view_2d(ctx, t, n, t->ne[1], t->nb[1], (size_t) off * t->nb[0]) : NULL;
+    return v ? kiln_cont(ctx, v) : NULL;
+}
+
+static struct kiln_tensor * add_bias(struct kiln_context * ctx, struct kiln_tensor * y, struct kiln_tensor * b) {
+    return y && b ? kiln_add(ctx, y, b) : y;
+}
+
 /* [Hd, nkv, N] -> [Hd, nh, N], kv head j serving query heads j*g .. j*g+g-1 (as ggml's broadcast) */
 static struct kiln_tensor * expand_heads(struct kiln_context * ctx, struct kiln_tensor * t, int64_t nh) {
     const int64_t Hd = t->ne[0], nkv = t->ne[1], N = t->ne[2];
@@ -354,13 +373,24 @@ static bool build(struct kiln_lora * l, struct tgraph * tg, int32_t n_seq, int32
     if (m->embd_scale != 1.0f) x = kiln_scale(ctx, x, m->embd_scale);
     const float kq_scale = m->tr->q_prescale ? 1.0f : m->attn_scale;
     const enum norm_place np = m->tr->norm;
+    /* frequency factors: Llama 3's, or LongRoPE's long or short set chosen
+     * by the training context as generation chooses them by its context */
+    struct kiln_tensor * freqs = m->rope_long || m->rope_short ? (T > m->n_ctx_orig ? m->rope_long : m->rope_short) : m->rope_freqs;
     for (int il = 0; il < m->n_layer; il++) {
         const struct layer * L = &m->layers[il];
         struct kiln_tensor * cur = np == NORM_POST ? x : rms(ctx, x, L->attn_norm, m->norm_eps);
         CHK(cur);
-        struct kiln_tensor * q = proj(l, tg, il, 0, L->wq, L->bq, cur);
-        struct kiln_tensor * k = proj(l, tg, il, 1, L->wk, L->bk, cur);
-        struct kiln_tensor * v = proj(l, tg, il, 2, L->wv, L->bv, cur);
+        struct kiln_tensor * q, * k, * v;
+        if (L->wqkv) {
+            struct kiln_tensor * qkv = proj(l, tg, il, 0, L->wqkv, NULL, cur);
+            q = add_bias(ctx, cols(ctx, qkv, 0, Hd * nh), L->bq);
+            k = add_bias(ctx, cols(ctx, qkv, Hd * nh, Hd * nkv), L->bk);
+            v = add_bias(ctx, cols(ctx, qkv, Hd * (nh + nkv), Hd * nkv), L->bv);
+        } else {
+            q = proj(l, tg, il, 0, L->wq, L->bq, cur);
+            k = proj(l, tg, il, 1, L->wk, L->bk, cur);
+            v = proj(l, tg, il, 2, L->wv, L->bv, cur);
+        }
         CHK(q && k && v);
         if (m->tr->qk_norm == QK_NORM_FULL) {
             q = rms(ctx, q, L->q_norm, m->norm_eps);
@@ -375,9 +405,9 @@ static bool build(struct kiln_lora * l, struct tgraph * tg, int32_t n_seq, int32
             k = rms(ctx, k, L->k_norm, m->norm_eps);
         }
         if (L->rope) {
-            q = kiln_rope_ext(ctx, q, tg->pos, NULL, m->n_rot, m->rope_type, m->n_ctx_orig, L->freq_base, L->freq_scale,
+            q = kiln_rope_ext(ctx, q, tg->pos, freqs, m->n_rot, m->rope_type, m->n_ctx_orig, L->freq_base, L->freq_scale,
                               m->ext_factor, m->attn_factor, m->beta_fast, m->beta_slow);
-            k = kiln_rope_ext(ctx, k, tg->pos, NULL, m->n_rot, m->rope_type, m->n_ctx_orig, L->freq_base, L->freq_scale,
+            k = kiln_rope_ext(ctx, k, tg->pos, freqs, m->n_rot, m->rope_type, m->n_ctx_orig, L->freq_base, L->freq_scale,
                               m->ext_factor, m->attn_factor, m->beta_fast, m->beta_slow);
         }
         if (m->tr->q_prescale) q = kiln_scale(ctx, q, m->attn_scale);
@@ -410,8 +440,16 @@ static bool build(struct kiln_lora * l, struct tgraph * tg, int32_t n_seq, int32
         CHK(h);
         cur = np == NORM_POST ? h : rms(ctx, h, L->ffn_norm, m->norm_eps);
         CHK(cur);
-        struct kiln_tensor * gate = proj(l, tg, il, 4, L->ffn_gate, NULL, cur);
-        struct kiln_tensor * up = proj(l, tg, il, 5, L->ffn_up, NULL, cur);
+        struct kiln_tensor * gate, * up;
+        if (fused_ffn(L)) {
+            struct kiln_tensor * gu = proj(l, tg, il, 5, L->ffn_up, NULL, cur);
+            CHK(gu);
+            gate = cols(ctx, gu, 0, gu->ne[0] / 2);
+            up = cols(ctx, gu, gu->ne[0] / 2, gu->ne[0] / 2);
+        } else {
+            gate = proj(l, tg, il, 4, L->ffn_gate, NULL, cur);
+            up = proj(l, tg, il, 5, L->ffn_up, NULL, cur);
+        }
         CHK(gate && up);
         struct kiln_tensor * act = m->tr->ffn == FFN_GELU_GATED ? kiln_gelu(ctx, gate) : kiln_silu(ctx, gate);
         cur = proj(l, tg, il, 6, L->ffn_down, NULL, kiln_mul(ctx, act, up));

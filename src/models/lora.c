@@ -49,7 +49,8 @@ static bool adaptable(const struct kiln_model * m, const struct kiln_tensor * w)
     if (w == m->tok_embd || w == m->output) return true;
     for (int il = 0; il < m->n_layer; il++) {
         const struct layer * L = &m->layers[il];
-        if (w == L->wq || w == L->wk || w == L->wv || w == L->wo || w == L->ffn_gate || w == L->ffn_up || w == L->ffn_down) return true;
+        if (w == L->wq || w == L->wk || w == L->wv || w == L->wqkv || w == L->wo || w == L->ffn_gate || w == L->ffn_up ||
+            w == L->ffn_down) return true;
     }
     return false;
 }
@@ -191,7 +192,7 @@ static bool check_adapter(struct kiln_model * m, struct kiln_adapter_lora * ad) 
             return false;
         }
         if (!adaptable(m, w)) {
-            kiln_set_last_error("lora: tensor '%s' adapts '%s'; LoRA applies to the attention q/k/v/output, FFN gate/up/down, "
+            kiln_set_last_error("lora: tensor '%s' adapts '%s'; LoRA applies to the attention q/k/v (or fused qkv)/output, FFN gate/up/down, "
                                 "output and token embedding weights only", name, base);
             return false;
         }

@@ -10,8 +10,10 @@
  *     (per-head QK-norm, NEOX RoPE), gemma2 (GELU, sandwich norms, scaled
  *     embeddings, q pre-scaling, attention and final logit softcaps, a
  *     sliding-window layer) and gemma3 (the same with QK-norm, no softcaps,
- *     RoPE base of local layers) models. The loss itself must match the
- *     reference too.
+ *     RoPE base of local layers) models, and phi3 (fused q/k/v and fused
+ *     [gate; up] weights, each adapted by one A/B pair as llama.cpp does,
+ *     LongRoPE frequency factors: the short set at this context). The loss
+ *     itself must match the reference too.
  *  B) the adapter file: llama.cpp's keys and tensor shapes, read back.
  *     With LoRA dropout, the reference multiplies each adapter's input by
  *     the masks kiln_lora_dropout_factor documents, and the check repeats.
@@ -51,7 +53,21 @@ static struct arch_case {
     bool neox, qk_norm, gelu, sandwich, embd_scale;
     double attn_softcap, final_softcap; /* 0: none */
     int swa_window;                     /* written to the file (0: no key) */
-} AC = { "llama", false, false, false, false, false, 0, 0, 0 };
+    bool fused;                         /* attn_qkv and ffn_up = [gate; up], LongRoPE factors (phi3) */
+} AC = { "llama", false, false, false, false, false, 0, 0, 0, false };
+
+/* the projections adapted per layer, in Kiln's pair order: all seven, or on a
+ * fused model qkv (slot 0), o, [gate; up] (slot 5) and down */
+static const int slots_all[7] = { 0, 1, 2, 3, 4, 5, 6 }, slots_fused[4] = { 0, 3, 5, 6 };
+static int n_slots(void) { return AC.fused ? 4 : 7; }
+static int slot_at(int k) { return AC.fused ? slots_fused[k] : slots_all[k]; }
+static int pair_index(int l, int t) {
+    for (int k = 0; k < n_slots(); k++) if (slot_at(k) == t) return l * n_slots() + k;
+    return -1;
+}
+
+/* LongRoPE's short factors (used: the context is below the original one) and long ones (not) */
+static double rope_factor(int i, bool lng) { return lng ? 1.0 + 5.0 * i / (HD / 2 - 1) : 1.0 + 0.6 * i / (HD / 2 - 1); }
 
 static struct w deq(struct kiln_tensor * t) {
     struct w r = { tu_weights_f64(t), t->ne[0], t->ne[1] };
@@ -90,8 +106,8 @@ static void proj(const struct ref * R, int l, int t, const double * x, double * 
     if (!R->A[l][t]) return;
     double xd[FF > E ? FF : E];
     for (int64_t i = 0; i < W->ne0; i++) {
-        /* every projection is adapted here (targets "all"): pair l * 7 + t */
-        xd[i] = drop_key < 0 ? x[i] : x[i] * kiln_lora_dropout_factor(drop_lora, l * 7 + t, drop_key, (int64_t) drop_row * W->ne0 + i);
+        /* every projection is adapted here (targets "all") */
+        xd[i] = drop_key < 0 ? x[i] : x[i] * kiln_lora_dropout_factor(drop_lora, pair_index(l, t), drop_key, (int64_t) drop_row * W->ne0 + i);
     }
     double ax[RANK];
     for (int j = 0; j < RANK; j++) {
@@ -109,7 +125,7 @@ static void proj(const struct ref * R, int l, int t, const double * x, double * 
 /* pairs (2i, 2i+1), or (i, i + HD/2) for NEOX, turned by pos * 10000^(-2i/HD) */
 static void rope(double * v, int pos) {
     for (int i = 0; i < HD / 2; i++) {
-        const double th = pos * pow(10000.0, -(double) (2 * i) / HD);
+        const double th = pos * pow(10000.0, -(double) (2 * i) / HD) / (AC.fused ? rope_factor(i, false) : 1.0);
         const int a = AC.neox ? i : 2 * i, b = AC.neox ? i + HD / 2 : 2 * i + 1;
         const double c = cos(th), s = sin(th), x0 = v[a], x1 = v[b];
         v[a] = x0 * c - x1 * s;
@@ -128,13 +144,20 @@ static double ref_loss(const struct ref * R, const int32_t * tok, const int32_t 
         const double es = AC.embd_scale ? sqrt((double) E) : 1.0;
         for (int p = 0; p < TCTX; p++) for (int i = 0; i < E; i++) X[p][i] = es * R->emb.d[(int64_t) tok[s * TCTX + p] * E + i];
         for (int l = 0; l < NL; l++) {
-            double nrm[E], att[NH * HD], o[E], g[FF], u[FF], f[E];
+            double nrm[E], att[NH * HD], o[E], g[2 * FF], u[FF], f[E], qkv[(NH + 2 * NKV) * HD];
             for (int p = 0; p < TCTX; p++) {
                 drop_row = s * TCTX + p;
                 rmsnorm(X[p], R->an[l].d, nrm, E);
-                proj(R, l, 0, nrm, Q[p]);
-                proj(R, l, 1, nrm, K[p]);
-                proj(R, l, 2, nrm, V[p]);
+                if (AC.fused) {
+                    proj(R, l, 0, nrm, qkv);
+                    memcpy(Q[p], qkv, sizeof Q[p]);
+                    memcpy(K[p], qkv + NH * HD, sizeof K[p]);
+                    memcpy(V[p], qkv + (NH + NKV) * HD, sizeof V[p]);
+                } else {
+                    proj(R, l, 0, nrm, Q[p]);
+                    proj(R, l, 1, nrm, K[p]);
+                    proj(R, l, 2, nrm, V[p]);
+                }
                 if (AC.qk_norm) {
                     for (int h = 0; h < NH; h++) rmsnorm(Q[p] + h * HD, R->qn[l].d, Q[p] + h * HD, HD);
                     for (int h = 0; h < NKV; h++) rmsnorm(K[p] + h * HD, R->kn[l].d, K[p] + h * HD, HD);
@@ -165,8 +188,13 @@ static double ref_loss(const struct ref * R, const int32_t * tok, const int32_t 
                 if (AC.sandwich) rmsnorm(o, R->pan[l].d, o, E);
                 for (int i = 0; i < E; i++) o[i] += X[p][i]; /* h */
                 rmsnorm(o, R->fn[l].d, nrm, E);
-                proj(R, l, 4, nrm, g);
-                proj(R, l, 5, nrm, u);
+                if (AC.fused) {
+                    proj(R, l, 5, nrm, g); /* [gate; up] */
+                    memcpy(u, g + FF, sizeof u);
+                } else {
+                    proj(R, l, 4, nrm, g);
+                    proj(R, l, 5, nrm, u);
+                }
                 for (int i = 0; i < FF; i++) g[i] = (AC.gelu ? gelu(g[i]) : g[i] / (1 + exp(-g[i]))) * u[i];
                 proj(R, l, 6, g, f);
                 if (AC.sandwich) rmsnorm(f, R->pfn[l].d, f, E);
@@ -248,6 +276,12 @@ static void * make_model(enum kiln_type type, struct ref * R, size_t * size) {
     if (AC.swa_window > 0) kiln_gguf_set_val_u32(g, ARCH_KEY("attention.sliding_window"), (uint32_t) AC.swa_window);
 #undef ARCH_KEY
     struct kiln_context * ctx = tu_ctx(32u << 20);
+    for (int lng = 0; AC.fused && lng < 2; lng++) {
+        struct kiln_tensor * f = kiln_new_tensor_1d(ctx, KILN_TYPE_F32, HD / 2);
+        for (int i = 0; i < HD / 2; i++) ((float *) f->data)[i] = (float) rope_factor(i, lng);
+        kiln_set_name(f, lng ? "rope_factors_long.weight" : "rope_factors_short.weight");
+        kiln_gguf_add_tensor(g, f);
+    }
     struct kiln_tensor * temb = mk(ctx, g, "token_embd.weight", KILN_TYPE_F32, E, NV, 1.0f);
     struct kiln_tensor * tnorm = mk(ctx, g, "output_norm.weight", KILN_TYPE_F32, E, 1, 0.2f);
     struct kiln_tensor * tout = mk(ctx, g, "output.weight", type, E, NV, 0.3f);
@@ -258,9 +292,12 @@ static void * make_model(enum kiln_type type, struct ref * R, size_t * size) {
         norms(ctx, g, l, "attn_norm", "ffn_norm", E, R ? &R->an[l] : NULL, R ? &R->fn[l] : NULL);
         if (AC.qk_norm) norms(ctx, g, l, "attn_q_norm", "attn_k_norm", HD, R ? &R->qn[l] : NULL, R ? &R->kn[l] : NULL);
         if (AC.sandwich) norms(ctx, g, l, "post_attention_norm", "post_ffw_norm", E, R ? &R->pan[l] : NULL, R ? &R->pfn[l] : NULL);
-        for (int t = 0; t < 7; t++) {
-            snprintf(nm, sizeof nm, "blk.%d.%s.weight", l, names[t]);
-            struct kiln_tensor * wt = mk(ctx, g, nm, type, shp[t][0], shp[t][1], t == 6 ? 0.15f : 0.25f);
+        for (int k = 0; k < n_slots(); k++) {
+            const int t = slot_at(k);
+            const bool qkv = AC.fused && t == 0, gu = AC.fused && t == 5;
+            snprintf(nm, sizeof nm, "blk.%d.%s.weight", l, qkv ? "attn_qkv" : names[t]);
+            const int64_t n_out = qkv ? (NH + 2 * NKV) * HD : gu ? 2 * FF : shp[t][1];
+            struct kiln_tensor * wt = mk(ctx, g, nm, type, shp[t][0], n_out, t == 6 ? 0.15f : 0.25f);
             if (R) R->W[l][t] = deq(wt);
         }
     }
@@ -296,7 +333,8 @@ static void grad_check(enum kiln_type type, double tol_loss, double tol_nmse, fl
         /* a model loaded for generation has its Q8_0 weights interleaved: refused, with the way out named */
         struct kiln_model * g = kiln_model_load_from_buffer(buf, size, kiln_model_params_default());
         struct kiln_lora_params dp = kiln_lora_default_params();
-        if (CHECK(g != NULL, "load for generation: %s", kiln_last_error()) && kiln_tensor_is_repacked(kiln_model_get_tensor(g, "blk.0.attn_q.weight"))) {
+        if (CHECK(g != NULL, "load for generation: %s", kiln_last_error()) &&
+            kiln_tensor_is_repacked(kiln_model_get_tensor(g, AC.fused ? "blk.0.attn_qkv.weight" : "blk.0.attn_q.weight"))) {
             CHECK(kiln_lora_new(g, dp) == NULL && strstr(kiln_last_error(), "repacked"), "repacked weights refused: %s", kiln_last_error());
         }
         kiln_model_free(g);
@@ -321,7 +359,23 @@ static void grad_check(enum kiln_type type, double tol_loss, double tol_nmse, fl
         }
         CHECK(fabs((double) zeros / n - dropout) < 0.02, "%lld of %lld inputs dropped (p = %g)", (long long) zeros, (long long) n, dropout);
     }
-    CHECK(kiln_lora_n_tensors(lora) == NL * 14, "%d tensors", kiln_lora_n_tensors(lora));
+    CHECK(kiln_lora_n_tensors(lora) == NL * 2 * n_slots(), "%d tensors", kiln_lora_n_tensors(lora));
+    if (AC.fused) {
+        /* one pair on each fused weight, named as llama.cpp looks it up; any of q/k/v (gate/up) selects it */
+        CHECK(!strcmp(kiln_lora_tensor(lora, 0)->name, "blk.0.attn_qkv.weight.lora_a") &&
+              !strcmp(kiln_lora_tensor(lora, 5)->name, "blk.0.ffn_up.weight.lora_b"), "fused pairs: %s, %s",
+              kiln_lora_tensor(lora, 0)->name, kiln_lora_tensor(lora, 5)->name);
+        static const char * const one[][2] = { { "v", "blk.0.attn_qkv.weight.lora_a" }, { "k", "blk.0.attn_qkv.weight.lora_a" },
+                                                { "gate", "blk.0.ffn_up.weight.lora_a" }, { "up", "blk.0.ffn_up.weight.lora_a" } };
+        for (size_t i = 0; i < sizeof one / sizeof one[0]; i++) {
+            struct kiln_lora_params op = lp;
+            op.targets = kiln_lora_parse_targets(one[i][0]);
+            struct kiln_lora * o = kiln_lora_new(m, op);
+            CHECK(o && kiln_lora_n_tensors(o) == 2 * NL && !strcmp(kiln_lora_tensor(o, 0)->name, one[i][1]), "target %s -> %s",
+                  one[i][0], o ? kiln_lora_tensor(o, 0)->name : kiln_last_error());
+            kiln_lora_free(o);
+        }
+    }
     /* B is zero after init (so the adapter starts as the identity); make it random so A has a gradient */
     for (int i = 0; i < kiln_lora_n_tensors(lora); i++) {
         struct kiln_tensor * t = kiln_lora_tensor(lora, i);
@@ -331,7 +385,7 @@ static void grad_check(enum kiln_type type, double tol_loss, double tol_nmse, fl
             CHECK(zero, "%s starts at zero", t->name);
             tu_fill_uniform(t, -0.3f, 0.3f);
         }
-        const int l = (i / 2) / 7, p = (i / 2) % 7;
+        const int l = (i / 2) / n_slots(), p = slot_at((i / 2) % n_slots());
         double * d = malloc(sizeof(double) * (size_t) kiln_nelements(t));
         for (int64_t j = 0; j < kiln_nelements(t); j++) d[j] = ((float *) t->data)[j];
         if (i % 2) R.B[l][p] = d; else R.A[l][p] = d;
@@ -352,7 +406,7 @@ static void grad_check(enum kiln_type type, double tol_loss, double tol_nmse, fl
         double max_rel = 0, se = 0, sr = 0;
         int n_checked = 0;
         for (int i = 0; i < kiln_lora_n_tensors(lora); i++) {
-            const int l = (i / 2) / 7, p = (i / 2) % 7;
+            const int l = (i / 2) / n_slots(), p = slot_at((i / 2) % n_slots());
             double * d = i % 2 ? R.B[l][p] : R.A[l][p];
             const float * an = kiln_lora_grad(lora, i);
             const int64_t n = kiln_nelements(kiln_lora_tensor(lora, i));
@@ -597,15 +651,17 @@ int main(void) {
     grad_check(KILN_TYPE_Q8_0, 2e-3, 2e-3, 0.0f);
     grad_check(KILN_TYPE_Q4_0, 2e-3, 2e-3, 0.0f);
     static const struct arch_case archs[] = {
-        { "qwen3", true, true, false, false, false, 0, 0, 0 },
-        { "gemma2", true, false, true, true, true, 2.0, 3.0, 8 },
-        { "gemma3", true, true, true, true, true, 0, 0, 8 },
+        { "qwen3", true, true, false, false, false, 0, 0, 0, false },
+        { "gemma2", true, false, true, true, true, 2.0, 3.0, 8, false },
+        { "gemma3", true, true, true, true, true, 0, 0, 8, false },
+        { "phi3", true, false, false, false, false, 0, 0, 0, true },
     };
     const struct arch_case llama = AC;
     for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++) {
         AC = archs[i];
         grad_check(KILN_TYPE_F32, 1e-5, 1e-8, 0.0f);
         grad_check(KILN_TYPE_Q8_0, 2e-3, 2e-3, 0.0f);
+        if (AC.fused) grad_check(KILN_TYPE_F32, 1e-5, 1e-8, 0.3f);
     }
     AC = llama;
     test_stories();
