@@ -11,7 +11,8 @@
 # generation against llama.cpp's grammar engine and ajv),
 # tests/oracle/lora.mjs (LoRA adapters and merged models against llama.cpp's),
 # tests/oracle/finetune.mjs (a LoRA adapter trained by kiln-finetune, loaded by
-# llama.cpp) and tests/audio/vad-oracle.mjs (Silero VAD against
+# llama.cpp), tests/oracle/finetune-arch.mjs (adapters trained for phi3, qwen3
+# and gemma3 random-weight models: Kiln = llama.cpp with them) and tests/audio/vad-oracle.mjs (Silero VAD against
 # whisper.cpp). Needs `npm install` done (offline is fine: the
 # prebuilt binary ships in @node-llama-cpp/<platform>; the postinstall step is
 # not needed). About 40 s after the build on this machine, plus 1-3 min for
@@ -59,6 +60,8 @@ node tests/oracle/grammar.mjs --build "$B" --json build/oracle/grammar-result.js
 # LoRA fine-tuning: kiln-finetune's adapter loaded by llama.cpp (stories260K + the Zorbu corpus)
 cmake --build "$B" -j"${KILN_JOBS:-2}" --target kiln-finetune >/dev/null
 node tests/oracle/finetune.mjs --build "$B" || rc=1
+# adapters trained for random-weight phi3 (fused qkv and gate/up), qwen3 and gemma3 models, against llama.cpp with them
+node tests/oracle/finetune-arch.mjs --build "$B" || rc=1
 # Silero VAD against whisper.cpp (@fugood/whisper.node) and onnxruntime-node
 cmake --build "$B" -j"${KILN_JOBS:-2}" --target kiln-vad >/dev/null
 node tests/audio/vad-oracle.mjs --build "$B" 2> >(grep -v '^whisper_' >&2) || rc=1

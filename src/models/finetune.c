@@ -5,11 +5,13 @@
  * Per micro-batch of n_seq sequences of T tokens (N = n_seq * T):
  *
  *   x = tok_embd[tokens]                                   [E, N]
- *   per layer: q, k, v = proj(norm(x)), QK-norm when the architecture has
+ *   per layer: q, k, v = proj(norm(x)) (column ranges of one fused
+ *              projection's output on phi3), QK-norm when the architecture has
  *              it, RoPE on q and k (positions 0..T-1 in every sequence), K
  *              and V heads repeated for GQA, softmax(softcap(scale * q k^T)
  *              + causal mask) v, h = x + post(proj_o(att)),
  *              x = h + post(proj_down(act(proj_gate(norm h)) * proj_up(norm h)))
+ *              (gate and up the two halves of one fused projection on phi3)
  *              with act = silu or gelu (tanh form), post = the RMS norm after
  *              the block of sandwich / post-norm architectures (gemma 2/3,
  *              olmo2; these have no norm before it), softcap(s) =

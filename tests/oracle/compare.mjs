@@ -46,3 +46,24 @@ export function parseGenerate(out) {
     }
     return { logits, ids };
 }
+
+/** log-probs (token -> log p) of a node-llama-cpp probabilities map, over n tokens */
+export function mapLog(probs, n) {
+    const ll = new Float64Array(n).fill(-Infinity);
+    for (const [t, p] of probs) ll[t] = Math.log(p);
+    return ll;
+}
+
+/** the largest log-prob difference of likely tokens a greedy near-tie may show */
+export const DRIFT = 5e-2;
+
+/** a and b: two engines' greedy picks at their first difference; la, lb:
+ * their log-prob vectors there. A near-tie: each engine's top-2 is the two
+ * picks (swapped) and the log-probs of likely tokens agree within DRIFT. */
+export function nearTie(a, b, la, lb) {
+    const top2 = (l) => [...l.keys()].sort((x, y) => l[y] - l[x]).slice(0, 2);
+    let drift = 0;
+    for (let t = 0; t < la.length; t++) if (la[t] > Math.log(1e-4)) drift = Math.max(drift, Math.abs(la[t] - lb[t]));
+    const [a1, a2] = top2(la), [b1, b2] = top2(lb);
+    return { ok: a1 === a && a2 === b && b1 === b && b2 === a && drift <= DRIFT, drift, gap: la[a] - la[b] };
+}

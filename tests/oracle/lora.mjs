@@ -28,7 +28,7 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { describeOracle, greedyOneByOne, loadOracleLlama, nextAfter, oracleIsaArgs } from "./llamacpp.mjs";
-import { firstDiff, logSoftmax, maxLogprobDiff, parseGenerate, runTool as run } from "./compare.mjs";
+import { DRIFT, firstDiff, logSoftmax, mapLog, maxLogprobDiff, nearTie, parseGenerate, runTool as run } from "./compare.mjs";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 const args = process.argv.slice(2);
@@ -49,7 +49,6 @@ const PROMPT = "Once upon a time";
 const TOL = { f32: 3e-3, q8_0: 1e-3 };
 const GELU_ARCHS = ["gemma", "gemma2", "gemma3"];
 const tolAt = (arch, wt) => (GELU_ARCHS.includes(arch) ? 1e-2 : TOL[wt]);
-const DRIFT = 5e-2;
 
 // base models: [arch, vocabulary, untied output (LoRA on output and token embedding)]
 const BASES = [["llama", "llama-spm", true, ["f32", "q8_0"]], ["qwen3", "gpt-2", false, ["f32", "q8_0"]], ["gemma3", "llama-spm", false, ["f32"]]];
@@ -84,24 +83,6 @@ async function llamaGreedy(lm, adapters) {
     // the distribution llama.cpp picked its token d from
     const distAt = async (d) => (await nextAfter(seq, [...input, ...ids.slice(0, d)])).probabilities;
     return { input, probs, ids, distAt, dispose: () => ctx.dispose() };
-}
-
-// log-probs (token -> log p) of a node-llama-cpp probabilities map
-function mapLog(probs, n) {
-    const ll = new Float64Array(n).fill(-Infinity);
-    for (const [t, p] of probs) ll[t] = Math.log(p);
-    return ll;
-}
-
-// a and b: the picks at the first difference; la, lb: the two log-prob
-// vectors there. A near-tie: each engine's top-2 is the two picks (swapped)
-// and the log-probs of likely tokens agree within DRIFT.
-function nearTie(a, b, la, lb) {
-    const top2 = (l) => [...l.keys()].sort((x, y) => l[y] - l[x]).slice(0, 2);
-    let drift = 0;
-    for (let t = 0; t < la.length; t++) if (la[t] > Math.log(1e-4)) drift = Math.max(drift, Math.abs(la[t] - lb[t]));
-    const [a1, a2] = top2(la), [b1, b2] = top2(lb);
-    return { ok: a1 === a && a2 === b && b1 === b && b2 === a && drift <= DRIFT, drift, gap: la[a] - la[b] };
 }
 
 mkdirSync(dir, { recursive: true });
