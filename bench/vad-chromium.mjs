@@ -17,6 +17,9 @@
 // flavour used is in the kiln line ("simd").
 //
 //   node bench/vad-chromium.mjs [SECONDS=60] [ROUNDS=5] [--simd auto|relaxed|simd128]
+//
+// KILN_CHROMIUM_ARGS adds Chromium flags (space-separated), e.g.
+// '--js-flags=--no-liftoff' to compile all wasm with TurboFan up front.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import os from 'node:os';
@@ -44,7 +47,8 @@ const userDir = mkdtempSync(path.join(os.tmpdir(), 'kiln-vad-'));
 const context = await chromium.launchPersistentContext(userDir, {
   executablePath: CHROMIUM, headless: true,
   args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-    '--disable-background-networking', '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage'],
+    '--disable-background-networking', '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage',
+    ...(process.env.KILN_CHROMIUM_ARGS ?? '').split(' ').filter(Boolean)],
 });
 try {
   const page = await context.newPage();

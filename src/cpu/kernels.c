@@ -198,6 +198,7 @@ static void build_tables(void) {
         k->vec_dot_x4[KILN_TYPE_Q8_0] = q8_0x4_q8_0_vec_dot__wasm_relaxed_dotadd;
     }
     k->f32_gemm_packed = f32_gemm_2x16__wasm_relaxed;
+    k->f32_gemm_tile = f32_gemm_3x3__wasm_relaxed;
     /* bit-identical to the scalar fmaf kernel only where the engine fuses */
     if (kiln_wasm_relaxed_madd_fuses()) {
         k->f16_mad = f16_mad__wasm_relaxed;

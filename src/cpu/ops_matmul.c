@@ -111,8 +111,13 @@ static size_t pack_scratch_bytes(void) {
                     KILN_MM_ALIGN);
 }
 
-static bool wants_packing(const struct kiln_tensor * src0, const struct kiln_tensor * src1) {
-    return src0->type == KILN_TYPE_F32 && src1->ne[1] > 1 && src0->ne[0] > 0;
+/* Packing pays only when src0 fills at least one panel of pack_nr rows:
+ * with fewer (a convolution's few output frames as src0, Silero VAD's 1 to
+ * 4 against 16-row panels on wasm) most of every panel would be zeros,
+ * multiplied all the same. Those products take the register tiles, which
+ * read both operands in place. */
+static bool wants_packing(const struct kiln_kernels * k, const struct kiln_tensor * src0, const struct kiln_tensor * src1) {
+    return src0->type == KILN_TYPE_F32 && src1->ne[1] > 1 && src0->ne[0] > 0 && src0->ne[1] >= k->pack_nr;
 }
 
 /* repacked src0 on a table without x4 kernels: one unpacked row per thread */
@@ -125,7 +130,7 @@ size_t kiln_cpu_work_mul_mat(const struct kiln_tensor * dst, int n_threads) {
     if (!kiln_mm_act_plan(kiln_kernels(), "mul_mat", dst->src[0], dst->src[1], &p)) return 0;
     size_t w = kiln_mm_act_work(&p, n_threads);
     if (kiln_repacked_rows(dst->src[0])) w = KILN_PAD(w, KILN_MM_ALIGN) + unpack_scratch_bytes(dst->src[0]) * (size_t) n_threads;
-    if (wants_packing(dst->src[0], dst->src[1])) w = KILN_PAD(w, KILN_MM_ALIGN) + pack_scratch_bytes() * (size_t) n_threads;
+    if (wants_packing(kiln_kernels(), dst->src[0], dst->src[1])) w = KILN_PAD(w, KILN_MM_ALIGN) + pack_scratch_bytes() * (size_t) n_threads;
     return w;
 }
 
@@ -292,7 +297,7 @@ enum kiln_status kiln_cpu_fwd_mul_mat(const struct kiln_compute_params * params,
     if (!kiln_mm_act_plan(k, "mul_mat", src0, src1, &act)) return KILN_STATUS_UNSUPPORTED;
     const size_t act_work = kiln_mm_act_work(&act, params->nth);
     const int ggml_ord = ggml_order(k, src0, src1);
-    const bool pack = wants_packing(src0, src1) && k->f32_gemm_packed != NULL && !ggml_ord;
+    const bool pack = wants_packing(k, src0, src1) && k->f32_gemm_packed != NULL && !ggml_ord;
     const int rep = kiln_repacked_rows(src0);
     if (rep && src0->type != KILN_TYPE_Q4_0 && src0->type != KILN_TYPE_Q8_0 && src0->type != KILN_TYPE_IQ4_NL &&
         src0->type != KILN_TYPE_Q4_K) {

@@ -58,6 +58,7 @@ void f16val_scale__wasm_simd128(int64_t n, float * y, float v);
 #ifdef KILN_ARCH_WASM_RELAXED
 /* the relaxed-SIMD kernels; the rest of that table is SIMD128's */
 void f32_gemm_2x16__wasm_relaxed(int64_t k, const float * a, int64_t lda, const float * bp, float * c, int64_t ldc, int accumulate);
+void f32_gemm_3x3__wasm_relaxed(int64_t k, const float * a, int64_t lda, const float * b, int64_t ldb, float * c, int64_t ldc);
 void f16_mad__wasm_relaxed(int64_t n, kiln_fp16_t * y, const kiln_fp16_t * x, float v);
 void f16val_mad__wasm_relaxed(int64_t n, float * y, const float * x, float v);
 /* whether this engine's f32x4.relaxed_madd rounds once (a real FMA) */

@@ -312,6 +312,13 @@ void f32_gemm_2x16__wasm_relaxed(int64_t k, const float * a, int64_t lda, const 
     KILN_SIMD128_GEMM_2X16_BODY(RMADD);
 }
 
+/* f32_gemm_3x3__wasm_simd128 with fused multiply-adds: 9 FMAs against 6
+ * loads per 4 lanes of k (the tiles take products whose src0 has fewer rows
+ * than a packed panel, e.g. Silero VAD's convolutions) */
+void f32_gemm_3x3__wasm_relaxed(int64_t k, const float * a, int64_t lda, const float * b, int64_t ldb, float * c, int64_t ldc) {
+    KILN_SIMD128_GEMM_3X3_BODY(RMADD);
+}
+
 /* ---- fp16 accumulator ---------------------------------------------------- */
 
 /* Engines fuse relaxed_madd where the CPU has FMA (V8 on x86 with FMA3, and

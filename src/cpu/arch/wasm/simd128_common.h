@@ -265,4 +265,35 @@ static inline v128_t kiln_simd128_q4_corr(const struct kiln_simd128_q8_eo * y) {
     } \
 } while (0)
 
+/* The body of the 3x3 register tile (kernels.h, kiln_gemm_tile_t): 3 src0
+ * rows x 3 src1 rows, 4 lanes of k at a time, then each lane sum reduced
+ * and the k % 4 tail added in scalar; MADD_ as for the 2x16 body. */
+#define KILN_SIMD128_GEMM_3X3_BODY(MADD_) do { \
+    v128_t c00 = wasm_f32x4_splat(0), c01 = c00, c02 = c00, c10 = c00, c11 = c00, c12 = c00, c20 = c00, c21 = c00, c22 = c00; \
+    const float * a0 = a, * a1 = a + lda, * a2 = a + 2 * lda; \
+    const float * b0 = b, * b1 = b + ldb, * b2 = b + 2 * ldb; \
+    int64_t p = 0; \
+    for (; p + 4 <= k; p += 4) { \
+        const v128_t x0 = wasm_v128_load(a0 + p), x1 = wasm_v128_load(a1 + p), x2 = wasm_v128_load(a2 + p); \
+        v128_t y = wasm_v128_load(b0 + p); \
+        c00 = MADD_(x0, y, c00); c01 = MADD_(x1, y, c01); c02 = MADD_(x2, y, c02); \
+        y = wasm_v128_load(b1 + p); \
+        c10 = MADD_(x0, y, c10); c11 = MADD_(x1, y, c11); c12 = MADD_(x2, y, c12); \
+        y = wasm_v128_load(b2 + p); \
+        c20 = MADD_(x0, y, c20); c21 = MADD_(x1, y, c21); c22 = MADD_(x2, y, c22); \
+    } \
+    const float r_[3][3] = { \
+        { kiln_simd128_hsum_f32(c00), kiln_simd128_hsum_f32(c01), kiln_simd128_hsum_f32(c02) }, \
+        { kiln_simd128_hsum_f32(c10), kiln_simd128_hsum_f32(c11), kiln_simd128_hsum_f32(c12) }, \
+        { kiln_simd128_hsum_f32(c20), kiln_simd128_hsum_f32(c21), kiln_simd128_hsum_f32(c22) }, \
+    }; \
+    for (int j = 0; j < 3; j++) { \
+        for (int i = 0; i < 3; i++) { \
+            float s = r_[j][i]; \
+            for (int64_t q = p; q < k; q++) s += a[i * lda + q] * b[j * ldb + q]; \
+            c[j * ldc + i] = s; \
+        } \
+    } \
+} while (0)
+
 #endif

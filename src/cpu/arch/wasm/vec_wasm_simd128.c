@@ -294,33 +294,7 @@ void f16_to_f32__wasm_simd128(int64_t n, const kiln_fp16_t * x, float * y) {
 /* 3 src0 rows x 3 src1 rows: 9 accumulators + 6 row registers, under the
  * 16 xmm registers engines map v128 onto (one is their scratch). */
 void f32_gemm_3x3__wasm_simd128(int64_t k, const float * a, int64_t lda, const float * b, int64_t ldb, float * c, int64_t ldc) {
-    v128_t c00 = wasm_f32x4_splat(0), c01 = wasm_f32x4_splat(0), c02 = wasm_f32x4_splat(0);
-    v128_t c10 = wasm_f32x4_splat(0), c11 = wasm_f32x4_splat(0), c12 = wasm_f32x4_splat(0);
-    v128_t c20 = wasm_f32x4_splat(0), c21 = wasm_f32x4_splat(0), c22 = wasm_f32x4_splat(0);
-    const float * a0 = a, * a1 = a + lda, * a2 = a + 2 * lda;
-    const float * b0 = b, * b1 = b + ldb, * b2 = b + 2 * ldb;
-    int64_t p = 0;
-    for (; p + 4 <= k; p += 4) {
-        const v128_t x0 = wasm_v128_load(a0 + p), x1 = wasm_v128_load(a1 + p), x2 = wasm_v128_load(a2 + p);
-        v128_t y = wasm_v128_load(b0 + p);
-        c00 = MADD(x0, y, c00); c01 = MADD(x1, y, c01); c02 = MADD(x2, y, c02);
-        y = wasm_v128_load(b1 + p);
-        c10 = MADD(x0, y, c10); c11 = MADD(x1, y, c11); c12 = MADD(x2, y, c12);
-        y = wasm_v128_load(b2 + p);
-        c20 = MADD(x0, y, c20); c21 = MADD(x1, y, c21); c22 = MADD(x2, y, c22);
-    }
-    float r[3][3] = {
-        { hsum4(c00), hsum4(c01), hsum4(c02) },
-        { hsum4(c10), hsum4(c11), hsum4(c12) },
-        { hsum4(c20), hsum4(c21), hsum4(c22) },
-    };
-    for (int j = 0; j < 3; j++) {
-        for (int i = 0; i < 3; i++) {
-            float s = r[j][i];
-            for (int64_t q = p; q < k; q++) s += a[i * lda + q] * b[j * ldb + q];
-            c[j * ldc + i] = s;
-        }
-    }
+    KILN_SIMD128_GEMM_3X3_BODY(MADD);
 }
 
 /* 2 src1 rows x 16 packed src0 columns ("load-splat" form): 8 accumulators,
