@@ -443,6 +443,24 @@ int main(void) {
           "the relaxed table's q4_0 kernels follow the dot-add probe");
     CHECK(kr && (kr->gemm_x4[KILN_TYPE_Q8_0] == q8_0x4_q8_0_gemm__wasm_relaxed_dotadd) == kiln_wasm_relaxed_dot_add_direct(),
           "the relaxed table's batched q8_0 kernel follows the dot-add probe");
+    {
+        /* the batched q8_0 kernel's i16 form (not in the table) against the
+         * table's i16 x4 kernel: the structure it shares with the dot-add
+         * form, testable in every engine */
+        struct kiln_kernels k16 = *kr;
+        k16.vec_dot_x4[KILN_TYPE_Q8_0] = q8_0x4_q8_0_vec_dot__wasm_relaxed;
+        k16.gemm_x4[KILN_TYPE_Q8_0] = q8_0x4_q8_0_gemm__wasm_relaxed;
+        for (int64_t n = 32; n <= 2048; n *= 4) {
+            const size_t rs = kiln_row_size(KILN_TYPE_Q8_0, n);
+            char * g = malloc(4 * rs);
+            for (size_t i = 0; i < 4 * rs; i++) g[i] = (char) (int) tu_rand_uniform(-127, 127);
+            for (size_t b = 0; b < 4 * rs; b += 136) {
+                for (int j = 0; j < 4; j++) { const kiln_fp16_t h = (kiln_fp16_t) (0x2c00 + 97 * j + (int) (b % 7)); memcpy(g + b + 2 * j, &h, 2); }
+            }
+            test_gemm_x4(&k16, KILN_TYPE_Q8_0, n, g);
+            free(g);
+        }
+    }
     if (kiln_wasm_relaxed_dot_add_direct()) printf("relaxed dot-add is one instruction here: the table has the dotadd q4_0/q8_0 kernels, checked above\n");
     else printf("relaxed dot-add is NOT one instruction in this engine: the table has the i16 q4_0/q8_0 kernels; dotadd kernels NOT TESTED "
                 "here (V8's fallback for it is slower, and wrong in Node 20's V8 11.3; Chromium on AVX-VNNI or arm64 runs them)\n");
