@@ -46,7 +46,7 @@ async function browserCpu(userDir, ms) {
 }
 
 // longPrompt / chatPrompt (on the models whose key is in longModels): after
-// the rounds, wllama and kiln-mt (N threads) evaluate the long prompt once
+// the rounds, kiln-mt (N threads), kiln-st and wllama (N threads) evaluate the long prompt once
 // each (prompt tokens/s: the pp512 row), then time the first token of the
 // chat-formatted one (a one-token greedy completion, wall time in the page).
 export async function runBrowser({ models, threads = 2, prompt, nGen = 16, rounds = 2, reps = 1, ctx = 256, bwGBs = {}, reference = {}, log = console.error, timeoutMs = 240_000, warmup = 1, engines: which = null, leftS = () => Infinity, longPrompt = null, chatPrompt = null, longModels = [] }) {
@@ -134,7 +134,7 @@ export async function runBrowser({ models, threads = 2, prompt, nGen = 16, round
         }
         if (longModels.includes(mdl.key) && (longPrompt || chatPrompt)) {
           // Kiln first: a wllama call that times out keeps computing in its page
-          for (const name of ['kiln-mt', 'wllama']) {
+          for (const name of ['kiln-mt', 'kiln-st', 'wllama']) {
             const o = res[name];
             if (!o || o.error) continue;
             o.long = {};

@@ -13,7 +13,7 @@
 //        [--threads 1,2] [--gen N] [--prompt TEXT] [--reps N] [--warmup N] [--rounds N] [--browser-reps N]
 //        [--engines wllama,kiln-mt,wllama-1t,kiln-st] [--kernel-reps N] [--budget S]
 //        [--timeout S (one run's limit; a starved machine records what it measured)] [--json FILE]
-//        [--long-tokens N (512; 0: no long-prompt rows)] [--long-models q4_0]
+//        [--long-tokens N (512; 0: no long-prompt rows)] [--long-models q4_0] [--long-chat 0 (no chat-prompt first token)]
 // --budget (default 540 s): extra native reps and browser rounds beyond the
 // first are skipped when they would not fit, so the default run ends within
 // ~10 minutes on a shared 2-core machine; the output says what was cut.
@@ -56,7 +56,8 @@ const STORY = ['Once upon a time, there was a little girl named Lily.', 'She lov
   'When the sun went down, they went home for dinner and told their parents about the game.'];
 const storyOf = (chars) => { let t = ''; for (let i = 0; t.length < chars; i++) t += (t ? ' ' : '') + STORY[i % STORY.length]; return t; };
 const LONG_PROMPT = longTokens > 0 ? storyOf(Math.round(longTokens * 4.2)) : null;
-const CHAT_PROMPT = longTokens > 0 ? `<|im_start|>user\nRead this story and say what Lily found.\n\n${storyOf(Math.round((longTokens - 20) * 4.2))}<|im_end|>\n<|im_start|>assistant\n` : null;
+const longChat = opt('long-chat', '1') !== '0'; // --long-chat 0: the long story only, no chat-prompt first token
+const CHAT_PROMPT = longTokens > 0 && longChat ? `<|im_start|>user\nRead this story and say what Lily found.\n\n${storyOf(Math.round((longTokens - 20) * 4.2))}<|im_end|>\n<|im_start|>assistant\n` : null;
 const B = budget(+opt('budget', 540));
 const kilnIsa = opt('isa', null);          // kiln-generate --isa (default: the best row the CPU has)
 const ggmlCpu = opt('ggml-cpu', 'auto');   // llama.cpp's CPU variant (default: ggml's choice)
@@ -181,11 +182,11 @@ if (only.includes('browser')) {
   }
   const longRows = [];
   for (const b of bs) {
-    const w = b.engines.wllama?.long, kmt = b.engines['kiln-mt']?.long;
-    if (!w && !kmt) continue;
-    for (const [name, l] of [['wllama', w], ['kiln-mt', kmt]]) {
+    const w = b.engines.wllama?.long, kmt = b.engines['kiln-mt']?.long, kst = b.engines['kiln-st']?.long;
+    if (!w && !kmt && !kst) continue;
+    for (const [name, l] of [['wllama', w], ['kiln-mt', kmt], ['kiln-st', kst]]) {
       if (!l) continue;
-      longRows.push([b.model, name, t, l.pp?.error ? `error: ${l.pp.error.slice(0, 40)}` : `${l.pp?.prompt_n ?? '?'}`, l.pp?.pp != null ? l.pp.pp.toFixed(1) : '—',
+      longRows.push([b.model, name, name === 'kiln-st' ? 1 : t, l.pp?.error ? `error: ${l.pp.error.slice(0, 40)}` : `${l.pp?.prompt_n ?? '?'}`, l.pp?.pp != null ? l.pp.pp.toFixed(1) : '—',
         l.ttft?.error ? `error: ${l.ttft.error.slice(0, 40)}` : `${l.ttft?.prompt_n ?? '?'}`, l.ttft?.ms != null ? (l.ttft.ms / 1000).toFixed(2) : '—']);
     }
     if (b.model === 'synth-q4_0') {

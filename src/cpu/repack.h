@@ -127,6 +127,8 @@ void q4_0x4_q8_0_gemm__wasm_relaxed(int64_t n, int ncols, float * s, size_t ss, 
 void q4_0x4_q8_0_vec_dot__wasm_relaxed_dotadd(int64_t n, float * s, const void * x, const void * y);
 void q8_0x4_q8_0_vec_dot__wasm_relaxed_dotadd(int64_t n, float * s, const void * x, const void * y);
 void q4_0x4_q8_0_gemm__wasm_relaxed_dotadd(int64_t n, int ncols, float * s, size_t ss, const void * x, const void * y, size_t ys);
+void q8_0x4_q8_0_gemm__wasm_relaxed(int64_t n, int ncols, float * s, size_t ss, const void * x, const void * y, size_t ys);
+void q8_0x4_q8_0_gemm__wasm_relaxed_dotadd(int64_t n, int ncols, float * s, size_t ss, const void * x, const void * y, size_t ys);
 #endif
 
 /* f32 row -> q8_K like quantize_row_q8_K, except the sign of the scale:

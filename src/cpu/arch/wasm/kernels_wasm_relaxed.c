@@ -249,6 +249,38 @@ RX_INLINE void q8_0x4_vec_dot(int64_t n, float * s, const void * vx, const void 
     wasm_v128_store(s, acc);
 }
 
+/* q8_0x4 against 2 activation rows (prompt processing): the weights are
+ * loaded and the x scales converted once per block for both rows; per row
+ * and column the integer sums (exact) and float steps of the x4 kernel
+ * above, so the results are bit-identical to it */
+RX_INLINE void q8_0x4_2cols(int64_t n, float * s0, float * s1, const block_q8_0x4 * x, const block_q8_0 * ya, const block_q8_0 * yb,
+                            bool dotadd) {
+    v128_t acc0 = wasm_f32x4_splat(0), acc1 = acc0;
+    const int nb = (int) (n / QK8_0);
+    for (int i = 0; i < nb; ++i) {
+        const struct q8_act a = q8_act_load(ya[i].qs), b = q8_act_load(yb[i].qs);
+        v128_t da, db;
+        kiln_simd128_scales4x2_fast(x[i].d, ya[i].d, yb[i].d, &da, &db);
+        const int8_t * w = x[i].qs;
+        const v128_t pa = kiln_simd128_i32_hsum4(q8_dot(w, &a, dotadd), q8_dot(w + 32, &a, dotadd), q8_dot(w + 64, &a, dotadd),
+                                                 q8_dot(w + 96, &a, dotadd));
+        const v128_t pb = kiln_simd128_i32_hsum4(q8_dot(w, &b, dotadd), q8_dot(w + 32, &b, dotadd), q8_dot(w + 64, &b, dotadd),
+                                                 q8_dot(w + 96, &b, dotadd));
+        acc0 = wasm_f32x4_add(acc0, wasm_f32x4_mul(wasm_f32x4_convert_i32x4(pa), da));
+        acc1 = wasm_f32x4_add(acc1, wasm_f32x4_mul(wasm_f32x4_convert_i32x4(pb), db));
+    }
+    wasm_v128_store(s0, acc0);
+    wasm_v128_store(s1, acc1);
+}
+
+static void q8_0x4_2cols_i16(int64_t n, float * s0, float * s1, const block_q8_0x4 * x, const block_q8_0 * ya, const block_q8_0 * yb) {
+    q8_0x4_2cols(n, s0, s1, x, ya, yb, false);
+}
+
+static void q8_0x4_2cols_dotadd(int64_t n, float * s0, float * s1, const block_q8_0x4 * x, const block_q8_0 * ya, const block_q8_0 * yb) {
+    q8_0x4_2cols(n, s0, s1, x, ya, yb, true);
+}
+
 void q8_0_q8_0_vec_dot__wasm_relaxed(int64_t n, float * s, const void * vx, const void * vy) {
     q8_0_vec_dot(n, s, vx, vy, false);
 }
@@ -263,6 +295,14 @@ void q8_0_q8_0_vec_dot__wasm_relaxed_dotadd(int64_t n, float * s, const void * v
 
 void q8_0x4_q8_0_vec_dot__wasm_relaxed_dotadd(int64_t n, float * s, const void * vx, const void * vy) {
     q8_0x4_vec_dot(n, s, vx, vy, true);
+}
+
+void q8_0x4_q8_0_gemm__wasm_relaxed(int64_t n, int ncols, float * s, size_t ss, const void * x, const void * y, size_t ys) {
+    KILN_GEMM_X4_BY_PAIRS(q8_0x4_2cols_i16, q8_0x4_q8_0_vec_dot__wasm_relaxed, n, ncols, s, ss, x, y, ys);
+}
+
+void q8_0x4_q8_0_gemm__wasm_relaxed_dotadd(int64_t n, int ncols, float * s, size_t ss, const void * x, const void * y, size_t ys) {
+    KILN_GEMM_X4_BY_PAIRS(q8_0x4_2cols_dotadd, q8_0x4_q8_0_vec_dot__wasm_relaxed_dotadd, n, ncols, s, ss, x, y, ys);
 }
 
 /* The relaxed i32 dot-add of 4 lanes of constants a (the i8 operand) and
