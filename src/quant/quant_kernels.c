@@ -60,6 +60,8 @@ void kiln_quant_register_kernels(struct kiln_kernels * k) {
             } else {
                 SET(k, Q4_0, q4_0_q8_0_vec_dot__avxvnni, Q8_0);
                 SET(k, Q8_0, q8_0_q8_0_vec_dot__avxvnni, Q8_0);
+                SET(k, IQ4_NL, iq4_nl_q8_0_vec_dot__avxvnni, Q8_0);
+                k->vec_dot_1[KILN_TYPE_IQ4_NL] = iq4_nl_q8_0_vec_dot_gemv__avxvnni;
             }
             break;
 #endif

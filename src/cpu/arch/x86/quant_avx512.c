@@ -26,6 +26,7 @@
 #include "blocks.h"
 #include "quants_impl.h"
 #include "quant_vnni256.h"
+#include "quant_iq4nl_x86.h"
 
 /* signed x signed bytes -> 16 i32 lanes of 4 products (AVX-512 has no sign_epi8: negate y where x < 0) */
 static inline __m512i dot_i8_512(__m512i x, __m512i y) {
@@ -37,51 +38,14 @@ static inline __m512i dot_i8_512(__m512i x, __m512i y) {
 
 KILN_VNNI256_DOTS(avx512, _mm256_dpbusd_epi32)
 
-/* ---- iq4_nl: AVX2's two orders (quant_dot_avx2.c), the block's i32 lanes by one vpdpbusd ---- */
+/* ---- iq4_nl: AVX2's two orders (quant_iq4nl_x86.h), a block's lanes by one vpdpbusd ---- */
 
-static inline __m256i iq4nl_isums(const uint8_t * qs, const int8_t * yq) {
-    const __m128i values = _mm_loadu_si128((const __m128i *) kiln_kvalues_iq4nl);
-    const __m128i b = _mm_loadu_si128((const __m128i *) qs), m = _mm_set1_epi8(0x0f);
-    const __m256i q = _mm256_set_m128i(_mm_shuffle_epi8(values, _mm_and_si128(_mm_srli_epi16(b, 4), m)),
-                                       _mm_shuffle_epi8(values, _mm_and_si128(b, m)));
-    const __m256i y = load32(yq);
+static inline __m256i iq4nl_isums_avx512(const uint8_t * qs, const int8_t * yq) {
+    const __m256i q = iq4nl_lookup(qs), y = load32(yq);
     return _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_sign_epi8(q, q), _mm256_sign_epi8(y, q));
 }
 
-void iq4_nl_q8_0_vec_dot__avx512(int64_t n, float * s, const void * vx, const void * vy) {
-    const block_iq4_nl * x = vx;
-    const block_q8_0 * y = vy;
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / QK4_NL; ++i) {
-        const __m256 d = _mm256_set1_ps(KQ_H2F(x[i].d) * KQ_H2F(y[i].d));
-        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(iq4nl_isums(x[i].qs, y[i].qs)), acc);
-    }
-    *s = hsum_ps(acc);
-}
-
-/* the mat-vec order: block pairs into two accumulators, an odd last block in scalar */
-void iq4_nl_q8_0_vec_dot_gemv__avx512(int64_t n, float * s, const void * vx, const void * vy) {
-    const block_iq4_nl * x = vx;
-    const block_q8_0 * y = vy;
-    const int64_t nb = n / QK4_NL;
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + 1 < nb; i += 2) {
-        const __m256 d0 = _mm256_set1_ps(KQ_H2F(y[i].d) * KQ_H2F(x[i].d));
-        const __m256 d1 = _mm256_set1_ps(KQ_H2F(y[i + 1].d) * KQ_H2F(x[i + 1].d));
-        acc0 = _mm256_fmadd_ps(d0, _mm256_cvtepi32_ps(iq4nl_isums(x[i].qs, y[i].qs)), acc0);
-        acc1 = _mm256_fmadd_ps(d1, _mm256_cvtepi32_ps(iq4nl_isums(x[i + 1].qs, y[i + 1].qs)), acc1);
-    }
-    float sum = hsum_ps(_mm256_add_ps(acc0, acc1));
-    for (; i < nb; i++) {
-        const __m256i v = iq4nl_isums(x[i].qs, y[i].qs);
-        __m128i t = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-        t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0x4e));
-        t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xb1));
-        sum = fmaf(KQ_H2F(x[i].d) * KQ_H2F(y[i].d), (float) _mm_cvtsi128_si32(t), sum);
-    }
-    *s = sum;
-}
+KILN_IQ4NL_DOTS(avx512, iq4nl_isums_avx512)
 
 /* ---- q8_0 x4 -------------------------------------------------------------- */
 
