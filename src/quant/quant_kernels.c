@@ -45,15 +45,23 @@ void kiln_quant_register_kernels(struct kiln_kernels * k) {
             break;
         case KILN_ISA_AVX512:
         case KILN_ISA_AVXVNNI:
-            /* AVX2's kernels, q4_0 / q8_0 on VNNI (bit-identical) */
+            /* AVX2's kernels, q4_0 / q8_0 on VNNI and (avx512) the K-quant
+             * dots on 512-bit integer steps, all bit-identical to AVX2's */
             SET_SIMD(k, avx2);
             k->vec_dot_1[KILN_TYPE_IQ4_NL] = iq4_nl_q8_0_vec_dot_gemv__avx2;
             if (k->isa_id == KILN_ISA_AVX512) {
                 SET(k, Q4_0, q4_0_q8_0_vec_dot__avx512, Q8_0);
                 SET(k, Q8_0, q8_0_q8_0_vec_dot__avx512, Q8_0);
+                SET(k, Q4_K, q4_K_q8_K_vec_dot__avx512, Q8_K);
+                SET(k, Q5_K, q5_K_q8_K_vec_dot__avx512, Q8_K);
+                SET(k, Q6_K, q6_K_q8_K_vec_dot__avx512, Q8_K);
+                SET(k, IQ4_NL, iq4_nl_q8_0_vec_dot__avx512, Q8_0);
+                k->vec_dot_1[KILN_TYPE_IQ4_NL] = iq4_nl_q8_0_vec_dot_gemv__avx512;
             } else {
                 SET(k, Q4_0, q4_0_q8_0_vec_dot__avxvnni, Q8_0);
                 SET(k, Q8_0, q8_0_q8_0_vec_dot__avxvnni, Q8_0);
+                SET(k, IQ4_NL, iq4_nl_q8_0_vec_dot__avxvnni, Q8_0);
+                k->vec_dot_1[KILN_TYPE_IQ4_NL] = iq4_nl_q8_0_vec_dot_gemv__avxvnni;
             }
             break;
 #endif

@@ -410,6 +410,44 @@ static void test_gemm_packed(const struct kiln_kernels * k) {
     }
 }
 
+/* the avx512 row's rule: its packed microkernel gives each output the
+ * avx2 row's bits (same panel width; the avx2 kernel run over the same
+ * rows in tiles of its own height, the last tile shifted to overlap) */
+static void test_gemm_packed_vs_avx2(const struct kiln_kernels * k) {
+    const struct kiln_kernels * k2 = kiln_kernels_for_isa(KILN_ISA_AVX2);
+    if (k->isa_id != KILN_ISA_AVX512 || !k2) return;
+    const int MR = k->pack_mr, NR = k->pack_nr, MR2 = k2->pack_mr;
+    CHECK(NR == k2->pack_nr && MR >= MR2, "avx512 panel width %d == avx2's %d", NR, k2->pack_nr);
+    if (NR != k2->pack_nr || MR < MR2) return;
+    for (int li = 0; li < N_LEN; li++) {
+        const int64_t K = lengths[li], lda = K + 3;
+        float * a = malloc(sizeof(float) * (size_t) (lda * MR + 1));
+        float * bp = malloc(sizeof(float) * (size_t) (K * NR + 1));
+        float c[KILN_GEMM_MAX_MR * KILN_GEMM_MAX_NR], c2[KILN_GEMM_MAX_MR * KILN_GEMM_MAX_NR];
+        float t[KILN_GEMM_MAX_MR * KILN_GEMM_MAX_NR];
+        fill(a, lda * MR + 1, -1.0f, 1.0f);
+        fill(bp, K * NR + 1, -1.0f, 1.0f);
+        int bad = 0;
+        for (int pass = 0; pass < 2; pass++) {
+            /* pass 0 stores, pass 1 adds the products to what pass 0 stored */
+            k->f32_gemm_packed(K, a + 1, lda, bp + 1, c, NR, pass);
+            bool done[KILN_GEMM_MAX_MR] = { false };
+            for (int j0 = 0; j0 < MR; j0 += MR2) {
+                const int j = j0 + MR2 <= MR ? j0 : MR - MR2;
+                k2->f32_gemm_packed(K, a + 1 + j * lda, lda, bp + 1, t, NR, 0);
+                for (int r = 0; r < MR2; r++) {
+                    if (done[j + r]) continue;
+                    done[j + r] = true;
+                    for (int i = 0; i < NR; i++) c2[(j + r) * NR + i] = pass ? c2[(j + r) * NR + i] + t[r * NR + i] : t[r * NR + i];
+                }
+            }
+            bad += memcmp(c, c2, sizeof(float) * (size_t) (MR * NR)) != 0;
+        }
+        CHECK(!bad, "%s f32_gemm_%dx%d == avx2's bit for bit, k=%lld", k->isa, MR, NR, (long long) K);
+        free(a); free(bp);
+    }
+}
+
 static void test_type_slots(const struct kiln_kernels * k) {
     const enum kiln_type types[3] = { KILN_TYPE_F32, KILN_TYPE_F16, KILN_TYPE_BF16 };
     for (int t = 0; t < 3; t++) {
@@ -502,6 +540,7 @@ int main(void) {
         test_maps(s, k);
         test_gemm_tile(k);
         test_gemm_packed(k);
+        test_gemm_packed_vs_avx2(k);
         test_gemm_pack(k);
         test_type_slots(k);
     }

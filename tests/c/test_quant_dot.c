@@ -284,9 +284,9 @@ static void test_wasm_relaxed(void) {
 #endif
 }
 
-/* The avx512 and avxvnni rows' rule: every per-type dot bit-identical to
- * the avx2 row's (the two they replace, q4_0 and q8_0, and the AVX2 ones
- * they keep), on quantized weights and activations at 1..37 blocks,
+/* The avx512 and avxvnni rows' rule: every per-type dot (and mat-vec-only
+ * dot) bit-identical to the avx2 row's (the ones they replace and the AVX2
+ * ones they keep), on quantized weights and activations at 1..37 blocks,
  * misaligned. */
 static void test_vnni_vs_avx2(enum kiln_isa isa, const char * needs) {
     const struct kiln_kernels * k5 = kiln_kernels_for_isa(isa);
@@ -316,6 +316,14 @@ static void test_vnni_vs_avx2(enum kiln_isa isa, const char * needs) {
             k2->vec_dot[t](n, &b, x, y);
             CHECK(memcmp(&a, &b, sizeof a) == 0, "%s %s n=%lld: %.9g, avx2 %.9g", k5->isa, kiln_type_name(t), (long long) n, a, b);
             cases++;
+            /* the mat-vec-only order, where AVX2 has one */
+            CHECK(!k2->vec_dot_1[t] == !k5->vec_dot_1[t], "%s %s: vec_dot_1 present as in avx2", k5->isa, kiln_type_name(t));
+            if (k2->vec_dot_1[t] && k5->vec_dot_1[t]) {
+                k5->vec_dot_1[t](n, &a, x, y);
+                k2->vec_dot_1[t](n, &b, x, y);
+                CHECK(memcmp(&a, &b, sizeof a) == 0, "%s %s mat-vec n=%lld: %.9g, avx2 %.9g", k5->isa, kiln_type_name(t), (long long) n, a, b);
+                cases++;
+            }
             free(xb); free(yb); free(act);
         }
     }

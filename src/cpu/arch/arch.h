@@ -38,6 +38,8 @@ void f32_gemm_6x16__avx2(int64_t k, const float * a, int64_t lda, const float * 
 void f32_gemm_3x4__avx2(int64_t k, const float * a, int64_t lda, const float * b, int64_t ldb, float * c, int64_t ldc);
 void f16_mad__avx2(int64_t n, kiln_fp16_t * y, const kiln_fp16_t * x, float v);
 void f16_scale__avx2(int64_t n, kiln_fp16_t * y, float v);
+/* the avx512 row's packed microkernel, bit-identical to f32_gemm_6x16__avx2 per output */
+void f32_gemm_8x16__avx512(int64_t k, const float * a, int64_t lda, const float * bp, float * c, int64_t ldc, int accumulate);
 #endif
 #ifdef KILN_ARCH_ARM
 KILN_VEC_LIST(KILN_VEC_DECLARE, neon)

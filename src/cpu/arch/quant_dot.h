@@ -35,12 +35,19 @@ KILN_QDOT_SCALAR_ONLY_LIST(KILN_QDOT, scalar)
 KILN_QDOT_SIMD_LIST(KILN_QDOT, avx2)
 /* mat-vec variant in llama.cpp's order there (kernels.h, vec_dot_1) */
 void iq4_nl_q8_0_vec_dot_gemv__avx2(int64_t n, float * s, const void * vx, const void * vy);
-/* the avx512 row (F + BW + VL + VNNI): these two; the other types keep AVX2's */
+/* the avx512 row (F + BW + VL + VNNI): these; the other types keep AVX2's */
 KILN_QDOT(q4_0_q8_0, avx512)
 KILN_QDOT(q8_0_q8_0, avx512)
-/* the avxvnni row (AVX2 + AVX-VNNI, no AVX-512): the same two */
+KILN_QDOT(q4_K_q8_K, avx512)
+KILN_QDOT(q5_K_q8_K, avx512)
+KILN_QDOT(q6_K_q8_K, avx512)
+KILN_QDOT(iq4_nl_q8_0, avx512)
+void iq4_nl_q8_0_vec_dot_gemv__avx512(int64_t n, float * s, const void * vx, const void * vy);
+/* the avxvnni row (AVX2 + AVX-VNNI, no AVX-512): q4_0, q8_0, iq4_nl */
 KILN_QDOT(q4_0_q8_0, avxvnni)
 KILN_QDOT(q8_0_q8_0, avxvnni)
+KILN_QDOT(iq4_nl_q8_0, avxvnni)
+void iq4_nl_q8_0_vec_dot_gemv__avxvnni(int64_t n, float * s, const void * vx, const void * vy);
 #endif
 #if defined(__aarch64__) && !defined(__EMSCRIPTEN__)
 KILN_QDOT_SIMD_LIST(KILN_QDOT, neon)

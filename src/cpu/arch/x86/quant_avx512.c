@@ -1,8 +1,9 @@
 /*
  * quant_avx512.c — the avx512 row's q4_0 and q8_0 dot products (plain, x4
- * repacked, batched). Compiled with -mavx512f -mavx512bw -mavx512vl
- * -mavx512vnni (plus AVX2/FMA/F16C) for this file only; the kernel table
- * selects them at run time (kiln_cpu_has_avx512_vnni).
+ * repacked, batched) and iq4_nl's plain ones (both of AVX2's orders).
+ * Compiled with -mavx512f -mavx512bw -mavx512vl -mavx512vnni (plus
+ * AVX2/FMA/F16C) for this file only; the kernel table selects them at run
+ * time (kiln_cpu_has_avx512_vnni).
  *
  * Exactness rule: every kernel here is bit-identical to the AVX2 kernel of
  * the same slot (quant_dot_avx2.c, repack_avx2.c), so the oracle's
@@ -17,6 +18,7 @@
  */
 #include <immintrin.h>
 #include <string.h>
+#include <math.h>
 
 #include "x86_common.h"
 #include "../quant_dot.h"
@@ -24,6 +26,7 @@
 #include "blocks.h"
 #include "quants_impl.h"
 #include "quant_vnni256.h"
+#include "quant_iq4nl_x86.h"
 
 /* signed x signed bytes -> 16 i32 lanes of 4 products (AVX-512 has no sign_epi8: negate y where x < 0) */
 static inline __m512i dot_i8_512(__m512i x, __m512i y) {
@@ -34,6 +37,15 @@ static inline __m512i dot_i8_512(__m512i x, __m512i y) {
 /* ---- plain rows ---------------------------------------------------------- */
 
 KILN_VNNI256_DOTS(avx512, _mm256_dpbusd_epi32)
+
+/* ---- iq4_nl: AVX2's two orders (quant_iq4nl_x86.h), a block's lanes by one vpdpbusd ---- */
+
+static inline __m256i iq4nl_isums_avx512(const uint8_t * qs, const int8_t * yq) {
+    const __m256i q = iq4nl_lookup(qs), y = load32(yq);
+    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_sign_epi8(q, q), _mm256_sign_epi8(y, q));
+}
+
+KILN_IQ4NL_DOTS(avx512, iq4nl_isums_avx512)
 
 /* ---- q8_0 x4 -------------------------------------------------------------- */
 

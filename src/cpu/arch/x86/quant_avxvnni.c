@@ -1,22 +1,32 @@
 /*
- * quant_avxvnni.c — the avxvnni row: AVX2's table with the q4_0 / q8_0 plain
- * dot products and the Q4_K x8 kernels on AVX-VNNI (the VEX-encoded 256-bit
- * vpdpbusd of Intel client CPUs since Alder Lake, and of AMD Zen 5), for
- * CPUs that have it without AVX-512. Compiled with -mavxvnni for this file
- * only; selected at run time (kiln_cpu_has_avxvnni). Every kernel is
- * bit-identical to the AVX2 one of its slot: integer sums are exact in any
- * grouping, the float steps are AVX2's (quant_vnni256.h,
- * repack_q4_K_x86.h).
+ * quant_avxvnni.c — the avxvnni row: AVX2's table with the q4_0 / q8_0 /
+ * iq4_nl plain dot products and the Q4_K x8 kernels on AVX-VNNI (the
+ * VEX-encoded 256-bit vpdpbusd of Intel client CPUs since Alder Lake, and
+ * of AMD Zen 5), for CPUs that have it without AVX-512. Compiled with
+ * -mavxvnni for this file only; selected at run time (kiln_cpu_has_avxvnni).
+ * Every kernel is bit-identical to the AVX2 one of its slot: integer sums
+ * are exact in any grouping, the float steps are AVX2's (quant_vnni256.h,
+ * repack_q4_K_x86.h, quant_iq4nl_x86.h).
  */
 #include <immintrin.h>
+#include <math.h>
 
 #include "x86_common.h"
 #include "../quant_dot.h"
 #include "quants_impl.h"
 #include "quant_vnni256.h"
 #include "repack_q4_K_x86.h"
+#include "quant_iq4nl_x86.h"
 
 KILN_VNNI256_DOTS(avxvnni, _mm256_dpbusd_avx_epi32)
+
+/* iq4_nl in AVX2's two orders, a block's lanes by one vpdpbusd */
+static inline __m256i iq4nl_isums_avxvnni(const uint8_t * qs, const int8_t * yq) {
+    const __m256i q = iq4nl_lookup(qs), y = load32(yq);
+    return _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), _mm256_sign_epi8(q, q), _mm256_sign_epi8(y, q));
+}
+
+KILN_IQ4NL_DOTS(avxvnni, iq4nl_isums_avxvnni)
 
 /* rows r..r+3 of a Q4_K x8 group: each row's two i32 lanes added and
  * multiplied by its scale in 64-bit lanes */

@@ -16,6 +16,7 @@
 #include "../quant_dot.h"
 #include "blocks.h"
 #include "quants_impl.h"
+#include "quant_iq4nl_x86.h"
 
 static inline int hsum_i32(__m256i v) {
     __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
@@ -125,49 +126,13 @@ void q8_0_q8_0_vec_dot__avx2(int64_t n, float * s, const void * vx, const void *
     *s = hsum_ps(acc);
 }
 
-static inline __m256i iq4nl_lookup(const uint8_t * qs) {
-    const __m128i values = _mm_loadu_si128((const __m128i *) kiln_kvalues_iq4nl);
-    const __m128i b = _mm_loadu_si128((const __m128i *) qs);
-    const __m128i m = _mm_set1_epi8(0x0f);
-    const __m128i lo = _mm_shuffle_epi8(values, _mm_and_si128(b, m));
-    const __m128i hi = _mm_shuffle_epi8(values, _mm_and_si128(_mm_srli_epi16(b, 4), m));
-    return _mm256_set_m128i(hi, lo);
+/* iq4_nl's two orders (quant_iq4nl_x86.h); llama.cpp's AVX2 build sums
+ * mat-vec with _gemv and batched with _vec_dot */
+static inline __m256i iq4nl_isums_avx2(const uint8_t * qs, const int8_t * yq) {
+    return dot_i8(iq4nl_lookup(qs), load32(yq));
 }
 
-void iq4_nl_q8_0_vec_dot__avx2(int64_t n, float * s, const void * vx, const void * vy) {
-    const block_iq4_nl * x = vx;
-    const block_q8_0 * y = vy;
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / QK4_NL; ++i) {
-        const __m256 d = _mm256_set1_ps(KQ_H2F(x[i].d) * KQ_H2F(y[i].d));
-        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_i8(iq4nl_lookup(x[i].qs), load32(y[i].qs))), acc);
-    }
-    *s = hsum_ps(acc);
-}
-
-/* llama.cpp's mat-vec order for iq4_nl (its AVX2 vec_dot): blocks in
- * pairs into two accumulators, summed at the end; an odd last block is
- * added in scalar as (d_x * d_y) * isum. Its batched kernels instead run
- * the one-accumulator order of iq4_nl_q8_0_vec_dot__avx2. */
-void iq4_nl_q8_0_vec_dot_gemv__avx2(int64_t n, float * s, const void * vx, const void * vy) {
-    const block_iq4_nl * x = vx;
-    const block_q8_0 * y = vy;
-    const int64_t nb = n / QK4_NL;
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + 1 < nb; i += 2) {
-        const __m256 d0 = _mm256_set1_ps(KQ_H2F(y[i].d) * KQ_H2F(x[i].d));
-        const __m256 d1 = _mm256_set1_ps(KQ_H2F(y[i + 1].d) * KQ_H2F(x[i + 1].d));
-        acc0 = _mm256_fmadd_ps(d0, _mm256_cvtepi32_ps(dot_i8(iq4nl_lookup(x[i].qs), load32(y[i].qs))), acc0);
-        acc1 = _mm256_fmadd_ps(d1, _mm256_cvtepi32_ps(dot_i8(iq4nl_lookup(x[i + 1].qs), load32(y[i + 1].qs))), acc1);
-    }
-    float sum = hsum_ps(_mm256_add_ps(acc0, acc1));
-    for (; i < nb; i++) {
-        const int isum = hsum_i32(dot_i8(iq4nl_lookup(x[i].qs), load32(y[i].qs)));
-        sum = fmaf(KQ_H2F(x[i].d) * KQ_H2F(y[i].d), (float) isum, sum);
-    }
-    *s = sum;
-}
+KILN_IQ4NL_DOTS(avx2, iq4nl_isums_avx2)
 
 /* ---- k-quants ----------------------------------------------------------- */
 

@@ -1,0 +1,136 @@
+/*
+ * quant_k_avx512.c — the avx512 row's plain q4_K, q5_K and q6_K dot
+ * products. Compiled with the avx512 row's flags (CMakeLists.txt) and
+ * selected at run time with the rest of that row.
+ *
+ * Exactness rule (the row's, quant_avx512.c): bit-identical to the AVX2
+ * kernel of the same slot (quant_dot_avx2.c). The AVX2 kernels form, per
+ * super-block, an 8-lane i32 vector sumi (lane j: sub-block scale times the
+ * 4 byte products at bytes 4j..4j+3 of each 32-byte chunk, summed over the
+ * chunks) and add it with one FMA. Here two 32-byte chunks go through one
+ * 512-bit maddubs/madd (the same i16 and i32 values, so no new saturation),
+ * and the two 256-bit halves are added at the end: lane j still holds the
+ * same integer sum, exact in any grouping. The float steps (the FMA, the
+ * mins term, the final reduction) are AVX2's, one for one.
+ */
+#include <immintrin.h>
+
+#include "x86_common.h"
+#include "../quant_dot.h"
+#include "blocks.h"
+#include "quants_impl.h"
+
+/* the 8 lanes of AVX2's sumi: halves added */
+static inline __m256i fold_halves(__m512i v) {
+    return _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
+}
+
+/* i16 scales after maddubs on [chunk a | chunk b] of a q4_K / q5_K
+ * sub-block pair: sa for the low 256 bits, sb for the high */
+static inline __m512i scales_2x32(int sa, int sb) {
+    return _mm512_inserti64x4(_mm512_set1_epi16((short) sa), _mm256_set1_epi16((short) sb), 1);
+}
+
+/* the mins term, as quant_dot_avx2.c sums it */
+static inline int k4_mins(const uint8_t mn[8], const int16_t * bsums) {
+    int s = 0;
+    for (int j = 0; j < 8; ++j) s += mn[j] * (bsums[2 * j] + bsums[2 * j + 1]);
+    return s;
+}
+
+/* 32 quant bytes as [low nibbles | high nibbles] (sub-blocks 2j, 2j + 1) */
+static inline __m512i nibble_pair(const uint8_t * q) {
+    const __m512i b = _mm512_broadcast_i64x4(load32(q));
+    const __m512i shift = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(4), 1);
+    return _mm512_and_si512(_mm512_srlv_epi16(b, shift), _mm512_set1_epi8(0x0f));
+}
+
+void q4_K_q8_K_vec_dot__avx512(int64_t n, float * s, const void * vx, const void * vy) {
+    const block_q4_K * x = vx;
+    const block_q8_K * y = vy;
+    __m256 acc = _mm256_setzero_ps();
+    float mins = 0;
+    for (int64_t i = 0; i < n / QK_K; ++i) {
+        uint8_t sc[8], mn[8];
+        for (int j = 0; j < 8; ++j) kq_get_scale_min_k4(j, x[i].scales, &sc[j], &mn[j]);
+        __m512i sumi = _mm512_setzero_si512();
+        for (int j = 0; j < 4; ++j) {
+            const __m512i q = nibble_pair(x[i].qs + 32 * j);
+            const __m512i yq = _mm512_loadu_si512((const void *) (y[i].qs + 64 * j));
+            sumi = _mm512_add_epi32(sumi, _mm512_madd_epi16(_mm512_maddubs_epi16(q, yq), scales_2x32(sc[2 * j], sc[2 * j + 1])));
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(KQ_H2F(x[i].d) * y[i].d), _mm256_cvtepi32_ps(fold_halves(sumi)), acc);
+        mins += KQ_H2F(x[i].dmin) * y[i].d * k4_mins(mn, y[i].bsums);
+    }
+    *s = hsum_ps(acc) - mins;
+}
+
+void q5_K_q8_K_vec_dot__avx512(int64_t n, float * s, const void * vx, const void * vy) {
+    const block_q5_K * x = vx;
+    const block_q8_K * y = vy;
+    __m256 acc = _mm256_setzero_ps();
+    float mins = 0;
+    const __m512i one = _mm512_set1_epi8(1);
+    for (int64_t i = 0; i < n / QK_K; ++i) {
+        uint8_t sc[8], mn[8];
+        for (int j = 0; j < 8; ++j) kq_get_scale_min_k4(j, x[i].scales, &sc[j], &mn[j]);
+        /* qh bit 2j of a byte is the fifth bit of sub-block 2j, bit 2j + 1 of 2j + 1 */
+        const __m512i hb = _mm512_broadcast_i64x4(load32(x[i].qh));
+        __m512i sumi = _mm512_setzero_si512();
+        for (int j = 0; j < 4; ++j) {
+            const __m512i shift = _mm512_inserti64x4(_mm512_set1_epi16((short) (2 * j)), _mm256_set1_epi16((short) (2 * j + 1)), 1);
+            const __m512i h = _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(hb, shift), one), 4);
+            const __m512i q = _mm512_or_si512(nibble_pair(x[i].qs + 32 * j), h);
+            const __m512i yq = _mm512_loadu_si512((const void *) (y[i].qs + 64 * j));
+            sumi = _mm512_add_epi32(sumi, _mm512_madd_epi16(_mm512_maddubs_epi16(q, yq), scales_2x32(sc[2 * j], sc[2 * j + 1])));
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(KQ_H2F(x[i].d) * y[i].d), _mm256_cvtepi32_ps(fold_halves(sumi)), acc);
+        mins += KQ_H2F(x[i].dmin) * y[i].d * k4_mins(mn, y[i].bsums);
+    }
+    *s = hsum_ps(acc) - mins;
+}
+
+/* i16 scales for two 32-byte chunks of q6_K: 16 values per scale, so
+ * sc[a], sc[a + 1] over the low 256 bits and sc[a + 2], sc[a + 3] over the
+ * high (a = 0 or 4 of the half's 8 scales s8) */
+static inline __m512i q6_scales(__m128i s8, int a) {
+    const __m256i idx = _mm256_setr_epi8(a, a, a, a, a, a, a, a, a + 1, a + 1, a + 1, a + 1, a + 1, a + 1, a + 1, a + 1,
+                                         a + 2, a + 2, a + 2, a + 2, a + 2, a + 2, a + 2, a + 2,
+                                         a + 3, a + 3, a + 3, a + 3, a + 3, a + 3, a + 3, a + 3);
+    return _mm512_cvtepi8_epi16(_mm256_shuffle_epi8(_mm256_broadcastsi128_si256(s8), idx));
+}
+
+void q6_K_q8_K_vec_dot__avx512(int64_t n, float * s, const void * vx, const void * vy) {
+    const block_q6_K * x = vx;
+    const block_q8_K * y = vy;
+    __m256 acc = _mm256_setzero_ps();
+    const __m512i m4 = _mm512_set1_epi8(0xF), m2 = _mm512_set1_epi8(3), k32 = _mm512_set1_epi8(32);
+    /* the high 2 bits of chunks 0, 1 sit at bits 0-1, 2-3 of qh; of chunks 2, 3 at 4-5, 6-7 */
+    const __m512i sh01 = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
+    const __m512i sh23 = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(6), 1);
+    for (int64_t i = 0; i < n / QK_K; ++i) {
+        const uint8_t * ql = x[i].ql;
+        const uint8_t * qh = x[i].qh;
+        const int8_t * sc = x[i].scales;
+        const int8_t * q8 = y[i].qs;
+        __m512i sumi = _mm512_setzero_si512();
+        for (int half = 0; half < 2; ++half) {
+            const __m512i l = _mm512_loadu_si512((const void *) ql); /* [l0 | l1] */
+            const __m512i h = _mm512_broadcast_i64x4(load32(qh));
+            const __m512i q01 = _mm512_or_si512(_mm512_and_si512(l, m4),
+                                                _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(h, sh01), m2), 4));
+            const __m512i q23 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), m4),
+                                                _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(h, sh23), m2), 4));
+            const __m128i s8 = _mm_loadl_epi64((const __m128i *) sc);
+            const __m512i y01 = _mm512_loadu_si512((const void *) q8), y23 = _mm512_loadu_si512((const void *) (q8 + 64));
+            /* (q - 32) * y = q * y - 32 * y, both in i16 range (AVX2's form) */
+            const __m512i p01 = _mm512_sub_epi16(_mm512_maddubs_epi16(q01, y01), _mm512_maddubs_epi16(k32, y01));
+            const __m512i p23 = _mm512_sub_epi16(_mm512_maddubs_epi16(q23, y23), _mm512_maddubs_epi16(k32, y23));
+            sumi = _mm512_add_epi32(sumi, _mm512_madd_epi16(p01, q6_scales(s8, 0)));
+            sumi = _mm512_add_epi32(sumi, _mm512_madd_epi16(p23, q6_scales(s8, 4)));
+            ql += 64; qh += 32; sc += 8; q8 += 128;
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(KQ_H2F(x[i].d) * y[i].d), _mm256_cvtepi32_ps(fold_halves(sumi)), acc);
+    }
+    *s = hsum_ps(acc);
+}
