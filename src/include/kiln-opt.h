@@ -122,7 +122,7 @@ void kiln_opt_epoch_callback_progress_bar(bool train, struct kiln_opt_context * 
  * a dense gated FFN (llama, mistral, qwen2/3, gemma 1/2/3, granite, olmo2
  * ...): pre-, sandwich- and post-norm layers, SiLU / GELU, biases, QK-norm,
  * GQA, logit softcaps; sliding-window layers when the training ctx fits in
- * the window. Not: mixture-of-experts, fused qkv (phi3), RoPE frequency
+ * the window. Not: mixture-of-experts, fused qkv (phi3), parallel layers (phi2), RoPE frequency
  * factors. The model must have been loaded with kiln_model_load_for_training
  * (file layout, no repacking). */
 struct kiln_model;

@@ -10,7 +10,9 @@
  *              f = ffn(norm? h)      gated SiLU (gate/up separate or fused) or GELU, or a
  *                                      mixture of gated-SiLU experts
  *              x = h + post_norm?(f) (* residual scale)
- *   logits = Wout · norm(x_last) (/ logit scale, then softcap)
+ *              (phi2, parallel: x = x + (a + ffn(norm x)), FFN up -> GELU -> down with biases)
+ *   logits = Wout · norm(x_last) (+ bias) (/ logit scale, then softcap)
+ * norm: RMS norm times a weight, or (phi2) LayerNorm times a weight plus a bias.
  *
  * K and V of every layer go to a cache that attention reads with
  * flash_attn_ext; the order of operations follows llama.cpp's graphs so that
@@ -92,6 +94,29 @@ static void geglu_rows(struct kiln_tensor * dst, const struct kiln_tensor * a, c
 
 static struct kiln_tensor * rms(struct kiln_context * ctx, struct kiln_tensor * x, struct kiln_tensor * w, float eps) {
     return kiln_mul(ctx, kiln_rms_norm(ctx, x, eps), w);
+}
+
+/* the layer norm of an architecture: RMS norm times w, or (NORM_PARALLEL)
+ * LayerNorm times w plus b */
+static struct kiln_tensor * norm(const struct kiln_model * m, struct kiln_context * ctx, struct kiln_tensor * x,
+                                 struct kiln_tensor * w, struct kiln_tensor * b) {
+    if (m->tr->norm != NORM_PARALLEL) return rms(ctx, x, w, m->norm_eps);
+    struct kiln_tensor * y = kiln_mul(ctx, kiln_norm(ctx, x, m->norm_eps), w);
+    return b ? kiln_add(ctx, y, b) : y;
+}
+
+/* y = gelu(a) through ggml's f16 table, rows split over the threads */
+static void gelu_rows(struct kiln_tensor * dst, const struct kiln_tensor * a, int ith, int nth, void * ud) {
+    (void) ud;
+    const int64_t n = a->ne[0], rows = kiln_nrows(a);
+    for (int64_t r = ith; r < rows; r += nth) {
+        decoder_gelu_f16_table((float *) ((char *) dst->data + r * dst->nb[1]), (const float *) ((const char *) a->data + r * a->nb[1]), n);
+    }
+}
+
+/* t + b, or t when there is no bias */
+static struct kiln_tensor * bias(struct kiln_context * ctx, struct kiln_tensor * t, struct kiln_tensor * b) {
+    return t && b ? kiln_add(ctx, t, b) : t;
 }
 
 static struct kiln_tensor * rope(const struct kiln_model * m, const struct layer * L, struct kiln_context * ctx,
@@ -212,11 +237,12 @@ static bool build_graph(struct kiln_model * m, struct batch_graph * bg, int32_t 
     if (m->embd_scale != 1.0f) x = kiln_scale(ctx, x, m->embd_scale);
     for (int il = 0; il < m->n_layer; il++) {
         const struct layer * L = &m->layers[il];
-        struct kiln_tensor * cur = tr->norm == NORM_POST ? x : rms(ctx, x, L->attn_norm, m->norm_eps);
+        struct kiln_tensor * cur = tr->norm == NORM_POST ? x : norm(m, ctx, x, L->attn_norm, L->attn_norm_b);
         CHK(cur);
+        struct kiln_tensor * normed = cur; /* NORM_PARALLEL: the FFN's input too */
         struct kiln_tensor * q, * k, * v;
         if (L->wqkv) {
-            struct kiln_tensor * qkv = kiln_mul_mat(ctx, L->wqkv, cur);
+            struct kiln_tensor * qkv = bias(ctx, kiln_mul_mat(ctx, L->wqkv, cur), L->bqkv);
             CHK(qkv);
             q = cols(ctx, qkv, 0, Hd * nh);
             k = cols(ctx, qkv, Hd * nh, kv_dim);
@@ -275,8 +301,20 @@ static bool build_graph(struct kiln_model * m, struct batch_graph * bg, int32_t 
         CHK(att);
         cur = lora_mul_mat(m, ctx, L->wo, att);
         if (L->bo) cur = kiln_add(ctx, cur, L->bo);
-        if (tr->norm != NORM_PRE) cur = rms(ctx, cur, L->attn_post_norm, m->norm_eps);
+        if (tr->norm == NORM_SANDWICH || tr->norm == NORM_POST) cur = rms(ctx, cur, L->attn_post_norm, m->norm_eps);
         if (m->residual_scale != 1.0f) cur = kiln_scale(ctx, cur, m->residual_scale);
+        if (tr->norm == NORM_PARALLEL) {
+            /* x + (attn + ffn), both from the one norm, as llama.cpp adds them */
+            CHK(cur);
+            struct kiln_tensor * up = bias(ctx, lora_mul_mat(m, ctx, L->ffn_up, normed), L->ffn_up_b);
+            CHK(up);
+            struct kiln_tensor * f = bias(ctx, lora_mul_mat(m, ctx, L->ffn_down, kiln_map_custom1(ctx, up, gelu_rows, KILN_N_TASKS_MAX, NULL)),
+                                          L->ffn_down_b);
+            CHK(f);
+            x = kiln_add(ctx, kiln_add(ctx, cur, f), x);
+            CHK(x);
+            continue;
+        }
         struct kiln_tensor * h = kiln_add(ctx, cur, x);
         CHK(h);
 
@@ -303,7 +341,7 @@ static bool build_graph(struct kiln_model * m, struct batch_graph * bg, int32_t 
     /* embeddings: the final-norm hidden state of every position */
     bg->embd = NULL;
     if (m->embd_out) {
-        bg->embd = rms(ctx, x, m->output_norm, m->norm_eps);
+        bg->embd = norm(m, ctx, x, m->output_norm, m->output_norm_b);
         CHK(bg->embd);
         kiln_set_output(bg->embd);
         CHK(kiln_build_forward_expand(bg->gf, bg->embd) == KILN_STATUS_SUCCESS);
@@ -311,9 +349,9 @@ static bool build_graph(struct kiln_model * m, struct batch_graph * bg, int32_t 
     /* only the last position's logits are needed */
     struct kiln_tensor * last = kiln_view_2d(ctx, x, E, 1, x->nb[1], (size_t) (nb - 1) * x->nb[1]);
     CHK(last);
-    struct kiln_tensor * cur = rms(ctx, last, m->output_norm, m->norm_eps);
+    struct kiln_tensor * cur = norm(m, ctx, last, m->output_norm, m->output_norm_b);
     CHK(cur);
-    cur = lora_mul_mat(m, ctx, m->output, cur);
+    cur = bias(ctx, lora_mul_mat(m, ctx, m->output, cur), m->output_b);
     if (m->logit_scale != 1.0f) cur = kiln_scale(ctx, cur, 1.0f / m->logit_scale);
     if (m->final_softcap != 0.0f) {
         cur = kiln_scale(ctx, cur, 1.0f / m->final_softcap);

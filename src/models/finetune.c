@@ -126,6 +126,7 @@ static bool supported(const struct kiln_model * m) {
     const char * why = NULL;
     if (!tr) why = "the model has no weights (vocab_only)";
     else if (tr->moe != MOE_NONE) why = "a mixture-of-experts feed-forward";
+    else if (tr->norm == NORM_PARALLEL) why = "parallel attention and FFN with LayerNorm";
     else if (m->rope_freqs) why = "RoPE frequency factors";
     for (int il = 0; !why && il < m->n_layer; il++) {
         if (m->layers[il].wqkv) why = "a fused q/k/v projection";
