@@ -149,6 +149,18 @@ static struct kiln_tensor * ffn_silu(const struct kiln_model * m, struct kiln_co
     return act ? lora_mul_mat(m, ctx, wd, act) : NULL;
 }
 
+/* an F32 gate (the router, the shared expert's gate) times a batch, summed
+ * as llama.cpp's x86 build sums it: a batch takes tinyBLAS's order when the
+ * weight has a multiple of 4 rows (the router), ggml_vec_dot_f32's
+ * otherwise (the shared expert's one-row gate) — mul_mat's ggml order
+ * (ops_matmul.c), which it applies to a computed src0, so the weight goes
+ * through a copy; a leaf would take Kiln's packed gemm, whose order at a
+ * near-tie of two experts' logits picks other experts. One token is a
+ * mat-vec either way. */
+static struct kiln_tensor * mm_gate(struct kiln_context * ctx, struct kiln_tensor * w, struct kiln_tensor * x) {
+    return kiln_mul_mat(ctx, x->ne[1] > 1 && w->type == KILN_TYPE_F32 ? kiln_cont(ctx, w) : w, x);
+}
+
 /* mixture of experts, in llama.cpp's order of operations: router softmax,
  * the n_used most probable experts (descending), their probabilities as
  * weights (renormalised for MOE_NORM_TOPK), each expert's gated-SiLU FFN by
@@ -158,16 +170,8 @@ static struct kiln_tensor * ffn_silu(const struct kiln_model * m, struct kiln_co
 static struct kiln_tensor * ffn_moe(const struct kiln_model * m, const struct layer * L, struct kiln_context * ctx,
                                     struct kiln_tensor * x, int32_t nb) {
     const int64_t E = m->n_embd, X = m->n_expert, U = m->n_expert_used;
-    /* router logits token by token: the mat-vec path for every token, so a
-     * batch routes exactly as single tokens do (llama.cpp's does); a batched
-     * gemm sums in another order, and at a near-tie of two experts' logits
-     * that picks other experts */
-    struct kiln_tensor * logits = NULL;
-    for (int32_t t = 0; t < nb; t++) {
-        struct kiln_tensor * lt = kiln_mul_mat(ctx, L->gate_inp, kiln_view_2d(ctx, x, E, 1, x->nb[1], (size_t) t * x->nb[1]));
-        logits = logits ? kiln_concat(ctx, logits, lt, 1) : lt;
-        CHKN(logits);
-    }
+    struct kiln_tensor * logits = mm_gate(ctx, L->gate_inp, x); /* [X, nb] */
+    CHKN(logits);
     struct kiln_tensor * probs = kiln_soft_max(ctx, logits); /* [X, nb] */
     CHKN(probs);
     struct kiln_tensor * sel = kiln_top_k(ctx, probs, (int) U); /* [U, nb] */
@@ -195,7 +199,7 @@ static struct kiln_tensor * ffn_moe(const struct kiln_model * m, const struct la
     }
     if (U == 1) out = kiln_cont(ctx, out);
     if (m->tr->moe == MOE_SHARED) {
-        struct kiln_tensor * g = kiln_mul_mat(ctx, L->gate_inp_shexp, x); /* [1, nb] */
+        struct kiln_tensor * g = mm_gate(ctx, L->gate_inp_shexp, x); /* [1, nb] */
         CHKN(g);
         g = kiln_div(ctx, kiln_silu(ctx, g), g);
         struct kiln_tensor * sh = kiln_mul(ctx, ffn_silu(m, ctx, x, L->gate_shexp, L->up_shexp, L->down_shexp), g);
@@ -209,7 +213,7 @@ static bool build_graph(struct kiln_model * m, struct batch_graph * bg, int32_t 
     const int64_t E = m->n_embd, Hd = m->head_dim, nh = m->n_head, nkv = m->n_head_kv;
     const int64_t kv_dim = Hd * nkv;
     const int64_t n_kv = m->n_past + nb;
-    const size_t n_tensors = (size_t) m->n_layer * (80 + 3 * (size_t) m->n_expert_used + (m->n_expert ? 3 * (size_t) nb : 0)) + 64 + (size_t) lora_graph_nodes(m);
+    const size_t n_tensors = (size_t) m->n_layer * (80 + 3 * (size_t) m->n_expert_used + (m->n_expert ? 8 : 0)) + 64 + (size_t) lora_graph_nodes(m);
     struct kiln_init_params ip = { n_tensors * kiln_tensor_overhead() + kiln_graph_overhead_custom(n_tensors, false), NULL, true };
     struct kiln_context * ctx = kiln_init(ip);
     CHK(ctx);
