@@ -105,8 +105,7 @@ static struct kiln_tensor * norm(const struct kiln_model * m, struct kiln_contex
     return b ? kiln_add(ctx, y, b) : y;
 }
 
-/* y = gelu(a) through ggml's f16 table, rows split over the threads */
-static void gelu_rows(struct kiln_tensor * dst, const struct kiln_tensor * a, int ith, int nth, void * ud) {
+void decoder_gelu_rows(struct kiln_tensor * dst, const struct kiln_tensor * a, int ith, int nth, void * ud) {
     (void) ud;
     const int64_t n = a->ne[0], rows = kiln_nrows(a);
     for (int64_t r = ith; r < rows; r += nth) {
@@ -312,7 +311,7 @@ static bool build_graph(struct kiln_model * m, struct batch_graph * bg, int32_t 
             CHK(cur);
             struct kiln_tensor * up = bias(ctx, lora_mul_mat(m, ctx, L->ffn_up, normed), L->ffn_up_b);
             CHK(up);
-            struct kiln_tensor * f = bias(ctx, lora_mul_mat(m, ctx, L->ffn_down, kiln_map_custom1(ctx, up, gelu_rows, KILN_N_TASKS_MAX, NULL)),
+            struct kiln_tensor * f = bias(ctx, lora_mul_mat(m, ctx, L->ffn_down, kiln_map_custom1(ctx, up, decoder_gelu_rows, KILN_N_TASKS_MAX, NULL)),
                                           L->ffn_down_b);
             CHK(f);
             x = kiln_add(ctx, kiln_add(ctx, cur, f), x);

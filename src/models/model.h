@@ -142,6 +142,8 @@ void arch_pick_rope_factors(struct kiln_model * m);
 void decoder_init_gelu_table(void);
 /* decoder.c: y = gelu(x) through ggml's f16 table (init first) */
 void decoder_gelu_f16_table(float * y, const float * x, int64_t n);
+/* decoder.c: a kiln_map_custom1 op, dst = gelu(a) through the table, rows split over the threads */
+void decoder_gelu_rows(struct kiln_tensor * dst, const struct kiln_tensor * a, int ith, int nth, void * ud);
 /* decoder.c: run an allocated graph on the model's threads and work buffer
  * (abort flag honoured; "model: evaluation aborted" then) */
 enum kiln_status model_compute(struct kiln_model * m, struct kiln_cgraph * gf);
