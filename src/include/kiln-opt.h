@@ -125,7 +125,8 @@ void kiln_opt_epoch_callback_progress_bar(bool train, struct kiln_opt_context * 
  * layers when the training ctx fits in the window. A fused q/k/v weight
  * (attn_qkv) takes one A/B pair when any of q, k, v is a target, and a fused
  * [gate; up] weight (phi3's ffn_up) one pair when gate or up is, as
- * llama.cpp applies adapters to those weights. Not: mixture-of-experts. The
+ * llama.cpp applies adapters to those weights. Not: mixture-of-experts, parallel
+ * attention + FFN layers (phi2). The
  * model must have been loaded with kiln_model_load_for_training (file
  * layout, no repacking). */
 struct kiln_model;

@@ -24,6 +24,7 @@ static const struct arch_traits k_traits[] = {
     { "phi3",    KILN_ROPE_TYPE_NEOX, NORM_PRE,      QK_NORM_NONE, FFN_SILU_GATED, false, true,  0, 0,    0.0f,     0.0f,  0.0f,  false, 0, MOE_NONE },
     { "qwen2moe", KILN_ROPE_TYPE_NEOX, NORM_PRE,     QK_NORM_NONE, FFN_SILU_GATED, false, false, 0, 0,    0.0f,     0.0f,  0.0f,  false, 0, MOE_SHARED },
     { "qwen3moe", KILN_ROPE_TYPE_NEOX, NORM_PRE,     QK_NORM_HEAD, FFN_SILU_GATED, false, false, 0, 0,    0.0f,     0.0f,  0.0f,  false, 0, MOE_NORM_TOPK },
+    { "phi2",    KILN_ROPE_TYPE_NEOX, NORM_PARALLEL, QK_NORM_NONE, FFN_GELU,       false, true,  0, 0,    0.0f,     0.0f,  0.0f,  false, 0, MOE_NONE },
     { "olmo2",   KILN_ROPE_TYPE_NEOX, NORM_POST,     QK_NORM_FULL, FFN_SILU_GATED, false, false, 0, 0,    0.0f,     0.0f,  0.0f,  false, 0, MOE_NONE },
 };
 
@@ -122,7 +123,15 @@ bool arch_load_hparams(struct kiln_model * m) {
         return false;
     }
     m->norm_eps = 1e-5f;
-    meta_f32(g, akey(m, "attention.layer_norm_rms_epsilon", k, sizeof k), &m->norm_eps);
+    if (tr->norm == NORM_PARALLEL) {
+        /* LayerNorm: llama.cpp requires its epsilon */
+        if (!meta_f32(g, akey(m, "attention.layer_norm_epsilon", k, sizeof k), &m->norm_eps)) {
+            kiln_set_last_error("model: metadata %s missing", k);
+            return false;
+        }
+    } else {
+        meta_f32(g, akey(m, "attention.layer_norm_rms_epsilon", k, sizeof k), &m->norm_eps);
+    }
     m->freq_base = 10000.0f;
     meta_f32(g, akey(m, "rope.freq_base", k, sizeof k), &m->freq_base);
     if (!load_rope_scaling(m)) return false;

@@ -178,14 +178,6 @@ static struct kiln_tensor * linear(struct kiln_context * ctx, struct kiln_tensor
     return b ? kiln_add(ctx, y, b) : y;
 }
 
-static void gelu_rows(struct kiln_tensor * dst, const struct kiln_tensor * a, int ith, int nth, void * ud) {
-    (void) ud;
-    const int64_t n = a->ne[0], rows = kiln_nrows(a);
-    for (int64_t r = ith; r < rows; r += nth) {
-        decoder_gelu_f16_table((float *) ((char *) dst->data + r * dst->nb[1]), (const float *) ((const char *) a->data + r * a->nb[1]), n);
-    }
-}
-
 struct enc_graph {
     struct kiln_context * ctx;
     struct kiln_cgraph * gf;
@@ -265,7 +257,7 @@ static bool build(struct kiln_model * m, struct enc_graph * bg, int32_t n) {
         } else {
             cur = linear(ctx, L->ffn_up, L->ffn_up_b, cur);
             CHK(cur);
-            cur = kiln_map_custom1(ctx, cur, gelu_rows, KILN_N_TASKS_MAX, NULL);
+            cur = kiln_map_custom1(ctx, cur, decoder_gelu_rows, KILN_N_TASKS_MAX, NULL);
         }
         CHK(cur);
         cur = linear(ctx, L->ffn_down, L->ffn_down_b, cur);

@@ -10,7 +10,9 @@
  *              f = ffn(norm? h)      gated SiLU (gate/up separate or fused) or GELU, or a
  *                                      mixture of gated-SiLU experts
  *              x = h + post_norm?(f) (* residual scale)
- *   logits = Wout · norm(x_last) (/ logit scale, then softcap)
+ *              (phi2, parallel: x = x + (a + ffn(norm x)), FFN up -> GELU -> down with biases)
+ *   logits = Wout · norm(x_last) (+ bias) (/ logit scale, then softcap)
+ * norm: RMS norm times a weight, or (phi2) LayerNorm times a weight plus a bias.
  *
  * K and V of every layer go to a cache that attention reads with
  * flash_attn_ext; the order of operations follows llama.cpp's graphs so that
@@ -94,6 +96,28 @@ static struct kiln_tensor * rms(struct kiln_context * ctx, struct kiln_tensor * 
     return kiln_mul(ctx, kiln_rms_norm(ctx, x, eps), w);
 }
 
+/* the layer norm of an architecture: RMS norm times w, or (NORM_PARALLEL)
+ * LayerNorm times w plus b */
+static struct kiln_tensor * norm(const struct kiln_model * m, struct kiln_context * ctx, struct kiln_tensor * x,
+                                 struct kiln_tensor * w, struct kiln_tensor * b) {
+    if (m->tr->norm != NORM_PARALLEL) return rms(ctx, x, w, m->norm_eps);
+    struct kiln_tensor * y = kiln_mul(ctx, kiln_norm(ctx, x, m->norm_eps), w);
+    return b ? kiln_add(ctx, y, b) : y;
+}
+
+void decoder_gelu_rows(struct kiln_tensor * dst, const struct kiln_tensor * a, int ith, int nth, void * ud) {
+    (void) ud;
+    const int64_t n = a->ne[0], rows = kiln_nrows(a);
+    for (int64_t r = ith; r < rows; r += nth) {
+        decoder_gelu_f16_table((float *) ((char *) dst->data + r * dst->nb[1]), (const float *) ((const char *) a->data + r * a->nb[1]), n);
+    }
+}
+
+/* t + b, or t when there is no bias */
+static struct kiln_tensor * bias(struct kiln_context * ctx, struct kiln_tensor * t, struct kiln_tensor * b) {
+    return t && b ? kiln_add(ctx, t, b) : t;
+}
+
 static struct kiln_tensor * rope(const struct kiln_model * m, const struct layer * L, struct kiln_context * ctx,
                                  struct kiln_tensor * t, struct kiln_tensor * pos) {
     return kiln_rope_ext(ctx, t, pos, m->rope_freqs, m->n_rot, m->rope_type, m->n_ctx_orig, L->freq_base, L->freq_scale,
@@ -124,6 +148,18 @@ static struct kiln_tensor * ffn_silu(const struct kiln_model * m, struct kiln_co
     return act ? lora_mul_mat(m, ctx, wd, act) : NULL;
 }
 
+/* an F32 gate (the router, the shared expert's gate) times a batch, summed
+ * as llama.cpp's x86 build sums it: a batch takes tinyBLAS's order when the
+ * weight has a multiple of 4 rows (the router), ggml_vec_dot_f32's
+ * otherwise (the shared expert's one-row gate) — mul_mat's ggml order
+ * (ops_matmul.c), which it applies to a computed src0, so the weight goes
+ * through a copy; a leaf would take Kiln's packed gemm, whose order at a
+ * near-tie of two experts' logits picks other experts. One token is a
+ * mat-vec either way. */
+static struct kiln_tensor * mm_gate(struct kiln_context * ctx, struct kiln_tensor * w, struct kiln_tensor * x) {
+    return kiln_mul_mat(ctx, x->ne[1] > 1 && w->type == KILN_TYPE_F32 ? kiln_cont(ctx, w) : w, x);
+}
+
 /* mixture of experts, in llama.cpp's order of operations: router softmax,
  * the n_used most probable experts (descending), their probabilities as
  * weights (renormalised for MOE_NORM_TOPK), each expert's gated-SiLU FFN by
@@ -133,16 +169,8 @@ static struct kiln_tensor * ffn_silu(const struct kiln_model * m, struct kiln_co
 static struct kiln_tensor * ffn_moe(const struct kiln_model * m, const struct layer * L, struct kiln_context * ctx,
                                     struct kiln_tensor * x, int32_t nb) {
     const int64_t E = m->n_embd, X = m->n_expert, U = m->n_expert_used;
-    /* router logits token by token: the mat-vec path for every token, so a
-     * batch routes exactly as single tokens do (llama.cpp's does); a batched
-     * gemm sums in another order, and at a near-tie of two experts' logits
-     * that picks other experts */
-    struct kiln_tensor * logits = NULL;
-    for (int32_t t = 0; t < nb; t++) {
-        struct kiln_tensor * lt = kiln_mul_mat(ctx, L->gate_inp, kiln_view_2d(ctx, x, E, 1, x->nb[1], (size_t) t * x->nb[1]));
-        logits = logits ? kiln_concat(ctx, logits, lt, 1) : lt;
-        CHKN(logits);
-    }
+    struct kiln_tensor * logits = mm_gate(ctx, L->gate_inp, x); /* [X, nb] */
+    CHKN(logits);
     struct kiln_tensor * probs = kiln_soft_max(ctx, logits); /* [X, nb] */
     CHKN(probs);
     struct kiln_tensor * sel = kiln_top_k(ctx, probs, (int) U); /* [U, nb] */
@@ -170,7 +198,7 @@ static struct kiln_tensor * ffn_moe(const struct kiln_model * m, const struct la
     }
     if (U == 1) out = kiln_cont(ctx, out);
     if (m->tr->moe == MOE_SHARED) {
-        struct kiln_tensor * g = kiln_mul_mat(ctx, L->gate_inp_shexp, x); /* [1, nb] */
+        struct kiln_tensor * g = mm_gate(ctx, L->gate_inp_shexp, x); /* [1, nb] */
         CHKN(g);
         g = kiln_div(ctx, kiln_silu(ctx, g), g);
         struct kiln_tensor * sh = kiln_mul(ctx, ffn_silu(m, ctx, x, L->gate_shexp, L->up_shexp, L->down_shexp), g);
@@ -184,7 +212,7 @@ static bool build_graph(struct kiln_model * m, struct batch_graph * bg, int32_t 
     const int64_t E = m->n_embd, Hd = m->head_dim, nh = m->n_head, nkv = m->n_head_kv;
     const int64_t kv_dim = Hd * nkv;
     const int64_t n_kv = m->n_past + nb;
-    const size_t n_tensors = (size_t) m->n_layer * (80 + 3 * (size_t) m->n_expert_used + (m->n_expert ? 3 * (size_t) nb : 0)) + 64 + (size_t) lora_graph_nodes(m);
+    const size_t n_tensors = (size_t) m->n_layer * (80 + 3 * (size_t) m->n_expert_used + (m->n_expert ? 8 : 0)) + 64 + (size_t) lora_graph_nodes(m);
     struct kiln_init_params ip = { n_tensors * kiln_tensor_overhead() + kiln_graph_overhead_custom(n_tensors, false), NULL, true };
     struct kiln_context * ctx = kiln_init(ip);
     CHK(ctx);
@@ -212,11 +240,12 @@ static bool build_graph(struct kiln_model * m, struct batch_graph * bg, int32_t 
     if (m->embd_scale != 1.0f) x = kiln_scale(ctx, x, m->embd_scale);
     for (int il = 0; il < m->n_layer; il++) {
         const struct layer * L = &m->layers[il];
-        struct kiln_tensor * cur = tr->norm == NORM_POST ? x : rms(ctx, x, L->attn_norm, m->norm_eps);
+        struct kiln_tensor * cur = tr->norm == NORM_POST ? x : norm(m, ctx, x, L->attn_norm, L->attn_norm_b);
         CHK(cur);
+        struct kiln_tensor * normed = cur; /* NORM_PARALLEL: the FFN's input too */
         struct kiln_tensor * q, * k, * v;
         if (L->wqkv) {
-            struct kiln_tensor * qkv = lora_mul_mat(m, ctx, L->wqkv, cur);
+            struct kiln_tensor * qkv = bias(ctx, lora_mul_mat(m, ctx, L->wqkv, cur), L->bqkv);
             CHK(qkv);
             q = cols(ctx, qkv, 0, Hd * nh);
             k = cols(ctx, qkv, Hd * nh, kv_dim);
@@ -275,8 +304,20 @@ static bool build_graph(struct kiln_model * m, struct batch_graph * bg, int32_t 
         CHK(att);
         cur = lora_mul_mat(m, ctx, L->wo, att);
         if (L->bo) cur = kiln_add(ctx, cur, L->bo);
-        if (tr->norm != NORM_PRE) cur = rms(ctx, cur, L->attn_post_norm, m->norm_eps);
+        if (tr->norm == NORM_SANDWICH || tr->norm == NORM_POST) cur = rms(ctx, cur, L->attn_post_norm, m->norm_eps);
         if (m->residual_scale != 1.0f) cur = kiln_scale(ctx, cur, m->residual_scale);
+        if (tr->norm == NORM_PARALLEL) {
+            /* x + (attn + ffn), both from the one norm, as llama.cpp adds them */
+            CHK(cur);
+            struct kiln_tensor * up = bias(ctx, lora_mul_mat(m, ctx, L->ffn_up, normed), L->ffn_up_b);
+            CHK(up);
+            struct kiln_tensor * f = bias(ctx, lora_mul_mat(m, ctx, L->ffn_down, kiln_map_custom1(ctx, up, decoder_gelu_rows, KILN_N_TASKS_MAX, NULL)),
+                                          L->ffn_down_b);
+            CHK(f);
+            x = kiln_add(ctx, kiln_add(ctx, cur, f), x);
+            CHK(x);
+            continue;
+        }
         struct kiln_tensor * h = kiln_add(ctx, cur, x);
         CHK(h);
 
@@ -303,7 +344,7 @@ static bool build_graph(struct kiln_model * m, struct batch_graph * bg, int32_t 
     /* embeddings: the final-norm hidden state of every position */
     bg->embd = NULL;
     if (m->embd_out) {
-        bg->embd = rms(ctx, x, m->output_norm, m->norm_eps);
+        bg->embd = norm(m, ctx, x, m->output_norm, m->output_norm_b);
         CHK(bg->embd);
         kiln_set_output(bg->embd);
         CHK(kiln_build_forward_expand(bg->gf, bg->embd) == KILN_STATUS_SUCCESS);
@@ -311,9 +352,9 @@ static bool build_graph(struct kiln_model * m, struct batch_graph * bg, int32_t 
     /* only the last position's logits are needed */
     struct kiln_tensor * last = kiln_view_2d(ctx, x, E, 1, x->nb[1], (size_t) (nb - 1) * x->nb[1]);
     CHK(last);
-    struct kiln_tensor * cur = rms(ctx, last, m->output_norm, m->norm_eps);
+    struct kiln_tensor * cur = norm(m, ctx, last, m->output_norm, m->output_norm_b);
     CHK(cur);
-    cur = lora_mul_mat(m, ctx, m->output, cur);
+    cur = bias(ctx, lora_mul_mat(m, ctx, m->output, cur), m->output_b);
     if (m->logit_scale != 1.0f) cur = kiln_scale(ctx, cur, 1.0f / m->logit_scale);
     if (m->final_softcap != 0.0f) {
         cur = kiln_scale(ctx, cur, 1.0f / m->final_softcap);

@@ -141,6 +141,7 @@ static bool supported(const struct kiln_model * m) {
     const char * why = NULL;
     if (!tr) why = "the model has no weights (vocab_only)";
     else if (tr->moe != MOE_NONE) why = "a mixture-of-experts feed-forward";
+    else if (tr->norm == NORM_PARALLEL) why = "parallel attention and FFN with LayerNorm";
     if (why) {
         kiln_set_last_error("finetune: architecture '%s' is not supported for training (%s)", m->arch, why);
         return false;

@@ -1,6 +1,6 @@
 /*
  * llama.c — loading a decoder model (every architecture in arch.c's table:
- * llama, mistral, qwen2/3, gemma 1/2/3, granite, smollm3, olmo2), built on
+ * llama, mistral, qwen2/3, gemma 1/2/3, granite, smollm3, olmo2, phi2/3, qwen2/3 MoE), built on
  * the public kiln.h API like any user program: weights come from the GGUF
  * reader into a context, the KV cache (F16 by default) is allocated here, and
  * decoder.c builds and runs the graph of each batch.
@@ -98,7 +98,11 @@ static bool load_weights(struct kiln_model * m) {
     if (!model_vocab_rows(m)) return false;
     m->tok_embd = weight(m, "token_embd.weight", E, m->n_vocab, true, &ok);
     m->output_norm = weight(m, "output_norm.weight", E, 1, true, &ok);
-    m->output = weight(m, "output.weight", E, m->n_vocab, false, &ok);
+    /* phi2: LayerNorm bias, and an untied output with a bias (llama.cpp requires all three) */
+    const bool ln = m->tr->norm == NORM_PARALLEL;
+    if (ln) m->output_norm_b = weight(m, "output_norm.bias", E, 1, true, &ok);
+    m->output = weight(m, "output.weight", E, m->n_vocab, ln, &ok);
+    if (ln) m->output_b = weight(m, "output.bias", m->n_vocab, 1, true, &ok);
     if (!m->output) {
         m->output = m->tok_embd; /* tied */
     }
@@ -117,9 +121,15 @@ static bool load_weights(struct kiln_model * m) {
         struct layer * L = &m->layers[il];
 #define W(field, suffix, a, b, req) do { snprintf(name, sizeof name, "blk.%d." suffix, il); L->field = weight(m, name, a, b, req, &ok); } while (0)
         const struct arch_traits * tr = m->tr;
-        const bool pre = tr->norm != NORM_POST, post = tr->norm != NORM_PRE;
+        const bool pre = tr->norm != NORM_POST, post = tr->norm == NORM_SANDWICH || tr->norm == NORM_POST;
         W(attn_norm, "attn_norm.weight", E, 1, pre);
         W(wqkv, "attn_qkv.weight", E, q_dim + 2 * kv_dim, false);
+        if (ln) {
+            W(attn_norm_b, "attn_norm.bias", E, 1, true);
+            W(bqkv, "attn_qkv.bias", q_dim + 2 * kv_dim, 1, false);
+            W(ffn_up_b, "ffn_up.bias", m->n_ff, 1, false);
+            W(ffn_down_b, "ffn_down.bias", E, 1, false);
+        }
         W(wq, "attn_q.weight", E, q_dim, !L->wqkv);
         W(wk, "attn_k.weight", E, kv_dim, !L->wqkv);
         W(wv, "attn_v.weight", E, kv_dim, !L->wqkv);
@@ -137,7 +147,7 @@ static bool load_weights(struct kiln_model * m) {
             W(attn_post_norm, "post_attention_norm.weight", E, 1, true);
             W(ffn_post_norm, "post_ffw_norm.weight", E, 1, true);
         }
-        W(ffn_norm, "ffn_norm.weight", E, 1, pre);
+        W(ffn_norm, "ffn_norm.weight", E, 1, pre && !ln); /* phi2: the attention's norm feeds the FFN too */
         if (tr->moe != MOE_NONE) {
             const int64_t F = m->n_ff_exp, X = m->n_expert;
             W(gate_inp, "ffn_gate_inp.weight", E, X, true);
@@ -153,9 +163,10 @@ static bool load_weights(struct kiln_model * m) {
                 W(down_shexp, "ffn_down_shexp.weight", m->n_ff_shexp, E, true);
             }
         } else {
-            /* separate gate and up, or one fused [gate; up] (phi3) */
-            W(ffn_gate, "ffn_gate.weight", E, m->n_ff, false);
-            W(ffn_up, "ffn_up.weight", E, L->ffn_gate ? m->n_ff : 2 * m->n_ff, true);
+            /* separate gate and up, or one fused [gate; up] (phi3), or up only (phi2) */
+            const bool gated = tr->ffn != FFN_GELU;
+            if (gated) W(ffn_gate, "ffn_gate.weight", E, m->n_ff, false);
+            W(ffn_up, "ffn_up.weight", E, L->ffn_gate || !gated ? m->n_ff : 2 * m->n_ff, true);
             W(ffn_down, "ffn_down.weight", m->n_ff, E, true);
         }
 #undef W
@@ -281,7 +292,7 @@ static struct kiln_model * load(struct kiln_gguf_context * g, struct kiln_contex
         fail_model(m, "%s", msg);
         return NULL;
     }
-    if (m->tr->ffn == FFN_GELU_GATED) decoder_init_gelu_table();
+    if (m->tr->ffn == FFN_GELU_GATED || m->tr->ffn == FFN_GELU) decoder_init_gelu_table();
     if (may_repack) repack_weights(m);
     m->n_ctx = params.n_ctx > 0 ? params.n_ctx : m->n_ctx_train;
     m->n_batch = params.n_batch > 0 ? params.n_batch : 64;

@@ -17,6 +17,7 @@ enum norm_place {
     NORM_PRE,       /* x + f(norm(x))                       llama, qwen, gemma 1, granite */
     NORM_SANDWICH,  /* x + norm_post(f(norm_pre(x)))        gemma 2/3 */
     NORM_POST,      /* x + norm_post(f(x))                  olmo2 */
+    NORM_PARALLEL,  /* x + attn(ln(x)) + ffn(ln(x)), one LayerNorm with bias   phi2 */
 };
 
 enum qk_norm {
@@ -28,6 +29,7 @@ enum qk_norm {
 enum ffn_kind {
     FFN_SILU_GATED, /* down(silu(gate x) * up x) */
     FFN_GELU_GATED, /* down(gelu(gate x) * up x), gelu as ggml's f16 table */
+    FFN_GELU,       /* down(gelu(up x + b)) + b, the same table           phi2 */
 };
 
 /* the feed-forward of a mixture-of-experts layer: a softmax router picks
@@ -57,7 +59,8 @@ struct arch_traits {
 };
 
 struct layer {
-    struct kiln_tensor * attn_norm, * wq, * wk, * wv, * wo, * bq, * bk, * bv, * bo;
+    struct kiln_tensor * attn_norm, * attn_norm_b, * bqkv, * ffn_up_b, * ffn_down_b; /* biases: phi2 */
+    struct kiln_tensor * wq, * wk, * wv, * wo, * bq, * bk, * bv, * bo;
     struct kiln_tensor * q_norm, * k_norm, * attn_post_norm;
     struct kiln_tensor * ffn_norm, * ffn_gate, * ffn_up, * ffn_down, * ffn_post_norm;
     struct kiln_tensor * wqkv;        /* fused [q; k; v] projection (phi3); wq/wk/wv NULL then */
@@ -91,6 +94,7 @@ struct kiln_model {
     int32_t n_expert, n_expert_used, n_ff_exp, n_ff_shexp;
 
     struct kiln_tensor * tok_embd, * output_norm, * output, * rope_freqs;
+    struct kiln_tensor * output_norm_b, * output_b; /* phi2: LayerNorm bias, output bias */
     struct kiln_tensor * rope_long, * rope_short; /* LongRoPE factors (phi3): long when n_ctx > n_ctx_orig */
     struct layer * layers;
 
@@ -138,6 +142,8 @@ void arch_pick_rope_factors(struct kiln_model * m);
 void decoder_init_gelu_table(void);
 /* decoder.c: y = gelu(x) through ggml's f16 table (init first) */
 void decoder_gelu_f16_table(float * y, const float * x, int64_t n);
+/* decoder.c: a kiln_map_custom1 op, dst = gelu(a) through the table, rows split over the threads */
+void decoder_gelu_rows(struct kiln_tensor * dst, const struct kiln_tensor * a, int ith, int nth, void * ud);
 /* decoder.c: run an allocated graph on the model's threads and work buffer
  * (abort flag honoured; "model: evaluation aborted" then) */
 enum kiln_status model_compute(struct kiln_model * m, struct kiln_cgraph * gf);

@@ -5,7 +5,8 @@
  * the test sequences, softcaps that clip, QK-norm, GQA, tied or untied
  * output, Llama 3 RoPE frequency factors, layers without RoPE, fused QKV and
  * gate/up projections with partial rotary and LongRoPE factors, mixtures of
- * experts with and without a shared expert). The tokenizer
+ * experts with and without a shared expert, phi2's parallel layers with
+ * LayerNorm, biases everywhere and fused q/k/v in every other layer). The tokenizer
  * is copied from a vocabulary GGUF (tests/data/vocab). Weights are uniform
  * random from a fixed seed, scaled so activations stay O(1) and greedy
  * decoding does not collapse into one token; matrices (the token embedding
@@ -14,7 +15,7 @@
  *   kiln-synth-model OUT.gguf --arch NAME [--type f32|f16|q8_0|q4_K|...] --vocab FILE
  *
  * Architectures: llama (Llama 3.x RoPE factors), qwen3, gemma, gemma2, gemma3,
- * granite, smollm3, olmo2, phi3, qwen2moe, qwen3moe. Widths are multiples of
+ * granite, smollm3, olmo2, phi2, phi3, qwen2moe, qwen3moe. Widths are multiples of
  * 256 (K-quant blocks).
  */
 #include "kiln-gguf.h"
@@ -35,6 +36,7 @@
 #define N_USED  3     /* experts per token */
 #define FF_EXP  256   /* expert width */
 #define PHI_ROT 48    /* phi3: partial rotary (48 of 64 head dims) */
+#define PHI2_ROT 32   /* phi2: partial rotary (32 of 64 head dims) */
 
 static uint64_t rng = 0x9e3779b97f4a7c15ULL;
 static float frand(void) { return synth_rand(&rng); } /* uniform in [-1, 1) */
@@ -75,12 +77,12 @@ int main(int argc, char ** argv) {
         else { out = NULL; break; }
     }
     static const char * const archs[] = { "llama", "qwen3", "gemma", "gemma2", "gemma3", "granite", "smollm3", "olmo2",
-                                          "phi3", "qwen2moe", "qwen3moe" };
+                                          "phi2", "phi3", "qwen2moe", "qwen3moe" };
     bool known = false;
     for (size_t i = 0; arch && i < sizeof archs / sizeof archs[0]; i++) known |= !strcmp(arch, archs[i]);
     if (!out || !vocab || !known || type == KILN_TYPE_COUNT || layers <= 0 || layers > 64) {
         fprintf(stderr, "usage: kiln-synth-model OUT.gguf --arch llama|qwen3|gemma|gemma2|gemma3|granite|smollm3|olmo2|\n"
-                        "                        phi3|qwen2moe|qwen3moe\n"
+                        "                        phi2|phi3|qwen2moe|qwen3moe\n"
                         "                        --vocab FILE [--type f32|f16|q8_0|q4_K|...] [--layers N]\n");
         return 2;
     }
@@ -103,7 +105,9 @@ int main(int argc, char ** argv) {
     set_u32(g, arch, "attention.head_count_kv", KV);
     set_u32(g, arch, "feed_forward_length", FF);
     set_u32(g, arch, "context_length", CTX);
-    set_f32(g, arch, "attention.layer_norm_rms_epsilon", 1e-6f);
+    const bool phi2 = !strcmp(arch, "phi2");
+    if (phi2) set_f32(g, arch, "attention.layer_norm_epsilon", 1e-5f);
+    else set_f32(g, arch, "attention.layer_norm_rms_epsilon", 1e-6f);
     set_f32(g, arch, "rope.freq_base", !strcmp(arch, "gemma3") ? 1000000.0f : 10000.0f);
     if (gemma) set_u32(g, arch, "attention.key_length", HD), set_u32(g, arch, "attention.value_length", HD);
     if (!strcmp(arch, "gemma2") || !strcmp(arch, "gemma3")) set_u32(g, arch, "attention.sliding_window", 8);
@@ -121,6 +125,7 @@ int main(int argc, char ** argv) {
         set_f32(g, arch, "rope.scaling.attn_factor", 1.1902f);
         set_u32(g, arch, "attention.sliding_window", 8);
     }
+    if (phi2) set_u32(g, arch, "rope.dimension_count", PHI2_ROT);
     if (moe) {
         set_u32(g, arch, "expert_count", N_EXP);
         set_u32(g, arch, "expert_used_count", N_USED);
@@ -141,8 +146,8 @@ int main(int argc, char ** argv) {
     struct out o = { kiln_init(cp), g, type };
     if (!o.ctx) { fprintf(stderr, "kiln-synth-model: cannot allocate %zu bytes\n", bytes); return 1; }
 
-    /* untied output for llama, olmo2 and qwen2moe (which requires one), tied (no output.weight) for the rest */
-    const bool tied = strcmp(arch, "llama") != 0 && strcmp(arch, "olmo2") != 0 && strcmp(arch, "qwen2moe") != 0;
+    /* untied output for llama, olmo2, qwen2moe and phi2 (which require one), tied (no output.weight) for the rest */
+    const bool tied = strcmp(arch, "llama") != 0 && strcmp(arch, "olmo2") != 0 && strcmp(arch, "qwen2moe") != 0 && !phi2;
     const float in_s = sqrtf(3.0f / WIDTH), out_s = 0.5f / sqrtf((float) WIDTH) * 4.0f;
     /* tied: small embeddings (so a token's own row does not dominate its
      * logits and greedy decoding does not repeat the last token), logits
@@ -150,7 +155,9 @@ int main(int argc, char ** argv) {
     const float te = !strcmp(arch, "gemma") ? 0.0125f : 0.05f; /* gemma 1: pre-norm after a x16 embedding scale */
     add(&o, "token_embd.weight", WIDTH, nv, tied ? te : 1.0f, 0.0f);
     add(&o, "output_norm.weight", WIDTH, 1, tied ? 0.6f * 0.05f / te : 0.1f, tied ? 6.0f * 0.05f / te : 1.0f);
+    if (phi2) add(&o, "output_norm.bias", WIDTH, 1, 0.2f, 0.0f);
     if (!tied) add(&o, "output.weight", WIDTH, nv, out_s, 0.0f);
+    if (phi2) add(&o, "output.bias", nv, 1, 0.5f, 0.0f);
     if (!strcmp(arch, "llama")) {
         /* Llama 3.x frequency factors: 1 for high frequencies, up to 8 for low ones */
         struct kiln_tensor * f = kiln_new_tensor_1d(o.ctx, KILN_TYPE_F32, HD / 2);
@@ -177,22 +184,27 @@ int main(int argc, char ** argv) {
     for (int l = 0; l < layers; l++) {
 #define A(s, a, b, sc, off) do { snprintf(nm, sizeof nm, "blk.%d." s, l); add(&o, nm, a, b, sc, off); } while (0)
         if (pre) A("attn_norm.weight", WIDTH, 1, 0.1f, 1.0f);
-        if (phi3) A("attn_qkv.weight", WIDTH, (HEADS + 2 * KV) * HD, 2.0f * in_s, 0.0f);
-        else {
+        if (phi2) A("attn_norm.bias", WIDTH, 1, 0.2f, 0.0f);
+        /* phi2: fused q/k/v in even layers, separate in odd ones (llama.cpp takes either per layer) */
+        const bool fused = phi3 || (phi2 && l % 2 == 0);
+        if (fused) A("attn_qkv.weight", WIDTH, (HEADS + 2 * KV) * HD, 2.0f * in_s, 0.0f);
+        if (fused && phi2) A("attn_qkv.bias", (HEADS + 2 * KV) * HD, 1, 0.2f, 0.0f);
+        if (!fused) {
             A("attn_q.weight", WIDTH, HEADS * HD, 2.0f * in_s, 0.0f);
             A("attn_k.weight", WIDTH, KV * HD, 2.0f * in_s, 0.0f);
             A("attn_v.weight", WIDTH, KV * HD, in_s, 0.0f);
         }
-        if (!strcmp(arch, "qwen2moe")) {
+        if (!strcmp(arch, "qwen2moe") || (phi2 && !fused)) {
             A("attn_q.bias", HEADS * HD, 1, 0.2f, 0.0f);
             A("attn_k.bias", KV * HD, 1, 0.2f, 0.0f);
             A("attn_v.bias", KV * HD, 1, 0.2f, 0.0f);
         }
         A("attn_output.weight", HEADS * HD, WIDTH, in_s, 0.0f);
+        if (phi2) A("attn_output.bias", WIDTH, 1, 0.1f, 0.0f);
         if (qk_head) { A("attn_q_norm.weight", HD, 1, 0.2f, 1.0f); A("attn_k_norm.weight", HD, 1, 0.2f, 1.0f); }
         if (qk_full) { A("attn_q_norm.weight", HEADS * HD, 1, 0.2f, 1.0f); A("attn_k_norm.weight", KV * HD, 1, 0.2f, 1.0f); }
         if (post) { A("post_attention_norm.weight", WIDTH, 1, 0.5f, 3.0f); A("post_ffw_norm.weight", WIDTH, 1, 0.5f, 3.0f); }
-        if (pre) A("ffn_norm.weight", WIDTH, 1, 0.1f, 1.0f);
+        if (pre && !phi2) A("ffn_norm.weight", WIDTH, 1, 0.1f, 1.0f);
         if (moe) {
             /* the router stays F32 (llama-quantize never quantizes it) */
             snprintf(nm, sizeof nm, "blk.%d.ffn_gate_inp.weight", l);
@@ -208,6 +220,12 @@ int main(int argc, char ** argv) {
                 A("ffn_up_shexp.weight", WIDTH, FF_EXP, in_s, 0.0f);
                 A("ffn_down_shexp.weight", FF_EXP, WIDTH, sqrtf(3.0f / FF_EXP), 0.0f);
             }
+        } else if (phi2) {
+            /* up -> GELU -> down, with biases */
+            A("ffn_up.weight", WIDTH, FF, 1.5f * in_s, 0.0f);
+            A("ffn_up.bias", FF, 1, 0.3f, 0.0f);
+            A("ffn_down.weight", FF, WIDTH, sqrtf(3.0f / FF), 0.0f);
+            A("ffn_down.bias", WIDTH, 1, 0.1f, 0.0f);
         } else if (phi3) {
             A("ffn_up.weight", WIDTH, 2 * FF, 1.5f * in_s, 0.0f); /* [gate; up] */
             A("ffn_down.weight", FF, WIDTH, sqrtf(3.0f / FF), 0.0f);

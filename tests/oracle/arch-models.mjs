@@ -16,7 +16,7 @@ const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..")
 export const ARCH_VOCAB = [
     ["llama", "llama-spm"], ["qwen3", "gpt-2"], ["gemma", "llama-spm"], ["gemma2", "llama-spm"],
     ["gemma3", "llama-spm"], ["granite", "gpt-2"], ["smollm3", "gpt-2"], ["olmo2", "gpt-2"],
-    ["phi3", "phi-3"], ["qwen2moe", "gpt-2"], ["qwen3moe", "gpt-2"],
+    ["phi2", "gpt-2"], ["phi3", "phi-3"], ["qwen2moe", "gpt-2"], ["qwen3moe", "gpt-2"],
 ];
 export const ARCH_TYPES = ["f32", "f16", "q8_0", "q4_K"];
 

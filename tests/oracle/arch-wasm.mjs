@@ -20,7 +20,14 @@
 //    within DRIFT. Wasm sums F16, Q8_0
 //    and Q4_K dot products in an order of its own (SIMD128: neither the
 //    scalar row's nor the x86 rows'; relaxed SIMD fuses multiply-adds), and
-//    Gemma's GELU / softcap transcendental functions round differently, so
+//    libm's expf / cosf / sinf / tanhf (attention, RoPE, softcaps) are
+//    musl's in wasm, glibc's natively (1-ulp apart on some inputs). The
+//    Gemma family amplifies such differences: its GELU table (the same
+//    65,536 f16 entries in wasm and natively) moves an activation by a
+//    whole f16 step when a 1-ulp input difference crosses an f16 rounding
+//    boundary, and gemma2/3's post-norm gains scale each block's output
+//    (natively, scalar vs AVX2 F32 log-probs: gemma 5-7e-3, gemma3
+//    5-7e-3 against llama 1-3e-3 and phi2 1-2e-3). So
 //    on random models, which put many tokens within rounding of each other,
 //    the rounding drift grows along the generation (measured 0.05-0.12 at the
 //    steps where runs parted) until a near-tie flips; a wrong operation
