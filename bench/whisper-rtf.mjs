@@ -1,6 +1,7 @@
 // Whisper real-time factor at tiny's real shapes (384 wide, 6 heads, 4 + 4
-// layers, F16; random weights with the real vocabulary and filterbank run at
-// the speed of trained ones for the same tokens) on 30 s of audio: Kiln
+// layers) and base.en's (512 wide, 8 heads, 6 + 6 layers), F16; random
+// weights with the real vocabulary and filterbank run at the speed of
+// trained ones for the same tokens) on 30 s of audio: Kiln
 // native (build/bin/kiln-transcribe) vs whisper.cpp through
 // @fugood/whisper.node, greedy, temperature 0, no fallback, same threads.
 // Both decode the same tokens (tests/audio/whisper-oracle.mjs); the time is
@@ -8,7 +9,9 @@
 // line per engine and thread count: median / p25 / p75 of the runs, RTF =
 // seconds of compute per second of audio (lower is faster).
 //
-//   node bench/whisper-rtf.mjs [--build build] [--threads 1,2] [--runs 3] [--no-wasm]
+// Kiln's wasm builds (st, mt) run in Node on the same samples.
+//
+//   node bench/whisper-rtf.mjs [--build build] [--threads 1,2] [--runs 3] [--models tiny,base.en] [--no-wasm]
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -22,9 +25,18 @@ const threads = opt('--threads', '1,2').split(',').map(Number);
 const runs = Number(opt('--runs', '3'));
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'kiln-whisper-bench-'));
 const sh = (cmd, a) => execFileSync(cmd, a, { stdio: ['ignore', 'pipe', 'pipe'], maxBuffer: 64 << 20 });
-const model = path.join(tmp, 'tiny-real-f16.bin');
-sh(path.join(build, 'bin/kiln-whisper-random'), [path.join(root, 'tests/data/audio/for-tests-ggml-tiny.bin'), model,
-  '--state', '384', '--head', '6', '--audio-layer', '4', '--text-layer', '4', '--ftype', '1', '--seed', '10', '--logit-std', '3']);
+// the real shapes of whisper.cpp's files, on their vocabularies and filterbanks (tests/data/audio)
+const SHAPES = {
+  tiny: { file: 'for-tests-ggml-tiny.bin', args: ['--state', '384', '--head', '6', '--audio-layer', '4', '--text-layer', '4'] },
+  'base.en': { file: 'for-tests-ggml-base.en.bin', args: ['--state', '512', '--head', '8', '--audio-layer', '6', '--text-layer', '6'] },
+};
+const models = opt('--models', 'tiny,base.en').split(',').map((name) => {
+  if (!SHAPES[name]) throw new Error(`--models: ${name} is not one of ${Object.keys(SHAPES).join(', ')}`);
+  const file = path.join(tmp, `${name}-real-f16.bin`);
+  sh(path.join(build, 'bin/kiln-whisper-random'), [path.join(root, 'tests/data/audio', SHAPES[name].file), file,
+    ...SHAPES[name].args, '--ftype', '1', '--seed', '10', '--logit-std', '3']);
+  return { name, file };
+});
 const jfk = path.join(root, 'tests/data/audio/jfk.wav');
 const wav = path.join(tmp, 'a30.wav');
 sh('sox', [jfk, jfk, jfk, wav, 'trim', '0', '30']);
@@ -44,7 +56,7 @@ function pcm16(file) {
   throw new Error(`${file}: no data chunk`);
 }
 const samples = pcm16(wav);
-async function wasmRuns(build, t) {
+async function wasmRuns(model, build, t) {
   const k = await Kiln.create({ build, threads: t, logLevel: 'error' });
   try {
     const w = await k.loadWhisper(model);
@@ -57,7 +69,8 @@ async function wasmRuns(build, t) {
     return { v, isa: k.info().isa };
   } finally { k.destroy(); }
 }
-for (const t of threads) {
+for (const { name, file: model } of models) for (const t of threads) {
+  const label = `${name}-shape f16 (random weights)`;
   const kiln = [], wcpp = [];
   let nSegW = 0;
   for (let r = 0; r < runs; r++) {
@@ -71,15 +84,15 @@ for (const t of threads) {
     await ctx.release();
   }
   for (const [engine, v] of [['kiln-native', kiln], ['whisper.cpp-node', wcpp]]) {
-    console.log(JSON.stringify({ what: 'whisper_full', model: 'tiny-shape f16 (random weights)', audio_s: seconds, engine, threads: t, runs,
+    console.log(JSON.stringify({ what: 'whisper_full', model: label, audio_s: seconds, engine, threads: t, runs,
       median_s: +q(v, 0.5).toFixed(3), p25_s: +q(v, 0.25).toFixed(3), p75_s: +q(v, 0.75).toFixed(3), rtf: +(q(v, 0.5) / seconds).toFixed(4),
       isa: engine === 'kiln-native' ? 'avx512/avx2 (runtime)' : 'ggml cpu (prebuilt)' }));
   }
-  const ratio = { what: 'ratio', threads: t, whisper_cpp_over_kiln: +(q(wcpp, 0.5) / q(kiln, 0.5)).toFixed(3), segments_whisper_cpp: nSegW };
+  const ratio = { what: 'ratio', model: label, threads: t, whisper_cpp_over_kiln: +(q(wcpp, 0.5) / q(kiln, 0.5)).toFixed(3), segments_whisper_cpp: nSegW };
   if (withWasm) {
     for (const build of t === 1 ? ['st', 'mt'] : ['mt']) {
-      const { v, isa } = await wasmRuns(build, t);
-      console.log(JSON.stringify({ what: 'whisper_full', model: 'tiny-shape f16 (random weights)', audio_s: seconds, engine: `kiln-wasm-${build}-node`, threads: t, runs,
+      const { v, isa } = await wasmRuns(model, build, t);
+      console.log(JSON.stringify({ what: 'whisper_full', model: label, audio_s: seconds, engine: `kiln-wasm-${build}-node`, threads: t, runs,
         median_s: +q(v, 0.5).toFixed(3), p25_s: +q(v, 0.25).toFixed(3), p75_s: +q(v, 0.75).toFixed(3), rtf: +(q(v, 0.5) / seconds).toFixed(4), isa }));
       ratio[`wasm_${build}_over_native`] = +(q(v, 0.5) / q(kiln, 0.5)).toFixed(3);
     }

@@ -13,6 +13,9 @@ export function nav() {
 }
 
 export const $ = (sel) => document.querySelector(sel);
+/** a load's model-cache event (onCache) as a note after its time */
+export const cacheNoteOf = (e) => e.state === 'hit' ? ' · from the cache' : e.state === 'stored' ? ' · stored in the cache'
+  : e.state === 'not-stored' ? ` · not cached (${e.reason})` : '';
 export const fmtBytes = (n) => n >= 1 << 30 ? `${(n / (1 << 30)).toFixed(2)} GiB` : n >= 1 << 20 ? `${(n / (1 << 20)).toFixed(1)} MiB` : `${(n / 1024).toFixed(0)} KiB`;
 
 /** why threads are off in this page, or '' */

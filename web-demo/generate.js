@@ -11,7 +11,7 @@
 // jsonSchema). After every turn the messages and session.saveState() go to
 // IndexedDB; when the page is opened again with the same model, they are
 // loaded back (session.loadState()) and the next turn goes on from the cache.
-import { nav, $, fmtBytes, startEngine } from './common.js';
+import { nav, $, cacheNoteOf, fmtBytes, startEngine } from './common.js';
 
 nav();
 const EMBEDDED = new URL('/models/stories260K.gguf', location.href).href;
@@ -127,7 +127,7 @@ async function loadModel({ restore = false } = {}) {
       onProgress: (p) => showProgress(p.loaded, p.total),
       onCache: (e) => {
         demo.cacheEvents.push(e.state);
-        cacheNote = e.state === 'hit' ? ' · from the cache' : e.state === 'stored' ? ' · stored in the cache' : e.state === 'not-stored' ? ` · not cached (${e.reason})` : '';
+        cacheNote = cacheNoteOf(e);
       },
     });
     showProgress(model.size, model.size, true);

@@ -1,16 +1,17 @@
-// The Transcribe page: a whisper.cpp model file (file or URL, or ?model=URL)
-// loaded into the engine worker; then the microphone (getUserMedia + the
-// AudioWorklet of capture.js) cut into speech by the VAD stream, each piece
-// transcribed as it ends; or an audio file, decoded at 16 kHz and
-// transcribed whole (only its speech with the VAD box ticked). Segments
-// stream in with their times; SRT / VTT export; Stop aborts. All compute is
-// in the worker: this thread only renders.
-import { $, fmtBytes, nav, startEngine } from './common.js';
-import { startCapture } from './capture.js';
+// The Transcribe page: a whisper.cpp model file (file or URL, or ?model=URL;
+// a URL is kept in the persistent model cache) streamed into the engine
+// worker; then the microphone (getUserMedia + the AudioWorklet of
+// capture.js) cut into speech by the VAD stream, each piece transcribed as
+// it ends; or an audio file (WAV read here in slices, other formats decoded
+// by the browser) transcribed whole (only its speech with the VAD box
+// ticked). Segments stream in with their times; SRT / VTT export; Stop
+// aborts. All compute is in the worker: this thread only renders.
+import { $, cacheNoteOf, fmtBytes, nav, startEngine } from './common.js';
+import { startCapture, wavSamples } from './capture.js';
 
 const VAD_MODEL = '/tests/data/audio/ggml-silero-v6.2.0.bin';
 // what tests read: every transcription with its segments (tokens as ids) and, for the microphone, its samples
-const demo = window.__kilnDemo = { ready: false, loaded: false, busy: 0, transcripts: [], errors: [] };
+const demo = window.__kilnDemo = { ready: false, loaded: false, busy: 0, transcripts: [], errors: [], cacheEvents: [] };
 let kiln = null, whisper = null, vad = null, mic = null;
 const running = new Set(); // AbortControllers of transcriptions in flight
 const all = [];            // every segment with times from the start of its source, for export
@@ -42,7 +43,7 @@ async function transcribe(source, audio, rate, offset, opts = {}) {
   demo.busy++;
   $('#stop').disabled = false;
   const t0 = performance.now();
-  const entry = { source, offset, segments: null, samples: audio instanceof Float32Array ? audio : null, rate };
+  const entry = { source, offset, segments: null, samples: source === 'mic' ? audio : null, rate };
   try {
     const r = await whisper.transcribe(audio, rate, {
       ...options(), ...opts, signal: ac.signal,
@@ -73,8 +74,17 @@ async function load() {
   demo.loaded = false;
   $('#mic').disabled = $('#file').disabled = true;
   const t0 = performance.now();
+  let cacheNote = '';
   try {
-    whisper = await kiln.loadWhisper(src, { onProgress: (p) => { $('#progress').value = p.total ? (100 * p.loaded) / p.total : 0; } });
+    whisper = await kiln.loadWhisper(src, {
+      onProgress: (p) => { $('#progress').value = p.total ? (100 * p.loaded) / p.total : 0; },
+      // a URL is kept in the persistent model cache (the Generate page's): a second load reads it from there
+      cache: !file && $('#use-cache').checked,
+      onCache: (e) => {
+        demo.cacheEvents.push(e.state);
+        cacheNote = cacheNoteOf(e);
+      },
+    });
   } catch (e) {
     $('#model-info').textContent = `could not load: ${e.message}`;
     return;
@@ -82,17 +92,20 @@ async function load() {
   const i = whisper.info;
   $('#progress').value = 100;
   $('#model-info').textContent = `${file ? file.name : src}: ${i.multilingual ? 'multilingual' : 'English-only'}, ${i.nAudioLayer} + ${i.nTextLayer} layers, ` +
-    `width ${i.nAudioState}, ftype ${i.ftype}${file ? `, ${fmtBytes(file.size)}` : ''}; loaded in ${(performance.now() - t0).toFixed(0)} ms`;
+    `width ${i.nAudioState}, ftype ${i.ftype}${file ? `, ${fmtBytes(file.size)}` : ''}; loaded in ${(performance.now() - t0).toFixed(0)} ms${cacheNote}`;
   $('#mic').disabled = $('#file').disabled = false;
   demo.loaded = true;
   state('ready');
 }
 
 async function runFile(file) {
-  const ctx = new AudioContext({ sampleRate: 16000 });
-  const buf = await ctx.decodeAudioData(await file.arrayBuffer());
-  await ctx.close();
-  await transcribe(file.name, buf, undefined, 0, $('#use-vad').checked ? { vad } : {});
+  const opts = $('#use-vad').checked ? { vad } : {};
+  const bytes = await file.arrayBuffer();
+  const wav = await wavSamples(bytes);
+  if (wav) { await transcribe(file.name, wav.samples, wav.rate, 0, opts); return; }
+  // other formats: the browser's decoders, at 16 kHz; an OfflineAudioContext starts no audio device
+  const buf = await new OfflineAudioContext(1, 1, 16000).decodeAudioData(bytes);
+  await transcribe(file.name, buf, undefined, 0, opts);
 }
 
 async function startMic() {

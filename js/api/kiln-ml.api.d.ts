@@ -923,18 +923,22 @@ export declare class VadStream {
 }
 
 // ==== whisper.d.ts
+import { type CacheEvent } from './cache.js';
 import { type AudioBufferLike, type Vad, type VadOptions } from './vad.js';
 import type { Kiln } from './kiln.js';
 import type { Progress } from './scheduler.js';
 import type { WhisperInfoMsg, WhisperSegmentMsg, WhisperTokenMsg } from './protocol.js';
-export type WhisperSource = string | URL | Uint8Array | ArrayBuffer | Blob;
+export type WhisperSource = string | URL | Uint8Array | ArrayBuffer | Blob | ReadableStream<Uint8Array>;
 export type WhisperInfo = WhisperInfoMsg;
 export type WhisperSegment = WhisperSegmentMsg;
 export type WhisperToken = WhisperTokenMsg;
 export interface WhisperLoadOptions {
-    /** bytes of the download so far (URL sources; others report once, whole) */
+    /** bytes read so far */
     onProgress?: (p: Progress) => void;
     signal?: AbortSignal;
+    /** URLs in browsers: keep the file in the persistent model cache (kiln.cache, as loadModel's); 'revalidate' checks size/ETag with a HEAD first */
+    cache?: boolean | 'revalidate';
+    onCache?: (e: CacheEvent) => void;
 }
 export interface TranscribeOptions {
     /** the spoken language: a code ('en', 'de', ...; 'en' by default) or 'auto' to detect it on the first 30 s */

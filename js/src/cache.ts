@@ -6,11 +6,13 @@
  * announced. On a miss the download is split (tee): one branch streams into
  * the engine as usual, the other into storage. The entry is committed only
  * after every byte arrived, the byte count equals the announced size, and
- * the engine parsed the file as GGUF; anything else (abort, network error,
+ * the engine loaded the file (GGUF for loadModel, whisper.cpp's format for
+ * loadWhisper); anything else (abort, network error,
  * short body, bad file, full disk) discards what was written, so an
  * interrupted download never leaves an entry behind.
  *
  * OPFS layout, under the folder `kiln-models/`: `<id>.gguf` holds the bytes
+ * (whatever the format)
  * and `<id>.json` the entry ({url, size, etag, storedAt}). The JSON is the
  * commit marker: it is written last, and a data file without one is
  * leftover and removed by list(). Writes go through createWritable(), whose

@@ -313,9 +313,7 @@ export class Kiln {
 
   /** load a GGUF model: URL (streamed), Blob/File, bytes, or a file path in Node */
   async loadModel(source: ModelSource, opts: LoadOptions = {}): Promise<Model> {
-    let src: ModelSourceMsg;
     const transfer: Transferable[] = [];
-    let onFill: ((msg: FillMsg, live: () => boolean) => void) | undefined;
     if (opts.cache && !isNode && (source instanceof URL || typeof source === 'string')) {
       const { cache, onCache, ...rest } = opts;
       return loadModelCached<Model>(this, source, { ...rest, cache, onCache });
@@ -335,20 +333,31 @@ export class Kiln {
         transfer.push(bytes.buffer as ArrayBuffer);
       }
     }
+    if (opts.nCtx !== undefined && !(Number.isInteger(opts.nCtx) && opts.nCtx >= 0 && opts.nCtx < 2 ** 31)) {
+      throw new KilnError('INVALID_ARGUMENT', `loadModel: nCtx must be an integer >= 0, not ${String(opts.nCtx)}`);
+    }
+    const plan = await this.modelSource(source, opts, 'loadModel');
+    transfer.push(...plan.transfer);
+    const r = await this.sched.job({ t: 'load', source: plan.source, vocabOnly: !!opts.vocabOnly, nCtx: opts.nCtx ?? 0, lora },
+      { signal: opts.signal, onProgress: opts.onProgress, transfer, onFill: plan.onFill });
+    return new Model(this, r.modelId, r);
+  }
+
+  /** @internal
+   * How the worker gets a model file's bytes (loadModel, loadWhisper): a
+   * stream, Blob, URL or path is read in the worker straight into wasm
+   * memory; bytes go through bytes.ts (no whole second copy).
+   */
+  async modelSource(source: ModelSource, opts: { size?: number; transfer?: boolean; signal?: AbortSignal; onProgress?: (p: Progress) => void }, who: string):
+    Promise<{ source: ModelSourceMsg; transfer: Transferable[]; onFill?: (msg: FillMsg, live: () => boolean) => void }> {
     if (typeof ReadableStream !== 'undefined' && source instanceof ReadableStream) {
-      src = { kind: 'stream', stream: source, size: opts.size ?? NaN };
-      transfer.push(source as unknown as Transferable);
-    } else if (typeof Blob !== 'undefined' && source instanceof Blob) src = { kind: 'blob', blob: source };
-    else if (isBytes(source)) {
-      if (opts.nCtx !== undefined && !(Number.isInteger(opts.nCtx) && opts.nCtx >= 0 && opts.nCtx < 2 ** 31)) {
-        throw new KilnError('INVALID_ARGUMENT', `loadModel: nCtx must be an integer >= 0, not ${String(opts.nCtx)}`);
-      }
-      // bytes.ts: no whole second copy on the way to wasm memory
-      const plan = planBytes(this.sched, source, this._info.build, opts);
-      src = plan.source;
-      transfer.push(...plan.transfer);
-      onFill = plan.onFill;
-    } else if (source instanceof URL || (typeof source === 'string' && /^(https?|blob|data):/i.test(source))) src = { kind: 'url', url: String(source) };
+      return { source: { kind: 'stream', stream: source, size: opts.size ?? NaN }, transfer: [source as unknown as Transferable] };
+    }
+    if (typeof Blob !== 'undefined' && source instanceof Blob) return { source: { kind: 'blob', blob: source }, transfer: [] };
+    // bytes.ts: no whole second copy on the way to wasm memory
+    if (isBytes(source)) return planBytes(this.sched, source, this._info.build, opts);
+    let src: ModelSourceMsg;
+    if (source instanceof URL || (typeof source === 'string' && /^(https?|blob|data):/i.test(source))) src = { kind: 'url', url: String(source) };
     else if (typeof source === 'string' && /^file:/i.test(source) && isNode) src = { kind: 'path', path: decodeURIComponent(new URL(source).pathname) };
     else if (typeof source === 'string') {
       if (isNode) {
@@ -357,12 +366,8 @@ export class Kiln {
       } else {
         src = { kind: 'url', url: new URL(source, globalThis.location?.href).href };
       }
-    } else throw new KilnError('BAD_SOURCE', 'loadModel: the source must be a URL, a Blob, bytes or a path');
-    if (opts.nCtx !== undefined && !(Number.isInteger(opts.nCtx) && opts.nCtx >= 0 && opts.nCtx < 2 ** 31)) {
-      throw new KilnError('INVALID_ARGUMENT', `loadModel: nCtx must be an integer >= 0, not ${String(opts.nCtx)}`);
-    }
-    const r = await this.sched.job({ t: 'load', source: src, vocabOnly: !!opts.vocabOnly, nCtx: opts.nCtx ?? 0, lora }, { signal: opts.signal, onProgress: opts.onProgress, transfer, onFill });
-    return new Model(this, r.modelId, r);
+    } else throw new KilnError('BAD_SOURCE', `${who}: the source must be a URL, a Blob, bytes or a path`);
+    return { source: src, transfer: [] };
   }
 
   /** @internal cache.ts: loadModel(url) whose worker also writes the downloaded bytes to an OPFS file */

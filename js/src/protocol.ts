@@ -189,7 +189,7 @@ export interface Requests {
   vadStreamEnd: { req: { vad: number }; reply: { buffer: ArrayBuffer } };
   vadFree: { req: { vad: number }; reply: undefined };
   /** Whisper (whisper.ts, wasm/kiln_wasm_whisper.c); whisper: the client's id for a loaded model */
-  whisperLoad: { req: { whisper: number; bytes: ArrayBuffer }; reply: WhisperInfoMsg };
+  whisperLoad: { req: { whisper: number; source: ModelSourceMsg }; reply: WhisperInfoMsg & { stored?: StoredMsg } };
   /** streams 'segment' messages and 'progress' with a transcribe field while it runs */
   whisperTranscribe: { req: WhisperTranscribeReq; reply: WhisperResultMsg };
   whisperFree: { req: { whisper: number }; reply: undefined };

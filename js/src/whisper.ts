@@ -3,7 +3,7 @@
  * files (ggml-tiny.en.bin, ggml-base.bin, ... and their quantized variants),
  * running in the engine worker.
  *
- *   const whisper = await kiln.loadWhisper(url | path | bytes | Blob, { onProgress });
+ *   const whisper = await kiln.loadWhisper(url | path | bytes | Blob, { onProgress, cache: true });
  *   const { text, segments } = await whisper.transcribe(samples, sampleRate, {
  *     language: 'en', beamSize: 5, signal, onSegment: (s) => ..., onProgress: (percent) => ... });
  *   whisper.free();
@@ -20,21 +20,26 @@
  * at once and the engine finishes the window it is in).
  */
 import { KilnError } from './errors.js';
-import { smallSourceBytes } from './bytes.js';
+import { loadModelCached, type CacheEvent } from './cache.js';
 import { mono, type AudioBufferLike, type Vad, type VadOptions } from './vad.js';
 import type { Kiln } from './kiln.js';
 import type { Progress } from './scheduler.js';
-import type { WhisperInfoMsg, WhisperSegmentMsg, WhisperTokenMsg } from './protocol.js';
+import type { FillMsg, ModelSourceMsg, WhisperInfoMsg, WhisperSegmentMsg, WhisperTokenMsg } from './protocol.js';
 
-export type WhisperSource = string | URL | Uint8Array | ArrayBuffer | Blob;
+const isNode = typeof process === 'object' && !!process.versions?.node && typeof globalThis.window === 'undefined';
+
+export type WhisperSource = string | URL | Uint8Array | ArrayBuffer | Blob | ReadableStream<Uint8Array>;
 export type WhisperInfo = WhisperInfoMsg;
 export type WhisperSegment = WhisperSegmentMsg;
 export type WhisperToken = WhisperTokenMsg;
 
 export interface WhisperLoadOptions {
-  /** bytes of the download so far (URL sources; others report once, whole) */
+  /** bytes read so far */
   onProgress?: (p: Progress) => void;
   signal?: AbortSignal;
+  /** URLs in browsers: keep the file in the persistent model cache (kiln.cache, as loadModel's); 'revalidate' checks size/ETag with a HEAD first */
+  cache?: boolean | 'revalidate';
+  onCache?: (e: CacheEvent) => void;
 }
 
 export interface TranscribeOptions {
@@ -96,11 +101,31 @@ export interface Transcript {
 let nextWhisperId = 1;
 
 export async function loadWhisper(kiln: Kiln, source: WhisperSource, opts: WhisperLoadOptions = {}): Promise<Whisper> {
-  const bytes = await smallSourceBytes(source, 'loadWhisper', opts);
+  const { cache, onCache, signal, onProgress } = opts;
+  if (cache && !isNode && (source instanceof URL || typeof source === 'string')) {
+    // the model cache of loadModel (cache.ts), with this file's loads
+    return loadModelCached<Whisper>({
+      loadModel: (src, o) => loadFrom(kiln, src, o),
+      async loadModelStoring(url, store, o) {
+        const { whisper, stored } = await loadJob(kiln, { kind: 'url', url, store }, [], o);
+        return { model: whisper, stored };
+      },
+    }, source, { signal, onProgress, cache, onCache });
+  }
+  return loadFrom(kiln, source, { signal, onProgress });
+}
+
+/** a file from any source, streamed into the worker as loadModel's are (kiln.modelSource) */
+async function loadFrom(kiln: Kiln, source: WhisperSource, opts: { size?: number; signal?: AbortSignal; onProgress?: (p: Progress) => void }) {
+  const plan = await kiln.modelSource(source, opts, 'loadWhisper');
+  return (await loadJob(kiln, plan.source, plan.transfer, opts, plan.onFill)).whisper;
+}
+
+async function loadJob(kiln: Kiln, source: ModelSourceMsg, transfer: Transferable[], opts: { signal?: AbortSignal; onProgress?: (p: Progress) => void },
+  onFill?: (msg: FillMsg, live: () => boolean) => void) {
   const id = nextWhisperId++;
-  const info = await kiln.sched.job({ t: 'whisperLoad', whisper: id, bytes: bytes.buffer as ArrayBuffer },
-    { transfer: [bytes.buffer as ArrayBuffer], signal: opts.signal });
-  return new Whisper(kiln, id, info);
+  const { stored, ...info } = await kiln.sched.job({ t: 'whisperLoad', whisper: id, source }, { transfer, signal: opts.signal, onProgress: opts.onProgress, onFill });
+  return { whisper: new Whisper(kiln, id, info), stored: stored ?? null };
 }
 
 /** the option array of wasm/kiln_wasm_whisper.c (enum kw_whisper_opt, same order) */

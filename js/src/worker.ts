@@ -19,6 +19,7 @@ type ReplyOf<K extends import('./protocol.js').RequestKind> = import('./protocol
 type ControlMsg = import('./protocol.js').ControlMsg;
 type MetadataValue = import('./protocol.js').MetadataValue;
 type StoredMsg = import('./protocol.js').StoredMsg;
+type ModelSourceMsg = import('./protocol.js').ModelSourceMsg;
 type KilnErrorCode = import('./errors.js').KilnErrorCode;
 type EngineFiles = import('./protocol.js').EngineFiles;
 type StopReason = import('./protocol.js').StopReason;
@@ -282,8 +283,14 @@ type KilnFactory = (opts: object) => Promise<KilnModule>;
 
   /* ---------------------------------------------------------- models */
 
-  async function load(id: number, a: RequestMsg<'load'>): Promise<ReplyOf<'load'>> {
-    const src = a.source;
+  /**
+   * A model file's bytes from any source into one buffer of wasm memory
+   * (kw_model_alloc), streamed: a URL or Blob is read as it arrives and,
+   * with a store file, written to the model cache on the way. format picks
+   * the header check: GGUF (loadModel) or whisper.cpp's ggml (loadWhisper).
+   * The caller owns the returned buffer (kw_model_free).
+   */
+  async function readModel(id: number, src: ModelSourceMsg, format: 'gguf' | 'whisper'): Promise<{ m: number; total: number; stored?: StoredMsg }> {
     const abortNow = () => { throw new WErr('ABORTED', 'model load aborted'); };
     let m = 0;
     let loaded = 0;
@@ -300,6 +307,12 @@ type KilnFactory = (opts: object) => Promise<KilnModule>;
     // The header is checked before any allocation so a wrong file fails
     // fast; then one allocation of the whole size, filled in place.
     const checkHeader = (b: Uint8Array) => {
+      if (format === 'whisper') {
+        if (b.byteLength < 4) throw new WErr('BAD_MODEL', `whisper: ${b.byteLength} bytes is not a model file`);
+        const magic = (b[0] | (b[1] << 8) | (b[2] << 16) | (b[3] << 24)) >>> 0;
+        if (magic !== 0x67676d6c) throw new WErr('BAD_MODEL', `whisper: bad magic 0x${magic.toString(16).padStart(8, '0')} (not a whisper.cpp ggml model)`);
+        return;
+      }
       if (b.byteLength < 8) throw new WErr('BAD_MODEL', `model: ${b.byteLength} bytes is too small for a GGUF file`);
       if (b[0] !== 0x47 || b[1] !== 0x47 || b[2] !== 0x55 || b[3] !== 0x46) throw new WErr('BAD_MODEL', 'model: not a GGUF file (bad magic)');
       const v = b[4] | (b[5] << 8) | (b[6] << 16) | (b[7] << 24);
@@ -463,6 +476,21 @@ type KilnFactory = (opts: object) => Promise<KilnModule>;
       }
       if (isAborted(id)) abortNow();
       progress(true);
+      return { m, total, ...(stored ? { stored } : {}) };
+    } catch (e) {
+      if (m > 0) M._kw_model_free(m);
+      if (isAborted(id) && !(e instanceof WErr && e.code === 'ABORTED')) throw new WErr('ABORTED', 'model load aborted');
+      throw e;
+    } finally {
+      aborted.delete(id);
+      cancelers.delete(id);
+      inboxes.delete(id);
+    }
+  }
+
+  async function load(id: number, a: RequestMsg<'load'>): Promise<ReplyOf<'load'>> {
+    const { m, total, stored } = await readModel(id, a.source, 'gguf');
+    try {
       guard(() => check(M._kw_model_parse(m)));
       models.set(id, m);
       const lora = (a.lora ?? []).map((l) => ({ bytes: new Uint8Array(l.bytes), scale: l.scale }));
@@ -488,13 +516,8 @@ type KilnFactory = (opts: object) => Promise<KilnModule>;
       }
       return { modelId: id, size: total, version: M._kw_model_version(m), nKv, tensors: names, metadata, ...(stored ? { stored } : {}) };
     } catch (e) {
-      if (m > 0) M._kw_model_free(m);
-      if (isAborted(id) && !(e instanceof WErr && e.code === 'ABORTED')) throw new WErr('ABORTED', 'model load aborted');
+      M._kw_model_free(m);
       throw e;
-    } finally {
-      aborted.delete(id);
-      cancelers.delete(id);
-      inboxes.delete(id);
     }
   }
 
@@ -1034,7 +1057,8 @@ type KilnFactory = (opts: object) => Promise<KilnModule>;
       case 'finetune': return finetune(id, a);
       case 'trainEvaluate': case 'trainClassify': case 'trainGGUF': case 'trainFree': return trainRequest(a);
       case 'vadLoad': case 'vadDetect': case 'vadStreamBegin': case 'vadStreamPush': case 'vadStreamEnd': case 'vadFree': return vadRequest(a);
-      case 'whisperLoad': case 'whisperTranscribe': case 'whisperFree': return whisperRequest(id, a);
+      case 'whisperLoad': return whisperLoad(id, a);
+      case 'whisperTranscribe': case 'whisperFree': return whisperRequest(id, a);
       default: throw new WErr('INVALID_ARGUMENT', `unknown request ${(a as { t?: unknown }).t}`);
     }
   }
@@ -1097,23 +1121,29 @@ type KilnFactory = (opts: object) => Promise<KilnModule>;
     return { start: t0 / 100, end: t1 / 100, text, tokens, noSpeechProb };
   }
 
-  function whisperRequest(id: number, a: RequestMsg<WhisperRequestKind>): ReplyOf<WhisperRequestKind> {
-    const h = a.t === 'whisperLoad' ? 0 : whispers.get(a.whisper);
+  /* the file streams into wasm memory as a GGUF model does (readModel); the model copies what it keeps */
+  async function whisperLoad(id: number, a: RequestMsg<'whisperLoad'>): Promise<ReplyOf<'whisperLoad'>> {
+    const { m, total, stored } = await readModel(id, a.source, 'whisper');
+    let w: number;
+    try { w = guard(() => check(M._kw_whisper_load(M._kw_model_buffer(m), total))); } finally { M._kw_model_free(m); }
+    return guard(() => {
+      const p = M._kw_malloc(12 * 4);
+      if (!p) { M._kw_whisper_free(w); fail(-2); }
+      try {
+        check(M._kw_whisper_info(w, p));
+        const v = new Int32Array(mem(), p >>> 0, 12);
+        whispers.set(a.whisper, w);
+        return { nVocab: v[0], nAudioCtx: v[1], nAudioState: v[2], nAudioHead: v[3], nAudioLayer: v[4], nTextCtx: v[5], nTextState: v[6],
+          nTextHead: v[7], nTextLayer: v[8], nMels: v[9], ftype: v[10], multilingual: v[11] !== 0, ...(stored ? { stored } : {}) };
+      } finally { M._kw_free_ptr(p); }
+    });
+  }
+
+  function whisperRequest(id: number, a: RequestMsg<'whisperTranscribe' | 'whisperFree'>): ReplyOf<'whisperTranscribe' | 'whisperFree'> {
+    const h = whispers.get(a.whisper);
     if (h === undefined) throw new WErr('INVALID_HANDLE', 'the Whisper model was freed');
     return guard(() => {
       switch (a.t) {
-        case 'whisperLoad': {
-          const w = check(withBytes(new Uint8Array(a.bytes), (p) => M._kw_whisper_load(p, a.bytes.byteLength)));
-          const p = M._kw_malloc(12 * 4);
-          if (!p) { M._kw_whisper_free(w); fail(-2); }
-          try {
-            check(M._kw_whisper_info(w, p));
-            const v = new Int32Array(mem(), p >>> 0, 12);
-            whispers.set(a.whisper, w);
-            return { nVocab: v[0], nAudioCtx: v[1], nAudioState: v[2], nAudioHead: v[3], nAudioLayer: v[4], nTextCtx: v[5], nTextState: v[6],
-              nTextHead: v[7], nTextLayer: v[8], nMels: v[9], ftype: v[10], multilingual: v[11] !== 0 };
-          } finally { M._kw_free_ptr(p); }
-        }
         case 'whisperTranscribe': {
           let vad = 0;
           if (a.vad) {

@@ -178,6 +178,20 @@ describe.each(BUILDS)('whisper (%s)', (build) => {
     w.free();
   }, TIMEOUT);
 
+  it('a Blob and a ReadableStream load as a path does (streamed into the worker, progress to the whole size)', async () => {
+    const bytes = readFileSync(files['tiny-f16']);
+    const o: TranscribeOptions = { temperatureInc: 0 };
+    const ref = native(files['tiny-f16'], files.jfk, o);
+    const seen: { loaded: number; total: number }[] = [];
+    for (const src of [new Blob([bytes]), new Blob([bytes]).stream()]) {
+      const w = await k.loadWhisper(src, { onProgress: (p) => seen.push(p) });
+      expect(w.info).toMatchObject({ nVocab: 51865, nAudioState: 64, nTextLayer: 3, ftype: 1, multilingual: true });
+      expectSame(`${build} tiny-f16 from ${src instanceof Blob ? 'a Blob' : 'a stream'}`, await w.transcribe(jfk.x, jfk.rate, o), ref);
+      w.free();
+    }
+    expect(seen.at(-1)).toEqual({ loaded: bytes.length, total: bytes.length });
+  }, TIMEOUT);
+
   it('streams segments and progress; an abort stops it and the model stays usable', async () => {
     const w = await k.loadWhisper(files['tiny-f16']);
     // 40 s: two windows
