@@ -22,6 +22,16 @@ static inline float hsum_ps(__m256 v) {
 
 static inline __m256i load32(const void * p) { return _mm256_loadu_si256((const __m256i *) p); }
 
+/* The -32 offset of a q6_K block times its q8_K partner, in ggml x86's
+ * lanes: lane j holds 32 * (bsums[2j] * sc[2j] + bsums[2j + 1] * sc[2j + 1]),
+ * the offset of sub-blocks 2j, 2j + 1 (elements 32j..32j + 31). Subtracted
+ * from the lanes of sum(q * y * sc) over unsigned q, it gives each f32 lane
+ * the same integer as ggml's AVX2 q6_K dot before its FMA. */
+static inline __m256i q6_offset_lanes(const int8_t * scales, const int16_t * bsums) {
+    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *) scales));
+    return _mm256_slli_epi32(_mm256_madd_epi16(_mm256_loadu_si256((const __m256i *) bsums), sc16), 5);
+}
+
 /* the batched q4_0x4 kernels' float step for 2 activation rows: lanes
  * 0..3 the 4 weight rows against row y0, 4..7 against y1;
  * acc = fma((float) isum, d_x * d_y, acc) per lane */
