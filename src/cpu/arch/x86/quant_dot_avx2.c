@@ -274,6 +274,9 @@ void q5_K_q8_K_vec_dot__avx2(int64_t n, float * s, const void * vx, const void *
     *s = hsum_ps(acc) - mins;
 }
 
+/* ggml x86's lanes: unsigned 6-bit q times y and the scale per byte group,
+ * the -32 offset taken off per lane from bsums x scales (q6_offset_lanes),
+ * one FMA per super-block */
 void q6_K_q8_K_vec_dot__avx2(int64_t n, float * s, const void * vx, const void * vy) {
     const block_q6_K * x = vx;
     const block_q8_K * y = vy;

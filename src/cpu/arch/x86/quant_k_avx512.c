@@ -7,7 +7,8 @@
  * kernel of the same slot (quant_dot_avx2.c). The AVX2 kernels form, per
  * super-block, an 8-lane i32 vector sumi (lane j: sub-block scale times the
  * 4 byte products at bytes 4j..4j+3 of each 32-byte chunk, summed over the
- * chunks) and add it with one FMA. Here two 32-byte chunks go through one
+ * chunks; q6_K's lane j then minus the -32 offset of values 32j..32j+31,
+ * q6_offset_lanes) and add it with one FMA. Here two 32-byte chunks go through one
  * 512-bit maddubs/madd (the same i16 and i32 values, so no new saturation),
  * and the two 256-bit halves are added at the end: lane j still holds the
  * same integer sum, exact in any grouping. The float steps (the FMA, the
