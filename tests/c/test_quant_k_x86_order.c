@@ -1,9 +1,10 @@
 /*
- * test_quant_k_x86_order.c — the x86 rows' plain Q5_K and Q6_K dots sum in
- * llama.cpp's AVX2 order (ggml's x86 ggml_vec_dot_q5_K_q8_K /
- * ggml_vec_dot_q6_K_q8_K, which llama.cpp runs for these types on x86: it
- * does not repack them there). That order, written here in scalar C from
- * the plain block layouts, per super-block:
+ * test_quant_k_x86_order.c — the x86 rows' plain Q4_K, Q5_K and Q6_K dots
+ * sum in llama.cpp's AVX2 order (ggml's x86 ggml_vec_dot_q{4,5,6}_K_q8_K,
+ * which llama.cpp runs for Q5_K and Q6_K on x86, where it does not repack
+ * them, and for Q4_K weights it cannot repack: row counts not a multiple of
+ * 8). That order, written here in scalar C from the plain block layouts,
+ * per super-block:
  *  - 8 i32 lanes; lane j gets, for every 32-value chunk c of the block, the
  *    products q * y * scale(c) at chunk bytes 4j..4j+3;
  *  - Q6_K: q is the unsigned 6-bit value and lane j then loses
@@ -11,6 +12,8 @@
  *    of values 32j..32j+31, not of the lane's own bytes);
  *  - acc[j] = fmaf(d_x * d_y, (float) lane[j], acc[j]);
  *  - Q5_K: mins = fmaf(dmin_x * d_y, (float) sum m_s * bsum_s, mins);
+ *  - Q4_K: 4 mins lanes, lane k: fmaf(dmin_x * d_y, (float) (m_2k * bsum_2k +
+ *    m_2k+1 * bsum_2k+1), lane), reduced as (0 + 2) + (1 + 3);
  * result: the 8 accumulators reduced as (j, j+4), then (0, 2), (1, 3), then
  * the two, minus mins. Every x86 row (avx2, avx512, avxvnni) must equal this
  * bit for bit at 1..37 super-blocks with misaligned pointers, on quantized
@@ -42,6 +45,26 @@ static float reduce8(const float a[8]) {
     float s4[4];
     for (int j = 0; j < 4; j++) s4[j] = a[j] + a[j + 4];
     return (s4[0] + s4[2]) + (s4[1] + s4[3]);
+}
+
+static float model_q4_K(int64_t n, const block_q4_K * x, const block_q8_K * y) {
+    float acc[8] = { 0 }, am[4] = { 0 };
+    for (int64_t b = 0; b < n / QK_K; b++) {
+        int lane[8] = { 0 }, ml[4] = { 0 };
+        for (int c = 0; c < 8; c++) {
+            int sc, m;
+            scale_min(x[b].scales, c, &sc, &m);
+            ml[c / 2] += m * (y[b].bsums[2 * c] + y[b].bsums[2 * c + 1]);
+            for (int e = 0; e < 32; e++) {
+                const int q = (x[b].qs[32 * (c / 2) + e] >> (4 * (c % 2))) & 15;
+                lane[e / 4] += q * y[b].qs[32 * c + e] * sc;
+            }
+        }
+        const float d = h2f(x[b].d) * y[b].d, dm = h2f(x[b].dmin) * y[b].d;
+        for (int j = 0; j < 8; j++) acc[j] = fmaf(d, (float) lane[j], acc[j]);
+        for (int k = 0; k < 4; k++) am[k] = fmaf(dm, (float) ml[k], am[k]);
+    }
+    return reduce8(acc) - ((am[0] + am[2]) + (am[1] + am[3]));
 }
 
 static float model_q5_K(int64_t n, const block_q5_K * x, const block_q8_K * y) {
@@ -88,7 +111,7 @@ static float model_q6_K(int64_t n, const block_q6_K * x, const block_q8_K * y) {
 }
 
 static float model(enum kiln_type t, int64_t n, const void * x, const void * y) {
-    return t == KILN_TYPE_Q5_K ? model_q5_K(n, x, y) : model_q6_K(n, x, y);
+    return t == KILN_TYPE_Q4_K ? model_q4_K(n, x, y) : t == KILN_TYPE_Q5_K ? model_q5_K(n, x, y) : model_q6_K(n, x, y);
 }
 
 /* weights: quantized from uniform data, or random bytes with a sane d */
@@ -104,7 +127,11 @@ static void make_weights(enum kiln_type t, int64_t n, uint8_t * q, int random_by
     const int64_t nb = n / QK_K;
     for (size_t j = 0; j < (size_t) nb * tt->type_size; j++) q[j] = (uint8_t) tu_rand_u64();
     for (int64_t b = 0; b < nb; b++) {
-        if (t == KILN_TYPE_Q5_K) {
+        if (t == KILN_TYPE_Q4_K) {
+            block_q4_K * blk = (block_q4_K *) q + b;
+            blk->d = kiln_fp32_to_fp16(tu_rand_uniform(1e-3f, 2e-2f));
+            blk->dmin = kiln_fp32_to_fp16(tu_rand_uniform(1e-3f, 2e-2f));
+        } else if (t == KILN_TYPE_Q5_K) {
             block_q5_K * blk = (block_q5_K *) q + b;
             blk->d = kiln_fp32_to_fp16(tu_rand_uniform(1e-3f, 2e-2f));
             blk->dmin = kiln_fp32_to_fp16(tu_rand_uniform(1e-3f, 2e-2f));
@@ -126,13 +153,13 @@ static double ref_dot(enum kiln_type t, int64_t n, const void * x, const void * 
 }
 
 int main(void) {
-    static const enum kiln_type types[2] = { KILN_TYPE_Q5_K, KILN_TYPE_Q6_K };
+    static const enum kiln_type types[3] = { KILN_TYPE_Q4_K, KILN_TYPE_Q5_K, KILN_TYPE_Q6_K };
     static const enum kiln_isa rows[3] = { KILN_ISA_AVX2, KILN_ISA_AVX512, KILN_ISA_AVXVNNI };
     static const int nblocks[] = { 1, 2, 3, 8, 37 };
     const struct kiln_kernels * ks = kiln_kernels_for_isa(KILN_ISA_SCALAR);
     int cases[3] = { 0 }, model_cases = 0;
     tu_seed(5601);
-    for (int ti = 0; ti < 2; ti++) {
+    for (int ti = 0; ti < 3; ti++) {
         const enum kiln_type t = types[ti];
         tu_case = kiln_type_name(t);
         for (int li = 0; li < 5; li++) {
@@ -165,7 +192,7 @@ int main(void) {
     }
     printf("  model vs double dot: %d cases\n", model_cases);
     for (int ri = 0; ri < 3; ri++) {
-        if (kiln_kernels_for_isa(rows[ri])) printf("  %s q5_K/q6_K == ggml AVX2 order bit for bit: %d cases\n", kiln_isa_name(rows[ri]), cases[ri]);
+        if (kiln_kernels_for_isa(rows[ri])) printf("  %s q4_K/q5_K/q6_K == ggml AVX2 order bit for bit: %d cases\n", kiln_isa_name(rows[ri]), cases[ri]);
         else printf("%s row NOT TESTED: this CPU/build has no %s kernels\n", kiln_isa_name(rows[ri]), kiln_isa_name(rows[ri]));
     }
     return tu_finish();

@@ -7,7 +7,8 @@
  * kiln_repack_tensor wrote (the layout is ggml's block_q4_Kx8, so the same
  * bytes feed both), for every Kiln kernel row with Q4_K x8 kernels; and
  * every Kiln row's plain Q5_K and Q6_K dot (those types are not repacked on
- * x86) against the build's ggml_vec_dot_q5_K_q8_K / ggml_vec_dot_q6_K_q8_K.
+ * x86) and plain Q4_K dot (Q4_K weights with a row count that is not a
+ * multiple of 8) against the build's ggml_vec_dot_q{4,5,6}_K_q8_K.
  *
  *   ggml_repack_check <dir with libggml-base.so> <libggml-cpu-VARIANT.so>
  *
@@ -64,27 +65,30 @@ static void fill_bytes(void * p, size_t n) {
     for (size_t k = 0; k < n; k++) ((uint8_t *) p)[k] = (uint8_t) next_u32();
 }
 
-/* the plain (not repacked) Q5_K and Q6_K dots of every Kiln row against
+/* the plain (not repacked) Q4_K, Q5_K and Q6_K dots of every Kiln row against
  * the build's own, bit for bit, over 1..40 super-blocks */
 static void check_plain_dots(void * cpu, ggml_qrow_t g_qrow) {
-    static const enum kiln_type types[2] = { KILN_TYPE_Q5_K, KILN_TYPE_Q6_K };
-    static const char * names[2] = { "ggml_vec_dot_q5_K_q8_K", "ggml_vec_dot_q6_K_q8_K" };
+    static const enum kiln_type types[3] = { KILN_TYPE_Q4_K, KILN_TYPE_Q5_K, KILN_TYPE_Q6_K };
+    static const char * names[3] = { "ggml_vec_dot_q4_K_q8_K", "ggml_vec_dot_q5_K_q8_K", "ggml_vec_dot_q6_K_q8_K" };
     static const int nbs[4] = { 1, 3, 16, 40 };
     /* these dots read fp16 through ggml's table, which ggml_cpu_init fills */
     void (*g_init)(void) = (void (*)(void)) dlsym(cpu, "ggml_cpu_init");
     if (!g_init) { check(0, "ggml_cpu_init"); return; }
     g_init();
-    for (int t = 0; t < 2; t++) {
+    for (int t = 0; t < 3; t++) {
         ggml_vdot_t g_dot = (ggml_vdot_t) dlsym(cpu, names[t]);
         if (!g_dot) { check(0, names[t]); continue; }
         for (int si = 0; si < 4; si++) {
             const int nb = nbs[si], n = nb * QK_K, rows = 16;
-            const size_t bsz = types[t] == KILN_TYPE_Q5_K ? sizeof(block_q5_K) : sizeof(block_q6_K);
+            const size_t bsz = kiln_type_size(types[t]);
             uint8_t * w = malloc(bsz * (size_t) nb * rows);
             for (int b = 0; b < nb * rows; b++) {
                 uint8_t * blk = w + bsz * (size_t) b;
                 fill_bytes(blk, bsz);
-                if (types[t] == KILN_TYPE_Q5_K) {
+                if (types[t] == KILN_TYPE_Q4_K) {
+                    ((block_q4_K *) blk)->d = rand_scale();
+                    ((block_q4_K *) blk)->dmin = rand_scale();
+                } else if (types[t] == KILN_TYPE_Q5_K) {
                     ((block_q5_K *) blk)->d = rand_scale();
                     ((block_q5_K *) blk)->dmin = rand_scale();
                 } else {

@@ -214,11 +214,12 @@ static inline int k4_mins_dot(const uint8_t mn[8], const int16_t * bsums) {
     return s;
 }
 
+/* the mins term in 4 lanes, as ggml x86's q4_K dot (k4_mins_fma) */
 void q4_K_q8_K_vec_dot__avx2(int64_t n, float * s, const void * vx, const void * vy) {
     const block_q4_K * x = vx;
     const block_q8_K * y = vy;
     __m256 acc = _mm256_setzero_ps();
-    float mins = 0;
+    __m128 mins = _mm_setzero_ps();
     const __m256i m4 = _mm256_set1_epi8(0xF);
     for (int64_t i = 0; i < n / QK_K; ++i) {
         uint8_t sc[8], mn[8];
@@ -236,9 +237,9 @@ void q4_K_q8_K_vec_dot__avx2(int64_t n, float * s, const void * vx, const void *
             q8 += 64;
         }
         acc = _mm256_fmadd_ps(_mm256_set1_ps(KQ_H2F(x[i].d) * y[i].d), _mm256_cvtepi32_ps(sumi), acc);
-        mins += KQ_H2F(x[i].dmin) * y[i].d * k4_mins_dot(mn, y[i].bsums);
+        mins = k4_mins_fma(mins, mn, y[i].bsums, KQ_H2F(x[i].dmin) * y[i].d);
     }
-    *s = hsum_ps(acc) - mins;
+    *s = hsum_ps(acc) - k4_mins_sum(mins);
 }
 
 void q5_K_q8_K_vec_dot__avx2(int64_t n, float * s, const void * vx, const void * vy) {

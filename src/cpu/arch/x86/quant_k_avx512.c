@@ -51,7 +51,7 @@ void q4_K_q8_K_vec_dot__avx512(int64_t n, float * s, const void * vx, const void
     const block_q4_K * x = vx;
     const block_q8_K * y = vy;
     __m256 acc = _mm256_setzero_ps();
-    float mins = 0;
+    __m128 mins = _mm_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; ++i) {
         uint8_t sc[8], mn[8];
         for (int j = 0; j < 8; ++j) kq_get_scale_min_k4(j, x[i].scales, &sc[j], &mn[j]);
@@ -62,9 +62,9 @@ void q4_K_q8_K_vec_dot__avx512(int64_t n, float * s, const void * vx, const void
             sumi = _mm512_add_epi32(sumi, _mm512_madd_epi16(_mm512_maddubs_epi16(q, yq), scales_2x32(sc[2 * j], sc[2 * j + 1])));
         }
         acc = _mm256_fmadd_ps(_mm256_set1_ps(KQ_H2F(x[i].d) * y[i].d), _mm256_cvtepi32_ps(fold_halves(sumi)), acc);
-        mins += KQ_H2F(x[i].dmin) * y[i].d * k4_mins(mn, y[i].bsums);
+        mins = k4_mins_fma(mins, mn, y[i].bsums, KQ_H2F(x[i].dmin) * y[i].d);
     }
-    *s = hsum_ps(acc) - mins;
+    *s = hsum_ps(acc) - k4_mins_sum(mins);
 }
 
 void q5_K_q8_K_vec_dot__avx512(int64_t n, float * s, const void * vx, const void * vy) {
