@@ -19,6 +19,8 @@ export const ARCH_VOCAB = [
     ["phi2", "gpt-2"], ["phi3", "phi-3"], ["qwen2moe", "gpt-2"], ["qwen3moe", "gpt-2"],
 ];
 export const ARCH_TYPES = ["f32", "f16", "q8_0", "q4_K"];
+/** weight "types" that are kiln-quantize mixes of the F32 model */
+const MIXES = ["q4_K_M", "q5_K_M"];
 
 const mtime = (f) => statSync(f).mtimeMs;
 
@@ -31,6 +33,17 @@ export function archModel(buildDir, arch, wt) {
     const file = path.join(dir, `${arch}-${wt}.gguf`);
     const synth = path.join(buildDir, "bin", "kiln-synth-model");
     const vocabFile = path.join(root, "tests/data/vocab", `ggml-vocab-${vocab}.gguf`);
+    if (MIXES.includes(wt)) {
+        // a llama-quantize mix (Q4_K_M: Q6_K output and some attn_v /
+        // ffn_down, Q4_K elsewhere) of the F32 model, by kiln-quantize
+        const f32 = archModel(buildDir, arch, "f32");
+        const quantize = path.join(buildDir, "bin", "kiln-quantize");
+        if (!existsSync(file) || mtime(file) < mtime(f32) || mtime(file) < mtime(quantize)) {
+            runTool(quantize, [f32, `${file}.tmp`, wt]);
+            renameSync(`${file}.tmp`, file);
+        }
+        return file;
+    }
     if (!existsSync(file) || mtime(file) < mtime(synth) || mtime(file) < mtime(vocabFile)) {
         // written aside, then renamed: an interrupted run leaves no file that looks fresh
         runTool(synth, [`${file}.tmp`, "--arch", arch, "--type", wt, "--vocab", vocabFile]);

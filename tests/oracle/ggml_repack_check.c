@@ -5,7 +5,10 @@
  * exported ggml_gemv_q4_K_8x8_q8_K / ggml_gemm_q4_K_8x8_q8_K /
  * ggml_quantize_mat_q8_K_4x8 / quantize_row_q8_K_ref on the bytes Kiln's
  * kiln_repack_tensor wrote (the layout is ggml's block_q4_Kx8, so the same
- * bytes feed both), for every Kiln kernel row with Q4_K x8 kernels.
+ * bytes feed both), for every Kiln kernel row with Q4_K x8 kernels; and
+ * every Kiln row's plain Q5_K and Q6_K dot (those types are not repacked on
+ * x86) and plain Q4_K dot (Q4_K weights with a row count that is not a
+ * multiple of 8) against the build's ggml_vec_dot_q{4,5,6}_K_q8_K.
  *
  *   ggml_repack_check <dir with libggml-base.so> <libggml-cpu-VARIANT.so>
  *
@@ -26,6 +29,7 @@
 typedef void (*ggml_gemx_t)(int n, float * s, size_t bs, const void * vx, const void * vy, int nr, int nc);
 typedef void (*ggml_qmat_t)(const float * x, void * vy, int64_t k);
 typedef void (*ggml_qrow_t)(const float * x, void * vy, int64_t k);
+typedef void (*ggml_vdot_t)(int n, float * s, size_t bs, const void * vx, size_t bx, const void * vy, size_t by, int nrc);
 
 static int passed, failed;
 
@@ -49,6 +53,81 @@ static void fill_q4_K(block_q4_K * b, size_t nblocks) {
         for (size_t k = 0; k < sizeof b[i].qs; k++) b[i].qs[k] = (uint8_t) next_u32();
         b[i].d = kiln_fp32_to_fp16(ldexpf(0.5f + (float) (next_u32() % 1000) / 1000.0f, -(int) (next_u32() % 12) - 4));
         b[i].dmin = kiln_fp32_to_fp16(ldexpf(0.5f + (float) (next_u32() % 1000) / 1000.0f, -(int) (next_u32() % 12) - 4));
+    }
+}
+
+/* random valid Q5_K / Q6_K rows (any bytes, finite fp16 scales; Q6_K's
+ * int8 sub-block scales over their whole range) */
+static kiln_fp16_t rand_scale(void) {
+    return kiln_fp32_to_fp16(ldexpf(0.5f + (float) (next_u32() % 1000) / 1000.0f, -(int) (next_u32() % 12) - 4));
+}
+static void fill_bytes(void * p, size_t n) {
+    for (size_t k = 0; k < n; k++) ((uint8_t *) p)[k] = (uint8_t) next_u32();
+}
+
+/* the plain (not repacked) Q4_K, Q5_K and Q6_K dots of every Kiln row against
+ * the build's own, bit for bit, over 1..40 super-blocks */
+static void check_plain_dots(void * cpu, ggml_qrow_t g_qrow) {
+    static const enum kiln_type types[3] = { KILN_TYPE_Q4_K, KILN_TYPE_Q5_K, KILN_TYPE_Q6_K };
+    static const char * names[3] = { "ggml_vec_dot_q4_K_q8_K", "ggml_vec_dot_q5_K_q8_K", "ggml_vec_dot_q6_K_q8_K" };
+    static const int nbs[4] = { 1, 3, 16, 40 };
+    /* these dots read fp16 through ggml's table, which ggml_cpu_init fills */
+    void (*g_init)(void) = (void (*)(void)) dlsym(cpu, "ggml_cpu_init");
+    if (!g_init) { check(0, "ggml_cpu_init"); return; }
+    g_init();
+    for (int t = 0; t < 3; t++) {
+        ggml_vdot_t g_dot = (ggml_vdot_t) dlsym(cpu, names[t]);
+        if (!g_dot) { check(0, names[t]); continue; }
+        for (int si = 0; si < 4; si++) {
+            const int nb = nbs[si], n = nb * QK_K, rows = 16;
+            const size_t bsz = kiln_type_size(types[t]);
+            uint8_t * w = malloc(bsz * (size_t) nb * rows);
+            for (int b = 0; b < nb * rows; b++) {
+                uint8_t * blk = w + bsz * (size_t) b;
+                fill_bytes(blk, bsz);
+                if (types[t] == KILN_TYPE_Q4_K) {
+                    ((block_q4_K *) blk)->d = rand_scale();
+                    ((block_q4_K *) blk)->dmin = rand_scale();
+                } else if (types[t] == KILN_TYPE_Q5_K) {
+                    ((block_q5_K *) blk)->d = rand_scale();
+                    ((block_q5_K *) blk)->dmin = rand_scale();
+                } else {
+                    ((block_q6_K *) blk)->d = rand_scale();
+                }
+            }
+            float * act = malloc(sizeof(float) * (size_t) n);
+            for (int i = 0; i < n; i++) act[i] = next_f() * (i % 7 == 0 ? 4.0f : 1.0f);
+            block_q8_K * y = malloc(sizeof(block_q8_K) * (size_t) nb);
+            g_qrow(act, y, n);
+            float ref[16];
+            int differ_scalar = 0;
+            for (int r = 0; r < rows; r++) g_dot(n, &ref[r], 0, w + bsz * (size_t) nb * r, 0, y, 0, 1);
+            for (int isa = 0; isa < KILN_ISA_COUNT; isa++) {
+                const struct kiln_kernels * k = kiln_kernels_for_isa((enum kiln_isa) isa);
+                if (!k || isa == KILN_ISA_SCALAR) continue;
+                int same = 0;
+                for (int r = 0; r < rows; r++) {
+                    float got = 0;
+                    k->vec_dot[types[t]](n, &got, w + bsz * (size_t) nb * r, y);
+                    same += memcmp(&got, &ref[r], sizeof got) == 0;
+                }
+                char what[160];
+                snprintf(what, sizeof what, "%s %s plain dot == %s (%d super-blocks, %d of %d rows)", k->isa,
+                         kiln_type_name(types[t]), names[t], nb, same, rows);
+                check(same == rows, what);
+            }
+            {   /* the scalar reference's order is another one: say how often it differs */
+                const struct kiln_kernels * ks = kiln_kernels_for_isa(KILN_ISA_SCALAR);
+                for (int r = 0; r < rows; r++) {
+                    float got = 0;
+                    ks->vec_dot[types[t]](n, &got, w + bsz * (size_t) nb * r, y);
+                    differ_scalar += memcmp(&got, &ref[r], sizeof got) != 0;
+                }
+                printf("info: %s: Kiln's scalar order differs from ggml's in %d of %d rows (%d super-blocks)\n",
+                       kiln_type_name(types[t]), differ_scalar, rows, nb);
+            }
+            free(w); free(act); free(y);
+        }
     }
 }
 
@@ -160,6 +239,7 @@ int main(int argc, char ** argv) {
         for (int r = 0; r < 4; r++) same &= m.d[r] == k[r].d;
         check(same, "kiln_quantize_row_q8_K_x4 == ggml_quantize_mat_q8_K_4x8 on a +-max tie");
     }
+    check_plain_dots(cpu, g_qrow);
     if (!kiln_kernels_for_isa(KILN_ISA_AVX512)) printf("avx512 row NOT TESTED: this CPU has no AVX-512 F+BW+VL+VNNI\n");
     if (!kiln_kernels_for_isa(KILN_ISA_AVXVNNI)) printf("avxvnni row NOT TESTED: this CPU has no AVX-VNNI\n");
     printf("%d passed, %d failed\n", passed, failed);

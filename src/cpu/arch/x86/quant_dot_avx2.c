@@ -214,11 +214,12 @@ static inline int k4_mins_dot(const uint8_t mn[8], const int16_t * bsums) {
     return s;
 }
 
+/* the mins term in 4 lanes, as ggml x86's q4_K dot (k4_mins_fma) */
 void q4_K_q8_K_vec_dot__avx2(int64_t n, float * s, const void * vx, const void * vy) {
     const block_q4_K * x = vx;
     const block_q8_K * y = vy;
     __m256 acc = _mm256_setzero_ps();
-    float mins = 0;
+    __m128 mins = _mm_setzero_ps();
     const __m256i m4 = _mm256_set1_epi8(0xF);
     for (int64_t i = 0; i < n / QK_K; ++i) {
         uint8_t sc[8], mn[8];
@@ -236,9 +237,9 @@ void q4_K_q8_K_vec_dot__avx2(int64_t n, float * s, const void * vx, const void *
             q8 += 64;
         }
         acc = _mm256_fmadd_ps(_mm256_set1_ps(KQ_H2F(x[i].d) * y[i].d), _mm256_cvtepi32_ps(sumi), acc);
-        mins += KQ_H2F(x[i].dmin) * y[i].d * k4_mins_dot(mn, y[i].bsums);
+        mins = k4_mins_fma(mins, mn, y[i].bsums, KQ_H2F(x[i].dmin) * y[i].d);
     }
-    *s = hsum_ps(acc) - mins;
+    *s = hsum_ps(acc) - k4_mins_sum(mins);
 }
 
 void q5_K_q8_K_vec_dot__avx2(int64_t n, float * s, const void * vx, const void * vy) {
@@ -267,18 +268,22 @@ void q5_K_q8_K_vec_dot__avx2(int64_t n, float * s, const void * vx, const void *
             q8 += 64;
         }
         acc = _mm256_fmadd_ps(_mm256_set1_ps(KQ_H2F(x[i].d) * y[i].d), _mm256_cvtepi32_ps(sumi), acc);
-        mins += KQ_H2F(x[i].dmin) * y[i].d * k4_mins_dot(mn, y[i].bsums);
+        /* one rounding per block, as ggml x86's q5_K dot accumulates its
+         * mins term (an FMA) */
+        mins = fmaf(KQ_H2F(x[i].dmin) * y[i].d, (float) k4_mins_dot(mn, y[i].bsums), mins);
     }
     *s = hsum_ps(acc) - mins;
 }
 
+/* ggml x86's lanes: unsigned 6-bit q times y and the scale per byte group,
+ * the -32 offset taken off per lane from bsums x scales (q6_offset_lanes),
+ * one FMA per super-block */
 void q6_K_q8_K_vec_dot__avx2(int64_t n, float * s, const void * vx, const void * vy) {
     const block_q6_K * x = vx;
     const block_q8_K * y = vy;
     __m256 acc = _mm256_setzero_ps();
     const __m256i m4 = _mm256_set1_epi8(0xF);
     const __m256i m2 = _mm256_set1_epi8(3);
-    const __m256i k32 = _mm256_set1_epi8(32);
     for (int64_t i = 0; i < n / QK_K; ++i) {
         const uint8_t * ql = x[i].ql;
         const uint8_t * qh = x[i].qh;
@@ -294,12 +299,11 @@ void q6_K_q8_K_vec_dot__avx2(int64_t n, float * s, const void * vx, const void *
             q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), m2), 4));
             for (int p = 0; p < 4; ++p) {
                 const __m256i y8 = load32(q8 + 32 * p);
-                /* (q - 32) * y = q * y - 32 * y, both in i16 range */
-                const __m256i prod = _mm256_sub_epi16(_mm256_maddubs_epi16(q[p], y8), _mm256_maddubs_epi16(k32, y8));
-                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(prod, scales_2x16(sc[2 * p], sc[2 * p + 1])));
+                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(_mm256_maddubs_epi16(q[p], y8), scales_2x16(sc[2 * p], sc[2 * p + 1])));
             }
             ql += 64; qh += 32; sc += 8; q8 += 128;
         }
+        sumi = _mm256_sub_epi32(sumi, q6_offset_lanes(x[i].scales, y[i].bsums));
         acc = _mm256_fmadd_ps(_mm256_set1_ps(KQ_H2F(x[i].d) * y[i].d), _mm256_cvtepi32_ps(sumi), acc);
     }
     *s = hsum_ps(acc);

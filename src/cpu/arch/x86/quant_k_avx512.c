@@ -7,13 +7,15 @@
  * kernel of the same slot (quant_dot_avx2.c). The AVX2 kernels form, per
  * super-block, an 8-lane i32 vector sumi (lane j: sub-block scale times the
  * 4 byte products at bytes 4j..4j+3 of each 32-byte chunk, summed over the
- * chunks) and add it with one FMA. Here two 32-byte chunks go through one
+ * chunks; q6_K's lane j then minus the -32 offset of values 32j..32j+31,
+ * q6_offset_lanes) and add it with one FMA. Here two 32-byte chunks go through one
  * 512-bit maddubs/madd (the same i16 and i32 values, so no new saturation),
  * and the two 256-bit halves are added at the end: lane j still holds the
  * same integer sum, exact in any grouping. The float steps (the FMA, the
  * mins term, the final reduction) are AVX2's, one for one.
  */
 #include <immintrin.h>
+#include <math.h>
 
 #include "x86_common.h"
 #include "../quant_dot.h"
@@ -49,7 +51,7 @@ void q4_K_q8_K_vec_dot__avx512(int64_t n, float * s, const void * vx, const void
     const block_q4_K * x = vx;
     const block_q8_K * y = vy;
     __m256 acc = _mm256_setzero_ps();
-    float mins = 0;
+    __m128 mins = _mm_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; ++i) {
         uint8_t sc[8], mn[8];
         for (int j = 0; j < 8; ++j) kq_get_scale_min_k4(j, x[i].scales, &sc[j], &mn[j]);
@@ -60,9 +62,9 @@ void q4_K_q8_K_vec_dot__avx512(int64_t n, float * s, const void * vx, const void
             sumi = _mm512_add_epi32(sumi, _mm512_madd_epi16(_mm512_maddubs_epi16(q, yq), scales_2x32(sc[2 * j], sc[2 * j + 1])));
         }
         acc = _mm256_fmadd_ps(_mm256_set1_ps(KQ_H2F(x[i].d) * y[i].d), _mm256_cvtepi32_ps(fold_halves(sumi)), acc);
-        mins += KQ_H2F(x[i].dmin) * y[i].d * k4_mins(mn, y[i].bsums);
+        mins = k4_mins_fma(mins, mn, y[i].bsums, KQ_H2F(x[i].dmin) * y[i].d);
     }
-    *s = hsum_ps(acc) - mins;
+    *s = hsum_ps(acc) - k4_mins_sum(mins);
 }
 
 void q5_K_q8_K_vec_dot__avx512(int64_t n, float * s, const void * vx, const void * vy) {
@@ -85,7 +87,7 @@ void q5_K_q8_K_vec_dot__avx512(int64_t n, float * s, const void * vx, const void
             sumi = _mm512_add_epi32(sumi, _mm512_madd_epi16(_mm512_maddubs_epi16(q, yq), scales_2x32(sc[2 * j], sc[2 * j + 1])));
         }
         acc = _mm256_fmadd_ps(_mm256_set1_ps(KQ_H2F(x[i].d) * y[i].d), _mm256_cvtepi32_ps(fold_halves(sumi)), acc);
-        mins += KQ_H2F(x[i].dmin) * y[i].d * k4_mins(mn, y[i].bsums);
+        mins = fmaf(KQ_H2F(x[i].dmin) * y[i].d, (float) k4_mins(mn, y[i].bsums), mins);
     }
     *s = hsum_ps(acc) - mins;
 }
@@ -104,7 +106,7 @@ void q6_K_q8_K_vec_dot__avx512(int64_t n, float * s, const void * vx, const void
     const block_q6_K * x = vx;
     const block_q8_K * y = vy;
     __m256 acc = _mm256_setzero_ps();
-    const __m512i m4 = _mm512_set1_epi8(0xF), m2 = _mm512_set1_epi8(3), k32 = _mm512_set1_epi8(32);
+    const __m512i m4 = _mm512_set1_epi8(0xF), m2 = _mm512_set1_epi8(3);
     /* the high 2 bits of chunks 0, 1 sit at bits 0-1, 2-3 of qh; of chunks 2, 3 at 4-5, 6-7 */
     const __m512i sh01 = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
     const __m512i sh23 = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(6), 1);
@@ -123,14 +125,13 @@ void q6_K_q8_K_vec_dot__avx512(int64_t n, float * s, const void * vx, const void
                                                 _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(h, sh23), m2), 4));
             const __m128i s8 = _mm_loadl_epi64((const __m128i *) sc);
             const __m512i y01 = _mm512_loadu_si512((const void *) q8), y23 = _mm512_loadu_si512((const void *) (q8 + 64));
-            /* (q - 32) * y = q * y - 32 * y, both in i16 range (AVX2's form) */
-            const __m512i p01 = _mm512_sub_epi16(_mm512_maddubs_epi16(q01, y01), _mm512_maddubs_epi16(k32, y01));
-            const __m512i p23 = _mm512_sub_epi16(_mm512_maddubs_epi16(q23, y23), _mm512_maddubs_epi16(k32, y23));
-            sumi = _mm512_add_epi32(sumi, _mm512_madd_epi16(p01, q6_scales(s8, 0)));
-            sumi = _mm512_add_epi32(sumi, _mm512_madd_epi16(p23, q6_scales(s8, 4)));
+            /* unsigned q times y; the -32 offset comes off per lane after the loop (AVX2's form) */
+            sumi = _mm512_add_epi32(sumi, _mm512_madd_epi16(_mm512_maddubs_epi16(q01, y01), q6_scales(s8, 0)));
+            sumi = _mm512_add_epi32(sumi, _mm512_madd_epi16(_mm512_maddubs_epi16(q23, y23), q6_scales(s8, 4)));
             ql += 64; qh += 32; sc += 8; q8 += 128;
         }
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(KQ_H2F(x[i].d) * y[i].d), _mm256_cvtepi32_ps(fold_halves(sumi)), acc);
+        const __m256i lanes = _mm256_sub_epi32(fold_halves(sumi), q6_offset_lanes(x[i].scales, y[i].bsums));
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(KQ_H2F(x[i].d) * y[i].d), _mm256_cvtepi32_ps(lanes), acc);
     }
     *s = hsum_ps(acc);
 }
