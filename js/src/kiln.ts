@@ -188,6 +188,9 @@ function variantFiles(wasmUrl: string | URL | undefined, variant: string): Engin
 
 let tensorIds = 0;
 
+/** @internal how loadModel / loadWhisper hand a model file to the worker */
+type SourcePlan = { source: ModelSourceMsg; transfer: Transferable[]; onFill?: (msg: FillMsg, live: () => boolean) => void };
+
 export class Kiln {
   /** @internal */ readonly sched: Scheduler;
   private _info: KilnInfo;
@@ -336,7 +339,10 @@ export class Kiln {
     if (opts.nCtx !== undefined && !(Number.isInteger(opts.nCtx) && opts.nCtx >= 0 && opts.nCtx < 2 ** 31)) {
       throw new KilnError('INVALID_ARGUMENT', `loadModel: nCtx must be an integer >= 0, not ${String(opts.nCtx)}`);
     }
-    const plan = await this.modelSource(source, opts, 'loadModel');
+    // a source that needs no await queues its job now, in call order (a job
+    // started after loadModel waits behind it, and can be aborted while queued)
+    const planned = this.modelSource(source, opts, 'loadModel');
+    const plan = planned instanceof Promise ? await planned : planned;
     transfer.push(...plan.transfer);
     const r = await this.sched.job({ t: 'load', source: plan.source, vocabOnly: !!opts.vocabOnly, nCtx: opts.nCtx ?? 0, lora },
       { signal: opts.signal, onProgress: opts.onProgress, transfer, onFill: plan.onFill });
@@ -348,8 +354,8 @@ export class Kiln {
    * stream, Blob, URL or path is read in the worker straight into wasm
    * memory; bytes go through bytes.ts (no whole second copy).
    */
-  async modelSource(source: ModelSource, opts: { size?: number; transfer?: boolean; signal?: AbortSignal; onProgress?: (p: Progress) => void }, who: string):
-    Promise<{ source: ModelSourceMsg; transfer: Transferable[]; onFill?: (msg: FillMsg, live: () => boolean) => void }> {
+  modelSource(source: ModelSource, opts: { size?: number; transfer?: boolean; signal?: AbortSignal; onProgress?: (p: Progress) => void }, who: string):
+    SourcePlan | Promise<SourcePlan> {
     if (typeof ReadableStream !== 'undefined' && source instanceof ReadableStream) {
       return { source: { kind: 'stream', stream: source, size: opts.size ?? NaN }, transfer: [source as unknown as Transferable] };
     }
@@ -361,8 +367,8 @@ export class Kiln {
     else if (typeof source === 'string' && /^file:/i.test(source) && isNode) src = { kind: 'path', path: decodeURIComponent(new URL(source).pathname) };
     else if (typeof source === 'string') {
       if (isNode) {
-        const path = await nodeImport('node:path');
-        src = { kind: 'path', path: path.resolve(source) };
+        // a relative path resolves against the process' directory (node:path, imported on use)
+        return nodeImport('node:path').then((path) => ({ source: { kind: 'path' as const, path: path.resolve(source) }, transfer: [] }));
       } else {
         src = { kind: 'url', url: new URL(source, globalThis.location?.href).href };
       }
