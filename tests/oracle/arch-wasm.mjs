@@ -62,7 +62,6 @@ const CTX = 256;
 // (gemma Q8_0), 7.0e-2 (granite Q8_0: its multipliers amplify), 3.2e-2
 // (smollm3 Q8_0). A wrong operation moves them by 1 or more.
 const TOL0 = { f32: 5e-3, f16: 1e-1, q8_0: 1e-1, q4_K: 1e-1 };
-const tol0 = (arch, wt) => TOL0[wt];
 // and at the step where greedy runs part; MoE: a router near-tie that picks
 // another expert moves log-probs by a step of its own (measured 0.26-0.33 on
 // qwen3moe Q4_K after 36-40 steps; llama.cpp's own batched and one-by-one
@@ -70,6 +69,11 @@ const tol0 = (arch, wt) => TOL0[wt];
 const DRIFT = 0.25;
 const DRIFT_MOE = 0.4;
 const driftAt = (arch) => (arch.endsWith("moe") ? DRIFT_MOE : DRIFT);
+// MoE, quantized: a router near-tie inside the prompt that picks another
+// expert moves the log-probs by the step DRIFT_MOE describes (qwen3moe Q4_K
+// after its 18-token prompt: 1.2e-1 in wasm st and mt against native's
+// scalar row), still far below a wrong operation's
+const tol0 = (arch, wt) => (arch.endsWith("moe") && wt !== "f32" ? DRIFT_MOE : TOL0[wt]);
 
 const { Kiln, relaxedSimdSupported } = await import(path.join(root, "js/dist/index.js"));
 // the engines: st and mt (SIMD128) by default; st-relaxed / mt-relaxed with
