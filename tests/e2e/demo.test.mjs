@@ -4,10 +4,10 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, mkdirSync, rmSync, readFileSync } from 'node:fs';
-import { tmpdir, availableParallelism } from 'node:os';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { startServer } from '../../web-demo/server.mjs';
-import { launchContext, ROOT } from './shared.mjs';
+import { launchContext, machineLoad, ROOT } from './shared.mjs';
 
 const ARTIFACTS = path.join(ROOT, 'test-artifacts');
 const MODEL_PATH = '/models/stories260K.gguf';
@@ -208,8 +208,7 @@ test('responsiveness: no main-thread long task over 50 ms while loading, benchma
   // a task's duration is wall time: on a machine with more runnable threads
   // than cores it includes time the page's thread waited for a core, which
   // the load average (Linux) helps tell apart in a failure
-  let machine = '';
-  try { machine = `; load average ${readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')} on ${availableParallelism()} cores`; } catch { /* not Linux */ }
+  const machine = machineLoad();
   console.log(`# long tasks (ms): generate page uncached ${JSON.stringify(uncached)}, cached ${JSON.stringify(cached)}; kernels page ${JSON.stringify(bench)}${machine}`);
   assert.deepEqual(uncached, [], `generate page, uncached load + generation: long tasks ${JSON.stringify(uncached)} ms${machine}`);
   assert.deepEqual(cached, [], `generate page, cached load + generation: long tasks ${JSON.stringify(cached)} ms${machine}`);

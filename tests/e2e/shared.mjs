@@ -1,6 +1,8 @@
 // What the browser tests share: Debian's chromium started headless by
 // playwright-core, and llama.cpp's reference text for the embedded model.
+import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
+import { availableParallelism, loadavg } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
@@ -48,4 +50,20 @@ export function referenceText() {
   const md = readFileSync(path.join(ROOT, 'models/README.md'), 'utf8');
   const m = md.match(/BOS prepended, 200 tokens[^\n]*\n+```\n([\s\S]*?)\n```/);
   return m ? m[1].replace(/^<s> /, '') : null;
+}
+
+// A main-thread task's duration is wall time: on a machine with more runnable
+// threads than cores it includes waiting for a core. `machineLoad()` is the
+// "; load average … on N cores" suffix printed beside long tasks ('' off Linux).
+export function machineLoad() {
+  try { return `; load average ${readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')} on ${availableParallelism()} cores`; } catch { return ''; }
+}
+
+// The pages other than Generate (whose test asserts on every run): no task
+// over 50 ms, asserted while the load average is at most twice the cores,
+// printed above that.
+export function assertNoLongTasksUnlessLoaded(tasks, what) {
+  const load = loadavg()[0];
+  if (load <= 2 * availableParallelism()) assert.deepEqual(tasks, [], `${what}: long tasks ${JSON.stringify(tasks)} ms${machineLoad()}`);
+  else console.log(`# load average ${load.toFixed(1)} on ${availableParallelism()} cores: ${tasks.length} long tasks (${what}) not asserted`);
 }

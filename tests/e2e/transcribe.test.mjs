@@ -14,11 +14,11 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
-import { availableParallelism, loadavg, tmpdir } from 'node:os';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { startServer } from '../../web-demo/server.mjs';
 import { Kiln } from '../../js/dist/index.js';
-import { fakeMicArgs, launchContext, ROOT } from './shared.mjs';
+import { assertNoLongTasksUnlessLoaded, fakeMicArgs, launchContext, machineLoad, ROOT } from './shared.mjs';
 
 const DATA = path.join(ROOT, 'tests/data/audio');
 const JFK = path.join(DATA, 'jfk.wav');
@@ -139,12 +139,8 @@ test('Transcribe page: file and microphone transcripts equal Node\'s token for t
   // machine's load average is at most twice its cores; a task's duration is wall time, including waiting for a
   // core, so above that they are printed and not asserted
   const long = (await p.evaluate(() => window.__longTasks)).filter((t) => t.start >= since && t.start < until).map((t) => Math.round(t.duration));
-  let machine = '';
-  try { machine = `; load average ${readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')} on ${availableParallelism()} cores`; } catch { /* not Linux */ }
-  console.log(`# main-thread long tasks (ms) while reading, transcribing and listening: ${JSON.stringify(long)}${machine}`);
-  const load = loadavg()[0];
-  if (load <= 2 * availableParallelism()) assert.deepEqual(long, [], `Transcribe page: long tasks ${JSON.stringify(long)} ms${machine}`);
-  else console.log(`# load average ${load.toFixed(1)}: the ${long.length} long tasks above not asserted`);
+  console.log(`# main-thread long tasks (ms) while reading, transcribing and listening: ${JSON.stringify(long)}${machineLoad()}`);
+  assertNoLongTasksUnlessLoaded(long, 'Transcribe page');
   assert.deepEqual(await p.evaluate(() => window.__kilnDemo.errors), []);
   await p.close();
 });
