@@ -81,7 +81,7 @@ function idOf(url: string): string {
 }
 
 function normalize(url: string | URL): string {
-  const base = (globalThis as any).location?.href;
+  const base = globalThis.location?.href;
   return new URL(String(url), base).href;
 }
 
@@ -108,12 +108,13 @@ interface Backend {
 const writing = new Set<string>();
 
 async function opfsBackend(): Promise<Backend | null> {
-  const storage = (globalThis as any).navigator?.storage;
+  const storage: StorageManager | undefined = globalThis.navigator?.storage;
   if (!storage || typeof storage.getDirectory !== 'function') return null;
-  let dir: any;
+  // keys() is in every OPFS browser, not yet in TypeScript's DOM library
+  let dir: FileSystemDirectoryHandle & { keys(): AsyncIterable<string> };
   try {
     const root = await storage.getDirectory();
-    dir = await root.getDirectoryHandle(DIR, { create: true });
+    dir = await root.getDirectoryHandle(DIR, { create: true }) as typeof dir;
     // createWritable is what makes writes atomic; without it use the Cache API
     const probe = await dir.getFileHandle('.probe', { create: true });
     if (typeof probe.createWritable !== 'function') return null;
@@ -177,20 +178,20 @@ async function opfsBackend(): Promise<Backend | null> {
       // an old entry for this URL stops being one before its bytes change
       await removeQuiet(`${id}.json`);
       writing.add(id);
-      let fh: any;
+      let fh: FileSystemFileHandle;
       try { fh = await dir.getFileHandle(`${id}.gguf`, { create: true }); } catch (e) { writing.delete(id); throw e; }
       // opened on the first write: a download the worker stores never opens it here
-      let w: any = null;
+      let w: FileSystemWritableFileStream | null = null;
       let open = false;
       return {
         handle: fh,
         async write(chunk) {
           if (!w) { w = await fh.createWritable({ keepExistingData: false }); open = true; }
-          await w.write(chunk);
+          await w.write(chunk as Uint8Array<ArrayBuffer>);
         },
         async commit(entry) {
           try {
-            if (open) await w.close();
+            if (open && w) await w.close();
             open = false;
             const mh = await dir.getFileHandle(`${id}.json`, { create: true });
             const mw = await mh.createWritable({ keepExistingData: false });
@@ -199,7 +200,7 @@ async function opfsBackend(): Promise<Backend | null> {
           } finally { writing.delete(id); }
         },
         async discard() {
-          if (open) { open = false; try { await w.abort(); } catch { /* already closed */ } }
+          if (open && w) { open = false; try { await w.abort(); } catch { /* already closed */ } }
           await removeQuiet(`${id}.json`);
           await removeQuiet(`${id}.gguf`);
           writing.delete(id);
@@ -210,11 +211,11 @@ async function opfsBackend(): Promise<Backend | null> {
 }
 
 async function cacheApiBackend(): Promise<Backend | null> {
-  const caches = (globalThis as any).caches;
+  const caches: CacheStorage | undefined = globalThis.caches;
   if (!caches || typeof caches.open !== 'function') return null;
-  let c: any;
+  let c: Cache;
   try { c = await caches.open(CACHE_NAME); } catch { return null; }
-  const entryOf = (url: string, r: any): CacheEntry => ({
+  const entryOf = (url: string, r: Response): CacheEntry => ({
     url, size: Number(r.headers.get('x-kiln-size')), etag: r.headers.get('x-kiln-etag') || null,
     storedAt: Number(r.headers.get('x-kiln-stored') ?? 0), backend: 'cache-api',
   });
@@ -277,7 +278,7 @@ export const modelCache: ModelCache = {
 /* ------------------------------------------------------------ loading */
 
 function isAbort(e: unknown, signal?: AbortSignal) {
-  return !!signal?.aborted || e instanceof KilnAbortError || (e as any)?.name === 'AbortError' || (e as any)?.code === 'ABORTED';
+  return !!signal?.aborted || e instanceof KilnAbortError || (e as { name?: unknown } | null)?.name === 'AbortError' || (e as { code?: unknown } | null)?.code === 'ABORTED';
 }
 
 /** @internal
