@@ -395,7 +395,7 @@ type KilnFactory = (opts: object) => Promise<KilnModule>;
         let size: number;
         // a cached download (cache.ts): the bytes also go to the cache's file,
         // written here so that no chunk passes through the page's thread
-        let store: { w: any; bytes: number; queued: number; chain: Promise<void>; error: string; etag: string | null } | null = null;
+        let store: { w: FileSystemWritableFileStream | null; bytes: number; queued: number; chain: Promise<void>; error: string; etag: string | null } | null = null;
         const keep = (c: Uint8Array) => {
           put(c);
           const s = store;
@@ -415,7 +415,7 @@ type KilnFactory = (opts: object) => Promise<KilnModule>;
           reader = r.body.getReader();
           if (src.store) {
             store = { w: null, bytes: 0, queued: 0, chain: Promise.resolve(), error: '', etag: r.headers.get('etag') };
-            try { store.w = await (src.store as any).createWritable({ keepExistingData: false }); } catch (e) { store.error = `storage refused: ${errText(e)}`; }
+            try { store.w = await src.store.createWritable({ keepExistingData: false }); } catch (e) { store.error = `storage refused: ${errText(e)}`; }
           }
         } else if (src.kind === 'stream') {
           size = Number(src.size);
