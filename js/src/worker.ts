@@ -398,10 +398,11 @@ type KilnFactory = (opts: object) => Promise<KilnModule>;
         let store: { w: FileSystemWritableFileStream | null; bytes: number; queued: number; chain: Promise<void>; error: string; etag: string | null } | null = null;
         const keep = (c: Uint8Array) => {
           put(c);
-          const s = store;
-          if (!s || s.error) return;
+          const s = store, w = s?.w;
+          if (!s || !w || s.error) return;
           s.queued += c.byteLength;
-          s.chain = s.chain.then(() => s.error ? undefined : s.w.write(c)).then(
+          // chunks come from fetch or a Blob: never a SharedArrayBuffer view
+          s.chain = s.chain.then(() => s.error ? undefined : w.write(c as Uint8Array<ArrayBuffer>)).then(
             () => { s.bytes += c.byteLength; s.queued -= c.byteLength; },
             (e) => { s.error ||= `storage failed: ${errText(e)}`; s.queued -= c.byteLength; });
         };
