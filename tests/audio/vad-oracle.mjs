@@ -49,9 +49,11 @@ const jfk = path.join(root, 'tests/data/audio/jfk.wav');
 // files: max 5e-7 .. 3.6e-5, mean 2.5e-7 .. 4.7e-7, the largest on noisy speech)
 const PROB_EXACT_TOL = 1e-4;
 // f16 kernels and f16-rounded conv inputs against the f32 graph, measured on
-// these files: max 1.7e-4 .. 2.3e-2, mean 2e-5 .. 3.4e-4 (the conv inputs'
-// rounding alone: max 1.1e-4 .. 1.9e-2); a different model or a broken layer
-// gives differences of 0.1 and more
+// these files (made with sox -R, so the same every run): max 1.8e-4 .. 1.6e-2,
+// mean 2e-5 .. 2.7e-4 (the conv inputs' rounding alone: max 1.2e-4 .. 1.4e-2);
+// other dither draws of the same audio reached max 3.8e-2 / mean 5.8e-4 on the
+// noisy and 44.1 kHz files; a different model or a broken layer gives
+// differences of 0.1 and more
 const PROB_MAX_TOL = 3e-2, PROB_MEAN_TOL = 5e-4;
 
 let failed = 0, passed = 0;
@@ -59,6 +61,11 @@ const check = (ok, msg) => { if (ok) passed++; else { failed++; console.log('FAI
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'kiln-vad-'));
 const sh = (cmd, a) => execFileSync(cmd, a, { stdio: ['ignore', 'pipe', 'pipe'] }).toString();
+// -R: sox seeds its dither and noise generators with a fixed number. Without
+// it, mixing and rate changes to 16 bits add fresh dither on every run, and
+// the probabilities compared below move from run to run (noisy: max 2.3e-2 in
+// one run, 3.8e-2 in another).
+const sox = (a) => sh('sox', ['-R', ...a]);
 
 // ---- test audio
 function makeAudio() {
@@ -68,25 +75,25 @@ function makeAudio() {
   say('Voice activity detection finds the speech in a recording.', f('s2.wav'));
   say('One. Two. Three.', f('s3.wav'), 'en-gb');
   say('Silence comes next, and then some more words.', f('s4.wav'));
-  const sil = (sec, out) => sh('sox', ['-n', '-r', '22050', '-c', '1', '-b', '16', out, 'trim', '0', String(sec)]);
+  const sil = (sec, out) => sox(['-n', '-r', '22050', '-c', '1', '-b', '16', out, 'trim', '0', String(sec)]);
   sil(0.05, f('z05.wav')); sil(0.15, f('z15.wav')); sil(0.4, f('z40.wav')); sil(1.2, f('z120.wav')); sil(0.7, f('z70.wav'));
-  sh('sox', [f('z70.wav'), f('s1.wav'), f('z05.wav'), f('s2.wav'), f('z15.wav'), f('s3.wav'), f('z40.wav'), f('s4.wav'), f('z120.wav'), f('s1.wav'), f('z70.wav'), f('speech22k.wav')]);
+  sox([f('z70.wav'), f('s1.wav'), f('z05.wav'), f('s2.wav'), f('z15.wav'), f('s3.wav'), f('z40.wav'), f('s4.wav'), f('z120.wav'), f('s1.wav'), f('z70.wav'), f('speech22k.wav')]);
   const files = {};
-  const to16 = (src, out, extra = []) => { sh('sox', [src, '-r', '16000', '-c', '1', '-b', '16', '-e', 'signed-integer', out, ...extra]); return out; };
+  const to16 = (src, out, extra = []) => { sox([src, '-r', '16000', '-c', '1', '-b', '16', '-e', 'signed-integer', out, ...extra]); return out; };
   files.jfk = { orig: jfk, at16: jfk };
   files.speech = { orig: f('speech22k.wav'), at16: to16(f('speech22k.wav'), f('speech16.wav')) };
-  sh('sox', ['-R', '-n', '-r', '16000', '-c', '1', '-b', '16', f('noise.wav'), 'synth', '6', 'whitenoise', 'vol', '0.08']);
-  sh('sox', ['-m', f('speech16.wav'), f('noise.wav'), f('noisy16.wav')]);
+  sox(['-n', '-r', '16000', '-c', '1', '-b', '16', f('noise.wav'), 'synth', '6', 'whitenoise', 'vol', '0.08']);
+  sox(['-m', f('speech16.wav'), f('noise.wav'), f('noisy16.wav')]);
   files.noisy = { orig: f('noisy16.wav'), at16: f('noisy16.wav') };
-  sh('sox', ['-n', '-r', '16000', '-c', '1', '-b', '16', f('silence.wav'), 'trim', '0', '3']);
+  sox(['-n', '-r', '16000', '-c', '1', '-b', '16', f('silence.wav'), 'trim', '0', '3']);
   files.silence = { orig: f('silence.wav'), at16: f('silence.wav') };
-  sh('sox', ['-R', '-n', '-r', '16000', '-c', '1', '-b', '16', f('noiseonly.wav'), 'synth', '4', 'pinknoise', 'vol', '0.3']);
+  sox(['-n', '-r', '16000', '-c', '1', '-b', '16', f('noiseonly.wav'), 'synth', '4', 'pinknoise', 'vol', '0.3']);
   files.noise = { orig: f('noiseonly.wav'), at16: f('noiseonly.wav') };
   // other rates / layouts: Kiln reads these directly; whisper.cpp gets sox's 16 kHz
   const variants = [['8k', ['-r', '8000']], ['44k_stereo', ['-r', '44100', '-c', '2']], ['48k_float', ['-r', '48000', '-e', 'floating-point', '-b', '32']], ['24bit_32k', ['-r', '32000', '-b', '24']]];
   for (const [name, opts] of variants) {
     const out = f(`speech_${name}.wav`);
-    sh('sox', [f('speech22k.wav'), ...opts, out]);
+    sox([f('speech22k.wav'), ...opts, out]);
     files[name] = { orig: out, at16: to16(out, f(`speech_${name}_16.wav`)), resampled: true };
   }
   return files;
