@@ -123,6 +123,7 @@ static void build_tables(void) {
         k->f16_mad = f16_mad__avx2;
         k->f16_scale = f16_scale__avx2;
         k->f32_gemm_tile = f32_gemm_3x4__avx2; k->gemm_mr = 3; k->gemm_nr = 4;
+        k->f32_dot_lanes8 = f32_dot_lanes8__avx2;
         k->f32_gemm_packed = f32_gemm_6x16__avx2; k->pack_mr = 6; k->pack_nr = 16;
         table_finish(k);
         g_available[KILN_ISA_AVX2] = true;

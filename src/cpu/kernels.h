@@ -89,6 +89,9 @@ struct kiln_kernels {
      * which lifts an f32 mat-vec toward the read bandwidth (wasm). NULL:
      * mul_mat calls f32_dot per row. */
     kiln_f32_dot2_t f32_dot2;
+    /* one f32 dot in tinyBLAS's order (8 fused lanes, k % 8 == 0): the
+     * x86 rows' ggml-order products (ops_matmul.c); NULL elsewhere */
+    float (*f32_dot_lanes8)(int64_t k, const float * x, const float * y);
     /* F16 accumulators: y = fp16(fma(fp32(x), v, fp32(y))), y = fp16(fp32(y) * v) */
     void (*f16_mad)  (int64_t n, kiln_fp16_t * y, const kiln_fp16_t * x, float v);
     void (*f16_scale)(int64_t n, kiln_fp16_t * y, float v);

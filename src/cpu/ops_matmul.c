@@ -193,23 +193,10 @@ static void block_packed(const struct kiln_kernels * k, int64_t K,
     }
 }
 
-/* tinyBLAS's order for one f32 dot product (llamafile's sgemm, which ggml's
- * x86 AVX2 build runs for contiguous f32 x f32 products): 8 lanes, lane l
- * summing x[i] * y[i] for i = l mod 8 with fused multiply-adds, then
- * (l0 + l4) + (l2 + l6) and (l1 + l5) + (l3 + l7), then their sum.
- * k % 8 == 0. */
-static float f32_dot_lanes8(int64_t k, const float * x, const float * y) {
-    float l[8] = { 0 };
-    for (int64_t i = 0; i < k; i += 8) {
-        for (int j = 0; j < 8; j++) l[j] = fmaf(x[i + j], y[i + j], l[j]);
-    }
-    const float h0 = l[0] + l[4], h1 = l[1] + l[5], h2 = l[2] + l[6], h3 = l[3] + l[7];
-    return (h0 + h2) + (h1 + h3);
-}
-
 /* one block of f32 x f32: register tiles, then single dots (edge) for the
- * edges: the table's f32_dot, or f32_dot_lanes8 for tinyBLAS's order (the
- * AVX2 tiles sum in that order when K % 8 == 0) */
+ * edges: the table's f32_dot, or its f32_dot_lanes8 for tinyBLAS's order
+ * (llamafile's sgemm, which ggml's x86 build runs for contiguous f32 x f32
+ * products; the AVX2 tiles sum in that order when K % 8 == 0) */
 static void block_f32(const struct kiln_kernels * k, float (*edge)(int64_t, const float *, const float *), int64_t K,
                       const float * a, int64_t lda, int64_t i0, int64_t i1,
                       const float * b, int64_t ldb, int64_t j0, int64_t j1,
@@ -241,7 +228,7 @@ static int ggml_order(const struct kiln_kernels * k, const struct kiln_tensor * 
     const bool x86 = k->isa_id == KILN_ISA_AVX2 || k->isa_id == KILN_ISA_AVX512 || k->isa_id == KILN_ISA_AVXVNNI;
     if (!x86 || src0->op == KILN_OP_NONE || src0->type != KILN_TYPE_F32 || src1->type != KILN_TYPE_F32 || src1->ne[1] < 2) return 0;
     const bool sgemm = kiln_is_contiguous(src1) && src0->ne[0] % 8 == 0 && src0->ne[1] % 4 == 0 &&
-                       k->gemm_mr == 3 && k->gemm_nr == 4;
+                       k->gemm_mr == 3 && k->gemm_nr == 4 && k->f32_dot_lanes8 != NULL;
     return sgemm ? 1 : 2;
 }
 
@@ -360,7 +347,7 @@ enum kiln_status kiln_cpu_fwd_mul_mat(const struct kiln_compute_params * params,
             continue;
         }
         if (tiles || lanes8) {
-            block_f32(k, lanes8 ? f32_dot_lanes8 : k->f32_dot, ne00, (const float *) a, (int64_t)(src0->nb[1] / sizeof(float)), i0, i1,
+            block_f32(k, lanes8 ? k->f32_dot_lanes8 : k->f32_dot, ne00, (const float *) a, (int64_t)(src0->nb[1] / sizeof(float)), i0, i1,
                       (const float *) b, (int64_t)(act_stride / sizeof(float)), j0, j1,
                       (float *) d, (int64_t)(dst->nb[1] / sizeof(float)));
             continue;

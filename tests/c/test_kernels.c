@@ -448,6 +448,32 @@ static void test_gemm_packed_vs_avx2(const struct kiln_kernels * k) {
     }
 }
 
+/* tinyBLAS's f32 dot order (8 fused lanes, then (l0+l4)+(l2+l6) and
+ * (l1+l5)+(l3+l7), then their sum), written out here with fmaf: the x86
+ * rows' f32_dot_lanes8 must give its float bit for bit; other rows have none */
+static void test_dot_lanes8(const struct kiln_kernels * k) {
+    const bool x86 = k->isa_id == KILN_ISA_AVX2 || k->isa_id == KILN_ISA_AVX512 || k->isa_id == KILN_ISA_AVXVNNI;
+    CHECK((k->f32_dot_lanes8 != NULL) == x86, "%s table: f32_dot_lanes8 present exactly on the x86 rows", k->isa);
+    if (!k->f32_dot_lanes8) return;
+    static const int64_t ns[] = { 0, 8, 16, 24, 64, 384, 1000, 4096 };
+    for (int ni = 0; ni < (int) (sizeof(ns) / sizeof(ns[0])); ni++) {
+        const int64_t n = ns[ni];
+        for (int off = 0; off <= 1; off++) {
+            float * x = xb + off, * y = yb + off;
+            fill(x, n, -1.0f, 1.0f);
+            fill(y, n, -1.0f, 1.0f);
+            float l[8] = { 0 };
+            for (int64_t i = 0; i < n; i += 8) {
+                for (int j = 0; j < 8; j++) l[j] = fmaf(x[i + j], y[i + j], l[j]);
+            }
+            const float ref = ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
+            const float got = k->f32_dot_lanes8(n, x, y);
+            CHECK(memcmp(&got, &ref, 4) == 0, "%s f32_dot_lanes8 n=%lld off=%d: %.9g vs tinyBLAS order %.9g",
+                  k->isa, (long long) n, off, got, ref);
+        }
+    }
+}
+
 static void test_type_slots(const struct kiln_kernels * k) {
     const enum kiln_type types[3] = { KILN_TYPE_F32, KILN_TYPE_F16, KILN_TYPE_BF16 };
     for (int t = 0; t < 3; t++) {
@@ -542,6 +568,7 @@ int main(void) {
         test_gemm_packed(k);
         test_gemm_packed_vs_avx2(k);
         test_gemm_pack(k);
+        test_dot_lanes8(k);
         test_type_slots(k);
     }
     CHECK(n_isa >= 1, "at least one isa");

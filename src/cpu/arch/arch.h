@@ -34,6 +34,7 @@ void f16_scale__scalar(int64_t n, kiln_fp16_t * y, float v);
 
 #ifdef KILN_ARCH_X86
 KILN_VEC_LIST(KILN_VEC_DECLARE, avx2)
+float f32_dot_lanes8__avx2(int64_t k, const float * x, const float * y);
 void f32_gemm_6x16__avx2(int64_t k, const float * a, int64_t lda, const float * bp, float * c, int64_t ldc, int accumulate);
 void f32_gemm_3x4__avx2(int64_t k, const float * a, int64_t lda, const float * b, int64_t ldb, float * c, int64_t ldc);
 void f16_mad__avx2(int64_t n, kiln_fp16_t * y, const kiln_fp16_t * x, float v);

@@ -78,6 +78,17 @@ float f32_dot__avx2(int64_t n, const float * x, const float * y) {
     return s;
 }
 
+/* tinyBLAS's order for one f32 dot product (k % 8 == 0): lane l sums
+ * x[i] * y[i] for i = l mod 8 with fused multiply-adds, then hsum8's
+ * (l0 + l4) + (l2 + l6) and (l1 + l5) + (l3 + l7), then their sum — the
+ * edges of ops_matmul.c's ggml-order products, where the 3x4 tiles sum the
+ * same way */
+float f32_dot_lanes8__avx2(int64_t k, const float * x, const float * y) {
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < k; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), acc);
+    return hsum8(acc);
+}
+
 static inline __m256 load_f16x8(const kiln_fp16_t * p) {
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *) p));
 }
