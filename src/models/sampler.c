@@ -11,6 +11,7 @@
  */
 #include "kiln-llama.h"
 #include "grammar.h"
+#include "cand_sort.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -21,7 +22,7 @@ struct kiln_sampler {
     uint64_t rng;
     kiln_token * hist; /* accepted tokens */
     size_t n_hist, cap_hist;
-    struct cand { kiln_token id; float logit; } * cand;
+    struct kiln_cand * cand;
     int32_t cap_cand;
     int32_t * count; /* scratch: occurrences per id */
     int32_t cap_count;
@@ -213,7 +214,7 @@ int32_t kiln_sampler_get_logprobs(const struct kiln_sampler * s, struct kiln_tok
 }
 
 /* log-softmax of the candidates (id order): the top n and the normalizer */
-static void fill_logprobs(struct kiln_sampler * s, const struct cand * c, int32_t n) {
+static void fill_logprobs(struct kiln_sampler * s, const struct kiln_cand * c, int32_t n) {
     double max = -INFINITY;
     for (int32_t i = 0; i < n; i++) {
         if (c[i].logit > max) max = c[i].logit;
@@ -244,7 +245,7 @@ static void fill_logprobs(struct kiln_sampler * s, const struct cand * c, int32_
 }
 
 /* the candidates' logits (id order) copied into the scratch by id */
-static bool logits_to_work(struct kiln_sampler * s, const struct cand * c, int32_t n) {
+static bool logits_to_work(struct kiln_sampler * s, const struct kiln_cand * c, int32_t n) {
     if (s->cap_work < n) {
         float * w = realloc(s->work, sizeof(float) * (size_t) n);
         if (!w) {
@@ -262,7 +263,7 @@ static bool logits_to_work(struct kiln_sampler * s, const struct cand * c, int32
 
 /* ban the tokens the grammar rejects; greedy without logprobs first tries
  * the argmax alone (most steps need nothing more) */
-static enum kiln_status grammar_mask(struct kiln_sampler * s, struct cand * c, int32_t n, bool argmax_first) {
+static enum kiln_status grammar_mask(struct kiln_sampler * s, struct kiln_cand * c, int32_t n, bool argmax_first) {
     if (!logits_to_work(s, c, n)) {
         return KILN_STATUS_ALLOC_FAILED;
     }
@@ -317,50 +318,42 @@ void kiln_sampler_accept(struct kiln_sampler * s, kiln_token t) {
     s->hist[s->n_hist++] = t;
 }
 
-static int cmp_cand(const void * a, const void * b) {
-    const struct cand * x = a, * y = b;
-    if (x->logit != y->logit) {
-        return x->logit > y->logit ? -1 : 1;
-    }
-    return x->id < y->id ? -1 : (x->id > y->id);
-}
-
-/* heap of the m best candidates seen so far, worst at h[0] (cmp_cand order) */
-static void sift_down(struct cand * h, int32_t m, int32_t i) {
+/* heap of the m best candidates seen so far, worst at h[0] (kiln_cand_cmp order) */
+static void sift_down(struct kiln_cand * h, int32_t m, int32_t i) {
     for (;;) {
         int32_t w = i, l = 2 * i + 1, r = l + 1;
-        if (l < m && cmp_cand(&h[l], &h[w]) > 0) w = l;
-        if (r < m && cmp_cand(&h[r], &h[w]) > 0) w = r;
+        if (l < m && kiln_cand_cmp(&h[l], &h[w]) > 0) w = l;
+        if (r < m && kiln_cand_cmp(&h[r], &h[w]) > 0) w = r;
         if (w == i) return;
-        struct cand t = h[i];
+        struct kiln_cand t = h[i];
         h[i] = h[w];
         h[w] = t;
         i = w;
     }
 }
 
-/* c[0..m) := the m first candidates of c[0..n) in cmp_cand order, sorted;
+/* c[0..m) := the m first candidates of c[0..n) in kiln_cand_cmp order, sorted;
  * O(n log m) instead of a full sort (262,144-token vocabularies) */
-static void select_top(struct cand * c, int32_t n, int32_t m) {
-    if (m >= n / 4) {
-        qsort(c, (size_t) n, sizeof(struct cand), cmp_cand);
+static void select_top(struct kiln_cand * c, int32_t n, int32_t m) {
+    if (m >= n / 4 || m > 2048) {
+        kiln_cand_sort(c, n);
         return;
     }
     for (int32_t i = m / 2 - 1; i >= 0; i--) sift_down(c, m, i);
     for (int32_t i = m; i < n; i++) {
-        if (cmp_cand(&c[i], &c[0]) < 0) {
-            struct cand t = c[0];
+        if (kiln_cand_cmp(&c[i], &c[0]) < 0) {
+            struct kiln_cand t = c[0];
             c[0] = c[i];
             c[i] = t;
             sift_down(c, m, 0);
         }
     }
-    qsort(c, (size_t) m, sizeof(struct cand), cmp_cand);
+    kiln_cand_sort(c, m);
 }
 
 /* top-p over c[0..n) sorted: the smallest prefix whose mass (normalized by
  * sum, the mass of the candidates still in play) reaches top_p, or 0 */
-static int32_t top_p_cut(const struct cand * c, int32_t n, double max, double sum, float top_p) {
+static int32_t top_p_cut(const struct kiln_cand * c, int32_t n, double max, double sum, float top_p) {
     double cum = 0.0;
     for (int32_t i = 0; i < n; i++) {
         cum += exp((double) c[i].logit - max) / sum;
@@ -369,19 +362,19 @@ static int32_t top_p_cut(const struct cand * c, int32_t n, double max, double su
     return 0;
 }
 
-/* top-k and top-p: how many leading candidates stay, c sorted (cmp_cand)
+/* top-k and top-p: how many leading candidates stay, c sorted (kiln_cand_cmp)
  * at least that far and far enough for min-p. The kept prefix and its order
  * are those of a full sort, so the draw is the same as with one, but only
  * the head of a 262,144-token vocabulary gets sorted. */
-static int32_t truncate_sorted(struct cand * c, int32_t n, const struct kiln_sampler_params * p) {
+static int32_t truncate_sorted(struct kiln_cand * c, int32_t n, const struct kiln_sampler_params * p) {
     if (p->top_k > 0 && p->top_k < n) {
         select_top(c, n, p->top_k);
         n = p->top_k;
     } else if ((p->top_p < 1.0f || p->min_p > 0.0f) && n > 1) {
         /* how far the kept prefix reaches, without sorting: min-p keeps the
-         * logits >= thr; top-p the head above the highest logit t whose
-         * tail {logit >= t} holds the mass (bisection on t); a margin
-         * covers the rounding of sums taken in another order */
+         * logits >= thr; top-p a head whose mass reaches top_p (binned
+         * below); a margin covers the rounding of sums taken in another
+         * order */
         float mx = c[0].logit, mn = c[0].logit;
         for (int32_t i = 1; i < n; i++) {
             mx = c[i].logit > mx ? c[i].logit : mx;
@@ -401,21 +394,33 @@ static int32_t truncate_sorted(struct cand * c, int32_t n, const struct kiln_sam
             for (int32_t i = 0; i < n; i++) cnt += (double) c[i].logit >= thr;
             m = cnt + 1;
         }
-        if (p->top_p < 1.0f) {
-            double lo = mn, hi = mx;
-            const double target = (double) p->top_p * sum * (1.0 + 1e-9);
-            for (int it = 0; it < 40; it++) {
-                const double mid = 0.5 * (lo + hi);
-                double mass = 0.0;
+        if (p->top_p < 1.0f && mx > mn) {
+            /* logits binned by value (the bin index never decreases as the
+             * logit grows, so every tail of bins is a head of the sorted
+             * list): the highest bin whose tail holds the mass bounds the
+             * head; one pass instead of a bisection's forty */
+            enum { NB = 4096 };
+            double * mass = calloc(NB, sizeof(double));
+            int32_t * cnt = calloc(NB, sizeof(int32_t));
+            if (mass && cnt) {
+                const double scale = (NB - 1) / ((double) mx - (double) mn);
                 for (int32_t i = 0; i < n; i++) {
-                    if ((double) c[i].logit >= mid) mass += e ? e[i] : exp((double) c[i].logit - mx);
+                    const int b = (int) (((double) c[i].logit - mn) * scale);
+                    mass[b] += e ? e[i] : exp((double) c[i].logit - mx);
+                    cnt[b]++;
                 }
-                if (mass >= target) lo = mid;
-                else hi = mid;
+                const double target = (double) p->top_p * sum * (1.0 + 1e-9);
+                double tail = 0.0;
+                int32_t head = 0;
+                for (int b = NB - 1; b >= 0; b--) {
+                    tail += mass[b];
+                    head += cnt[b];
+                    if (tail >= target) break;
+                }
+                m = head + 1 < m ? head + 1 : m;
             }
-            int32_t cnt = 0;
-            for (int32_t i = 0; i < n; i++) cnt += (double) c[i].logit >= lo;
-            m = cnt + 1 < m ? cnt + 1 : m;
+            free(mass);
+            free(cnt);
         }
         free(e);
         if (m < n / 4) {
@@ -424,14 +429,14 @@ static int32_t truncate_sorted(struct cand * c, int32_t n, const struct kiln_sam
             if (keep > 0) return keep;
             if ((double) c[m - 1].logit < thr) return m; /* min-p ends inside the head */
         }
-        qsort(c, (size_t) n, sizeof(struct cand), cmp_cand);
+        kiln_cand_sort(c, n);
         if (p->top_p < 1.0f) {
             int32_t keep = top_p_cut(c, n, mx, sum, p->top_p);
             return keep > 0 ? keep : n;
         }
         return n;
     } else {
-        qsort(c, (size_t) n, sizeof(struct cand), cmp_cand);
+        kiln_cand_sort(c, n);
         return n;
     }
     if (p->top_p < 1.0f && n > 1) {
@@ -450,7 +455,7 @@ static kiln_token sample_impl(struct kiln_sampler * s, const float * logits, int
  * filtering growing chunks from the top (in a JSON string nearly every token
  * is allowed, so one small chunk is usually enough; where few are allowed,
  * each candidate is rejected on its first character). */
-static enum kiln_status top_k_allowed(struct kiln_sampler * s, struct cand * c, int32_t * n_io, int32_t k) {
+static enum kiln_status top_k_allowed(struct kiln_sampler * s, struct kiln_cand * c, int32_t * n_io, int32_t k) {
     const int32_t n = *n_io;
     /* the scratch is indexed by id; all n candidates (ids 0..n-1) are here */
     if (!s->chunk) s->chunk = malloc(sizeof(int32_t) * 4096);
@@ -509,7 +514,7 @@ static kiln_token sample_impl(struct kiln_sampler * s, const float * logits, int
         return KILN_TOKEN_NULL;
     }
     if (s->cap_cand < n_vocab) {
-        struct cand * c = realloc(s->cand, sizeof(struct cand) * (size_t) n_vocab);
+        struct kiln_cand * c = realloc(s->cand, sizeof(struct kiln_cand) * (size_t) n_vocab);
         int32_t * cnt = realloc(s->count, sizeof(int32_t) * (size_t) n_vocab);
         if (c) s->cand = c;
         if (cnt) s->count = cnt;
@@ -519,7 +524,7 @@ static kiln_token sample_impl(struct kiln_sampler * s, const float * logits, int
         }
         s->cap_cand = s->cap_count = n_vocab;
     }
-    struct cand * c = s->cand;
+    struct kiln_cand * c = s->cand;
     int32_t n = n_vocab;
     for (int32_t i = 0; i < n; i++) {
         c[i].id = i;
@@ -587,7 +592,7 @@ static kiln_token sample_impl(struct kiln_sampler * s, const float * logits, int
 
     if (grammar_after_sort) {
         /* the grammar walks the sorted list from the top until top_k tokens are allowed */
-        qsort(c, (size_t) n, sizeof(struct cand), cmp_cand);
+        kiln_cand_sort(c, n);
         if (top_k_allowed(s, c, &n, p->top_k) != KILN_STATUS_SUCCESS) {
             return KILN_TOKEN_NULL;
         }

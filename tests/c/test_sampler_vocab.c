@@ -7,6 +7,7 @@
  */
 #include "kiln-llama.h"
 #include "util/test_util.h"
+#include "models/cand_sort.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -44,7 +45,39 @@ static int32_t reference_keep(const float * lg, int32_t * ids, int top_k, float 
     return n;
 }
 
+/* kiln_cand_sort (radix for long lists) against qsort with the same
+ * comparison: the same list, entry for entry, on logits with many exact
+ * ties, -0.0 beside +0.0, infinities, and ids in shuffled order */
+static void test_cand_sort(void) {
+    static const int32_t sizes[] = { 0, 1, 2, 100, 2047, 2048, 5000, NV };
+    struct kiln_cand * a = malloc(sizeof(*a) * NV), * b = malloc(sizeof(*b) * NV);
+    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+        const int32_t n = sizes[si];
+        for (int32_t i = 0; i < n; i++) {
+            a[i].id = i;
+            const int r = rand() % 16;
+            a[i].logit = r == 0 ? -0.0f : r == 1 ? 0.0f : r == 2 ? -INFINITY : r == 3 ? INFINITY
+                       : r < 8 ? (float) (rand() % 64 - 32) * 0.125f : tu_rand_uniform(-30.0f, 30.0f);
+        }
+        for (int32_t i = n - 1; i > 0; i--) {
+            const int32_t j = rand() % (i + 1);
+            const struct kiln_cand t = a[i]; a[i] = a[j]; a[j] = t;
+        }
+        memcpy(b, a, sizeof(*a) * (size_t) n);
+        kiln_cand_sort(a, n);
+        qsort(b, (size_t) n, sizeof(*b), kiln_cand_cmp);
+        int32_t bad = -1;
+        for (int32_t i = 0; i < n && bad < 0; i++) {
+            if (a[i].id != b[i].id || !(a[i].logit == b[i].logit)) bad = i;
+        }
+        CHECK(bad < 0, "kiln_cand_sort n=%d equals qsort's order (first difference at %d)", n, bad);
+    }
+    free(a);
+    free(b);
+}
+
 int main(void) {
+    test_cand_sort();
     float * lg = malloc(sizeof(float) * NV);
     int32_t * ids = malloc(sizeof(int32_t) * NV);
     char * in = malloc(NV);
