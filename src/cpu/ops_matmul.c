@@ -125,12 +125,28 @@ static size_t unpack_scratch_bytes(const struct kiln_tensor * src0) {
     return kiln_repacked_rows(src0) ? KILN_PAD(src0->nb[1], KILN_MM_ALIGN) : 0;
 }
 
+/* F16 weights on a table without hardware fp16 conversion (wasm): a
+ * chunk's src1 rows and then each src0 row are widened to floats once, and
+ * every product takes f16val_dot, bit-identical to f16_dot on those values.
+ * f16_dot per pair converts both rows again for every product: a Whisper
+ * encoder's F16 matmuls spent ~85 % of their time converting. */
+static bool wants_f16_widen(const struct kiln_kernels * k, const struct kiln_tensor * src0) {
+    return src0->type == KILN_TYPE_F16 && k->f16val_dot != NULL && k->vec_dot_type[KILN_TYPE_F16] == KILN_TYPE_F16 &&
+           k->vec_dot_1[KILN_TYPE_F16] == NULL;
+}
+
+/* per thread: MM_BLOCK1 widened src1 rows and one src0 row */
+static size_t widen_scratch_bytes(const struct kiln_tensor * src0) {
+    return KILN_PAD(sizeof(float) * (size_t) (MM_BLOCK1 + 1) * (size_t) src0->ne[0], KILN_MM_ALIGN);
+}
+
 size_t kiln_cpu_work_mul_mat(const struct kiln_tensor * dst, int n_threads) {
     struct kiln_mm_act p;
     if (!kiln_mm_act_plan(kiln_kernels(), "mul_mat", dst->src[0], dst->src[1], &p)) return 0;
     size_t w = kiln_mm_act_work(&p, n_threads);
     if (kiln_repacked_rows(dst->src[0])) w = KILN_PAD(w, KILN_MM_ALIGN) + unpack_scratch_bytes(dst->src[0]) * (size_t) n_threads;
     if (wants_packing(kiln_kernels(), dst->src[0], dst->src[1])) w = KILN_PAD(w, KILN_MM_ALIGN) + pack_scratch_bytes() * (size_t) n_threads;
+    if (wants_f16_widen(kiln_kernels(), dst->src[0])) w = KILN_PAD(w, KILN_MM_ALIGN) + widen_scratch_bytes(dst->src[0]) * (size_t) n_threads;
     return w;
 }
 
@@ -293,6 +309,8 @@ enum kiln_status kiln_cpu_fwd_mul_mat(const struct kiln_compute_params * params,
     }
     size_t need = pack ? KILN_PAD(act_work, KILN_MM_ALIGN) + pack_scratch_bytes() * (size_t) params->nth : act_work;
     if (rep) need = KILN_PAD(act_work, KILN_MM_ALIGN) + unpack_scratch_bytes(src0) * (size_t) params->nth;
+    const bool widen = wants_f16_widen(k, src0);
+    if (widen) need = KILN_PAD(act_work, KILN_MM_ALIGN) + widen_scratch_bytes(src0) * (size_t) params->nth;
     if (need > params->wsize) {
         kiln_set_error("mul_mat: work buffer of %zu bytes is too small (%zu needed)", params->wsize, need);
         return KILN_STATUS_FAILED;
@@ -350,6 +368,19 @@ enum kiln_status kiln_cpu_fwd_mul_mat(const struct kiln_compute_params * params,
             block_f32(k, lanes8 ? k->f32_dot_lanes8 : k->f32_dot, ne00, (const float *) a, (int64_t)(src0->nb[1] / sizeof(float)), i0, i1,
                       (const float *) b, (int64_t)(act_stride / sizeof(float)), j0, j1,
                       (float *) d, (int64_t)(dst->nb[1] / sizeof(float)));
+            continue;
+        }
+        if (widen) {
+            /* src1 rows of the chunk once, then src0 row by row (i outer) */
+            float * bw = (float *) ((char *) params->wdata + KILN_PAD(act_work, KILN_MM_ALIGN) + widen_scratch_bytes(src0) * (size_t) params->ith);
+            float * aw = bw + (size_t) MM_BLOCK1 * (size_t) ne00;
+            for (int64_t j = j0; j < j1; j++) k->f16_to_f32(ne00, (const kiln_fp16_t *) (b + j * act_stride), bw + (j - j0) * ne00);
+            for (int64_t i = i0; i < i1; i++) {
+                k->f16_to_f32(ne00, (const kiln_fp16_t *) (a + i * src0->nb[1]), aw);
+                for (int64_t j = j0; j < j1; j++) {
+                    ((float *) (d + j * dst->nb[1]))[i] = k->f16val_dot(ne00, aw, bw + (j - j0) * ne00);
+                }
+            }
             continue;
         }
         if (rep) {

@@ -50,7 +50,8 @@ static void usage(void) {
         "  -of FNAME                  output file without extension ('-': stdout)\n"
         "  -np, --no-prints           print only the results (accepted; nothing else is printed)\n"
         "  -dl, --detect-language     print the detected language and exit\n"
-        "  --print-timing             print the transcription time (ms, without loading) to stderr\n");
+        "  --print-timing             print the transcription time (ms, without loading) to stderr\n"
+        "  --isa NAME                 kernel row (scalar, avx2, avx512, ...): compare kernels on a whole model\n");
 }
 
 static void ts(char * buf, size_t n, int64_t cs, bool comma) {
@@ -192,6 +193,10 @@ int main(int argc, char ** argv) {
         else if (!strcmp(a, "-lpt") || !strcmp(a, "--logprob-thold")) p.logprob_thold = strtof(v, &end);
         else if (!strcmp(a, "-nth") || !strcmp(a, "--no-speech-thold")) p.no_speech_thold = strtof(v, &end);
         else if (!strcmp(a, "--prompt")) p.initial_prompt = v;
+        else if (!strcmp(a, "--isa")) {
+            kiln_cpu_force_isa(v);
+            if (strcmp(kiln_cpu_isa(), v) != 0) { fprintf(stderr, "kiln-transcribe: --isa %s: %s\n", v, kiln_last_error()); return 2; }
+        }
         else if (!strcmp(a, "-vm") || !strcmp(a, "--vad-model")) vad_model = v;
         else if (!strcmp(a, "-vt") || !strcmp(a, "--vad-threshold")) p.vad_params.threshold = strtof(v, &end);
         else if (!strcmp(a, "-vspd") || !strcmp(a, "--vad-min-speech-duration-ms")) p.vad_params.min_speech_ms = (int) strtol(v, &end, 10);

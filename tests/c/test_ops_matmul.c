@@ -413,8 +413,48 @@ static void test_empty(void) {
     kiln_free(ctx);
 }
 
+/* F16 weights times batches and single rows: every output bit-identical
+ * to the table's own F16 dot of that weight row and the f16-rounded src1
+ * row (wasm widens the rows to floats once per block, then f16val_dot:
+ * this pins it to f16_dot); K not a multiple of 8 exercises the tails,
+ * 61 src0 rows and 29 src1 rows cross the blocks' edges */
+static void test_mul_mat_f16_exact(void) {
+    const struct kiln_kernels * k = kiln_kernels();
+    static const int64_t Ks[] = { 8, 100, 384 };
+    static const int64_t Ms[] = { 1, 29 };
+    for (int ki = 0; ki < 3; ki++) {
+        for (int mi = 0; mi < 2; mi++) {
+            const int64_t K = Ks[ki], N = 61, M = Ms[mi];
+            struct kiln_context * ctx = kiln_init((struct kiln_init_params) { .mem_size = 8u << 20 });
+            struct kiln_tensor * a = kiln_new_tensor_2d(ctx, KILN_TYPE_F16, K, N);
+            struct kiln_tensor * b = kiln_new_tensor_2d(ctx, KILN_TYPE_F32, K, M);
+            fill_weights(a);
+            tu_fill_uniform(b, -1.0f, 1.0f);
+            struct kiln_tensor * out = kiln_mul_mat(ctx, a, b);
+            const enum kiln_status st = tu_compute(ctx, out, 2);
+            if (!CHECK(st == KILN_STATUS_SUCCESS, "f16 exact K=%lld M=%lld: %s", (long long) K, (long long) M, kiln_last_error())) { kiln_free(ctx); continue; }
+            kiln_fp16_t * bh = malloc(sizeof(kiln_fp16_t) * (size_t) K);
+            int bad = 0;
+            for (int64_t j = 0; j < M; j++) {
+                k->from_float[KILN_TYPE_F16]((const float *) ((const char *) b->data + j * b->nb[1]), bh, K);
+                for (int64_t i = 0; i < N; i++) {
+                    float want;
+                    k->vec_dot[KILN_TYPE_F16](K, &want, (const char *) a->data + i * a->nb[1], bh);
+                    const float got = ((const float *) ((const char *) out->data + j * out->nb[1]))[i];
+                    bad += memcmp(&got, &want, sizeof(float)) != 0;
+                }
+            }
+            CHECK(bad == 0, "%s: f16 mul_mat K=%lld M=%lld equals the f16 dot bit for bit (%d of %lld differ)", k->isa,
+                  (long long) K, (long long) M, bad, (long long) (N * M));
+            free(bh);
+            kiln_free(ctx);
+        }
+    }
+}
+
 int main(void) {
     tu_seed(7);
+    test_mul_mat_f16_exact();
     test_bad_input();
     test_empty();
     test_mul_mat();
