@@ -17,6 +17,8 @@
  *
  *   cc -O2 -Isrc/include -Isrc -Isrc/core -Isrc/quant bench/peers/gemm_vs_ggml.c build/libkiln.a -ldl -lm -lpthread -o build/gemm-vs-ggml
  *   build/gemm-vs-ggml <libggml-cpu-VARIANT.so> [rounds]
+ * (-DKILN_NO_GEMM_X16: for a Kiln tree without the gemm_x16 table slot,
+ * to time an older build's kernels)
  */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -69,11 +71,16 @@ static float out[M * NA];
 static void run_kiln(const struct kiln_kernels * k, enum kiln_type t, int wide) {
     const void * w = t == KILN_TYPE_Q4_0 ? (const void *) w40 : (const void *) w80;
     const size_t gs = t == KILN_TYPE_Q4_0 ? sizeof(block_q4_0x4) * NB : sizeof(block_q8_0x4) * NB;
+    (void) wide;
     for (int g = 0; g < M / 4;) {
+#ifndef KILN_NO_GEMM_X16
         if (wide && k->gemm_x16[t] && g + 4 <= M / 4) {
             k->gemm_x16[t](K, NA, out + 4 * g, M, (const char *) w + g * gs, gs, act, sizeof(block_q8_0) * NB);
             g += 4;
-        } else {
+            continue;
+        }
+#endif
+        {
             k->gemm_x4[t](K, NA, out + 4 * g, M, (const char *) w + g * gs, act, sizeof(block_q8_0) * NB);
             g += 1;
         }
@@ -131,7 +138,9 @@ int main(int argc, char ** argv) {
             const struct kiln_kernels * k = kiln_kernels_for_isa(isas[a]);
             if (!k || !k->gemm_x4[KILN_TYPE_Q4_0]) continue;
             TIME(a ? "q4_0 kiln avx512 gemm_x4" : "q4_0 kiln avx2 gemm_x4", run_kiln(k, KILN_TYPE_Q4_0, 0));
+#ifndef KILN_NO_GEMM_X16
             if (k->gemm_x16[KILN_TYPE_Q4_0]) TIME("q4_0 kiln avx512 gemm_x16", run_kiln(k, KILN_TYPE_Q4_0, 1));
+#endif
         }
         if (g_sgemm) {
             struct ggml_compute_params_guess p = { 0, 1, 0, NULL, NULL, 0 };
