@@ -55,6 +55,9 @@ typedef void (*kiln_f32_dot2_t)(int64_t n, float * s, const float * x0, const fl
  * activation rows y + c * ys bytes: s[c * ss + r] (ss in floats) for r < 4,
  * c < ncols, bit-identical to ncols calls of the table's vec_dot_x4. */
 typedef void (*kiln_gemm_x4_t)(int64_t n, int ncols, float * s, size_t ss, const void * x, const void * y, size_t ys);
+/* The same for 4 consecutive groups (16 weight rows), group g at x + g * xs
+ * bytes: s[c * ss + 4 g + r], bit-identical to 4 gemm_x4 calls. */
+typedef void (*kiln_gemm_x16_t)(int64_t n, int ncols, float * s, size_t ss, const void * x, size_t xs, const void * y, size_t ys);
 
 /* A register tile of dot products for mul_mat: for i < MR rows of a (src0)
  * and j < NR rows of b (src1), c[j*ldc + i] = dot(a + i*lda, b + j*ldb) over
@@ -126,6 +129,9 @@ struct kiln_kernels {
     /* the same for a batch of activation rows (prompt processing); NULL:
      * vec_dot_x4 per row */
     kiln_gemm_x4_t    gemm_x4     [KILN_TYPE_COUNT];
+    /* 16 rows (4 groups) per call, where wider registers let one pass over
+     * the activations serve them all; NULL: gemm_x4 per group */
+    kiln_gemm_x16_t   gemm_x16    [KILN_TYPE_COUNT];
     /* per weight type, mat-vec only (src1 is one row): where llama.cpp's CPU
      * build sums a type in another order there than in its batched kernels
      * (IQ4_NL on AVX2: two accumulators), so results match it in both.

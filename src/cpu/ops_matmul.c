@@ -267,9 +267,22 @@ static void block_repacked(const struct kiln_kernels * k, const struct kiln_tens
     const kiln_gemm_x4_t gemm4 = dot4 && (k4 || jb - j0 > 1) && jb > j0 && ds % sizeof(float) == 0 ? k->gemm_x4[src0->type] : NULL;
     const int shift = kiln_repack_scale_shift(src0);
     const float unshift = ldexpf(1.0f, -shift);
+    /* 4 groups per call where the table has it (every src1 row batched) */
+    const kiln_gemm_x16_t gemm16 = gemm4 && !k4 ? k->gemm_x16[src0->type] : NULL;
     int64_t i = i0;
-    for (; i + rep <= i1 && i + rep <= nfull; i += rep) {
+    for (int step = rep; i + rep <= i1 && i + rep <= nfull; i += step) {
         const char * group = a + i * as;
+        step = rep;
+        if (gemm16 && i + 4 * rep <= i1 && i + 4 * rep <= nfull) {
+            gemm16(ne00, (int) (jb - j0), (float *) (d + j0 * ds) + i, ldd, group, (size_t) rep * as, b + j0 * bs, bs);
+            step = 4 * rep;
+            if (shift) {
+                for (int64_t j = j0; j < j1; j++) {
+                    for (int r = 0; r < step; r++) ((float *) (d + j * ds) + i)[r] *= unshift;
+                }
+            }
+            continue;
+        }
         if (gemm4) gemm4(ne00, (int) (jb - j0), (float *) (d + j0 * ds) + i, ldd, group, b + j0 * bs, bs);
         for (int64_t j = j0; j < j1; j++) {
             float * dr = (float *) (d + j * ds) + i;

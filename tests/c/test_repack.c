@@ -140,6 +140,48 @@ static void test_gemm_x4(const struct kiln_kernels * k, enum kiln_type t, int64_
     free(yf); free(xb); free(yb);
 }
 
+/* the 16-row batched kernel (4 groups) against vec_dot_x4 per group, bit
+ * for bit: 1..9 activation rows at a misaligned stride, groups apart by
+ * their own bytes plus 6, results at a stride */
+static int n_x16; /* gemm_x16 comparisons run */
+static void test_gemm_x16(const struct kiln_kernels * k, enum kiln_type t, int64_t n) {
+    const enum kiln_type vt = k->vec_dot_type[t];
+    const size_t rs = kiln_row_size(t, n), gs = 4 * rs + 6, ys = kiln_row_size(vt, n) + 6, ss = 21;
+    struct kiln_context * ctx = tu_ctx(16 * rs + (1 << 20));
+    struct kiln_tensor * w = kiln_new_tensor_2d(ctx, t, n, 16);
+    fill_rows(t, n, 16, w->data);
+    CHECK(kiln_repack_tensor(w), "repack 16 rows: %s", kiln_last_error());
+    char * xb = malloc(4 * gs + 2 + 64), * yb = malloc(9 * ys + 2 + 64);
+    char * xp = xb + 2, * yp = yb + 2;
+    for (int g = 0; g < 4; g++) memcpy(xp + g * gs, (const char *) w->data + g * 4 * rs, 4 * rs);
+    float * yf = malloc(sizeof(float) * (size_t) n);
+    for (int c = 0; c < 9; c++) {
+        for (int64_t i = 0; i < n; i++) yf[i] = tu_rand_uniform(-3, 3);
+        k->from_float[vt](yf, yp + c * ys, n);
+    }
+    for (int ncols = 1; ncols <= 9; ncols++) {
+        float s[9 * 21];
+        for (int i = 0; i < 9 * 21; i++) s[i] = -1234.5f;
+        k->gemm_x16[t](n, ncols, s, ss, xp, gs, yp, ys);
+        for (int c = 0; c < 9; c++) {
+            float e[16];
+            for (int g = 0; g < 4; g++) k->vec_dot_x4[t](n, e + 4 * g, xp + g * gs, yp + c * ys);
+            for (int r = 0; r < 21; r++) {
+                const float got = s[c * ss + r];
+                if (c >= ncols || r >= 16) {
+                    CHECK(got == -1234.5f, "%s gemm_x16 %s ncols %d wrote outside its results (col %d row %d)", k->isa, kiln_type_name(t), ncols, c, r);
+                } else {
+                    CHECK(memcmp(&got, &e[r], sizeof got) == 0, "%s gemm_x16 %s n=%lld ncols %d col %d row %d: %.9g vs x4 %.9g",
+                          k->isa, kiln_type_name(t), (long long) n, ncols, c, r, got, e[r]);
+                }
+            }
+        }
+    }
+    n_x16++;
+    free(yf); free(xb); free(yb);
+    kiln_free(ctx);
+}
+
 static int n_avx512; /* avx512 x4 comparisons run */
 
 #if defined(__wasm_relaxed_simd__)
@@ -249,6 +291,7 @@ static void test_kernels(void) {
                 }
                 free(xb); free(yb);
                 if (k->gemm_x4[t]) test_gemm_x4(k, t, n, w->data);
+                if (k->gemm_x16[t]) test_gemm_x16(k, t, n);
             }
 #if defined(__wasm_relaxed_simd__)
             if (t != KILN_TYPE_IQ4_NL && kiln_wasm_relaxed_dot_add_direct()) check_relaxed_dotadd(t, n, plain, w->data, yf);
@@ -428,7 +471,9 @@ int main(void) {
         test_mul_mat(t, 128, 37, 3, 1, 1);
         test_mul_mat(t, 64, 9, 1, 2, 4);
         test_mul_mat(t, 2048, 70, 1, 1, 1);
+        test_mul_mat(t, 256, 52, 27, 1, 1); /* 16-row calls, a 4-row group and 24 + 3 activation rows */
         amp = 1e-4f;
+        test_mul_mat(t, 256, 52, 27, 1, 1);
         test_mul_mat(t, 256, 67, 1, 1, 1);
         test_mul_mat(t, 128, 37, 3, 1, 1);
         amp = 2e-5f; spike = 60000.0f;
@@ -465,6 +510,7 @@ int main(void) {
     else printf("relaxed dot-add is NOT one instruction in this engine: the table has the i16 q4_0/q8_0 kernels; dotadd kernels NOT TESTED "
                 "here (V8's fallback for it is slower, and wrong in Node 20's V8 11.3; Chromium on AVX-VNNI or arm64 runs them)\n");
 #endif
+    printf("gemm_x16 (16-row batched) kernels == their table's x4 bit for bit: %d cases\n", n_x16);
     if (kiln_kernels_for_isa(KILN_ISA_AVX512)) printf("avx512 x4 kernels == avx2 bit for bit: %d cases\n", n_avx512);
     else printf("avx512 row NOT TESTED: this CPU/build has no AVX-512 F+BW+VL+VNNI\n");
     return tu_finish();

@@ -103,8 +103,38 @@ static void q8_0x4_2cols(int64_t n, float * s0, float * s1, const block_q8_0x4 *
     store_rows(s1, b01, b23);
 }
 
+/* four activation rows: per block the weights' magnitudes, signs and
+ * scales are prepared once for all of them; per row and column the i32
+ * lanes, the scale d_x * d_y and the FMA are q8_0x4_step's (so AVX2's) */
+static void q8_0x4_4cols(int64_t n, float * s, size_t ss, const block_q8_0x4 * x, const char * y, size_t ys) {
+    const __m512i sel01 = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m512i sel23 = _mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2);
+    __m512 a01[4], a23[4];
+    for (int c = 0; c < 4; c++) a01[c] = a23[c] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n / QK8_0; i++) {
+        const __m512i w01 = _mm512_loadu_si512((const void *) x[i].qs), w23 = _mm512_loadu_si512((const void *) (x[i].qs + 64));
+        const __m512i u01 = _mm512_abs_epi8(w01), u23 = _mm512_abs_epi8(w23);
+        const __mmask64 n01 = _mm512_movepi8_mask(w01), n23 = _mm512_movepi8_mask(w23);
+        const __m512 dx = _mm512_castps128_ps512(_mm_cvtph_ps(_mm_loadl_epi64((const __m128i *) x[i].d)));
+        const __m512 dx01 = _mm512_permutexvar_ps(sel01, dx), dx23 = _mm512_permutexvar_ps(sel23, dx);
+        for (int c = 0; c < 4; c++) {
+            const block_q8_0 * yb = (const block_q8_0 *) (y + (size_t) c * ys) + i;
+            const __m512i yq = bcast32(yb->qs);
+            const __m512 dy = _mm512_set1_ps(KQ_H2F(yb->d));
+            const __m512i p01 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u01, _mm512_mask_sub_epi8(yq, n01, _mm512_setzero_si512(), yq));
+            const __m512i p23 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u23, _mm512_mask_sub_epi8(yq, n23, _mm512_setzero_si512(), yq));
+            a01[c] = _mm512_fmadd_ps(_mm512_mul_ps(dx01, dy), _mm512_cvtepi32_ps(p01), a01[c]);
+            a23[c] = _mm512_fmadd_ps(_mm512_mul_ps(dx23, dy), _mm512_cvtepi32_ps(p23), a23[c]);
+        }
+    }
+    for (int c = 0; c < 4; c++) store_rows(s + (size_t) c * ss, a01[c], a23[c]);
+}
+
 void q8_0x4_q8_0_gemm__avx512(int64_t n, int ncols, float * s, size_t ss, const void * x, const void * y, size_t ys) {
-    KILN_GEMM_X4_BY_PAIRS(q8_0x4_2cols, q8_0x4_q8_0_vec_dot__avx512, n, ncols, s, ss, x, y, ys);
+    int c = 0;
+    for (; c + 4 <= ncols; c += 4) q8_0x4_4cols(n, s + (size_t) c * ss, ss, x, (const char *) y + (size_t) c * ys, ys);
+    KILN_GEMM_X4_BY_PAIRS(q8_0x4_2cols, q8_0x4_q8_0_vec_dot__avx512, n, ncols - c, s + (size_t) c * ss, ss, x,
+                          (const char *) y + (size_t) c * ys, ys);
 }
 
 /* ---- q4_0 x4 (llama.cpp's repacked order, as repack_avx2.c) ---------------- */
@@ -169,4 +199,63 @@ static void q4_0x4_2cols(int64_t n, float * s0, float * s1, const block_q4_0x4 *
 
 void q4_0x4_q8_0_gemm__avx512(int64_t n, int ncols, float * s, size_t ss, const void * x, const void * y, size_t ys) {
     KILN_GEMM_X4_BY_PAIRS(q4_0x4_2cols, q4_0x4_q8_0_vec_dot__avx512, n, ncols, s, ss, x, y, ys);
+}
+
+/* ---- q4_0, 4 x4 groups (16 rows) at once --------------------------------- */
+
+/* Per block, the 4 groups' nibbles are split once (8 registers) for every
+ * activation row of the pass. Per activation row, group g's block sums come
+ * out in the 4 i32 lanes of each row's 128-bit lane (as q4_0x4_isums, the
+ * -8 offset as the starting value), and a 4 x 4 transpose-add leaves one
+ * register of 16 whole-block sums, lane 4 r + g for row r of group g. The
+ * float step is AVX2's fma((float) isum, d_x * d_y, acc) per row and block,
+ * the scales permuted into the same lanes; the lanes go back to row order
+ * at the store. Integer sums are exact in any grouping, so every output is
+ * bit-identical to q4_0x4_q8_0_vec_dot__avx2's. */
+static inline __m512i transpose_add4(__m512i p0, __m512i p1, __m512i p2, __m512i p3) {
+    const __m512i s01 = _mm512_add_epi32(_mm512_unpacklo_epi32(p0, p1), _mm512_unpackhi_epi32(p0, p1));
+    const __m512i s23 = _mm512_add_epi32(_mm512_unpacklo_epi32(p2, p3), _mm512_unpackhi_epi32(p2, p3));
+    return _mm512_add_epi32(_mm512_unpacklo_epi64(s01, s23), _mm512_unpackhi_epi64(s01, s23));
+}
+
+static inline __attribute__((always_inline)) void q4_0x16_cols(int64_t n, const int N, float * s, size_t ss, const char * x, size_t xs,
+                                                               const char * y, size_t ys) {
+    const __m512i m4 = _mm512_set1_epi8(0x0f), eights = _mm512_set1_epi8(8);
+    /* lane 4 r + g <-> row 4 g + r (its own inverse) */
+    const __m512i tr = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    const block_q4_0x4 * xg[4];
+    for (int g = 0; g < 4; g++) xg[g] = (const block_q4_0x4 *) (x + (size_t) g * xs);
+    __m512 acc[8];
+    for (int c = 0; c < N; c++) acc[c] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n / QK8_0; i++) {
+        __m512i l[4], h[4];
+        for (int g = 0; g < 4; g++) {
+            const __m512i v = _mm512_loadu_si512((const void *) xg[g][i].qs);
+            l[g] = _mm512_and_si512(v, m4);
+            h[g] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+        }
+        const __m256i d16 = _mm256_setr_epi64x(*(const long long *) xg[0][i].d, *(const long long *) xg[1][i].d,
+                                               *(const long long *) xg[2][i].d, *(const long long *) xg[3][i].d);
+        const __m512 dx = _mm512_permutexvar_ps(tr, _mm512_cvtph_ps(d16));
+        for (int c = 0; c < N; c++) {
+            const block_q8_0 * yb = (const block_q8_0 *) (y + (size_t) c * ys) + i;
+            const __m512i ya = bcast16(yb->qs), yh = bcast16(yb->qs + 16);
+            const __m512i neg = _mm512_sub_epi32(_mm512_setzero_si512(),
+                                                 _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), eights, ya), eights, yh));
+            __m512i p[4];
+            for (int g = 0; g < 4; g++) p[g] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(neg, l[g], ya), h[g], yh);
+            const __m512i isum = transpose_add4(p[0], p[1], p[2], p[3]);
+            const __m512 d = _mm512_mul_ps(dx, _mm512_set1_ps(KQ_H2F(yb->d)));
+            acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), d, acc[c]);
+        }
+    }
+    for (int c = 0; c < N; c++) _mm512_storeu_ps(s + (size_t) c * ss, _mm512_permutexvar_ps(tr, acc[c]));
+}
+
+void q4_0x16_q8_0_gemm__avx512(int64_t n, int ncols, float * s, size_t ss, const void * x, size_t xs, const void * y, size_t ys) {
+    const char * yc = y;
+    int c = 0;
+    for (; c + 4 <= ncols; c += 4) q4_0x16_cols(n, 4, s + (size_t) c * ss, ss, x, xs, yc + (size_t) c * ys, ys);
+    for (; c + 2 <= ncols; c += 2) q4_0x16_cols(n, 2, s + (size_t) c * ss, ss, x, xs, yc + (size_t) c * ys, ys);
+    if (c < ncols) q4_0x16_cols(n, 1, s + (size_t) c * ss, ss, x, xs, yc + (size_t) c * ys, ys);
 }
