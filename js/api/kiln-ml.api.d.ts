@@ -156,7 +156,9 @@ export interface FinetuneOptions {
     rank?: number;
     /** LoRA alpha: the adapter is scaled by alpha / rank (default 16) */
     alpha?: number;
-    /** projections to adapt among q, k, v, o, gate, up, down (default ['q', 'v']) */
+    /** projections to adapt among q, k, v, o, gate, up, down (default ['q', 'v']); on mixture-of-experts
+     * models (qwen2moe, qwen3moe) gate, up and down adapt every routed expert (one A/B pair per expert,
+     * as llama.cpp applies adapters to expert tensors) and the shared expert; the routers are not targets */
     targets?: string[];
     /** tokens per training sequence (default 64, at most the model's training context) */
     nCtx?: number;

@@ -201,6 +201,18 @@ static void bwd_mul_mat(struct bwd * b, T * node, T * grad) {
         add_grad(b, SRC1, kiln_out_prod(CTX, SRC0, kiln_transpose(CTX, grad)));
     }
 }
+static void bwd_mul_mat_id(struct bwd * b, T * node, T * grad) {
+    /* as [K, N, n_as], b [K, n_b, n_tok], ids [n_used, n_tok] (integers: no
+     * gradient), node [N, n_used, n_tok]; slot e reads row e % n_b of b */
+    T * ids = node->src[2];
+    T * g = kiln_is_contiguous(grad) ? grad : kiln_cont(CTX, grad);
+    if (NEED0) {
+        T * a = SRC1->type == KILN_TYPE_F32 && SRC1->nb[0] == sizeof(float) ? SRC1 : kiln_cont(CTX, kiln_cast(CTX, SRC1, KILN_TYPE_F32));
+        add_grad(b, SRC0, kiln_out_prod_id(CTX, a, g, ids, SRC0->ne[2]));
+    }
+    /* as may be a frozen quantized base: converted row by row, no f32 copy */
+    if (NEED1) add_grad(b, SRC1, reduce_to(b, kiln_mul_mat_id_back(CTX, SRC0, g, ids), SRC1));
+}
 static void bwd_scale(struct bwd * b, T * node, T * grad) {
     if (NEED0) add_grad(b, SRC0, kiln_scale(CTX, grad, kiln_get_op_params_f32(node, 0)));
 }

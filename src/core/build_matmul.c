@@ -76,6 +76,58 @@ struct kiln_tensor * kiln_mul_mat_id(struct kiln_context * ctx, struct kiln_tens
     return r;
 }
 
+/* ids: I32 [n_used, n_tok] checked against the 3-D g [n, n_used, n_tok] (f32) */
+static bool id_grad_shapes(const char * op, const struct kiln_tensor * g, const struct kiln_tensor * ids, int64_t n) {
+    char sg[96], si[96];
+    kiln_shape_str(g, sg, sizeof sg);
+    kiln_shape_str(ids, si, sizeof si);
+    if (g->type != KILN_TYPE_F32) { kiln_set_error("%s: g must be f32, got %s", op, kiln_type_name(g->type)); return false; }
+    if (ids->ne[2] != 1 || ids->ne[3] != 1 || g->ne[3] != 1 || g->ne[0] != n || g->ne[1] != ids->ne[0] || g->ne[2] != ids->ne[1]) {
+        kiln_set_error("%s: g %s does not fit ids %s (need g [%lld, n_used, n_tok], ids [n_used, n_tok])", op, sg, si, (long long) n);
+        return false;
+    }
+    return true;
+}
+
+struct kiln_tensor * kiln_mul_mat_id_back(struct kiln_context * ctx, struct kiln_tensor * as, struct kiln_tensor * g, struct kiln_tensor * ids) {
+    if (!kiln_check_tensor(as, "mul_mat_id_back", "as") || !kiln_check_tensor(g, "mul_mat_id_back", "g") ||
+        !kiln_check_type(ids, KILN_TYPE_I32, "mul_mat_id_back", "ids")) return NULL;
+    char sa[96];
+    kiln_shape_str(as, sa, sizeof sa);
+    if (as->ne[3] != 1) return KILN_FAIL("mul_mat_id_back: as must be 3d (one matrix per expert), got %s", sa);
+    if (as->nb[0] != kiln_type_size(as->type)) return KILN_FAIL("mul_mat_id_back: the rows of as %s are not contiguous", sa);
+    if (!id_grad_shapes("mul_mat_id_back", g, ids, as->ne[1])) return NULL;
+    const int64_t ne[4] = { as->ne[0], ids->ne[0], ids->ne[1], 1 };
+    struct kiln_tensor * r = kiln_new_tensor_impl(ctx, KILN_TYPE_F32, 4, ne, NULL, 0);
+    if (!r) return NULL;
+    r->op = KILN_OP_MUL_MAT_ID_BACK;
+    r->src[0] = as;
+    r->src[1] = g;
+    r->src[2] = ids;
+    return r;
+}
+
+struct kiln_tensor * kiln_out_prod_id(struct kiln_context * ctx, struct kiln_tensor * a, struct kiln_tensor * g, struct kiln_tensor * ids, int64_t n_as) {
+    if (!kiln_check_type(a, KILN_TYPE_F32, "out_prod_id", "a") || !kiln_check_tensor(g, "out_prod_id", "g") ||
+        !kiln_check_type(ids, KILN_TYPE_I32, "out_prod_id", "ids")) return NULL;
+    char sa[96];
+    kiln_shape_str(a, sa, sizeof sa);
+    if (n_as < 1) return KILN_FAIL("out_prod_id: n_as = %lld experts", (long long) n_as);
+    if (a->nb[0] != sizeof(float)) return KILN_FAIL("out_prod_id: the rows of a %s are not contiguous", sa);
+    if (!id_grad_shapes("out_prod_id", g, ids, g->ne[0])) return NULL;
+    if (a->ne[3] != 1 || a->ne[2] != ids->ne[1] || a->ne[1] == 0 || ids->ne[0] % a->ne[1] != 0) {
+        return KILN_FAIL("out_prod_id: a %s does not fit ids (need a [K, n_b, n_tok], n_b dividing n_used)", sa);
+    }
+    const int64_t ne[4] = { a->ne[0], g->ne[0], n_as, 1 };
+    struct kiln_tensor * r = kiln_new_tensor_impl(ctx, KILN_TYPE_F32, 4, ne, NULL, 0);
+    if (!r) return NULL;
+    r->op = KILN_OP_OUT_PROD_ID;
+    r->src[0] = a;
+    r->src[1] = g;
+    r->src[2] = ids;
+    return r;
+}
+
 /* a: [M, K, A2, A3], b: [P, K, B2, B3] (a broadcast over dims 2, 3) ->
  * F32 [M, P, B2, B3]: dst[i, j] = sum_k a[i, k] * b[j, k] */
 struct kiln_tensor * kiln_out_prod(struct kiln_context * ctx, struct kiln_tensor * a, struct kiln_tensor * b) {

@@ -161,11 +161,14 @@ struct kiln_tensor * kiln_get_rows_back(struct kiln_context * ctx, struct kiln_t
     if (!check_float(a, "get_rows_back", "a") || !kiln_check_type(b, KILN_TYPE_I32, "get_rows_back", "b") ||
         !kiln_check_tensor(c, "get_rows_back", "c")) return NULL;
     char sa[96], sb[96], sc[96];
-    if (!kiln_is_matrix(a) || !kiln_is_vector(b) || !kiln_is_matrix(c) || a->ne[0] != c->ne[0] || a->ne[1] != b->ne[0]) {
-        return KILN_FAIL("get_rows_back: shapes do not fit: a %s, b %s, c %s (need matrices a, c with equal rows, vector b of a.ne1 indices)",
+    /* plain: a [nc, n], b [n], c [nc, rows]; batched (get_rows of a 3-D
+     * tensor with 2-D indices): a [nc, n, B], b [n, B], c [nc, rows, B] */
+    if (a->ne[3] != 1 || b->ne[2] != 1 || b->ne[3] != 1 || c->ne[3] != 1 || a->ne[0] != c->ne[0] || a->ne[1] != b->ne[0] ||
+        a->ne[2] != b->ne[1] || c->ne[2] != a->ne[2]) {
+        return KILN_FAIL("get_rows_back: shapes do not fit: a %s, b %s, c %s (need a [nc, n, B], b [n, B] indices, c [nc, rows, B])",
                          kiln_shape_str(a, sa, sizeof sa), kiln_shape_str(b, sb, sizeof sb), kiln_shape_str(c, sc, sizeof sc));
     }
-    struct kiln_tensor * r = kiln_new_tensor_2d(ctx, KILN_TYPE_F32, c->ne[0], c->ne[1]);
+    struct kiln_tensor * r = kiln_new_tensor_3d(ctx, KILN_TYPE_F32, c->ne[0], c->ne[1], c->ne[2]);
     if (!r) return NULL;
     r->op = KILN_OP_GET_ROWS_BACK;
     r->src[0] = a;

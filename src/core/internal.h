@@ -169,6 +169,8 @@ KILN_OP_LIST(KILN_OP_DECL_)
 size_t kiln_cpu_work_mul_mat(const struct kiln_tensor * dst, int n_threads);
 size_t kiln_cpu_work_mul_mat_id(const struct kiln_tensor * dst, int n_threads);
 size_t kiln_cpu_work_out_prod(const struct kiln_tensor * dst, int n_threads);
+size_t kiln_cpu_work_mul_mat_id_back(const struct kiln_tensor * dst, int n_threads);
+size_t kiln_cpu_work_out_prod_id(const struct kiln_tensor * dst, int n_threads);
 size_t kiln_cpu_work_soft_max(const struct kiln_tensor * dst, int n_threads);
 size_t kiln_cpu_work_rope(const struct kiln_tensor * dst, int n_threads);
 size_t kiln_cpu_work_rope_back(const struct kiln_tensor * dst, int n_threads);

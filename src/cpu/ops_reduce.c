@@ -192,20 +192,24 @@ enum kiln_status kiln_cpu_fwd_get_rows_back(const struct kiln_compute_params * p
     if (!kiln_is_float_type(src0->type) || src1->type != KILN_TYPE_I32 || dst->type != KILN_TYPE_F32) return kiln_unsupported_types(dst);
     if (params->ith != 0) return KILN_STATUS_SUCCESS;
     const int64_t nc = dst->ne[0];
-    for (int64_t r = 0; r < dst->ne[1]; r++) {
-        for (int64_t i = 0; i < nc; i++) *(float *)((char *) dst->data + r * dst->nb[1] + i * dst->nb[0]) = 0.0f;
-    }
-    const int64_t n = kiln_nelements(src1);
-    for (int64_t i = 0; i < n; i++) {
-        int64_t r;
-        if (!read_index(src1, i, 0, 0, dst->ne[1], &r)) {
-            kiln_set_error("get_rows_back: index %lld at %lld is outside 0..%lld", (long long) r, (long long) i, (long long) dst->ne[1] - 1);
-            return KILN_STATUS_INVALID_ARG;
+    for (int64_t i2 = 0; i2 < dst->ne[2]; i2++) {
+        for (int64_t r = 0; r < dst->ne[1]; r++) {
+            for (int64_t i = 0; i < nc; i++) *(float *)((char *) dst->data + r * dst->nb[1] + i2 * dst->nb[2] + i * dst->nb[0]) = 0.0f;
         }
-        const char * s = kiln_row_ptr(src0, i, 0, 0);
-        char * d = (char *) dst->data + r * dst->nb[1];
-        for (int64_t j = 0; j < nc; j++) {
-            *(float *)(d + j * dst->nb[0]) += kiln_ld_f32(src0->type, s + j * src0->nb[0]);
+    }
+    for (int64_t i2 = 0; i2 < src1->ne[1]; i2++) {
+        for (int64_t i = 0; i < src1->ne[0]; i++) {
+            int64_t r;
+            if (!read_index(src1, i, i2, 0, dst->ne[1], &r)) {
+                kiln_set_error("get_rows_back: index %lld at (%lld, %lld) is outside 0..%lld", (long long) r, (long long) i,
+                               (long long) i2, (long long) dst->ne[1] - 1);
+                return KILN_STATUS_INVALID_ARG;
+            }
+            const char * s = kiln_row_ptr(src0, i, i2, 0);
+            char * d = (char *) dst->data + r * dst->nb[1] + i2 * dst->nb[2];
+            for (int64_t j = 0; j < nc; j++) {
+                *(float *)(d + j * dst->nb[0]) += kiln_ld_f32(src0->type, s + j * src0->nb[0]);
+            }
         }
     }
     return KILN_STATUS_SUCCESS;

@@ -204,7 +204,8 @@ static bool node_solo(const struct kiln_tensor * node) {
          * conversions and the online softmax around each multiply-add */
         const struct kiln_tensor * q = node->src[0], * k = node->src[1], * v = node->src[2];
         work = 8 * q->ne[1] * q->ne[2] * q->ne[3] * k->ne[1] * (k->ne[0] + v->ne[0]);
-    } else if (node->op == KILN_OP_MUL_MAT_ID || node->op == KILN_OP_OUT_PROD ||
+    } else if (node->op == KILN_OP_MUL_MAT_ID || node->op == KILN_OP_OUT_PROD || node->op == KILN_OP_MUL_MAT_ID_BACK ||
+               node->op == KILN_OP_OUT_PROD_ID ||
                /* user callbacks are promised their n_tasks */
                node->op == KILN_OP_MAP_CUSTOM1 || node->op == KILN_OP_MAP_CUSTOM2 || node->op == KILN_OP_MAP_CUSTOM3) {
         return false;

@@ -56,8 +56,10 @@
     KILN_OP(RMS_NORM_BACK,           rms_norm_back,           "rms_norm_back(x)", 2, ALL, 0, 0) \
     KILN_OP(GROUP_NORM,              group_norm,              "group_norm(x)", 1, ALL, 0, 0) \
     KILN_OP(MUL_MAT,                 mul_mat,                 "X*Y",       2, ALL,  1, 1) \
-    KILN_OP(MUL_MAT_ID,              mul_mat_id,              "X[i]*Y",    3, ALL,  1, 0) \
+    KILN_OP(MUL_MAT_ID,              mul_mat_id,              "X[i]*Y",    3, ALL,  1, 1) \
+    KILN_OP(MUL_MAT_ID_BACK,         mul_mat_id_back,         "X[i]ᵀ*Y",   3, ALL,  1, 0) \
     KILN_OP(OUT_PROD,                out_prod,                "X×Y",       2, ALL,  1, 1) \
+    KILN_OP(OUT_PROD_ID,             out_prod_id,             "X×Y[i]",    3, ALL,  1, 0) \
     KILN_OP(SCALE,                   scale,                   "x*v",       1, ALL,  0, 1) \
     KILN_OP(SET,                     set,                     "y->view(x)", 2, ALL, 0, 1) \
     KILN_OP(CPY,                     cpy,                     "x->y",    2, ALL,  0, 1) \

@@ -125,8 +125,16 @@ void kiln_opt_epoch_callback_progress_bar(bool train, struct kiln_opt_context * 
  * layers when the training ctx fits in the window. A fused q/k/v weight
  * (attn_qkv) takes one A/B pair when any of q, k, v is a target, and a fused
  * [gate; up] weight (phi3's ffn_up) one pair when gate or up is, as
- * llama.cpp applies adapters to those weights. Not: mixture-of-experts, parallel
- * attention + FFN layers (phi2). The
+ * llama.cpp applies adapters to those weights. Mixture-of-experts layers
+ * (qwen2moe, qwen3moe): gate, up, down adapt every routed expert — one A/B
+ * pair per expert, A [n_in, rank, n_expert] and B [rank, n_out, n_expert],
+ * applied to the chosen experts through mul_mat_id as llama.cpp's
+ * build_lora_mm_id does — and the shared expert's gate, up, down (qwen2moe).
+ * The routers (ffn_gate_inp, ffn_gate_inp_shexp) are not targets: the choice
+ * of experts is not differentiable, so their adapters would learn only through
+ * the chosen experts' weights, while any change moves which experts run
+ * (Kiln's and llama.cpp's adapter loaders accept and apply router adapters
+ * made elsewhere). Not: parallel attention + FFN layers (phi2). The
  * model must have been loaded with kiln_model_load_for_training (file
  * layout, no repacking). */
 struct kiln_model;
@@ -163,7 +171,8 @@ struct kiln_lora;
 /* NULL + kiln_last_error() on an unsupported model or bad parameters */
 KILN_API struct kiln_lora * kiln_lora_new(struct kiln_model * model, struct kiln_lora_params params);
 KILN_API void kiln_lora_free(struct kiln_lora * lora);
-/* the trainable tensors, in the order a0, b0, a1, b1, ... (layer-major, then q k v o gate up down);
+/* the trainable tensors, in the order a0, b0, a1, b1, ... (layer-major, then q k v o gate up down,
+ * then the shared expert's gate up down);
  * named "<base tensor name>.lora_a" / ".lora_b" */
 KILN_API int32_t             kiln_lora_n_tensors(const struct kiln_lora * lora);
 KILN_API struct kiln_tensor * kiln_lora_tensor(struct kiln_lora * lora, int32_t i);

@@ -461,6 +461,11 @@ KILN_API void kiln_mul_mat_set_prec(struct kiln_tensor * a, enum kiln_prec prec)
 KILN_API struct kiln_tensor * kiln_mul_mat_id(struct kiln_context * ctx, struct kiln_tensor * as, struct kiln_tensor * b, struct kiln_tensor * ids);
 /* A: m columns, n rows; B: p columns, n rows; result is m columns, p rows */
 KILN_API struct kiln_tensor * kiln_out_prod(struct kiln_context * ctx, struct kiln_tensor * a, struct kiln_tensor * b);
+/* mul_mat_id's backward products (as [K, N, n_as], ids [n_used, n_tok], g [N, n_used, n_tok] f32):
+ * mul_mat_id_back -> [K, n_used, n_tok], dst[:, e, t] = as[:, :, ids[e, t]] g[:, e, t] (as may be quantized);
+ * out_prod_id -> [a.ne0, g.ne0, n_as], dst[:, :, x] = sum over ids[e, t] == x of a[:, e % a.ne1, t] g[:, e, t]^T */
+KILN_API struct kiln_tensor * kiln_mul_mat_id_back(struct kiln_context * ctx, struct kiln_tensor * as, struct kiln_tensor * g, struct kiln_tensor * ids);
+KILN_API struct kiln_tensor * kiln_out_prod_id(struct kiln_context * ctx, struct kiln_tensor * a, struct kiln_tensor * g, struct kiln_tensor * ids, int64_t n_as);
 
 KILN_API struct kiln_tensor * kiln_scale        (struct kiln_context * ctx, struct kiln_tensor * a, float s);
 KILN_API struct kiln_tensor * kiln_scale_inplace(struct kiln_context * ctx, struct kiln_tensor * a, float s);

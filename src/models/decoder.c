@@ -169,7 +169,7 @@ static struct kiln_tensor * mm_gate(struct kiln_context * ctx, struct kiln_tenso
 static struct kiln_tensor * ffn_moe(const struct kiln_model * m, const struct layer * L, struct kiln_context * ctx,
                                     struct kiln_tensor * x, int32_t nb) {
     const int64_t E = m->n_embd, X = m->n_expert, U = m->n_expert_used;
-    struct kiln_tensor * logits = mm_gate(ctx, L->gate_inp, x); /* [X, nb] */
+    struct kiln_tensor * logits = lora_add(m, ctx, L->gate_inp, mm_gate(ctx, L->gate_inp, x), x); /* [X, nb] */
     CHKN(logits);
     struct kiln_tensor * probs = kiln_soft_max(ctx, logits); /* [X, nb] */
     CHKN(probs);
@@ -184,11 +184,11 @@ static struct kiln_tensor * ffn_moe(const struct kiln_model * m, const struct la
         CHKN(w);
     }
     struct kiln_tensor * x3 = kiln_reshape_3d(ctx, x, E, 1, nb);
-    struct kiln_tensor * up = kiln_mul_mat_id(ctx, L->up_exps, x3, sel);   /* [F, U, nb] */
-    struct kiln_tensor * gate = kiln_mul_mat_id(ctx, L->gate_exps, x3, sel);
+    struct kiln_tensor * up = lora_mul_mat_id(m, ctx, L->up_exps, x3, sel);   /* [F, U, nb] */
+    struct kiln_tensor * gate = lora_mul_mat_id(m, ctx, L->gate_exps, x3, sel);
     CHKN(up && gate);
     struct kiln_tensor * act = kiln_mul(ctx, kiln_silu(ctx, gate), up);
-    struct kiln_tensor * ex = kiln_mul(ctx, kiln_mul_mat_id(ctx, L->down_exps, act, sel), w); /* [E, U, nb] */
+    struct kiln_tensor * ex = kiln_mul(ctx, lora_mul_mat_id(m, ctx, L->down_exps, act, sel), w); /* [E, U, nb] */
     CHKN(ex);
     struct kiln_tensor * out = NULL;
     for (int64_t i = 0; i < U; i++) {
@@ -198,7 +198,7 @@ static struct kiln_tensor * ffn_moe(const struct kiln_model * m, const struct la
     }
     if (U == 1) out = kiln_cont(ctx, out);
     if (m->tr->moe == MOE_SHARED) {
-        struct kiln_tensor * g = mm_gate(ctx, L->gate_inp_shexp, x); /* [1, nb] */
+        struct kiln_tensor * g = lora_add(m, ctx, L->gate_inp_shexp, mm_gate(ctx, L->gate_inp_shexp, x), x); /* [1, nb] */
         CHKN(g);
         g = kiln_div(ctx, kiln_silu(ctx, g), g);
         struct kiln_tensor * sh = kiln_mul(ctx, ffn_silu(m, ctx, x, L->gate_shexp, L->up_shexp, L->down_shexp), g);

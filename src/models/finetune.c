@@ -11,8 +11,9 @@
  *              and V heads repeated for GQA, softmax(softcap(scale * q k^T)
  *              + causal mask) v, h = x + post(proj_o(att)),
  *              x = h + post(proj_down(act(proj_gate(norm h)) * proj_up(norm h)))
- *              (gate and up the two halves of one fused projection on phi3)
- *              with act = silu or gelu (tanh form), post = the RMS norm after
+ *              (gate and up the two halves of one fused projection on phi3;
+ *              on mixture-of-experts layers the routed experts' FFNs through
+ *              mul_mat_id, see moe()) with act = silu or gelu (tanh form), post = the RMS norm after
  *              the block of sandwich / post-norm architectures (gemma 2/3,
  *              olmo2; these have no norm before it), softcap(s) =
  *              c tanh(s / c) where the architecture caps logits (gemma 2)
@@ -20,7 +21,7 @@
  *   loss = cross-entropy against one-hot targets, mean over scored rows
  *
  * with proj(x) = W x + (alpha / r) B (A x) where the projection is a LoRA
- * target (B (A (m * x)) in training with dropout: m is an input tensor per
+ * target (per chosen expert e: W_e x + (alpha / r) B_e (A_e x)) (B (A (m * x)) in training with dropout: m is an input tensor per
  * adapted projection, filled from (seed, key, projection, element)).
  * Attention is written out (mul_mat, diag_mask_inf, soft_max) since
  * those ops have backward rules; only the scored rows reach the output
@@ -46,23 +47,31 @@ static struct kiln_tensor * layer_slot(const struct layer * L, int t) {
         case 1: return L->wk;
         case 2: return L->wv;
         case 3: return L->wo;
-        case 4: return L->ffn_gate;
-        case 5: return L->ffn_up;
-        default: return L->ffn_down;
+        case 4: return L->ffn_gate ? L->ffn_gate : L->gate_exps;
+        case 5: return L->ffn_up ? L->ffn_up : L->up_exps;
+        case 6: return L->ffn_down ? L->ffn_down : L->down_exps;
+        case 7: return L->gate_shexp;
+        case 8: return L->up_shexp;
+        default: return L->down_shexp;
     }
 }
+
+/* the target (kiln_lora_target bit) that selects slot t */
+static int slot_target(int t) { return t < LORA_N_TARGETS ? t : t - 3; }
 
 /* a fused [gate; up] matrix in ffn_up, without ffn_gate (phi3) */
 static bool fused_ffn(const struct layer * L) { return !L->ffn_gate && L->ffn_up; }
 
-/* the weight adapted for target t of layer L under the target mask, or
+/* the weight adapted for slot t of layer L under the target mask, or
  * NULL: a fused q/k/v weight stands in slot q for any of q, k, v, a fused
  * [gate; up] weight in slot up for either of gate, up (one A/B pair on the
- * fused weight, as llama.cpp adapts it) */
+ * fused weight, as llama.cpp adapts it); gate, up, down select the routed
+ * experts' weights (one A/B pair per expert, 3-D, as llama.cpp's
+ * build_lora_mm_id applies them) and the shared expert's */
 static struct kiln_tensor * target_weight(const struct layer * L, int t, uint32_t targets) {
     if (L->wqkv && t <= 2) return t == 0 && (targets & (KILN_LORA_Q | KILN_LORA_K | KILN_LORA_V)) ? L->wqkv : NULL;
     if (fused_ffn(L) && (t == 4 || t == 5)) return t == 5 && (targets & (KILN_LORA_GATE | KILN_LORA_UP)) ? L->ffn_up : NULL;
-    return targets & (1u << t) ? layer_slot(L, t) : NULL;
+    return targets & (1u << slot_target(t)) ? layer_slot(L, t) : NULL;
 }
 
 uint32_t kiln_lora_parse_targets(const char * list) {
@@ -140,7 +149,6 @@ static bool supported(const struct kiln_model * m) {
     const struct arch_traits * tr = m->tr;
     const char * why = NULL;
     if (!tr) why = "the model has no weights (vocab_only)";
-    else if (tr->moe != MOE_NONE) why = "a mixture-of-experts feed-forward";
     else if (tr->norm == NORM_PARALLEL) why = "parallel attention and FFN with LayerNorm";
     if (why) {
         kiln_set_last_error("finetune: architecture '%s' is not supported for training (%s)", m->arch, why);
@@ -148,7 +156,7 @@ static bool supported(const struct kiln_model * m) {
     }
     for (int il = 0; il < m->n_layer; il++) {
         struct layer * L = &m->layers[il];
-        for (int t = 0; t < LORA_N_TARGETS; t++) {
+        for (int t = 0; t < LORA_N_SLOTS; t++) {
             const struct kiln_tensor * w = target_weight(L, t, ~0u);
             if (w && kiln_tensor_is_repacked(w)) {
                 kiln_set_last_error("finetune: '%s' was rearranged for generation (repacked): train a model loaded with "
@@ -172,17 +180,18 @@ struct kiln_lora * kiln_lora_new(struct kiln_model * m, struct kiln_lora_params 
     l->model = m;
     l->p = p;
     l->drop_key = -1;
-    l->index = malloc(sizeof(int) * (size_t) m->n_layer * LORA_N_TARGETS);
-    l->pairs = calloc((size_t) m->n_layer * LORA_N_TARGETS, sizeof *l->pairs);
+    l->index = malloc(sizeof(int) * (size_t) m->n_layer * LORA_N_SLOTS);
+    l->pairs = calloc((size_t) m->n_layer * LORA_N_SLOTS, sizeof *l->pairs);
     if (!l->index || !l->pairs) goto oom;
     size_t bytes = 0;
     for (int il = 0; il < m->n_layer; il++) {
-        for (int t = 0; t < LORA_N_TARGETS; t++) {
+        for (int t = 0; t < LORA_N_SLOTS; t++) {
             struct kiln_tensor * w = target_weight(&m->layers[il], t, p.targets);
-            l->index[il * LORA_N_TARGETS + t] = -1;
+            l->index[il * LORA_N_SLOTS + t] = -1;
             if (!w) continue;
-            if (kiln_n_dims(w) > 2) {
-                kiln_set_last_error("lora: '%s' is not a matrix", w->name);
+            const bool experts = w == m->layers[il].gate_exps || w == m->layers[il].up_exps || w == m->layers[il].down_exps;
+            if (w->ne[3] != 1 || (w->ne[2] != 1 && !experts)) {
+                kiln_set_last_error("lora: '%s' is not a matrix (or one matrix per expert)", w->name);
                 kiln_lora_free(l);
                 return NULL;
             }
@@ -190,8 +199,8 @@ struct kiln_lora * kiln_lora_new(struct kiln_model * m, struct kiln_lora_params 
             pr->base = w;
             pr->layer = il;
             pr->target = t;
-            l->index[il * LORA_N_TARGETS + t] = l->n_pairs++;
-            bytes += sizeof(float) * (size_t) p.rank * (size_t) (w->ne[0] + w->ne[1]) + 2 * kiln_tensor_overhead() + 128;
+            l->index[il * LORA_N_SLOTS + t] = l->n_pairs++;
+            bytes += sizeof(float) * (size_t) p.rank * (size_t) (w->ne[0] + w->ne[1]) * (size_t) w->ne[2] + 2 * kiln_tensor_overhead() + 128;
         }
     }
     if (l->n_pairs == 0) {
@@ -206,18 +215,18 @@ struct kiln_lora * kiln_lora_new(struct kiln_model * m, struct kiln_lora_params 
     uint64_t rs = p.seed;
     for (int i = 0; i < l->n_pairs; i++) {
         struct lora_pair * pr = &l->pairs[i];
-        const int64_t n_in = pr->base->ne[0], n_out = pr->base->ne[1];
-        pr->a = kiln_new_tensor_2d(l->ctx, KILN_TYPE_F32, n_in, p.rank);
-        pr->b = kiln_new_tensor_2d(l->ctx, KILN_TYPE_F32, p.rank, n_out);
+        const int64_t n_in = pr->base->ne[0], n_out = pr->base->ne[1], n_x = pr->base->ne[2];
+        pr->a = n_x > 1 ? kiln_new_tensor_3d(l->ctx, KILN_TYPE_F32, n_in, p.rank, n_x) : kiln_new_tensor_2d(l->ctx, KILN_TYPE_F32, n_in, p.rank);
+        pr->b = n_x > 1 ? kiln_new_tensor_3d(l->ctx, KILN_TYPE_F32, p.rank, n_out, n_x) : kiln_new_tensor_2d(l->ctx, KILN_TYPE_F32, p.rank, n_out);
         if (!pr->a || !pr->b) goto oom;
         kiln_format_name(pr->a, "%s.lora_a", pr->base->name);
         kiln_format_name(pr->b, "%s.lora_b", pr->base->name);
         kiln_set_param(l->ctx, pr->a);
         kiln_set_param(l->ctx, pr->b);
-        /* PEFT: kaiming_uniform_(A, a = sqrt(5)) over fan_in = n_in gives U(-1/sqrt(n_in), 1/sqrt(n_in)) */
+        /* PEFT: kaiming_uniform_(A, a = sqrt(5)) over fan_in = n_in gives U(-1/sqrt(n_in), 1/sqrt(n_in)) (each expert's A alike) */
         const double bound = 1.0 / sqrt((double) n_in);
         float * a = pr->a->data;
-        for (int64_t j = 0; j < n_in * p.rank; j++) a[j] = (float) ((((double) (lora_mix(&rs) >> 11) / 9007199254740992.0) * 2.0 - 1.0) * bound);
+        for (int64_t j = 0; j < n_in * p.rank * n_x; j++) a[j] = (float) ((((double) (lora_mix(&rs) >> 11) / 9007199254740992.0) * 2.0 - 1.0) * bound);
         memset(pr->b->data, 0, kiln_nbytes(pr->b));
         for (int k = 0; k < 2; k++) {
             struct kiln_tensor * t = k ? pr->b : pr->a;
@@ -303,26 +312,91 @@ struct tgraph {
 
 #define CHK(x) do { if (!(x)) return false; } while (0)
 
+/* the adapter's input: x, or x times pair ip's dropout mask (an input
+ * tensor of x's shape) in training with dropout */
+static struct kiln_tensor * adapter_input(struct tgraph * tg, int ip, struct kiln_tensor * x) {
+    if (!tg->drop) return x;
+    struct kiln_tensor * mk = kiln_new_tensor(tg->ctx, KILN_TYPE_F32, 4, x->ne);
+    if (!mk) return NULL;
+    kiln_set_input(mk);
+    tg->drop[ip] = mk;
+    return kiln_mul(tg->ctx, x, mk);
+}
+
 static struct kiln_tensor * proj(struct kiln_lora * l, struct tgraph * tg, int il, int t,
                                  struct kiln_tensor * w, struct kiln_tensor * bias, struct kiln_tensor * x) {
     struct kiln_context * ctx = tg->ctx;
     struct kiln_tensor * y = kiln_mul_mat(ctx, w, x);
-    const int ip = l->index[il * LORA_N_TARGETS + t];
+    const int ip = l->index[il * LORA_N_SLOTS + t];
     if (y && ip >= 0) {
         const struct lora_pair * pr = &l->pairs[ip];
-        struct kiln_tensor * xa = x;
-        if (tg->drop) {
-            struct kiln_tensor * mk = kiln_new_tensor_2d(ctx, KILN_TYPE_F32, x->ne[0], x->ne[1]);
-            if (!mk) return NULL;
-            kiln_set_input(mk);
-            tg->drop[ip] = mk;
-            xa = kiln_mul(ctx, x, mk);
-        }
-        struct kiln_tensor * ab = kiln_mul_mat(ctx, pr->b, kiln_mul_mat(ctx, pr->a, xa));
+        struct kiln_tensor * ab = kiln_mul_mat(ctx, pr->b, kiln_mul_mat(ctx, pr->a, adapter_input(tg, ip, x)));
         y = kiln_add(ctx, y, kiln_scale(ctx, ab, l->p.alpha / (float) l->p.rank));
     }
     if (y && bias) y = kiln_add(ctx, y, bias);
     return y;
+}
+
+/* the experts' weights w times x for the chosen experts ids, plus the
+ * adapter's B_e (A_e x) per chosen expert e (llama.cpp's build_lora_mm_id) */
+static struct kiln_tensor * proj_id(struct kiln_lora * l, struct tgraph * tg, int il, int t, struct kiln_tensor * w,
+                                    struct kiln_tensor * x, struct kiln_tensor * ids) {
+    struct kiln_context * ctx = tg->ctx;
+    struct kiln_tensor * y = kiln_mul_mat_id(ctx, w, x, ids);
+    const int ip = l->index[il * LORA_N_SLOTS + t];
+    if (y && ip >= 0) {
+        const struct lora_pair * pr = &l->pairs[ip];
+        struct kiln_tensor * ax = kiln_mul_mat_id(ctx, pr->a, adapter_input(tg, ip, x), ids);
+        struct kiln_tensor * ab = kiln_mul_mat_id(ctx, pr->b, ax, ids);
+        y = kiln_add(ctx, y, kiln_scale(ctx, ab, l->p.alpha / (float) l->p.rank));
+    }
+    return y;
+}
+
+/* mixture of experts in decoder.c's (llama.cpp's) order of operations:
+ * router softmax, the n_used most probable experts, their probabilities as
+ * weights (renormalised for qwen3moe), each expert's gated-SiLU FFN through
+ * mul_mat_id, weighted, summed slot by slot; plus qwen2moe's shared expert
+ * gated by a sigmoid. The choice of experts is not differentiable: the
+ * gradient reaches the router's input through the chosen weights only.
+ * Generation clamps qwen3moe's weight sum below at 6.1e-5; the top n_used
+ * of n_expert probabilities sum to at least n_used / n_expert, so the clamp
+ * never acts and the graph leaves it out. */
+static struct kiln_tensor * moe(struct kiln_lora * l, struct tgraph * tg, int il, struct kiln_tensor * x) {
+    const struct kiln_model * m = l->model;
+    const struct layer * L = &m->layers[il];
+    struct kiln_context * ctx = tg->ctx;
+    const int64_t E = m->n_embd, X = m->n_expert, U = m->n_expert_used, N = x->ne[1];
+    struct kiln_tensor * probs = kiln_soft_max(ctx, kiln_mul_mat(ctx, L->gate_inp, x)); /* [X, N] */
+    struct kiln_tensor * sel = probs ? kiln_top_k(ctx, probs, (int) U) : NULL;         /* [U, N] */
+    struct kiln_tensor * w = sel ? kiln_get_rows(ctx, kiln_reshape_3d(ctx, probs, 1, X, N), sel) : NULL; /* [1, U, N] */
+    if (w && m->tr->moe == MOE_NORM_TOPK) {
+        struct kiln_tensor * w2 = kiln_reshape_2d(ctx, w, U, N);
+        w = kiln_reshape_3d(ctx, kiln_div(ctx, w2, kiln_sum_rows(ctx, w2)), 1, U, N);
+    }
+    if (!w) return NULL;
+    struct kiln_tensor * x3 = kiln_reshape_3d(ctx, x, E, 1, N);
+    struct kiln_tensor * up = proj_id(l, tg, il, 5, L->up_exps, x3, sel); /* [F, U, N] */
+    struct kiln_tensor * gate = proj_id(l, tg, il, 4, L->gate_exps, x3, sel);
+    if (!up || !gate) return NULL;
+    struct kiln_tensor * ex = kiln_mul(ctx, proj_id(l, tg, il, 6, L->down_exps, kiln_mul(ctx, kiln_silu(ctx, gate), up), sel), w);
+    if (!ex) return NULL;
+    struct kiln_tensor * out = NULL;
+    for (int64_t i = 0; i < U; i++) {
+        struct kiln_tensor * e = kiln_view_2d(ctx, ex, E, N, ex->nb[2], (size_t) i * ex->nb[1]);
+        out = out ? kiln_add(ctx, out, e) : e;
+        if (!out) return NULL;
+    }
+    if (U == 1) out = kiln_cont(ctx, out);
+    if (out && m->tr->moe == MOE_SHARED) {
+        struct kiln_tensor * g = kiln_mul_mat(ctx, L->gate_inp_shexp, x); /* [1, N] */
+        g = kiln_div(ctx, kiln_silu(ctx, g), g);
+        struct kiln_tensor * sg = proj(l, tg, il, 7, L->gate_shexp, NULL, x);
+        struct kiln_tensor * su = proj(l, tg, il, 8, L->up_shexp, NULL, x);
+        struct kiln_tensor * sh = proj(l, tg, il, 9, L->down_shexp, NULL, kiln_mul(ctx, kiln_silu(ctx, sg), su));
+        out = kiln_add(ctx, out, kiln_mul(ctx, sh, g));
+    }
+    return out;
 }
 
 static struct kiln_tensor * rms(struct kiln_context * ctx, struct kiln_tensor * x, struct kiln_tensor * w, float eps) {
@@ -349,10 +423,31 @@ static struct kiln_tensor * expand_heads(struct kiln_context * ctx, struct kiln_
     return kiln_reshape_3d(ctx, kiln_repeat(ctx, r, like), Hd, nh, N);
 }
 
+/* the dense gated feed-forward: down(act(gate x) * up x), gate and up the
+ * two halves of one fused projection on phi3 */
+static struct kiln_tensor * ffn(struct kiln_lora * l, struct tgraph * tg, int il, struct kiln_tensor * x) {
+    const struct kiln_model * m = l->model;
+    const struct layer * L = &m->layers[il];
+    struct kiln_context * ctx = tg->ctx;
+    struct kiln_tensor * gate, * up;
+    if (fused_ffn(L)) {
+        struct kiln_tensor * gu = proj(l, tg, il, 5, L->ffn_up, NULL, x);
+        if (!gu) return NULL;
+        gate = cols(ctx, gu, 0, gu->ne[0] / 2);
+        up = cols(ctx, gu, gu->ne[0] / 2, gu->ne[0] / 2);
+    } else {
+        gate = proj(l, tg, il, 4, L->ffn_gate, NULL, x);
+        up = proj(l, tg, il, 5, L->ffn_up, NULL, x);
+    }
+    if (!gate || !up) return NULL;
+    struct kiln_tensor * act = m->tr->ffn == FFN_GELU_GATED ? kiln_gelu(ctx, gate) : kiln_silu(ctx, gate);
+    return proj(l, tg, il, 6, L->ffn_down, NULL, kiln_mul(ctx, act, up));
+}
+
 static bool build(struct kiln_lora * l, struct tgraph * tg, int32_t n_seq, int32_t T, int64_t n_rows, bool backward) {
     struct kiln_model * m = l->model;
     const int64_t E = m->n_embd, Hd = m->head_dim, nh = m->n_head, nkv = m->n_head_kv, N = (int64_t) n_seq * T;
-    const size_t n_tensors = (size_t) m->n_layer * 400 + 256;
+    const size_t n_tensors = (size_t) m->n_layer * (400 + (m->n_expert ? 200 + 16 * (size_t) m->n_expert_used : 0)) + 256;
     struct kiln_init_params ip = { n_tensors * kiln_tensor_overhead() + kiln_graph_overhead_custom(n_tensors, true), NULL, true };
     struct kiln_context * ctx = kiln_init(ip);
     CHK(ctx);
@@ -443,19 +538,7 @@ static bool build(struct kiln_lora * l, struct tgraph * tg, int32_t n_seq, int32
         CHK(h);
         cur = np == NORM_POST ? h : rms(ctx, h, L->ffn_norm, m->norm_eps);
         CHK(cur);
-        struct kiln_tensor * gate, * up;
-        if (fused_ffn(L)) {
-            struct kiln_tensor * gu = proj(l, tg, il, 5, L->ffn_up, NULL, cur);
-            CHK(gu);
-            gate = cols(ctx, gu, 0, gu->ne[0] / 2);
-            up = cols(ctx, gu, gu->ne[0] / 2, gu->ne[0] / 2);
-        } else {
-            gate = proj(l, tg, il, 4, L->ffn_gate, NULL, cur);
-            up = proj(l, tg, il, 5, L->ffn_up, NULL, cur);
-        }
-        CHK(gate && up);
-        struct kiln_tensor * act = m->tr->ffn == FFN_GELU_GATED ? kiln_gelu(ctx, gate) : kiln_silu(ctx, gate);
-        cur = proj(l, tg, il, 6, L->ffn_down, NULL, kiln_mul(ctx, act, up));
+        cur = m->tr->moe != MOE_NONE ? moe(l, tg, il, cur) : ffn(l, tg, il, cur);
         CHK(cur);
         if (np != NORM_PRE) cur = rms(ctx, cur, L->ffn_post_norm, m->norm_eps);
         if (m->residual_scale != 1.0f) cur = kiln_scale(ctx, cur, m->residual_scale);

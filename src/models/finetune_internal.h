@@ -8,12 +8,17 @@
 #include "model.h"
 
 #define LORA_N_TARGETS 7
+/* the adaptable weights of a layer: q k v o gate up down (on a mixture-of-
+ * experts layer gate, up, down are the experts' 3-D tensors), then the
+ * shared expert's gate up down, which the gate, up, down targets select too */
+#define LORA_N_SLOTS 10
 
-/* one adapted projection: base W [n_in, n_out], A [n_in, r], B [r, n_out] */
+/* one adapted projection: base W [n_in, n_out], A [n_in, r], B [r, n_out];
+ * for experts W [n_in, n_out, n_expert], A [n_in, r, n_expert], B [r, n_out, n_expert] */
 struct lora_pair {
     struct kiln_tensor * base;
     struct kiln_tensor * a, * b;
-    int layer, target;
+    int layer, target;           /* target: the slot (0 .. LORA_N_SLOTS - 1) */
 };
 
 struct kiln_lora {
@@ -21,7 +26,7 @@ struct kiln_lora {
     struct kiln_lora_params p;
     int n_pairs;
     struct lora_pair * pairs;
-    int * index;                 /* [n_layer * LORA_N_TARGETS]: pair of (layer, target), or -1 */
+    int * index;                 /* [n_layer * LORA_N_SLOTS]: pair of (layer, slot), or -1 */
     struct kiln_context * ctx;   /* A and B, with data */
     float ** grad;               /* per tensor (a0, b0, a1, ...), gradient sums */
     int64_t n_params;

@@ -9,8 +9,12 @@
  * embedding [n_embd, n_vocab] takes lora_a [r, n_vocab] and lora_b
  * [r, n_embd] (rows of A are gathered per token, then multiplied by B).
  *
- * Graph, as llama.cpp's build_lora_mm / build_inp_embd:
+ * Experts' weights [n_in, n_out, n_expert] take lora_a [n_in, r, n_expert]
+ * and lora_b [r, n_out, n_expert], one pair per expert.
+ *
+ * Graph, as llama.cpp's build_lora_mm / build_lora_mm_id / build_inp_embd:
  *   y = W x;  per adapter in order: y = y + scale(B (A x), s)
+ *   experts: y = mul_mat_id(W, x, ids) + scale(mul_mat_id(B, mul_mat_id(A, x, ids), ids), s)
  *   s = user_scale * alpha / r   (user_scale when alpha is 0), r = lora_b's ne0
  */
 #include "model.h"
@@ -51,11 +55,23 @@ static bool adaptable(const struct kiln_model * m, const struct kiln_tensor * w)
         const struct layer * L = &m->layers[il];
         if (w == L->wq || w == L->wk || w == L->wv || w == L->wqkv || w == L->wo || w == L->ffn_gate || w == L->ffn_up ||
             w == L->ffn_down) return true;
+        /* mixture of experts: the routed experts (one A/B pair per expert),
+         * the shared expert, and the routers, which llama.cpp adapts too */
+        if (w == L->gate_exps || w == L->up_exps || w == L->down_exps || w == L->gate_shexp || w == L->up_shexp ||
+            w == L->down_shexp || w == L->gate_inp || w == L->gate_inp_shexp) return true;
     }
     return false;
 }
 
 static bool flat2d(const struct kiln_tensor * t) { return t->ne[2] == 1 && t->ne[3] == 1; }
+
+static bool is_experts(const struct kiln_model * m, const struct kiln_tensor * w) {
+    for (int il = 0; il < m->n_layer; il++) {
+        const struct layer * L = &m->layers[il];
+        if (w == L->gate_exps || w == L->up_exps || w == L->down_exps) return true;
+    }
+    return false;
+}
 
 /* every value of a 2-D adapter tensor is finite (an inf or NaN would turn
  * every output of the adapted weight into NaN); false when not or when a
@@ -64,7 +80,7 @@ static bool all_finite(const struct kiln_tensor * t) {
     const struct kiln_type_traits * tr = kiln_get_type_traits(t->type);
     float * row = malloc(sizeof(float) * (size_t) t->ne[0]);
     bool ok = row && tr && tr->to_float;
-    for (int64_t r = 0; ok && r < t->ne[1]; r++) {
+    for (int64_t r = 0; ok && r < kiln_nrows(t); r++) { /* contiguous: row r of every matrix at r * nb[1] */
         tr->to_float((const char *) t->data + r * t->nb[1], row, t->ne[0]);
         for (int64_t i = 0; ok && i < t->ne[0]; i++) ok = isfinite(row[i]);
     }
@@ -72,9 +88,13 @@ static bool all_finite(const struct kiln_tensor * t) {
     return ok;
 }
 
-/* one pair's types and shapes against its base weight; false + error naming the tensor */
+/* one pair's types and shapes against its base weight; false + error naming
+ * the tensor. Experts' weights [n_in, n_out, n_expert] take one pair per
+ * expert: lora_a [n_in, r, n_expert], lora_b [r, n_out, n_expert] (what
+ * llama.cpp's build_lora_mm_id multiplies through mul_mat_id) */
 static bool check_pair_shapes(const struct kiln_model * m, const char * name, const struct lora_pair * p) {
     const struct kiln_tensor * w = p->base, * a = p->a, * b = p->b;
+    const bool experts = is_experts(m, w);
     for (int i = 0; i < 2; i++) {
         const struct kiln_tensor * t = i ? b : a;
         if (!lora_type_ok(t->type)) {
@@ -82,7 +102,15 @@ static bool check_pair_shapes(const struct kiln_model * m, const char * name, co
                                 kiln_type_name(t->type));
             return false;
         }
-        if (!flat2d(t)) {
+        if (experts && (t->ne[2] != w->ne[2] || t->ne[3] != 1)) {
+            kiln_set_last_error("lora: tensor '%s.lora_%c' [%lld, %lld, %lld, %lld] does not hold one matrix per expert of '%s' "
+                                "(%lld experts: expected lora_a [%lld, r, %lld], lora_b [r, %lld, %lld])", name, i ? 'b' : 'a',
+                                (long long) t->ne[0], (long long) t->ne[1], (long long) t->ne[2], (long long) t->ne[3], name,
+                                (long long) w->ne[2], (long long) w->ne[0], (long long) w->ne[2], (long long) w->ne[1],
+                                (long long) w->ne[2]);
+            return false;
+        }
+        if (!experts && !flat2d(t)) {
             kiln_set_last_error("lora: tensor '%s.lora_%c' is not 2-dimensional", name, i ? 'b' : 'a');
             return false;
         }
@@ -192,8 +220,8 @@ static bool check_adapter(struct kiln_model * m, struct kiln_adapter_lora * ad) 
             return false;
         }
         if (!adaptable(m, w)) {
-            kiln_set_last_error("lora: tensor '%s' adapts '%s'; LoRA applies to the attention q/k/v (or fused qkv)/output, FFN gate/up/down, "
-                                "output and token embedding weights only", name, base);
+            kiln_set_last_error("lora: tensor '%s' adapts '%s'; LoRA applies to the attention q/k/v (or fused qkv)/output, FFN gate/up/down "
+                                "(experts, shared expert and routers included), output and token embedding weights only", name, base);
             return false;
         }
         struct lora_pair * p = pair_of(ad, w);
@@ -402,6 +430,26 @@ static struct kiln_tensor * add_deltas(const struct kiln_model * m, struct kiln_
 struct kiln_tensor * lora_mul_mat(const struct kiln_model * m, struct kiln_context * ctx, struct kiln_tensor * w,
                                   struct kiln_tensor * cur) {
     return add_deltas(m, ctx, w, kiln_mul_mat(ctx, w, cur), cur, false);
+}
+
+struct kiln_tensor * lora_add(const struct kiln_model * m, struct kiln_context * ctx, const struct kiln_tensor * w,
+                              struct kiln_tensor * y, struct kiln_tensor * x) {
+    return add_deltas(m, ctx, w, y, x, false);
+}
+
+struct kiln_tensor * lora_mul_mat_id(const struct kiln_model * m, struct kiln_context * ctx, struct kiln_tensor * w,
+                                     struct kiln_tensor * x, struct kiln_tensor * ids) {
+    struct kiln_tensor * y = kiln_mul_mat_id(ctx, w, x, ids);
+    for (int32_t i = 0; y && i < m->n_loras; i++) {
+        struct kiln_adapter_lora * ad = m->loras[i].lora;
+        const struct lora_pair * p = pair_of(ad, w);
+        if (!p) continue;
+        struct kiln_tensor * ax = kiln_mul_mat_id(ctx, p->a, x, ids);
+        struct kiln_tensor * bax = ax ? kiln_mul_mat_id(ctx, p->b, ax, ids) : NULL;
+        struct kiln_tensor * d = bax ? kiln_scale(ctx, bax, pair_scale(ad, p, m->loras[i].scale)) : NULL;
+        y = d ? kiln_add(ctx, y, d) : NULL;
+    }
+    return y;
 }
 
 struct kiln_tensor * lora_embed(const struct kiln_model * m, struct kiln_context * ctx, struct kiln_tensor * x,

@@ -9,9 +9,12 @@
  *                          being lora_b's ne[0]
  *   <base name>.lora_a     [n_in, rank]   (ne[0] = the base weight's ne[0])
  *   <base name>.lora_b     [rank, n_out]  (ne[1] = the base weight's ne[1])
+ *   experts' weights [n_in, n_out, n_expert] (ffn_{gate,up,down}_exps):
+ *   lora_a [n_in, rank, n_expert], lora_b [rank, n_out, n_expert], one pair
+ *   per expert, as llama.cpp's build_lora_mm_id multiplies them
  *
  * Tensors are F32, in the adapter's order (layer by layer, then q k v o gate
- * up down).
+ * up down, then the shared expert's gate up down).
  */
 #include "finetune_internal.h"
 

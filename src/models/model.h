@@ -153,6 +153,13 @@ enum kiln_status decoder_eval_batch(struct kiln_model * m, const kiln_token * to
 /* lora.c: W cur plus every applied adapter's scaled B (A cur) for W */
 struct kiln_tensor * lora_mul_mat(const struct kiln_model * m, struct kiln_context * ctx, struct kiln_tensor * w,
                                   struct kiln_tensor * cur);
+/* lora.c: y = W x (computed by the caller) plus every applied adapter's scaled B (A x) for W */
+struct kiln_tensor * lora_add(const struct kiln_model * m, struct kiln_context * ctx, const struct kiln_tensor * w,
+                              struct kiln_tensor * y, struct kiln_tensor * x);
+/* lora.c: mul_mat_id(W, x, ids) plus every applied adapter's scaled
+ * mul_mat_id(B, mul_mat_id(A, x, ids), ids) for the experts' weights W */
+struct kiln_tensor * lora_mul_mat_id(const struct kiln_model * m, struct kiln_context * ctx, struct kiln_tensor * w,
+                                     struct kiln_tensor * x, struct kiln_tensor * ids);
 /* lora.c: the token embeddings x of tokens plus the adapters' embedding deltas */
 struct kiln_tensor * lora_embed(const struct kiln_model * m, struct kiln_context * ctx, struct kiln_tensor * x,
                                 struct kiln_tensor * tokens);

@@ -30,7 +30,10 @@ static void usage(void) {
             "         [--lora-targets q,k,v,o,gate,up,down|all] [--lora-dropout P] [--ctx N] [--batch B] [--grad-accum K] [--epochs E]\n"
             "         [--lr LR] [--lr-min F] [--warmup S] [--schedule cosine|linear|constant] [--weight-decay W]\n"
             "         [--grad-clip C] [--val F] [--seed S] [--threads T] [--checkpoint FILE] [--checkpoint-every S]\n"
-            "         [--resume FILE] [--stop-after S] [--json]\n");
+            "         [--resume FILE] [--stop-after S] [--json]\n"
+            "  --lora-targets: on mixture-of-experts models (qwen2moe, qwen3moe) gate, up, down adapt every routed\n"
+            "         expert (one A/B pair per expert, 3-D tensors as llama.cpp applies them) and the shared expert;\n"
+            "         the routers are not targets\n");
 }
 
 static char * read_all(const char * path, size_t * len) {

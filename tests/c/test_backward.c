@@ -5,6 +5,8 @@
  * r (so every output element matters). The analytic gradient dL/dx comes
  * from kiln_build_backward_expand; the numeric one from (L(x+h) - L(x-h))/2h
  * per element, with the forward recomputed each time. Compared by NMSE.
+ * mul_mat_id is checked w.r.t. the experts and the input (its ids are
+ * integers); its products with frozen quantized experts against double.
  */
 #include "util/test_util.h"
 
@@ -211,6 +213,20 @@ static T * b_out_prod(struct kiln_context * c, T ** x) { return kiln_out_prod(c,
 static T * b_set(struct kiln_context * c, T ** x) {
     return kiln_set(c, x[0], x[1], x[0]->nb[1], x[0]->nb[2], x[0]->nb[3], 1 * x[0]->nb[1] + 1 * sizeof(float));
 }
+/* ids [n_used, n_tok]: token t's slots pick distinct experts (t + 2 s) % n_as, as a top-k does */
+static T * moe_ids(struct kiln_context * c, int64_t n_used, int64_t n_tok, int64_t n_as) {
+    T * ids = kiln_new_tensor_2d(c, KILN_TYPE_I32, n_used, n_tok);
+    for (int64_t t = 0; t < n_tok; t++) {
+        for (int64_t s = 0; s < n_used; s++) ((int32_t *) ids->data)[t * n_used + s] = (int32_t) ((t + 2 * s) % n_as);
+    }
+    return ids;
+}
+/* x0: experts [6, 5, 4]; x1: b [6, n_b, 3] (n_b 1: one row shared by the 2 slots, as the MoE's input; 2: one per slot) */
+static T * b_mul_mat_id(struct kiln_context * c, T ** x) { return kiln_mul_mat_id(c, x[0], x[1], moe_ids(c, 2, x[1]->ne[2], x[0]->ne[2])); }
+static T * b_get_rows_3d(struct kiln_context * c, T ** x) {
+    /* [1, 5, 3] gathered by [2, 3] indices: the router weights of the chosen experts */
+    return kiln_get_rows(c, x[0], moe_ids(c, 2, x[0]->ne[2], x[0]->ne[1]));
+}
 static T * b_mlp(struct kiln_context * c, T ** x) {
     /* a small network: the chain rule through several rules at once */
     T * h = kiln_relu(c, kiln_add(c, kiln_mul_mat(c, x[0], x[2]), x[1]));
@@ -272,6 +288,10 @@ static const struct gcase cases[] = {
     { "norm",       b_norm,       1, {{8, 3}},                -1, 1, 1e-4 },
     { "out_prod",   b_out_prod,   2, {{5, 4}, {3, 4}},        -1, 1, 1e-5 },
     { "set",        b_set,        2, {{6, 4}, {3, 2}},        -1, 1, 1e-5 },
+    { "mul_mat_id", b_mul_mat_id, 2, {{6, 5, 4}, {6, 1, 3}},  -1, 1, 1e-5 },
+    { "mul_mat_id_slots", b_mul_mat_id, 2, {{6, 5, 4}, {6, 2, 3}}, -1, 1, 1e-5 },
+    { "mul_mat_id_wide", b_mul_mat_id, 2, {{40, 37, 3}, {40, 1, 5}}, -1, 1, 1e-5 },
+    { "get_rows_3d", b_get_rows_3d, 1, {{1, 5, 3}},           -1, 1, 1e-5 },
     { "mlp",        b_mlp,        3, {{6, 5}, {5, 3}, {6, 3}}, -1, 1, 1e-4 },
 };
 
@@ -335,6 +355,103 @@ static void test_mul_mat_frozen_quant(enum kiln_type type) {
     kiln_free(ctx);
 }
 
+/* mul_mat_id with frozen quantized experts (the MoE base weights): the
+ * gradient w.r.t. b only, sum over slots of W_x^T r, against that product in
+ * double over the dequantized experts; no f32 copy of the experts is made */
+static void test_mul_mat_id_frozen_quant(enum kiln_type type) {
+    char name[64];
+    snprintf(name, sizeof name, "mul_mat_id frozen %s", kiln_type_name(type));
+    tu_case = name;
+    const int64_t K = 256, N = 7, X = 4, U = 2, M = 37; /* M * U > 16 entries: several chunks per expert */
+    struct kiln_context * ctx = tu_ctx(16 << 20);
+    T * wf = kiln_new_tensor_3d(ctx, KILN_TYPE_F32, K, N, X);
+    tu_fill_uniform(wf, -1.0f, 1.0f);
+    T * w = kiln_new_tensor_3d(ctx, type, K, N, X);
+    const struct kiln_type_traits * tr = kiln_get_type_traits(type);
+    for (int64_t i = 0; i < N * X; i++) tr->from_float_ref((const float *) wf->data + i * K, (char *) w->data + i * w->nb[1], K);
+    T * x = kiln_new_tensor_3d(ctx, KILN_TYPE_F32, K, 1, M);
+    tu_fill_uniform(x, -1.0f, 1.0f);
+    kiln_set_param(ctx, x);
+    T * ids = moe_ids(ctx, U, M, X);
+    T * r = kiln_new_tensor_3d(ctx, KILN_TYPE_F32, N, U, M);
+    tu_fill_uniform(r, -1.0f, 1.0f);
+    T * loss = kiln_sum(ctx, kiln_mul(ctx, kiln_mul_mat_id(ctx, w, x, ids), r));
+    kiln_set_loss(loss);
+    struct kiln_cgraph * g = kiln_new_graph_custom(ctx, 256, true);
+    kiln_build_forward_expand(g, loss);
+    if (!CHECK(kiln_build_backward_expand(ctx, g, NULL) == KILN_STATUS_SUCCESS, "backward: %s", kiln_last_error())) {
+        kiln_free(ctx);
+        return;
+    }
+    CHECK(kiln_graph_get_grad(g, w) == NULL, "the frozen experts have no gradient");
+    bool copy = false;
+    for (int i = 0; i < kiln_graph_n_nodes(g); i++) {
+        T * n = kiln_graph_node(g, i);
+        if (n->type == KILN_TYPE_F32 && n->ne[0] == K && n->ne[1] == N) copy = true;
+    }
+    CHECK(!copy, "no f32 copy of the experts in the graph");
+    double * ref = (double *) calloc((size_t) (K * M), sizeof(double));
+    float * row = (float *) malloc(sizeof(float) * (size_t) K);
+    for (int64_t t = 0; t < M; t++) {
+        for (int64_t s = 0; s < U; s++) {
+            const int32_t e = ((const int32_t *) ids->data)[t * U + s];
+            for (int64_t n = 0; n < N; n++) {
+                tr->to_float((const char *) w->data + e * w->nb[2] + n * w->nb[1], row, K);
+                const double rv = ((const float *) r->data)[(t * U + s) * N + n];
+                for (int64_t k = 0; k < K; k++) ref[t * K + k] += (double) row[k] * rv;
+            }
+        }
+    }
+    double * first = NULL;
+    for (int nt = 1; nt <= 2; nt++) {
+        kiln_graph_reset(g);
+        if (!CHECK(compute(g, nt) == KILN_STATUS_SUCCESS, "compute: %s", kiln_last_error())) break;
+        T * gx = kiln_graph_get_grad(g, x);
+        if (!CHECK(gx != NULL, "input gradient")) break;
+        double * ana = tu_to_f64(gx);
+        const double e = tu_nmse(ana, ref, K * M);
+        CHECK(e < 1e-10, "%d threads: gradient NMSE %.3g vs double sum of W^T r", nt, e);
+        if (first) CHECK(memcmp(first, ana, sizeof(double) * (size_t) (K * M)) == 0, "1 and 2 threads give the same bits");
+        free(first);
+        first = ana;
+    }
+    free(first);
+    free(row);
+    free(ref);
+    kiln_free(ctx);
+}
+
+/* bad input to the backward products: a clear error, no crash; an expert id
+ * out of range at compute is refused like mul_mat_id's */
+static void test_id_errors(void) {
+    tu_case = "mul_mat_id backward errors";
+    struct kiln_context * ctx = tu_ctx(4 << 20);
+    T * as = kiln_new_tensor_3d(ctx, KILN_TYPE_F32, 6, 5, 4);
+    T * ids = kiln_new_tensor_2d(ctx, KILN_TYPE_I32, 2, 3);
+    T * g = kiln_new_tensor_3d(ctx, KILN_TYPE_F32, 5, 2, 3);
+    T * a = kiln_new_tensor_3d(ctx, KILN_TYPE_F32, 6, 1, 3);
+    CHECK(kiln_mul_mat_id_back(ctx, as, g, ids) != NULL && kiln_out_prod_id(ctx, a, g, ids, 4) != NULL, "valid: %s", kiln_last_error());
+    CHECK(kiln_mul_mat_id_back(ctx, as, kiln_new_tensor_3d(ctx, KILN_TYPE_F32, 4, 2, 3), ids) == NULL && strstr(kiln_last_error(), "does not fit"),
+          "g rows != N: %s", kiln_last_error());
+    CHECK(kiln_out_prod_id(ctx, kiln_new_tensor_3d(ctx, KILN_TYPE_F32, 6, 1, 2), g, ids, 4) == NULL && strstr(kiln_last_error(), "does not fit"),
+          "a tokens != ids tokens: %s", kiln_last_error());
+    CHECK(kiln_out_prod_id(ctx, a, g, ids, 0) == NULL && strstr(kiln_last_error(), "experts"), "n_as 0: %s", kiln_last_error());
+    CHECK(kiln_mul_mat_id_back(ctx, as, kiln_new_tensor_3d(ctx, KILN_TYPE_F16, 5, 2, 3), ids) == NULL && strstr(kiln_last_error(), "f32"),
+          "f16 g: %s", kiln_last_error());
+    tu_fill_uniform(as, -1, 1);
+    tu_fill_uniform(g, -1, 1);
+    tu_fill_uniform(a, -1, 1);
+    for (int i = 0; i < 6; i++) ((int32_t *) ids->data)[i] = i == 4 ? 7 : i % 4;
+    T * r1 = kiln_mul_mat_id_back(ctx, as, g, ids);
+    T * r2 = kiln_out_prod_id(ctx, a, g, ids, 4);
+    for (int k = 0; k < 2; k++) {
+        struct kiln_cgraph * gr = kiln_new_graph(ctx);
+        kiln_build_forward_expand(gr, k ? r2 : r1);
+        CHECK(compute(gr, 2) == KILN_STATUS_INVALID_ARG && strstr(kiln_last_error(), "= 7 is not an expert"), "bad id: %s", kiln_last_error());
+    }
+    kiln_free(ctx);
+}
+
 static void test_errors(void) {
     tu_case = "errors";
     struct kiln_context * ctx = tu_ctx(1 << 20);
@@ -363,6 +480,10 @@ int main(void) {
     test_mul_mat_frozen_quant(KILN_TYPE_Q8_0);
     test_mul_mat_frozen_quant(KILN_TYPE_Q4_K);
     test_mul_mat_frozen_quant(KILN_TYPE_F16);
+    test_mul_mat_id_frozen_quant(KILN_TYPE_Q8_0);
+    test_mul_mat_id_frozen_quant(KILN_TYPE_Q4_K);
+    test_mul_mat_id_frozen_quant(KILN_TYPE_F16);
+    test_id_errors();
     test_errors();
     return tu_finish();
 }

@@ -1,5 +1,6 @@
 /*
- * test_ops_matmul.c — mul_mat, mul_mat_id and out_prod against a plain
+ * test_ops_matmul.c — mul_mat, mul_mat_id, its backward products (mul_mat_id_back,
+ * out_prod_id) and out_prod against a plain
  * double-precision reference written here: F32/F16/BF16 weights (and any
  * quantized type once its dot product is registered), odd shapes, batch 1
  * and > 1, broadcasting over dims 2/3, non-contiguous src1, 1/2/4 threads
@@ -292,6 +293,61 @@ static void test_mul_mat_id(void) {
     kiln_cpu_force_isa(NULL);
 }
 
+/* mul_mat_id's backward products against double: mul_mat_id_back (each
+ * chosen expert's matrix times g, as may be quantized) and out_prod_id (the
+ * outer products summed per expert; experts nobody chose are zero), with 1,
+ * 2, 4 threads bit-identical; a strided g reads the same */
+static void test_mul_mat_id_back_case(enum kiln_type t0, int64_t K, int64_t N, int64_t n_as, int64_t n_used, int64_t n_b, int64_t n_tok) {
+    char what[160];
+    snprintf(what, sizeof what, "mul_mat_id backward %s K=%lld N=%lld experts=%lld used=%lld n_b=%lld tokens=%lld isa=%s", kiln_type_name(t0),
+             (long long) K, (long long) N, (long long) n_as, (long long) n_used, (long long) n_b, (long long) n_tok, kiln_cpu_isa());
+    tu_case = what;
+    struct kiln_context * ctx = tu_ctx((size_t) (K * N * n_as * 3 + K * n_used * n_tok * 2 + N * n_used * n_tok * 2) * 16 + (4 << 20));
+    struct kiln_tensor * as = kiln_new_tensor_3d(ctx, t0, K, N, n_as);
+    struct kiln_tensor * a = kiln_new_tensor_3d(ctx, KILN_TYPE_F32, K, n_b, n_tok);
+    /* g as a permuted view of [N, n_tok, n_used]: strided rows */
+    struct kiln_tensor * gp = kiln_new_tensor_3d(ctx, KILN_TYPE_F32, N, n_tok, n_used);
+    struct kiln_tensor * g = kiln_permute(ctx, gp, 0, 2, 1, 3);
+    struct kiln_tensor * ids = kiln_new_tensor_2d(ctx, KILN_TYPE_I32, n_used, n_tok);
+    fill_weights(as);
+    tu_fill_uniform(a, -1.0f, 1.0f);
+    tu_fill_uniform(gp, -1.0f, 1.0f);
+    for (int64_t t = 0; t < n_tok; t++) {
+        for (int64_t e = 0; e < n_used; e++) kiln_set_i32_nd(ids, (int) e, (int) t, 0, 0, (int32_t) ((t * 3 + e * 5) % (n_as - 1)));
+    }
+    struct kiln_tensor * back = kiln_mul_mat_id_back(ctx, as, g, ids);
+    struct kiln_tensor * op = t0 == KILN_TYPE_F32 ? kiln_out_prod_id(ctx, a, g, ids, n_as) : NULL;
+    if (!CHECK(back && (op || t0 != KILN_TYPE_F32), "%s: constructors: %s", what, kiln_last_error())) { kiln_free(ctx); return; }
+    double * W = weights_f64(as), * A = tu_to_f64(a);
+    const float * G = gp->data; /* G[(s * n_tok + t) * N + n] = g[n, s, t] */
+    double * ref = calloc((size_t) (K * n_used * n_tok + 1), sizeof(double));
+    double * ref2 = calloc((size_t) (K * N * n_as + 1), sizeof(double));
+    for (int64_t t = 0; t < n_tok; t++)
+    for (int64_t e = 0; e < n_used; e++) {
+        const int32_t id = kiln_get_i32_nd(ids, (int) e, (int) t, 0, 0);
+        for (int64_t n = 0; n < N; n++) {
+            const double gv = G[(e * n_tok + t) * N + n];
+            for (int64_t k = 0; k < K; k++) {
+                ref[(t * n_used + e) * K + k] += W[(id * N + n) * K + k] * gv;
+                ref2[(id * N + n) * K + k] += A[(t * n_b + e % n_b) * K + k] * gv;
+            }
+        }
+    }
+    run_and_compare(ctx, back, ref, 1e-10, what); /* the reference uses the dequantized weights: f32 sums only */
+    if (op) run_and_compare(ctx, op, ref2, 1e-10, what);
+    free(W); free(A); free(ref); free(ref2);
+    kiln_free(ctx);
+}
+
+static void test_mul_mat_id_back(void) {
+    const enum kiln_type types[4] = { KILN_TYPE_F32, KILN_TYPE_F16, KILN_TYPE_Q8_0, KILN_TYPE_Q4_K };
+    for (int ti = 0; ti < 4; ti++) {
+        const int64_t K = types[ti] == KILN_TYPE_Q4_K ? 256 : 64;
+        test_mul_mat_id_back_case(types[ti], K, 20, 5, 2, 2, 9);   /* b per slot; expert 4 never chosen */
+        test_mul_mat_id_back_case(types[ti], K, 37, 9, 3, 1, 23);  /* b shared; several chunks per expert */
+    }
+}
+
 static void test_out_prod_case(enum kiln_type ta, int64_t M, int64_t K, int64_t P, int64_t a2, int64_t a3, int64_t b2, int64_t b3, bool b_transposed) {
     char what[160];
     snprintf(what, sizeof what, "out_prod %s M=%lld K=%lld P=%lld a=[%lld,%lld] b=[%lld,%lld] bT=%d isa=%s", kiln_type_name(ta),
@@ -461,6 +517,7 @@ int main(void) {
     test_mul_mat_src0_view();
     test_mul_mat_quant();
     test_mul_mat_id();
+    test_mul_mat_id_back();
     test_out_prod();
     return tu_finish();
 }

@@ -1,9 +1,14 @@
 // LoRA fine-tuning beyond llama, with llama.cpp as the judge: kiln-finetune
-// trains an adapter for the random-weight phi3, qwen3 and gemma3 models of
-// the architecture tests (tests/oracle/arch-models.mjs, F32 weights) on the
-// first 80 lines of the Zorbu corpus (tests/data/zorbu). phi3 has a fused q/k/v weight
-// (attn_qkv) and a fused [gate; up] weight (ffn_up): targets q,v and up put
-// one A/B pair on each fused weight, as llama.cpp applies adapters to them.
+// trains an adapter for the random-weight phi3, qwen3, gemma3, qwen3moe and
+// qwen2moe models of the architecture tests (tests/oracle/arch-models.mjs,
+// F32 weights) on the first 80 lines of the Zorbu corpus (tests/data/zorbu).
+// phi3 has a fused q/k/v weight (attn_qkv) and a fused [gate; up] weight
+// (ffn_up): targets q,v and up put one A/B pair on each fused weight, as
+// llama.cpp applies adapters to them. On the mixture-of-experts models the
+// targets gate, up, down put one A/B pair per expert on the 3-D expert
+// tensors (lora_a [n_in, r, n_expert], lora_b [r, n_out, n_expert], which
+// llama.cpp's build_lora_mm_id multiplies through mul_mat_id) and one on
+// each of qwen2moe's shared-expert weights.
 // Per architecture:
 //  - the validation loss falls by at least a quarter (a random model has
 //    no knowledge of the text: this is learning, from a high start);
@@ -18,7 +23,7 @@
 //    N_GEN greedy tokens are equal (a step where the engines differ passes
 //    only as a near-tie, as in lora.mjs).
 //
-//   node tests/oracle/finetune-arch.mjs [--build DIR]
+//   node tests/oracle/finetune-arch.mjs [--build DIR] [--arch qwen3moe,...]
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -44,12 +49,16 @@ const N_GEN = 24;
 const N_LOGIT_POS = 10;
 const PROMPT = "Once upon a time, there was a little otter named";
 const TOL = (arch) => (arch.startsWith("gemma") ? 1e-2 : 3e-3);
-// [architecture, targets, the adapted weights of layer 0 with their [n_in, n_out]]
+// [architecture, targets, adapted weights per layer, some adapted weights of
+// layer 0 with their [n_in, n_out(, n_expert)]]
 const CASES = [
-    ["phi3", "q,v,up", [["attn_qkv", 256, 512], ["ffn_up", 256, 1024]]],
-    ["qwen3", "q,v", [["attn_q", 256, 256], ["attn_v", 256, 128]]],
-    ["gemma3", "q,v", [["attn_q", 256, 256], ["attn_v", 256, 128]]],
+    ["phi3", "q,v,up", 2, [["attn_qkv", 256, 512], ["ffn_up", 256, 1024]]],
+    ["qwen3", "q,v", 2, [["attn_q", 256, 256], ["attn_v", 256, 128]]],
+    ["gemma3", "q,v", 2, [["attn_q", 256, 256], ["attn_v", 256, 128]]],
+    ["qwen3moe", "q,v,gate,up,down", 5, [["attn_q", 256, 256], ["ffn_gate_exps", 256, 256, 8], ["ffn_down_exps", 256, 256, 8]]],
+    ["qwen2moe", "q,v,gate,up,down", 8, [["attn_v", 256, 128], ["ffn_up_exps", 256, 256, 8], ["ffn_down_shexp", 256, 256]]],
 ];
+const ONLY = argv.includes("--arch") ? argv[argv.indexOf("--arch") + 1].split(",") : null;
 const RANK = 8;
 
 let failed = 0;
@@ -62,7 +71,8 @@ function check(ok, what, detail = "") {
 const llama = await loadOracleLlama();
 console.log(describeOracle());
 
-for (const [arch, targets, shapes] of CASES) {
+for (const [arch, targets, perLayer, shapes] of CASES) {
+    if (ONLY && !ONLY.includes(arch)) continue;
     const base = archModel(build, arch, "f32");
     const adapter = path.join(outDir, `${arch}-lora.gguf`);
     // ---- train: 2 epochs, 8 sequences of 32 tokens per step (gemma3: 16 of 8, its test model's sliding window)
@@ -84,12 +94,15 @@ for (const [arch, targets, shapes] of CASES) {
     const meta = info.metadata;
     let shapesOk = meta.general?.type === "adapter" && meta.general?.architecture === arch && meta.adapter?.type === "lora";
     const seen = [];
-    for (const [w, nIn, nOut] of shapes) {
+    for (const [w, nIn, nOut, nExp] of shapes) {
         const a = tensors.find((t) => t.name === `blk.0.${w}.weight.lora_a`), b = tensors.find((t) => t.name === `blk.0.${w}.weight.lora_b`);
         seen.push(`${w} ${a?.dimensions} / ${b?.dimensions}`);
-        shapesOk &&= a && b && String(a.dimensions) === `${nIn},${RANK}` && String(b.dimensions) === `${RANK},${nOut}`;
+        const x = nExp ? `,${nExp}` : "";
+        shapesOk &&= a && b && String(a.dimensions) === `${nIn},${RANK}${x}` && String(b.dimensions) === `${RANK},${nOut}${x}`;
     }
-    check(shapesOk && tensors.length % (2 * shapes.length) === 0, `${arch}: adapter layout (${targets})`, `(${tensors.length} tensors; ${seen.join("; ")})`);
+    const nLayers = Number(meta[arch]?.block_count ?? 0) || new Set(tensors.map((t) => t.name.split(".")[1])).size;
+    check(shapesOk && tensors.length === 2 * perLayer * nLayers, `${arch}: adapter layout (${targets})`,
+        `(${tensors.length} tensors, ${nLayers} layers; ${seen.join("; ")})`);
 
     // ---- Kiln and llama.cpp with the adapter
     const kiln = (scale) => parseGenerate(runTool(bin("kiln-generate"), ["-m", base, "-p", PROMPT, "-n", String(N_GEN), "-t", "1", "--ctx", "256",
