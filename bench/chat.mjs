@@ -9,9 +9,12 @@
 //  - "grammar_cost": ms per generated token without constraint, with
 //    llama.cpp's json.gbnf grammar and with a JSON Schema (jsonSchema), greedy
 //    and temperature 0.8 / top-k 40, on the synthetic 2048-wide model
-//    (bench/peers/make-models.sh; 32000-token vocabulary).
+//    (bench/peers/make-models.sh; 32000-token vocabulary) or --grammar-model
+//    (a 152k vocabulary: bench-make_synthetic --vocab-size 151936). Per
+//    round the three constraints run back to back for each sampling, so a
+//    round's ratios share the machine's load (printed with every line).
 //
-//   node bench/chat.mjs [--models A.gguf,B.gguf] [--grammar-model FILE] [--reps N] [--gen N]
+//   node bench/chat.mjs [--models A.gguf,B.gguf | --models none] [--grammar-model FILE] [--reps N] [--gen N]
 import { readFileSync, existsSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -20,10 +23,12 @@ const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..')
 const arg = (name, dflt) => { const i = process.argv.indexOf(name); return i > 0 ? process.argv[i + 1] : dflt; };
 const reps = Number(arg('--reps', 3));
 const nGen = Number(arg('--gen', 24));
-const chatModels = arg('--models', [path.join(root, 'models/stories260K.gguf'), path.join(root, 'bench/peers/data/synth-q4_0.gguf')].join(',')).split(',');
+const chatModels = arg('--models', [path.join(root, 'models/stories260K.gguf'), path.join(root, 'bench/peers/data/synth-q4_0.gguf')].join(','))
+  .split(',').filter((f) => f && f !== 'none');
 const grammarModel = arg('--grammar-model', path.join(root, 'bench/peers/data/synth-q4_0.gguf'));
 const cpu = os.cpus()[0]?.model ?? 'unknown';
-const out = (o) => console.log(JSON.stringify({ engine: 'wasm', build: 'kiln-st', threads: 1, cpu, ...o }));
+const load = () => os.loadavg().map((x) => +x.toFixed(2));
+const out = (o) => console.log(JSON.stringify({ engine: 'wasm', build: 'kiln-st', threads: 1, cpu, ...o, loadavg: load() }));
 const median = (v) => [...v].sort((a, b) => a - b)[v.length >> 1];
 const rel = (f) => path.relative(root, f);
 
@@ -85,26 +90,32 @@ if (!existsSync(grammarModel)) {
   const SAMPLING = { greedy: { temperature: 0 }, 'temp0.8-topk40': { temperature: 0.8, topK: 40, topP: 1, seed: 7 } };
   const CONSTRAINTS = { none: {}, grammar: { grammar: gbnf }, jsonSchema: { jsonSchema: SCHEMA } };
   await model.complete('Hi', { maxTokens: 2, temperature: 0 });
-  for (const [sname, sopts] of Object.entries(SAMPLING)) {
-    const base = [];
-    const per = {};
-    for (const [cname, copts] of Object.entries(CONSTRAINTS)) {
-      const ms = [];
-      let tokens = 0;
-      for (let r = 0; r < reps; r++) {
+  const ms = {}; // sampling -> constraint -> ms per token, one per round
+  const tokens = {};
+  for (let r = 0; r < reps; r++) {
+    for (const [sname, sopts] of Object.entries(SAMPLING)) {
+      ms[sname] ??= {};
+      const round = {};
+      for (const [cname, copts] of Object.entries(CONSTRAINTS)) {
         const s = model.session();
         const c = await s.complete('Here is the record:', { maxTokens: nGen, ...sopts, ...copts });
         s.free();
-        ms.push(1000 / c.stats.tokensPerSecond);
-        tokens = c.stats.generatedTokens;
+        round[cname] = 1000 / c.stats.tokensPerSecond;
+        (ms[sname][cname] ??= []).push(round[cname]);
+        tokens[`${sname}/${cname}`] = c.stats.generatedTokens;
       }
-      per[cname] = { ms: median(ms), tokens };
-      if (cname === 'none') base.push(median(ms));
+      out({ what: 'grammar_round', round: r, sampling: sname, ms_per_token: Object.fromEntries(Object.entries(round).map(([k, v]) => [k, +v.toFixed(3)])),
+        grammar_pct: +((round.grammar / round.none - 1) * 100).toFixed(1), jsonSchema_pct: +((round.jsonSchema / round.none - 1) * 100).toFixed(1) });
     }
+  }
+  for (const sname of Object.keys(SAMPLING)) {
+    const base = median(ms[sname].none);
     for (const cname of ['grammar', 'jsonSchema']) {
-      out({ what: 'grammar_cost', model: rel(grammarModel), vocab, sampling: sname, constraint: cname, tokens: per[cname].tokens,
-        ms_per_token_base: +per.none.ms.toFixed(3), ms_per_token: +per[cname].ms.toFixed(3),
-        added_pct: +((per[cname].ms / per.none.ms - 1) * 100).toFixed(1), reps });
+      // the median of the per-round ratios (each round's runs back to back)
+      const ratios = ms[sname][cname].map((v, i) => v / ms[sname].none[i]);
+      out({ what: 'grammar_cost', model: rel(grammarModel), vocab, sampling: sname, constraint: cname, tokens: tokens[`${sname}/${cname}`],
+        ms_per_token_base: +base.toFixed(3), ms_per_token: +median(ms[sname][cname]).toFixed(3),
+        added_pct: +((median(ratios) - 1) * 100).toFixed(1), added_pct_rounds: ratios.map((x) => +((x - 1) * 100).toFixed(1)), reps });
     }
   }
   model.free();

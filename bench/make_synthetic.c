@@ -7,7 +7,11 @@
  * matrix (token embedding and output included) is stored in TYPE.
  *
  *   bench-make_synthetic OUT.gguf [--type q4_0] [--width 2048] [--layers 8]
- *        [--heads 16] [--kv-heads 4] [--ff 5632] [--vocab-file FILE]
+ *        [--heads 16] [--kv-heads 4] [--ff 5632] [--vocab-file FILE] [--vocab-size N]
+ *
+ * --vocab-size grows a GPT-2-style vocabulary to N tokens (synth_fill.h's
+ * synth_grow_vocab), e.g. 151936 for a Qwen-sized output layer
+ * (bench/RESULTS-grammar-2026-12-02-152k.txt: grammar cost in wasm).
  *
  * Defaults give ~277 MB as q4_0, ~523 MB as q8_0. Do not commit the output.
  */
@@ -37,6 +41,7 @@ static void add(struct kiln_context * ctx, struct kiln_gguf_context * g, const c
 int main(int argc, char ** argv) {
     const char * out = NULL, * vocab = "/work/shared/vocab/ggml-vocab-llama-spm.gguf";
     int width = 2048, layers = 8, heads = 16, kv_heads = 4, ff = 5632;
+    int64_t vocab_size = 0;
     enum kiln_type type = KILN_TYPE_Q4_0;
     for (int i = 1; i < argc; i++) {
         const bool has = i + 1 < argc;
@@ -46,6 +51,7 @@ int main(int argc, char ** argv) {
         else if (!strcmp(argv[i], "--kv-heads") && has) kv_heads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--ff") && has) ff = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--vocab-file") && has) vocab = argv[++i];
+        else if (!strcmp(argv[i], "--vocab-size") && has) vocab_size = atoll(argv[++i]);
         else if (!strcmp(argv[i], "--type") && has) type = synth_type_by_name(argv[++i]);
         else if (argv[i][0] != '-' && !out) out = argv[i];
         else { out = NULL; break; }
@@ -53,12 +59,14 @@ int main(int argc, char ** argv) {
     if (!out || type == KILN_TYPE_COUNT || width <= 0 || heads <= 0 || kv_heads <= 0 || width % heads || heads % kv_heads ||
         layers <= 0 || ff <= 0 || width % 256 || ff % 256) {
         fprintf(stderr, "usage: bench-make_synthetic OUT.gguf [--type q4_0|q8_0|f16|...] [--width 2048] [--layers 8]\n"
-                        "       [--heads 16] [--kv-heads 4] [--ff 5632] [--vocab-file FILE]   (width, ff: multiples of 256)\n");
+                        "       [--heads 16] [--kv-heads 4] [--ff 5632] [--vocab-file FILE] [--vocab-size N]\n"
+                        "       (width, ff: multiples of 256)\n");
         return 2;
     }
     int64_t nv = 0;
     struct kiln_gguf_context * g = synth_vocab_gguf(vocab, "make_synthetic", &nv);
     if (!g) return 1;
+    if (vocab_size > 0 && !synth_grow_vocab(g, vocab_size, &nv, "make_synthetic")) return 1;
     const int head_dim = width / heads, kv_dim = head_dim * kv_heads;
     kiln_gguf_set_val_str(g, "general.architecture", "llama");
     kiln_gguf_set_val_str(g, "general.name", "kiln-synthetic");

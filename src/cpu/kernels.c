@@ -123,8 +123,10 @@ static void build_tables(void) {
         k->f16_mad = f16_mad__avx2;
         k->f16_scale = f16_scale__avx2;
         k->f32_gemm_tile = f32_gemm_3x4__avx2; k->gemm_mr = 3; k->gemm_nr = 4;
-        k->f32_dot_lanes8 = f32_dot_lanes8__avx2;
         k->f32_gemm_packed = f32_gemm_6x16__avx2; k->pack_mr = 6; k->pack_nr = 16;
+        /* the 3x4 tile and f32_dot are llama.cpp's orders already */
+        k->f32_gemm_tile8 = f32_gemm_3x4__avx2; k->tile8_mr = 3; k->tile8_nr = 4;
+        k->f32_dot8 = f32_dot8__avx2; k->f32_dot_ggml = f32_dot__avx2;
         table_finish(k);
         g_available[KILN_ISA_AVX2] = true;
     }
@@ -177,6 +179,8 @@ static void build_tables(void) {
     k->f16val_scale = f16val_scale__wasm_simd128;
     k->f32_gemm_tile = f32_gemm_3x3__wasm_simd128; k->gemm_mr = 3; k->gemm_nr = 3;
     k->f32_gemm_packed = f32_gemm_2x16__wasm_simd128; k->pack_mr = 2; k->pack_nr = 16; k->f32_gemm_pack = f32_gemm_pack16__wasm_simd128;
+    k->f32_gemm_tile8 = f32_gemm8_2x2__wasm_simd128; k->tile8_mr = 2; k->tile8_nr = 2;
+    k->f32_dot8 = f32_dot8__wasm_simd128; k->f32_dot_ggml = f32_dot_ggml__wasm_simd128;
     table_finish(k);
     g_available[KILN_ISA_WASM_SIMD128] = true;
 #endif
@@ -205,6 +209,8 @@ static void build_tables(void) {
     }
     k->f32_gemm_packed = f32_gemm_2x16__wasm_relaxed;
     k->f32_gemm_tile = f32_gemm_3x3__wasm_relaxed;
+    k->f32_gemm_tile8 = f32_gemm8_2x2__wasm_relaxed;
+    k->f32_dot8 = f32_dot8__wasm_relaxed; k->f32_dot_ggml = f32_dot_ggml__wasm_relaxed;
     /* bit-identical to the scalar fmaf kernel only where the engine fuses */
     if (kiln_wasm_relaxed_madd_fuses()) {
         k->f16_mad = f16_mad__wasm_relaxed;

@@ -92,9 +92,6 @@ struct kiln_kernels {
      * which lifts an f32 mat-vec toward the read bandwidth (wasm). NULL:
      * mul_mat calls f32_dot per row. */
     kiln_f32_dot2_t f32_dot2;
-    /* one f32 dot in tinyBLAS's order (8 fused lanes, k % 8 == 0): the
-     * x86 rows' ggml-order products (ops_matmul.c); NULL elsewhere */
-    float (*f32_dot_lanes8)(int64_t k, const float * x, const float * y);
     /* F16 accumulators: y = fp16(fma(fp32(x), v, fp32(y))), y = fp16(fp32(y) * v) */
     void (*f16_mad)  (int64_t n, kiln_fp16_t * y, const kiln_fp16_t * x, float v);
     void (*f16_scale)(int64_t n, kiln_fp16_t * y, float v);
@@ -115,6 +112,23 @@ struct kiln_kernels {
     kiln_gemm_packed_t f32_gemm_packed;
     int pack_mr, pack_nr;
     kiln_gemm_pack_t f32_gemm_pack;   /* its panel packing (NULL: the driver packs) */
+
+    /* f32 x f32 products in llama.cpp's x86 (AVX2) order, for mul_mat's
+     * ggml order (ops_matmul.c): f32_gemm_tile8 is a register tile
+     * (tile8_mr src0 rows x tile8_nr src1 rows, as kiln_gemm_tile_t, k a
+     * multiple of 8) and f32_dot8 one product, each summed as llamafile's
+     * tinyBLAS sums: 8 lanes, lane l the products l mod 8 in k order by
+     * fused multiply-adds, then (l0+l4 + l2+l6) + (l1+l5 + l3+l7);
+     * f32_dot_ggml sums as ggml_vec_dot_f32 does in llama.cpp's AVX2 build
+     * (4 such 8-lane accumulators over steps of 32, reduced, then the tail:
+     * groups of 4 products rounded and added in order, the last n % 4
+     * fused). Where the ISA has no fused multiply-add (wasm SIMD128) the
+     * lanes multiply, round and add. NULL where the table has none: mul_mat
+     * then keeps its own orders. */
+    kiln_gemm_tile_t f32_gemm_tile8;
+    int tile8_mr, tile8_nr;
+    float (*f32_dot8)(int64_t n, const float * x, const float * y);
+    float (*f32_dot_ggml)(int64_t n, const float * x, const float * y);
 
     /* per weight type: the dot product against its activation type */
     kiln_vec_dot_t    vec_dot     [KILN_TYPE_COUNT];

@@ -209,19 +209,17 @@ static void block_packed(const struct kiln_kernels * k, int64_t K,
     }
 }
 
-/* one block of f32 x f32: register tiles, then single dots (edge) for the
- * edges: the table's f32_dot, or its f32_dot_lanes8 for tinyBLAS's order
- * (llamafile's sgemm, which ggml's x86 build runs for contiguous f32 x f32
- * products; the AVX2 tiles sum in that order when K % 8 == 0) */
-static void block_f32(const struct kiln_kernels * k, float (*edge)(int64_t, const float *, const float *), int64_t K,
+/* one block of f32 x f32: register tiles (tile, MR src0 x NR src1 rows),
+ * then single dots (edge) for the edges: the table's f32_gemm_tile with
+ * its f32_dot, or f32_gemm_tile8 with f32_dot8 for tinyBLAS's order */
+static void block_f32(kiln_gemm_tile_t tile, int MR, int NR, float (*edge)(int64_t, const float *, const float *), int64_t K,
                       const float * a, int64_t lda, int64_t i0, int64_t i1,
                       const float * b, int64_t ldb, int64_t j0, int64_t j1,
                       float * c, int64_t ldc) {
-    const int MR = k->gemm_mr, NR = k->gemm_nr;
     int64_t j = j0;
     for (; j + NR <= j1; j += NR) {
         int64_t i = i0;
-        for (; i + MR <= i1; i += MR) k->f32_gemm_tile(K, a + i * lda, lda, b + j * ldb, ldb, c + j * ldc + i, ldc);
+        for (; i + MR <= i1; i += MR) tile(K, a + i * lda, lda, b + j * ldb, ldb, c + j * ldc + i, ldc);
         for (; i < i1; i++) {
             for (int jj = 0; jj < NR; jj++) c[(j + jj) * ldc + i] = edge(K, a + i * lda, b + (j + jj) * ldb);
         }
@@ -231,20 +229,26 @@ static void block_f32(const struct kiln_kernels * k, float (*edge)(int64_t, cons
     }
 }
 
-/* Products of two computed f32 tensors (attention's K^T Q and V^T softmax
- * in the encoders) on the x86 rows sum as ggml's CPU mul_mat does in
- * llama.cpp's x86 build: tinyBLAS's order when src1 is contiguous, K % 8 ==
- * 0, src0 has a multiple of 4 rows and src1 at least 2 (the cases where
- * llamafile's sgemm takes the product), else ggml_vec_dot_f32's (f32_dot).
- * Downstream, a value on the other side of a Q8_0 rounding step moves by a
- * whole step, which is how a Q8_0 encoder drifted 3e-4 in cosine from
- * llama.cpp. Weights (leaves) keep the packed GEMM. 0: not such a product;
- * 1: tinyBLAS's order; 2: f32_dot's. */
+/* f32 x f32 products with a batch sum as ggml's CPU mul_mat does in
+ * llama.cpp's x86 build (the table's f32_gemm_tile8 / f32_dot8 /
+ * f32_dot_ggml, kernels.h): tinyBLAS's order when src1 is contiguous, K % 8
+ * == 0, src0 has a multiple of 4 rows and src1 at least 2 (the cases where
+ * llamafile's sgemm takes the product), else ggml_vec_dot_f32's. Downstream,
+ * a value on the other side of a rounding step moves by a whole step (a Q8_0
+ * quantization step: a Q8_0 encoder drifted 3e-4 in cosine from llama.cpp;
+ * an fp16 step of a decoder's F16 KV cache or of flash attention's fp16 V
+ * accumulator). On x86 the products of two computed tensors take it
+ * (attention's K^T Q and V^T softmax in the encoders, MoE routers), weights
+ * (leaves) keep the faster packed GEMM. In wasm every batched f32 product
+ * takes it, weights too: with relaxed SIMD's fused multiply-add these are
+ * llama.cpp's sums bit for bit (stories260K's embedding moved 1.3e-4 from
+ * llama.cpp's with the packed order); SIMD128 has no FMA and only gets the
+ * order. 0: not such a product; 1: tinyBLAS's order; 2: ggml_vec_dot_f32's. */
 static int ggml_order(const struct kiln_kernels * k, const struct kiln_tensor * src0, const struct kiln_tensor * src1) {
-    const bool x86 = k->isa_id == KILN_ISA_AVX2 || k->isa_id == KILN_ISA_AVX512 || k->isa_id == KILN_ISA_AVXVNNI;
-    if (!x86 || src0->op == KILN_OP_NONE || src0->type != KILN_TYPE_F32 || src1->type != KILN_TYPE_F32 || src1->ne[1] < 2) return 0;
-    const bool sgemm = kiln_is_contiguous(src1) && src0->ne[0] % 8 == 0 && src0->ne[1] % 4 == 0 &&
-                       k->gemm_mr == 3 && k->gemm_nr == 4 && k->f32_dot_lanes8 != NULL;
+    const bool wasm = k->isa_id == KILN_ISA_WASM_SIMD128 || k->isa_id == KILN_ISA_WASM_RELAXED;
+    if (!k->f32_gemm_tile8 || (src0->op == KILN_OP_NONE && !wasm) || src0->type != KILN_TYPE_F32 ||
+        src1->type != KILN_TYPE_F32 || src1->ne[1] < 2) return 0;
+    const bool sgemm = kiln_is_contiguous(src1) && src0->ne[0] % 8 == 0 && src0->ne[1] % 4 == 0;
     return sgemm ? 1 : 2;
 }
 
@@ -352,6 +356,7 @@ enum kiln_status kiln_cpu_fwd_mul_mat(const struct kiln_compute_params * params,
     const bool packed = f32_rows && pack;
     const bool tiles = f32_rows && !packed && k->gemm_mr * k->gemm_nr > 1 && !ggml_ord;
     const bool lanes8 = f32_rows && ggml_ord == 1;
+    const bool dots_ggml = f32_rows && ggml_ord == 2;
     float * scratch = packed ? (float *) ((char *) params->wdata + KILN_PAD(act_work, KILN_MM_ALIGN) + pack_scratch_bytes() * (size_t) params->ith) : NULL;
     /* a single src1 row may sum in llama.cpp's mat-vec order (kernels.h) */
     const kiln_vec_dot_t dot = ne11 == 1 && k->vec_dot_1[src0->type] ? k->vec_dot_1[src0->type] : k->vec_dot[src0->type];
@@ -378,9 +383,19 @@ enum kiln_status kiln_cpu_fwd_mul_mat(const struct kiln_compute_params * params,
             continue;
         }
         if (tiles || lanes8) {
-            block_f32(k, lanes8 ? k->f32_dot_lanes8 : k->f32_dot, ne00, (const float *) a, (int64_t)(src0->nb[1] / sizeof(float)), i0, i1,
+            block_f32(lanes8 ? k->f32_gemm_tile8 : k->f32_gemm_tile, lanes8 ? k->tile8_mr : k->gemm_mr, lanes8 ? k->tile8_nr : k->gemm_nr,
+                      lanes8 ? k->f32_dot8 : k->f32_dot, ne00, (const float *) a, (int64_t)(src0->nb[1] / sizeof(float)), i0, i1,
                       (const float *) b, (int64_t)(act_stride / sizeof(float)), j0, j1,
                       (float *) d, (int64_t)(dst->nb[1] / sizeof(float)));
+            continue;
+        }
+        if (dots_ggml) {
+            /* ggml_vec_dot_f32's order, one product at a time */
+            const int64_t lda = (int64_t)(src0->nb[1] / sizeof(float)), ldb = (int64_t)(act_stride / sizeof(float));
+            for (int64_t j = j0; j < j1; j++) {
+                float * drow = (float *) (d + j * dst->nb[1]);
+                for (int64_t i = i0; i < i1; i++) drow[i] = k->f32_dot_ggml(ne00, (const float *) a + i * lda, (const float *) b + j * ldb);
+            }
             continue;
         }
         if (widen) {

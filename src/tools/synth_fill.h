@@ -28,6 +28,52 @@ static inline struct kiln_gguf_context * synth_vocab_gguf(const char * path, con
     return g;
 }
 
+/* Grows the vocabulary in g (a byte-level BPE one, GPT-2's: ids past 256
+ * are multi-byte merges) to n tokens, so a synthetic model can have a
+ * Qwen-sized output layer (151936): each added token is two of the
+ * vocabulary's merged tokens joined (pseudo-random, distinct from each
+ * other in practice), of normal type; the merges stay those of the file,
+ * so the tokenizer never produces the added ids but sampling and grammar
+ * filtering see them as any other. *n_vocab becomes n. false (message on
+ * stderr) when g has no token list or too few tokens to draw from. */
+static inline bool synth_grow_vocab(struct kiln_gguf_context * g, int64_t n, int64_t * n_vocab, const char * who) {
+    const int64_t tk = kiln_gguf_find_key(g, "tokenizer.ggml.tokens");
+    const int64_t n0 = tk >= 0 ? (int64_t) kiln_gguf_get_arr_n(g, tk) : 0;
+    if (n <= n0) return true;
+    if (n0 < 1024) { fprintf(stderr, "%s: cannot grow a vocabulary of %lld tokens\n", who, (long long) n0); return false; }
+    const int64_t tt = kiln_gguf_find_key(g, "tokenizer.ggml.token_type");
+    char ** toks = calloc((size_t) n, sizeof(char *));
+    int32_t * types = malloc(sizeof(int32_t) * (size_t) n);
+    if (!toks || !types) { fprintf(stderr, "%s: out of memory\n", who); free(toks); free(types); return false; }
+    const int32_t * t0 = tt >= 0 && (int64_t) kiln_gguf_get_arr_n(g, tt) == n0 ? kiln_gguf_get_arr_data(g, tt) : NULL;
+    bool ok = true;
+    for (int64_t i = 0; i < n && ok; i++) {
+        if (i < n0) {
+            const char * a = kiln_gguf_get_arr_str(g, tk, (size_t) i);
+            const size_t la = strlen(a);
+            toks[i] = malloc(la + 1);
+            if (toks[i]) memcpy(toks[i], a, la + 1);
+            types[i] = t0 ? t0[i] : 1;
+        } else {
+            const char * a = kiln_gguf_get_arr_str(g, tk, 256 + (size_t) (i * 7919) % (size_t) (n0 - 512));
+            const char * b = kiln_gguf_get_arr_str(g, tk, 256 + (size_t) (i * 104729) % (size_t) (n0 - 512));
+            const size_t la = strlen(a), lb = strlen(b);
+            toks[i] = malloc(la + lb + 1);
+            if (toks[i]) { memcpy(toks[i], a, la); memcpy(toks[i] + la, b, lb + 1); }
+            types[i] = 1;
+        }
+        ok = toks[i] != NULL;
+    }
+    ok = ok && kiln_gguf_set_arr_str(g, "tokenizer.ggml.tokens", (const char **) toks, (size_t) n) &&
+         kiln_gguf_set_arr_data(g, "tokenizer.ggml.token_type", KILN_GGUF_TYPE_INT32, types, (size_t) n);
+    for (int64_t i = 0; i < n; i++) free(toks[i]);
+    free(toks);
+    free(types);
+    if (!ok) { fprintf(stderr, "%s: growing the vocabulary to %lld tokens failed\n", who, (long long) n); return false; }
+    *n_vocab = n;
+    return true;
+}
+
 static inline bool synth_fill(struct kiln_tensor * t, float scale, float offset, float (*rnd)(void)) {
     const int64_t ne0 = t->ne[0], rows = kiln_nrows(t);
     float * row = malloc(sizeof(float) * (size_t) ne0);

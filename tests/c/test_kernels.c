@@ -344,6 +344,132 @@ static void test_f16val(const struct kiln_kernels * k) {
     CHECK(!bad, "%s f16val rounding over all exponents, ties and specials (%d bad)", k->isa, bad);
 }
 
+/* ---- llama.cpp's x86 orders (kernels.h: f32_gemm_tile8, f32_dot8,
+ * f32_dot_ggml; f16_dot on x86 and wasm), against references written here
+ * in plain C, bit for bit: "fused" says whether the table's multiply-add
+ * rounds once (x86 FMA; relaxed SIMD where the engine fuses) or twice
+ * (SIMD128) */
+static bool table_fuses(const struct kiln_kernels * k) {
+#if defined(__wasm_relaxed_simd__)
+    if (k->isa_id == KILN_ISA_WASM_RELAXED) return kiln_wasm_relaxed_madd_fuses();
+#endif
+    return k->isa_id == KILN_ISA_AVX2 || k->isa_id == KILN_ISA_AVX512 || k->isa_id == KILN_ISA_AVXVNNI;
+}
+static float madd_ref(float a, float b, float c, bool fused) { return fused ? fmaf(a, b, c) : a * b + c; }
+
+/* tinyBLAS: 8 lanes, then (l0+l4 + l2+l6) + (l1+l5 + l3+l7); n % 8 == 0 */
+static float ref_dot8(int64_t n, const float * x, const float * y, bool fused) {
+    float l[8] = { 0 };
+    for (int64_t i = 0; i + 8 <= n; i += 8) {
+        for (int j = 0; j < 8; j++) l[j] = madd_ref(x[i + j], y[i + j], l[j], fused);
+    }
+    const float t0 = l[0] + l[4], t1 = l[1] + l[5], t2 = l[2] + l[6], t3 = l[3] + l[7];
+    return (t0 + t2) + (t1 + t3);
+}
+
+/* ggml's 4 x 8-lane accumulators over steps of 32 and GGML_F32x8_REDUCE */
+static float ref_reduce32(int64_t n, const float * x, const float * y, bool fused, int64_t * end) {
+    float a[4][8] = { { 0 } };
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        for (int q = 0; q < 4; q++) {
+            for (int j = 0; j < 8; j++) a[q][j] = madd_ref(x[i + 8 * q + j], y[i + 8 * q + j], a[q][j], fused);
+        }
+    }
+    float t[8];
+    for (int j = 0; j < 8; j++) t[j] = (a[0][j] + a[2][j]) + (a[1][j] + a[3][j]);
+    const float u0 = t[0] + t[4], u1 = t[1] + t[5], u2 = t[2] + t[6], u3 = t[3] + t[7];
+    *end = i;
+    return (u0 + u1) + (u2 + u3);
+}
+
+/* ggml_vec_dot_f32 in llama.cpp's AVX2 build: the tail in groups of 4
+ * rounded products added in order, the last n % 4 fused */
+static float ref_dot_ggml(int64_t n, const float * x, const float * y, bool fused) {
+    int64_t i;
+    float s = ref_reduce32(n, x, y, fused, &i);
+    for (; i + 4 <= n; i += 4) {
+        for (int j = 0; j < 4; j++) { const float p = x[i + j] * y[i + j]; s += p; }
+    }
+    for (; i < n; i++) s = fmaf(x[i], y[i], s);
+    return s;
+}
+
+/* ggml_vec_dot_f16 on AVX2: as above (fp16 products are exact in float, so
+ * fused or not is the same), the tail summed in double */
+static float ref_dot_f16(int64_t n, const kiln_fp16_t * hx0, const kiln_fp16_t * hy0) {
+    float * x = malloc(sizeof(float) * (size_t) (n + 1)), * y = malloc(sizeof(float) * (size_t) (n + 1));
+    for (int64_t i = 0; i < n; i++) { x[i] = kiln_fp16_to_fp32(hx0[i]); y[i] = kiln_fp16_to_fp32(hy0[i]); }
+    int64_t i;
+    double s = ref_reduce32(n, x, y, false, &i);
+    for (; i < n; i++) s += x[i] * y[i];
+    free(x); free(y);
+    return (float) s;
+}
+
+static bool same_float(float a, float b) { return memcmp(&a, &b, sizeof a) == 0; }
+
+static void test_ggml_orders(const struct kiln_kernels * k) {
+    const bool x86_or_wasm = k->isa_id != KILN_ISA_SCALAR && k->isa_id != KILN_ISA_NEON;
+    CHECK(!x86_or_wasm || (k->f32_gemm_tile8 && k->f32_dot8 && k->f32_dot_ggml), "%s has llama.cpp's f32 orders", k->isa);
+    const bool fused = table_fuses(k);
+    int bad = 0, bad16 = 0, badtol = 0;
+    for (int li = 0; li < N_LEN; li++) {
+        const int64_t n = lengths[li];
+        for (int off = 0; off <= 1; off++) {
+            float * x = xb + off, * y = yb + off;
+            fill(x, n, -1.0f, 1.0f);
+            fill(y, n, -1.0f, 1.0f);
+            double ref = 0, mag = 0;
+            for (int64_t i = 0; i < n; i++) { ref += (double) x[i] * y[i]; mag += fabs((double) x[i] * y[i]); }
+            const double tol = 4e-7 * (sqrt((double) n) + 2);
+            if (k->f32_dot_ggml) {
+                const float g = k->f32_dot_ggml(n, x, y);
+                bad += !same_float(g, ref_dot_ggml(n, x, y, fused));
+                badtol += !close_rel(g, ref, mag, tol);
+            }
+            if (k->f32_dot8) {
+                const int64_t n8 = n - n % 8;
+                const float g = k->f32_dot8(n8, x, y);
+                bad += !same_float(g, ref_dot8(n8, x, y, fused));
+            }
+            if (x86_or_wasm) {
+                kiln_fp16_t * hxp = hx + off, * hyp = hy + off;
+                kiln_fp32_to_fp16_row(x, hxp, n); kiln_fp32_to_fp16_row(y, hyp, n);
+                bad16 += !same_float(k->f16_dot(n, hxp, hyp), ref_dot_f16(n, hxp, hyp));
+            }
+        }
+    }
+    CHECK(!bad && !badtol, "%s f32_dot_ggml / f32_dot8 equal the references (fused %d): %d differ, %d out of tolerance",
+          k->isa, fused, bad, badtol);
+    CHECK(!bad16, "%s f16_dot sums in ggml's AVX2 order (%d differ)", k->isa, bad16);
+    if (!k->f32_gemm_tile8) return;
+    /* the tile: each output its tinyBLAS product, nothing written past MR */
+    const int MR = k->tile8_mr, NR = k->tile8_nr;
+    static const int64_t ks[] = { 0, 8, 16, 64, 200, 1000, 4096 };
+    for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
+        const int64_t K = ks[ki];
+        const int64_t lda = K + 5, ldb = K + 3, ldc = MR + 2;
+        float * a = malloc(sizeof(float) * (size_t) (lda * MR + 1));
+        float * b = malloc(sizeof(float) * (size_t) (ldb * NR + 1));
+        float c[8 * 8 + 16];
+        fill(a, lda * MR + 1, -1.0f, 1.0f);
+        fill(b, ldb * NR + 1, -1.0f, 1.0f);
+        for (int i = 0; i < 8 * 8 + 16; i++) c[i] = -777.0f;
+        k->f32_gemm_tile8(K, a + 1, lda, b + 1, ldb, c, ldc);
+        int tb = 0;
+        for (int j = 0; j < NR; j++) {
+            for (int i = 0; i < MR; i++) {
+                tb += !same_float(c[j * ldc + i], ref_dot8(K, a + 1 + i * lda, b + 1 + j * ldb, fused));
+                tb += !same_float(c[j * ldc + i], k->f32_dot8(K, a + 1 + i * lda, b + 1 + j * ldb));
+            }
+            for (int i = MR; i < ldc; i++) tb += c[j * ldc + i] != -777.0f;
+        }
+        CHECK(!tb, "%s f32_gemm_tile8 %dx%d k=%lld: tinyBLAS's sums (%d bad)", k->isa, MR, NR, (long long) K, tb);
+        free(a); free(b);
+    }
+}
+
 static void test_gemm_tile(const struct kiln_kernels * k) {
     const int MR = k->gemm_mr, NR = k->gemm_nr;
     for (int li = 0; li < N_LEN; li++) {
@@ -448,32 +574,6 @@ static void test_gemm_packed_vs_avx2(const struct kiln_kernels * k) {
     }
 }
 
-/* tinyBLAS's f32 dot order (8 fused lanes, then (l0+l4)+(l2+l6) and
- * (l1+l5)+(l3+l7), then their sum), written out here with fmaf: the x86
- * rows' f32_dot_lanes8 must give its float bit for bit; other rows have none */
-static void test_dot_lanes8(const struct kiln_kernels * k) {
-    const bool x86 = k->isa_id == KILN_ISA_AVX2 || k->isa_id == KILN_ISA_AVX512 || k->isa_id == KILN_ISA_AVXVNNI;
-    CHECK((k->f32_dot_lanes8 != NULL) == x86, "%s table: f32_dot_lanes8 present exactly on the x86 rows", k->isa);
-    if (!k->f32_dot_lanes8) return;
-    static const int64_t ns[] = { 0, 8, 16, 24, 64, 384, 1000, 4096 };
-    for (int ni = 0; ni < (int) (sizeof(ns) / sizeof(ns[0])); ni++) {
-        const int64_t n = ns[ni];
-        for (int off = 0; off <= 1; off++) {
-            float * x = xb + off, * y = yb + off;
-            fill(x, n, -1.0f, 1.0f);
-            fill(y, n, -1.0f, 1.0f);
-            float l[8] = { 0 };
-            for (int64_t i = 0; i < n; i += 8) {
-                for (int j = 0; j < 8; j++) l[j] = fmaf(x[i + j], y[i + j], l[j]);
-            }
-            const float ref = ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
-            const float got = k->f32_dot_lanes8(n, x, y);
-            CHECK(memcmp(&got, &ref, 4) == 0, "%s f32_dot_lanes8 n=%lld off=%d: %.9g vs tinyBLAS order %.9g",
-                  k->isa, (long long) n, off, got, ref);
-        }
-    }
-}
-
 static void test_type_slots(const struct kiln_kernels * k) {
     const enum kiln_type types[3] = { KILN_TYPE_F32, KILN_TYPE_F16, KILN_TYPE_BF16 };
     for (int t = 0; t < 3; t++) {
@@ -565,10 +665,10 @@ int main(void) {
         test_f16val(k);
         test_maps(s, k);
         test_gemm_tile(k);
+        test_ggml_orders(k);
         test_gemm_packed(k);
         test_gemm_packed_vs_avx2(k);
         test_gemm_pack(k);
-        test_dot_lanes8(k);
         test_type_slots(k);
     }
     CHECK(n_isa >= 1, "at least one isa");

@@ -6,14 +6,15 @@
 // the stories260K decoder (last token). Every vector is compared with:
 //  - llama.cpp's (node-llama-cpp's LlamaEmbeddingContext, the oracle's
 //    pinned CPU build): after L2 normalization cosine >= 0.99999 and max
-//    |diff| <= 1e-4 for the encoders (the issue's bar), <= 1e-3 for the
-//    decoder (its F16 KV cache; wasm sums in its own order: 1.3e-4 seen, as
-//    tests/js/embed.test.ts allows in Node);
+//    |diff| <= 1e-4 (the issue's bar), the decoder too: its wasm kernels sum
+//    in llama.cpp's AVX2 order (tests/js/embed.test.ts), which relaxed
+//    SIMD's fused multiply-adds reproduce (stories260K: 3.7e-8 measured in
+//    Node on these texts) and SIMD128 approaches without FMA (7.9e-5);
 //  - Node's (the same package, kiln-st in this process: Node 20 runs the
 //    SIMD128 build): the page's SIMD128 run must give the same vectors
 //    (max |diff| <= 1e-6; 0 seen), its relaxed-SIMD run (fused
 //    multiply-adds) agree within the tolerance against llama.cpp (encoders
-//    2.9e-5 seen, the F16 one; the decoder 1.4e-4).
+//    2.9e-5 seen, the F16 one; the decoder 7.9e-5, SIMD128's distance).
 // Run: node --test --test-concurrency=1 tests/e2e/  (scripts/test-e2e.sh
 // writes the encoders with build/bin/kiln-synth-encoder first)
 import { test, before, after } from 'node:test';
@@ -43,7 +44,7 @@ const MODELS = [
   // stories260K's file has no pooling_type: llama.cpp gives the last token's vector
   { name: 'stories260K', url: 'models/stories260K.gguf', file: path.join(ROOT, 'models/stories260K.gguf'), pooling: 'last' },
 ];
-const TOL = { cos: 0.99999, norm: { encoder: 1e-4, decoder: 1e-3 }, simd128: 1e-6 };
+const TOL = { cos: 0.99999, norm: { encoder: 1e-4, decoder: 1e-4 }, simd128: 1e-6 };
 
 // the page: window.embedAll(build, simd, models, texts) -> vectors per model (plain arrays)
 const PAGE = `<!doctype html><meta charset="utf-8"><title>embed</title>

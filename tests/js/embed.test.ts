@@ -107,13 +107,22 @@ describe.each(BUILDS)('embeddings (%s)', (build) => {
     expect(maxDiff(last, all.subarray(3 * 128))).toBe(0);
   });
 
-  it('a decoder (stories260K): the last token\'s final-norm state, as llama.cpp', async () => {
+  // The issue's bar, as for the encoders. The decoder's F16 KV cache and
+  // flash attention's fp16 V accumulator turn a last-bit difference anywhere
+  // upstream into a whole fp16 step now and then, so the wasm kernels sum as
+  // llama.cpp's AVX2 build (f32 products in tinyBLAS's / ggml_vec_dot_f32's
+  // order, the f16 K.Q dot in ggml's, silu through ggml's vector expf).
+  // Measured on these texts: relaxed SIMD (fused multiply-adds) max |diff|
+  // <= 3.2e-8 (llama.cpp's floats; the rest is the normalization's
+  // rounding); SIMD128, which has no FMA, 7.6e-5 (was 1.3e-4 in the packed
+  // order).
+  it('a decoder (stories260K): the last token\'s final-norm state, as llama.cpp (max |diff| <= 1e-4)', async () => {
     const m = models.get('stories260K')!;
     const want = ref.get(MODEL)!;
     const got = await m.embed(TEXTS, { pooling: 'last' });
     for (let i = 0; i < TEXTS.length; i++) {
       const l = want[i], n = norm(l);
-      expect(maxDiff(got[i], l.map((x) => x / n))).toBeLessThanOrEqual(1e-3);
+      expect(maxDiff(got[i], l.map((x) => x / n))).toBeLessThanOrEqual(1e-4);
       expect(cosine(got[i], l)).toBeGreaterThanOrEqual(0.99999);
     }
     // the model still generates afterwards (the cache was emptied)

@@ -34,9 +34,9 @@ void f16_scale__scalar(int64_t n, kiln_fp16_t * y, float v);
 
 #ifdef KILN_ARCH_X86
 KILN_VEC_LIST(KILN_VEC_DECLARE, avx2)
-float f32_dot_lanes8__avx2(int64_t k, const float * x, const float * y);
 void f32_gemm_6x16__avx2(int64_t k, const float * a, int64_t lda, const float * bp, float * c, int64_t ldc, int accumulate);
 void f32_gemm_3x4__avx2(int64_t k, const float * a, int64_t lda, const float * b, int64_t ldb, float * c, int64_t ldc);
+float f32_dot8__avx2(int64_t n, const float * x, const float * y);
 void f16_mad__avx2(int64_t n, kiln_fp16_t * y, const kiln_fp16_t * x, float v);
 void f16_scale__avx2(int64_t n, kiln_fp16_t * y, float v);
 /* the avx512 row's packed microkernel, bit-identical to f32_gemm_6x16__avx2 per output */
@@ -57,6 +57,10 @@ void f16_scale__wasm_simd128(int64_t n, kiln_fp16_t * y, float v);
 float f16val_dot__wasm_simd128(int64_t n, const float * x, const float * y);
 void f16val_mad__wasm_simd128(int64_t n, float * y, const float * x, float v);
 void f16val_scale__wasm_simd128(int64_t n, float * y, float v);
+/* llama.cpp's x86 orders (kernels.h: f32_gemm_tile8, f32_dot8, f32_dot_ggml), unfused */
+void f32_gemm8_2x2__wasm_simd128(int64_t k, const float * a, int64_t lda, const float * b, int64_t ldb, float * c, int64_t ldc);
+float f32_dot8__wasm_simd128(int64_t n, const float * x, const float * y);
+float f32_dot_ggml__wasm_simd128(int64_t n, const float * x, const float * y);
 #endif
 #ifdef KILN_ARCH_WASM_RELAXED
 /* the relaxed-SIMD kernels; the rest of that table is SIMD128's */
@@ -64,6 +68,10 @@ void f32_gemm_2x16__wasm_relaxed(int64_t k, const float * a, int64_t lda, const 
 void f32_gemm_3x3__wasm_relaxed(int64_t k, const float * a, int64_t lda, const float * b, int64_t ldb, float * c, int64_t ldc);
 void f16_mad__wasm_relaxed(int64_t n, kiln_fp16_t * y, const kiln_fp16_t * x, float v);
 void f16val_mad__wasm_relaxed(int64_t n, float * y, const float * x, float v);
+/* llama.cpp's x86 orders with relaxed_madd (exact where it fuses) */
+void f32_gemm8_2x2__wasm_relaxed(int64_t k, const float * a, int64_t lda, const float * b, int64_t ldb, float * c, int64_t ldc);
+float f32_dot8__wasm_relaxed(int64_t n, const float * x, const float * y);
+float f32_dot_ggml__wasm_relaxed(int64_t n, const float * x, const float * y);
 /* whether this engine's f32x4.relaxed_madd rounds once (a real FMA) */
 bool kiln_wasm_relaxed_madd_fuses(void);
 #endif

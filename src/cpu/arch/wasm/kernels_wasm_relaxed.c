@@ -359,6 +359,21 @@ void f32_gemm_3x3__wasm_relaxed(int64_t k, const float * a, int64_t lda, const f
     KILN_SIMD128_GEMM_3X3_BODY(RMADD);
 }
 
+/* llama.cpp's x86 orders (kernels.h: f32_gemm_tile8, f32_dot8,
+ * f32_dot_ggml) with relaxed_madd: where the engine fuses it (x86 with
+ * FMA3, arm64), llama.cpp's AVX2 sums bit for bit */
+void f32_gemm8_2x2__wasm_relaxed(int64_t k, const float * a, int64_t lda, const float * b, int64_t ldb, float * c, int64_t ldc) {
+    KILN_SIMD128_GEMM8_2X2_BODY(RMADD);
+}
+
+float f32_dot8__wasm_relaxed(int64_t n, const float * x, const float * y) {
+    KILN_SIMD128_DOT8_BODY(RMADD);
+}
+
+float f32_dot_ggml__wasm_relaxed(int64_t n, const float * x, const float * y) {
+    KILN_SIMD128_DOT_GGML_BODY(RMADD);
+}
+
 /* ---- fp16 accumulator ---------------------------------------------------- */
 
 /* Engines fuse relaxed_madd where the CPU has FMA (V8 on x86 with FMA3, and

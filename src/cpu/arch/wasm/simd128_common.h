@@ -296,4 +296,91 @@ static inline v128_t kiln_simd128_q4_corr(const struct kiln_simd128_q8_eo * y) {
     } \
 } while (0)
 
+/* ---- llama.cpp's x86 orders (kernels.h: f32_gemm_tile8, f32_dot8,
+ * f32_dot_ggml). An AVX2 accumulator of 8 lanes is held as two f32x4, lo
+ * (lanes 0-3) and hi (4-7); MADD_(a, b, c) = a * b + c, fused where the ISA
+ * can (relaxed SIMD), so with it the sums are llama.cpp's bit for bit. */
+
+/* llamafile's hsum of one 8-lane accumulator: t = lo + hi, then
+ * (t0 + t2) + (t1 + t3) */
+static inline float kiln_simd128_hsum8(v128_t lo, v128_t hi) {
+    const v128_t t = wasm_f32x4_add(lo, hi);
+    const float a = wasm_f32x4_extract_lane(t, 0) + wasm_f32x4_extract_lane(t, 2);
+    const float b = wasm_f32x4_extract_lane(t, 1) + wasm_f32x4_extract_lane(t, 3);
+    return a + b;
+}
+
+/* ggml's AVX2 reduction of 4 accumulators (GGML_F32x8_REDUCE): s = (a0 +
+ * a2) + (a1 + a3) lane by lane, t = s.lo + s.hi, then two horizontal adds:
+ * (t0 + t1) + (t2 + t3) */
+static inline float kiln_simd128_reduce4x8(v128_t a0l, v128_t a0h, v128_t a1l, v128_t a1h,
+                                           v128_t a2l, v128_t a2h, v128_t a3l, v128_t a3h) {
+    const v128_t sl = wasm_f32x4_add(wasm_f32x4_add(a0l, a2l), wasm_f32x4_add(a1l, a3l));
+    const v128_t sh = wasm_f32x4_add(wasm_f32x4_add(a0h, a2h), wasm_f32x4_add(a1h, a3h));
+    const v128_t t = wasm_f32x4_add(sl, sh);
+    const float a = wasm_f32x4_extract_lane(t, 0) + wasm_f32x4_extract_lane(t, 1);
+    const float b = wasm_f32x4_extract_lane(t, 2) + wasm_f32x4_extract_lane(t, 3);
+    return a + b;
+}
+
+/* one product in tinyBLAS's order (n % 8 == 0) */
+#define KILN_SIMD128_DOT8_BODY(MADD_) do { \
+    v128_t l_ = wasm_f32x4_splat(0), h_ = l_; \
+    for (int64_t i_ = 0; i_ + 8 <= n; i_ += 8) { \
+        l_ = MADD_(wasm_v128_load(x + i_), wasm_v128_load(y + i_), l_); \
+        h_ = MADD_(wasm_v128_load(x + i_ + 4), wasm_v128_load(y + i_ + 4), h_); \
+    } \
+    return kiln_simd128_hsum8(l_, h_); \
+} while (0)
+
+/* 2 src0 rows x 2 src1 rows in tinyBLAS's order (k % 8 == 0): 8
+ * accumulators and 4 loads per half step, under the 16 registers engines
+ * map v128 onto */
+#define KILN_SIMD128_GEMM8_2X2_BODY(MADD_) do { \
+    v128_t c00l = wasm_f32x4_splat(0), c00h = c00l, c01l = c00l, c01h = c00l, c10l = c00l, c10h = c00l, c11l = c00l, c11h = c00l; \
+    const float * a0 = a, * a1 = a + lda, * b0 = b, * b1 = b + ldb; \
+    for (int64_t p = 0; p + 8 <= k; p += 8) { \
+        v128_t x0 = wasm_v128_load(a0 + p), x1 = wasm_v128_load(a1 + p); \
+        v128_t y = wasm_v128_load(b0 + p); \
+        c00l = MADD_(x0, y, c00l); c01l = MADD_(x1, y, c01l); \
+        y = wasm_v128_load(b1 + p); \
+        c10l = MADD_(x0, y, c10l); c11l = MADD_(x1, y, c11l); \
+        x0 = wasm_v128_load(a0 + p + 4); x1 = wasm_v128_load(a1 + p + 4); \
+        y = wasm_v128_load(b0 + p + 4); \
+        c00h = MADD_(x0, y, c00h); c01h = MADD_(x1, y, c01h); \
+        y = wasm_v128_load(b1 + p + 4); \
+        c10h = MADD_(x0, y, c10h); c11h = MADD_(x1, y, c11h); \
+    } \
+    c[0] = kiln_simd128_hsum8(c00l, c00h); c[1] = kiln_simd128_hsum8(c01l, c01h); \
+    c[ldc] = kiln_simd128_hsum8(c10l, c10h); c[ldc + 1] = kiln_simd128_hsum8(c11l, c11h); \
+} while (0)
+
+/* ggml_vec_dot_f32 as llama.cpp's AVX2 build computes it: 4 accumulators
+ * of 8 lanes over steps of 32, reduced; then the rest as its compiler
+ * vectorized that loop: groups of 4 products rounded, added one by one,
+ * and the last n % 4 fused (fmaf: exact in software where wasm has no
+ * FMA; at most 3 per product) */
+#define KILN_SIMD128_DOT_GGML_BODY(MADD_) do { \
+    v128_t a0l = wasm_f32x4_splat(0), a0h = a0l, a1l = a0l, a1h = a0l, a2l = a0l, a2h = a0l, a3l = a0l, a3h = a0l; \
+    int64_t i_ = 0; \
+    for (; i_ + 32 <= n; i_ += 32) { \
+        a0l = MADD_(wasm_v128_load(x + i_),      wasm_v128_load(y + i_),      a0l); \
+        a0h = MADD_(wasm_v128_load(x + i_ + 4),  wasm_v128_load(y + i_ + 4),  a0h); \
+        a1l = MADD_(wasm_v128_load(x + i_ + 8),  wasm_v128_load(y + i_ + 8),  a1l); \
+        a1h = MADD_(wasm_v128_load(x + i_ + 12), wasm_v128_load(y + i_ + 12), a1h); \
+        a2l = MADD_(wasm_v128_load(x + i_ + 16), wasm_v128_load(y + i_ + 16), a2l); \
+        a2h = MADD_(wasm_v128_load(x + i_ + 20), wasm_v128_load(y + i_ + 20), a2h); \
+        a3l = MADD_(wasm_v128_load(x + i_ + 24), wasm_v128_load(y + i_ + 24), a3l); \
+        a3h = MADD_(wasm_v128_load(x + i_ + 28), wasm_v128_load(y + i_ + 28), a3h); \
+    } \
+    float s_ = kiln_simd128_reduce4x8(a0l, a0h, a1l, a1h, a2l, a2h, a3l, a3h); \
+    for (; i_ + 4 <= n; i_ += 4) { \
+        const v128_t p_ = wasm_f32x4_mul(wasm_v128_load(x + i_), wasm_v128_load(y + i_)); \
+        s_ += wasm_f32x4_extract_lane(p_, 0); s_ += wasm_f32x4_extract_lane(p_, 1); \
+        s_ += wasm_f32x4_extract_lane(p_, 2); s_ += wasm_f32x4_extract_lane(p_, 3); \
+    } \
+    for (; i_ < n; i_++) s_ = fmaf(x[i_], y[i_], s_); \
+    return s_; \
+} while (0)
+
 #endif

@@ -88,35 +88,50 @@ static inline void load_bf16x8(const kiln_bf16_t * p, v128_t * lo, v128_t * hi) 
     *hi = wasm_i32x4_shl(wasm_u32x4_extend_high_u16x8(v), 16);
 }
 
+/* llama.cpp's order (ggml_vec_dot_f16 on AVX2, as f16_dot__avx2): 4
+ * accumulators of 8 lanes over steps of 32, reduced as ggml reduces them,
+ * the rest of the products added in double. A product of two fp16 values
+ * is exact in float, so multiply-then-add gives AVX2's fused sums: the
+ * same floats as llama.cpp's (flash attention's K.Q scores over the F16
+ * cache, where one rounding apart moves the fp16 V accumulator). */
+#define F16_DOT_BODY(LOAD8) do { \
+    v128_t a0l = wasm_f32x4_splat(0), a0h = a0l, a1l = a0l, a1h = a0l, a2l = a0l, a2h = a0l, a3l = a0l, a3h = a0l; \
+    int64_t i = 0; \
+    for (; i + 32 <= n; i += 32) { \
+        v128_t xl, xh, yl, yh; \
+        LOAD8(x + i, &xl, &xh); LOAD8(y + i, &yl, &yh); \
+        a0l = MADD(xl, yl, a0l); a0h = MADD(xh, yh, a0h); \
+        LOAD8(x + i + 8, &xl, &xh); LOAD8(y + i + 8, &yl, &yh); \
+        a1l = MADD(xl, yl, a1l); a1h = MADD(xh, yh, a1h); \
+        LOAD8(x + i + 16, &xl, &xh); LOAD8(y + i + 16, &yl, &yh); \
+        a2l = MADD(xl, yl, a2l); a2h = MADD(xh, yh, a2h); \
+        LOAD8(x + i + 24, &xl, &xh); LOAD8(y + i + 24, &yl, &yh); \
+        a3l = MADD(xl, yl, a3l); a3h = MADD(xh, yh, a3h); \
+    } \
+    double s = kiln_simd128_reduce4x8(a0l, a0h, a1l, a1h, a2l, a2h, a3l, a3h); \
+    for (; i < n; i++) s += ELEM(x, i) * ELEM(y, i); \
+    return (float) s; \
+} while (0)
+
 float f16_dot__wasm_simd128(int64_t n, const kiln_fp16_t * x, const kiln_fp16_t * y) {
-    v128_t a0 = wasm_f32x4_splat(0), a1 = wasm_f32x4_splat(0);
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        v128_t x0, x1, y0, y1;
-        load_f16x8(x + i, &x0, &x1);
-        load_f16x8(y + i, &y0, &y1);
-        a0 = MADD(x0, y0, a0);
-        a1 = MADD(x1, y1, a1);
-    }
-    float s = hsum4(wasm_f32x4_add(a0, a1));
-    for (; i < n; i++) s += kiln_fp16_to_fp32(x[i]) * kiln_fp16_to_fp32(y[i]);
-    return s;
+#define ELEM(p, i) kiln_fp16_to_fp32((p)[i])
+    F16_DOT_BODY(load_f16x8);
+#undef ELEM
 }
 
 /* f16_dot__wasm_simd128's float for two fp16 rows given as their floats
  * (exact conversions): the same lanes, order and tail, without the
  * conversions (flash attention converts each K row once for several
  * query rows) */
+static inline void load_f32x8(const float * p, v128_t * lo, v128_t * hi) {
+    *lo = wasm_v128_load(p);
+    *hi = wasm_v128_load(p + 4);
+}
+
 float f16val_dot__wasm_simd128(int64_t n, const float * x, const float * y) {
-    v128_t a0 = wasm_f32x4_splat(0), a1 = wasm_f32x4_splat(0);
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        a0 = MADD(wasm_v128_load(x + i), wasm_v128_load(y + i), a0);
-        a1 = MADD(wasm_v128_load(x + i + 4), wasm_v128_load(y + i + 4), a1);
-    }
-    float s = hsum4(wasm_f32x4_add(a0, a1));
-    for (; i < n; i++) s += x[i] * y[i];
-    return s;
+#define ELEM(p, i) (p)[i]
+    F16_DOT_BODY(load_f32x8);
+#undef ELEM
 }
 
 float bf16_dot__wasm_simd128(int64_t n, const kiln_bf16_t * x, const kiln_bf16_t * y) {
@@ -190,15 +205,6 @@ void f32_exp__wasm_simd128(int64_t n, const float * x, float * y) {
     MAP_TAIL(n, i, x, y, exp4(v))
 }
 
-static inline v128_t silu4(v128_t v) {
-    return wasm_f32x4_div(v, wasm_f32x4_add(wasm_f32x4_splat(1.0f), exp4(wasm_f32x4_neg(v))));
-}
-
-void f32_silu__wasm_simd128(int64_t n, const float * x, float * y) {
-    int64_t i = 0;
-    for (; i + 4 <= n; i += 4) wasm_v128_store(y + i, silu4(wasm_v128_load(x + i)));
-    MAP_TAIL(n, i, x, y, silu4(v))
-}
 
 static inline v128_t gelu4(v128_t v) {
     const v128_t v2 = wasm_f32x4_mul(v, v);
@@ -247,6 +253,50 @@ static inline v128_t fma_f32x4(v128_t a, v128_t b, v128_t c) {
     const v128_t a2 = wasm_i64x2_shuffle(a, a, 1, 0), b2 = wasm_i64x2_shuffle(b, b, 1, 0), c2 = wasm_i64x2_shuffle(c, c, 1, 0);
     const v128_t hi = fma_f64x2_to_f32(wasm_f64x2_promote_low_f32x4(a2), wasm_f64x2_promote_low_f32x4(b2), wasm_f64x2_promote_low_f32x4(c2));
     return wasm_i64x2_shuffle(lo, hi, 0, 2);
+}
+
+/* exp(x) for 4 lanes with the arithmetic of llama.cpp's AVX2 build (ggml's
+ * vector expf, exp8 in vec_avx2.c) and its fused multiply-adds through
+ * fma_f32x4, so silu gets llama.cpp's floats: a SwiGLU FFN's output moved
+ * by an ulp with the other exp4, enough to move a decoder's F16 KV cache
+ * and fp16 V accumulator by a whole fp16 step now and then (stories260K's
+ * embedding). Several times exp4's work; the decoders' silu only. */
+static inline v128_t exp4_ggml(v128_t x) {
+    const v128_t shift = wasm_f32x4_splat(0x1.8p23f);
+    const v128_t z = fma_f32x4(x, wasm_f32x4_splat(0x1.715476p+0f), shift);
+    const v128_t nn = wasm_f32x4_sub(z, shift);
+    const v128_t b = fma_f32x4(wasm_f32x4_neg(nn), wasm_f32x4_splat(0x1.7f7d1cp-20f),
+                               fma_f32x4(wasm_f32x4_neg(nn), wasm_f32x4_splat(0x1.62e4p-1f), x));
+    const v128_t e = wasm_i32x4_shl(z, 23);
+    const v128_t k = wasm_i32x4_add(e, wasm_i32x4_splat(0x3f800000));
+    const v128_t an = wasm_f32x4_abs(nn);
+    const v128_t big = wasm_f32x4_gt(an, wasm_f32x4_splat(126.0f));
+    const v128_t u = wasm_f32x4_mul(b, b);
+    const v128_t hi = fma_f32x4(wasm_f32x4_splat(0x1.0e4020p-7f), b, wasm_f32x4_splat(0x1.573e2ep-5f));
+    const v128_t lo = fma_f32x4(wasm_f32x4_splat(0x1.555e66p-3f), b, wasm_f32x4_splat(0x1.fffdb6p-2f));
+    const v128_t j = fma_f32x4(fma_f32x4(hi, u, lo), u, wasm_f32x4_mul(wasm_f32x4_splat(0x1.ffffecp-1f), b));
+    const v128_t normal = fma_f32x4(j, k, k);
+    if (!wasm_v128_any_true(big)) return normal;
+    /* 2^n = s1 * s2 with s1 = 2^127 or 2^-125 (by the sign of n) */
+    const v128_t g = wasm_v128_and(wasm_f32x4_le(nn, wasm_f32x4_splat(0.0f)), wasm_i32x4_splat((int32_t) 0x82000000u));
+    const v128_t s1 = wasm_i32x4_add(g, wasm_i32x4_splat(0x7f000000));
+    const v128_t s2 = wasm_i32x4_sub(e, g);
+    const v128_t huge = wasm_f32x4_gt(an, wasm_f32x4_splat(192.0f));
+    const v128_t scaled = wasm_f32x4_mul(fma_f32x4(s2, j, s2), s1);
+    return wasm_v128_bitselect(wasm_f32x4_mul(s1, s1), wasm_v128_bitselect(scaled, normal, big), huge);
+}
+
+static inline v128_t silu4(v128_t v) {
+    return wasm_f32x4_div(v, wasm_f32x4_add(wasm_f32x4_splat(1.0f), exp4_ggml(wasm_f32x4_sub(wasm_f32x4_splat(0.0f), v))));
+}
+
+/* as llama.cpp's AVX2 build: vectors of 8 (here two of 4: the lanes are
+ * independent), then the scalar formula with expf */
+void f32_silu__wasm_simd128(int64_t n, const float * x, float * y) {
+    const int64_t nv = n - n % 8;
+    int64_t i = 0;
+    for (; i < nv; i += 4) wasm_v128_store(y + i, silu4(wasm_v128_load(x + i)));
+    for (; i < n; i++) y[i] = x[i] / (1.0f + expf(-x[i]));
 }
 
 /* the F16 accumulators of flash attention: bit-identical to the scalar ones
@@ -341,4 +391,18 @@ void f32_gemm_pack16__wasm_simd128(int64_t k, const float * a, int64_t lda, int 
             d[q * NR + 0] = s0[q]; d[q * NR + 1] = s1[q]; d[q * NR + 2] = s2[q]; d[q * NR + 3] = s3[q];
         }
     }
+}
+
+/* llama.cpp's x86 orders (kernels.h: f32_gemm_tile8, f32_dot8,
+ * f32_dot_ggml) without FMA: each lane's products round before the add */
+void f32_gemm8_2x2__wasm_simd128(int64_t k, const float * a, int64_t lda, const float * b, int64_t ldb, float * c, int64_t ldc) {
+    KILN_SIMD128_GEMM8_2X2_BODY(MADD);
+}
+
+float f32_dot8__wasm_simd128(int64_t n, const float * x, const float * y) {
+    KILN_SIMD128_DOT8_BODY(MADD);
+}
+
+float f32_dot_ggml__wasm_simd128(int64_t n, const float * x, const float * y) {
+    KILN_SIMD128_DOT_GGML_BODY(MADD);
 }

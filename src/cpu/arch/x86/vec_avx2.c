@@ -63,7 +63,9 @@ static inline float reduce4(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
 }
 
 /* llama.cpp's order (ggml_vec_dot_f32 on AVX2): 4 accumulators over steps
- * of 32, reduced, then the last n % 32 products added in float, unfused */
+ * of 32, reduced, then the last n % 32 products as its compiler vectorized
+ * that loop (llama.cpp's libggml-cpu-haswell.so): groups of 4 products
+ * rounded, then added one by one; the last n % 4 fused */
 float f32_dot__avx2(int64_t n, const float * x, const float * y) {
     __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
     int64_t i = 0;
@@ -74,19 +76,20 @@ float f32_dot__avx2(int64_t n, const float * x, const float * y) {
         a3 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 24), _mm256_loadu_ps(y + i + 24), a3);
     }
     float s = reduce4(a0, a1, a2, a3);
-    for (; i < n; i++) s += x[i] * y[i];
+    for (; i + 4 <= n; i += 4) {
+        const float p0 = x[i] * y[i], p1 = x[i + 1] * y[i + 1], p2 = x[i + 2] * y[i + 2], p3 = x[i + 3] * y[i + 3];
+        s += p0; s += p1; s += p2; s += p3;
+    }
+    for (; i < n; i++) s = fmaf(x[i], y[i], s);
     return s;
 }
 
-/* tinyBLAS's order for one f32 dot product (k % 8 == 0): lane l sums
- * x[i] * y[i] for i = l mod 8 with fused multiply-adds, then hsum8's
- * (l0 + l4) + (l2 + l6) and (l1 + l5) + (l3 + l7), then their sum — the
- * edges of ops_matmul.c's ggml-order products, where the 3x4 tiles sum the
- * same way */
-float f32_dot_lanes8__avx2(int64_t k, const float * x, const float * y) {
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < k; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), acc);
-    return hsum8(acc);
+/* one product in tinyBLAS's order (kernels.h f32_dot8; n % 8 == 0): what
+ * f32_gemm_3x4__avx2 computes per output, for the tile's edges */
+float f32_dot8__avx2(int64_t n, const float * x, const float * y) {
+    __m256 a = _mm256_setzero_ps();
+    for (int64_t i = 0; i + 8 <= n; i += 8) a = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), a);
+    return hsum8(a);
 }
 
 static inline __m256 load_f16x8(const kiln_fp16_t * p) {
