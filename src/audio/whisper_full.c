@@ -26,6 +26,10 @@
  *    (ties: lower decoder first), each live decoder takes the next candidate,
  *    skipping ones equal to the one just taken, and that candidate's
  *    self-attention cache;
+ *  - the next step's logits of all live decoders (beams, or best-of
+ *    samples) from one decoder batch, one token per decoder, as whisper.cpp
+ *    evaluates them: the weights are read once per step, not once per
+ *    decoder; each decoder keeps its own cache slot (whisper_graph.c);
  *  - the stop rules (EOT, end of audio reached by a timestamp, a decreasing
  *    timestamp -> failed, n_text_ctx / 2 - 4 steps), then the ranking:
  *    sum of log-probs / length (or whisper.cpp's length penalty), a decoder
@@ -476,14 +480,27 @@ static bool decode_window(struct kiln_whisper * w, const struct kiln_whisper_par
         bool all_done = true;
         for (int j = 0; j < n; j++) if (!st->dec[j].completed && !st->dec[j].failed) all_done = false;
         if (all_done) break;
+        /* the next logits: one decoder batch of every live decoder's last token (whisper.cpp's) */
+        int32_t btok[WHISPER_MAX_DECODERS];
+        int bslot[WHISPER_MAX_DECODERS], nb = 0;
+        float * blog[WHISPER_MAX_DECODERS];
         for (int j = 0; j < n; j++) {
             struct decoder * d = &st->dec[j];
             if (d->completed || d->failed) continue;
-            whisper_kv_use(w, d->slot);
-            const bool ok = kiln_whisper_decode(w, &d->s.toks[d->s.n_toks - 1].id, 1, np + i, d->logits);
+            btok[nb] = d->s.toks[d->s.n_toks - 1].id;
+            bslot[nb] = d->slot;
+            blog[nb++] = d->logits;
+        }
+        bool ok;
+        if (nb == 1) {
+            whisper_kv_use(w, bslot[0]);
+            ok = kiln_whisper_decode(w, btok, 1, np + i, blog[0]);
             whisper_kv_use(w, 0);
-            if (!ok) return false;
-            process_logits(w, p, d, t_cur);
+        } else ok = whisper_decode_slots(w, btok, bslot, nb, np + i, blog);
+        if (!ok) return false;
+        for (int j = 0; j < n; j++) {
+            struct decoder * d = &st->dec[j];
+            if (!d->completed && !d->failed) process_logits(w, p, d, t_cur);
         }
     }
     /* ranking */

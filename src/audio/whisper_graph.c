@@ -221,21 +221,34 @@ fail:
 
 const float * kiln_whisper_encoder_output(const struct kiln_whisper * w) { return w ? w->enc_out : NULL; }
 
-bool kiln_whisper_decode(struct kiln_whisper * w, const int32_t * tokens, int n, int n_past, float * logits) {
-    if (!w || !tokens || !logits || n <= 0 || n_past < 0) { kiln_set_last_error("whisper: bad arguments to kiln_whisper_decode"); return false; }
+/* The decoder over n tokens at positions n_past, n_past + 1, ...: with
+ * slots == NULL, n consecutive tokens of one sequence in the cache in use
+ * (a prompt, or one token), logits of the last token into out[0]; with
+ * slots, n tokens of n sequences at the same position n_past, token b in
+ * cache slot slots[b], its logits into out[b] — whisper.cpp's batch of one
+ * token per live decoder. The weight products, norms and MLPs then run
+ * once over all n rows; each row's self-attention reads its own slot, as
+ * one query per op (the same ops and arithmetic as a one-token step in that
+ * slot, so every row's logits equal that step's bit for bit). */
+static bool decode_graph(struct kiln_whisper * w, const int32_t * tokens, int n, int n_past, const int * slots, float ** out) {
+    if (!w || !tokens || !out || n <= 0 || n_past < 0) { kiln_set_last_error("whisper: bad arguments to kiln_whisper_decode"); return false; }
     const struct kiln_whisper_hparams * hp = &w->hp;
-    if (n_past + n > hp->n_text_ctx) { kiln_set_last_error("whisper: %d tokens exceed the text context %d", n_past + n, hp->n_text_ctx); return false; }
+    const int n_seq = slots ? n : 1;   /* rows with their own cache */
+    const int n_q = slots ? 1 : n;     /* positions per sequence */
+    if (n_past + n_q > hp->n_text_ctx) { kiln_set_last_error("whisper: %d tokens exceed the text context %d", n_past + n_q, hp->n_text_ctx); return false; }
     for (int i = 0; i < n; i++) if (tokens[i] < 0 || tokens[i] >= hp->n_vocab) { kiln_set_last_error("whisper: token id %d out of range", tokens[i]); return false; }
+    for (int b = 0; slots && b < n; b++)
+        if (slots[b] < 0 || slots[b] >= WHISPER_MAX_DECODERS || !w->k_slot[slots[b]]) { kiln_set_last_error("whisper: no cache slot %d", slots[b]); return false; }
     const int64_t S = hp->n_text_state, nh = hp->n_text_head, hd = S / nh, Tc = hp->n_text_ctx, Ta = hp->n_audio_ctx;
-    const int64_t n_kv = n_past + n;
+    const int64_t n_kv = n_past + n_q;
     const size_t es = sizeof(kiln_fp16_t);
     const float kq_scale = powf((float) hd, -0.25f);
     struct kiln_cgraph * gf = NULL;
-    struct kiln_context * c = graph_ctx((size_t) 80 * hp->n_text_layer + 128, &gf);
+    struct kiln_context * c = graph_ctx((size_t) (80 + 24 * n_seq) * hp->n_text_layer + 128, &gf);
     if (!c) return false;
     struct kiln_tensor * emb = kiln_new_tensor_1d(c, KILN_TYPE_I32, n);
     struct kiln_tensor * pos = kiln_new_tensor_1d(c, KILN_TYPE_I32, n);
-    struct kiln_tensor * mask = kiln_new_tensor_2d(c, KILN_TYPE_F32, n_kv, n);
+    struct kiln_tensor * mask = kiln_new_tensor_2d(c, KILN_TYPE_F32, n_kv, n_q);
     CHK(emb && pos && mask);
     kiln_set_input(emb); kiln_set_input(pos); kiln_set_input(mask);
     struct kiln_tensor * cur = kiln_add(c, kiln_get_rows(c, w->d_te, emb), kiln_get_rows(c, w->d_pe, pos));
@@ -248,29 +261,43 @@ bool kiln_whisper_decode(struct kiln_whisper * w, const int32_t * tokens, int n,
         struct kiln_tensor * k = kiln_scale(c, linear(c, L->k_w, NULL, x), kq_scale);
         struct kiln_tensor * v = linear(c, L->v_w, L->v_b, x);
         CHK(q && k && v);
-        struct kiln_tensor * kd = kiln_view_1d(c, w->k_self, n * S, es * (size_t) S * (il * Tc + n_past));
-        struct kiln_tensor * vd = kiln_view_2d(c, w->v_self, n, S, Tc * es, es * ((size_t) il * Tc * S + n_past));
-        CHK(kd && vd);
-        CHK(kiln_build_forward_expand(gf, kiln_cpy(c, k, kd)) == KILN_STATUS_SUCCESS);
-        CHK(kiln_build_forward_expand(gf, kiln_cpy(c, kiln_transpose(c, v), vd)) == KILN_STATUS_SUCCESS);
-        struct kiln_tensor * Q = kiln_permute(c, kiln_reshape_3d(c, q, hd, nh, n), 0, 2, 1, 3);
-        struct kiln_tensor * K = kiln_view_3d(c, w->k_self, hd, n_kv, nh, es * S, es * hd, es * (size_t) S * Tc * il);
-        struct kiln_tensor * V = kiln_view_3d(c, w->v_self, n_kv, hd, nh, Tc * es, Tc * es * hd, es * (size_t) Tc * S * il);
-        CHK(Q && K && V);
-        struct kiln_tensor * kq = kiln_soft_max_ext(c, kiln_mul_mat(c, K, Q), mask, 1.0f, 0.0f);
-        CHK(kq);
-        x = kiln_cont_2d(c, kiln_permute(c, kiln_mul_mat(c, V, kq), 0, 2, 1, 3), S, n);
-        struct kiln_tensor * inp_ca = kiln_add(c, linear(c, L->o_w, L->o_b, x), cur);
+        /* each sequence's new K/V into its cache first, then its attention over the cache */
+        for (int b = 0; b < n_seq; b++) {
+            struct kiln_tensor * ks = slots ? w->k_slot[slots[b]] : w->k_self, * vs = slots ? w->v_slot[slots[b]] : w->v_self;
+            struct kiln_tensor * kb = slots ? kiln_view_1d(c, k, S, (size_t) b * k->nb[1]) : k;
+            struct kiln_tensor * vb = slots ? kiln_view_2d(c, v, S, 1, v->nb[1], (size_t) b * v->nb[1]) : v;
+            struct kiln_tensor * kd = kiln_view_1d(c, ks, n_q * S, es * (size_t) S * (il * Tc + n_past));
+            struct kiln_tensor * vd = kiln_view_2d(c, vs, n_q, S, Tc * es, es * ((size_t) il * Tc * S + n_past));
+            CHK(kb && vb && kd && vd);
+            CHK(kiln_build_forward_expand(gf, kiln_cpy(c, kb, kd)) == KILN_STATUS_SUCCESS);
+            CHK(kiln_build_forward_expand(gf, kiln_cpy(c, kiln_transpose(c, vb), vd)) == KILN_STATUS_SUCCESS);
+        }
+        struct kiln_tensor * att = NULL;
+        for (int b = 0; b < n_seq; b++) {
+            struct kiln_tensor * ks = slots ? w->k_slot[slots[b]] : w->k_self, * vs = slots ? w->v_slot[slots[b]] : w->v_self;
+            struct kiln_tensor * qb = slots ? kiln_view_2d(c, q, S, 1, q->nb[1], (size_t) b * q->nb[1]) : q;
+            CHK(qb);
+            struct kiln_tensor * Q = kiln_permute(c, kiln_reshape_3d(c, qb, hd, nh, n_q), 0, 2, 1, 3);
+            struct kiln_tensor * K = kiln_view_3d(c, ks, hd, n_kv, nh, es * S, es * hd, es * (size_t) S * Tc * il);
+            struct kiln_tensor * V = kiln_view_3d(c, vs, n_kv, hd, nh, Tc * es, Tc * es * hd, es * (size_t) Tc * S * il);
+            CHK(Q && K && V);
+            struct kiln_tensor * kq = kiln_soft_max_ext(c, kiln_mul_mat(c, K, Q), mask, 1.0f, 0.0f);
+            CHK(kq);
+            struct kiln_tensor * ab = kiln_cont_2d(c, kiln_permute(c, kiln_mul_mat(c, V, kq), 0, 2, 1, 3), S, n_q);
+            att = att ? kiln_concat(c, att, ab, 1) : ab;
+            CHK(att);
+        }
+        struct kiln_tensor * inp_ca = kiln_add(c, linear(c, L->o_w, L->o_b, att), cur);
         CHK(inp_ca);
         /* cross-attention */
         x = norm_affine(c, inp_ca, L->c_ln_w, L->c_ln_b);
         q = linear(c, L->c_q_w, L->c_q_b, x);
         CHK(q);
-        Q = kiln_permute(c, kiln_reshape_3d(c, q, hd, nh, n), 0, 2, 1, 3);
-        K = kiln_view_3d(c, w->k_cross, hd, Ta, nh, es * S, es * hd, es * (size_t) S * Ta * il);
-        V = kiln_view_3d(c, w->v_cross, Ta, hd, nh, Ta * es, Ta * es * hd, es * (size_t) Ta * S * il);
+        struct kiln_tensor * Q = kiln_permute(c, kiln_reshape_3d(c, q, hd, nh, n), 0, 2, 1, 3);
+        struct kiln_tensor * K = kiln_view_3d(c, w->k_cross, hd, Ta, nh, es * S, es * hd, es * (size_t) S * Ta * il);
+        struct kiln_tensor * V = kiln_view_3d(c, w->v_cross, Ta, hd, nh, Ta * es, Ta * es * hd, es * (size_t) Ta * S * il);
         CHK(Q && K && V);
-        kq = kiln_soft_max_ext(c, kiln_mul_mat(c, K, Q), NULL, kq_scale, 0.0f);
+        struct kiln_tensor * kq = kiln_soft_max_ext(c, kiln_mul_mat(c, K, Q), NULL, kq_scale, 0.0f);
         CHK(kq);
         x = kiln_cont_2d(c, kiln_permute(c, kiln_mul_mat(c, V, kq), 0, 2, 1, 3), S, n);
         x = kiln_add(c, linear(c, L->c_o_w, L->c_o_b, x), inp_ca);
@@ -278,23 +305,38 @@ bool kiln_whisper_decode(struct kiln_whisper * w, const int32_t * tokens, int n,
         cur = mlp(c, L, x);
         CHK(cur);
     }
-    struct kiln_tensor * last = kiln_view_2d(c, cur, S, 1, cur->nb[1], (size_t) (n - 1) * cur->nb[1]);
+    /* logits: of every row (one per sequence), or of the sequence's last token */
+    struct kiln_tensor * last = slots ? cur : kiln_view_2d(c, cur, S, 1, cur->nb[1], (size_t) (n - 1) * cur->nb[1]);
     CHK(last);
-    struct kiln_tensor * out = kiln_mul_mat(c, w->d_te, norm_affine(c, last, w->d_ln_w, w->d_ln_b));
-    CHK(out);
-    kiln_set_output(out);
-    CHK(kiln_build_forward_expand(gf, out) == KILN_STATUS_SUCCESS);
+    struct kiln_tensor * lg = kiln_mul_mat(c, w->d_te, norm_affine(c, last, w->d_ln_w, w->d_ln_b));
+    CHK(lg);
+    kiln_set_output(lg);
+    CHK(kiln_build_forward_expand(gf, lg) == KILN_STATUS_SUCCESS);
     CHK(kiln_gallocr_alloc_graph(w->galloc, gf));
-    for (int i = 0; i < n; i++) { ((int32_t *) emb->data)[i] = tokens[i]; ((int32_t *) pos->data)[i] = n_past + i; }
+    for (int i = 0; i < n; i++) { ((int32_t *) emb->data)[i] = tokens[i]; ((int32_t *) pos->data)[i] = n_past + (slots ? 0 : i); }
     {
         float * m = (float *) mask->data;
-        for (int i = 0; i < n; i++)
+        for (int i = 0; i < n_q; i++)
             for (int64_t j = 0; j < n_kv; j++) m[i * n_kv + j] = j <= n_past + i ? 0.0f : -INFINITY;
     }
     CHK(run_graph(w, gf));
-    memcpy(logits, out->data, (size_t) hp->n_vocab * sizeof(float));
+    for (int b = 0; b < n_seq; b++) memcpy(out[b], (const char *) lg->data + (size_t) b * lg->nb[1], (size_t) hp->n_vocab * sizeof(float));
     kiln_free(c);
     return true;
 fail:
     return graph_failed(c, "decoder");
+}
+
+bool kiln_whisper_decode(struct kiln_whisper * w, const int32_t * tokens, int n, int n_past, float * logits) {
+    return decode_graph(w, tokens, n, n_past, NULL, &logits);
+}
+
+/* F32 weights step slot by slot: over several rows their products take the
+ * packed GEMM, which sums in another order than the one-row dot, and a
+ * beam's logits would then depend on how many beams are live */
+bool whisper_decode_slots(struct kiln_whisper * w, const int32_t * tokens, const int * slots, int n, int n_past, float ** logits) {
+    if (!w || !slots || !tokens || !logits || n <= 0) { kiln_set_last_error("whisper: bad arguments to whisper_decode_slots"); return false; }
+    if (w->wtype != KILN_TYPE_F32) return decode_graph(w, tokens, n, n_past, slots, logits);
+    for (int b = 0; b < n; b++) if (!decode_graph(w, tokens + b, 1, n_past, slots + b, logits + b)) return false;
+    return true;
 }

@@ -85,6 +85,9 @@ bool whisper_kv_slots(struct kiln_whisper * w, int n);
 void whisper_kv_use(struct kiln_whisper * w, int i);
 /* copies positions [0, n_pos) of slot src into slot dst */
 void whisper_kv_copy(struct kiln_whisper * w, int dst, int src, int n_pos);
+/* one decoder step of n sequences: token b at position n_past in cache slot slots[b], its logits
+ * into logits[b] (n_vocab floats); each row equals kiln_whisper_decode's one-token step in its slot */
+bool whisper_decode_slots(struct kiln_whisper * w, const int32_t * tokens, const int * slots, int n, int n_past, float ** logits);
 
 /* whisper_full.c: whisper_full without VAD (segments replaced) */
 int whisper_full_samples(struct kiln_whisper * w, const struct kiln_whisper_params * p, const float * samples, int64_t n);

@@ -15,7 +15,9 @@
  *  - Decoding: the segments of jfk.wav are the same with 1 and 3 threads,
  *    every segment's text is its tokens' text, its times inside the
  *    30 s window; out-of-range ids and positions are refused; beam search
- *    with the fallback gives the same segments with 1 and 3 threads.
+ *    with the fallback gives the same segments with 1 and 3 threads; one
+ *    decoder batch over several cache slots (beams) gives each slot's
+ *    one-token logits bit for bit.
  *  - Sampling pieces: std::mt19937 against the C++ standard's check value,
  *    the discrete distribution's table and draws, the prompt tokenizer.
  * Token-for-token agreement with whisper.cpp is tests/audio/whisper-oracle.mjs
@@ -313,6 +315,78 @@ static void test_decode(void) {
     kiln_wav_free(&wav);
 }
 
+/* One decoder batch of several cache slots (whisper_decode_slots, what every beam / best-of step
+ * runs) against the same steps one slot at a time (kiln_whisper_decode in that slot) on a second
+ * copy of the model: every row's logits equal bit for bit, for F32, F16, Q8_0 and Q5_0 weights,
+ * 1 and 3 threads, slots in any order and with gaps; the caches the two leave are equal too. */
+static void test_decode_batch(void) {
+    tu_case = "decode batch";
+    struct kiln_wav wav;
+    if (!kiln_wav_read_file(JFK, &wav)) { CHECK(0, "audio"); return; }
+    static const int ftypes[] = { 0, 1, 7, 8 };
+    for (int fi = 0; fi < 4; fi++) {
+        size_t n;
+        uint8_t * b = write_model(TINY, ftypes[fi], 64, 3, &n);
+        struct kiln_whisper * wb = b ? kiln_whisper_load_mem(b, n, fi % 2 ? 3 : 1) : NULL;
+        struct kiln_whisper * ws = b ? kiln_whisper_load_mem(b, n, 1) : NULL;
+        free(b);
+        float * mel = NULL;
+        int n_len = 0, n_len_org = 0;
+        if (!wb || !ws || !kiln_whisper_log_mel(wav.samples, wav.n_samples, wb->filters, wb->n_mel_f, wb->n_fft_f, &mel, &n_len, &n_len_org)) {
+            CHECK(0, "ftype %d: model / mel", ftypes[fi]);
+            kiln_whisper_free(wb); kiln_whisper_free(ws);
+            continue;
+        }
+        const int nv = wb->n_vocab, ns = 5;
+        const struct kiln_whisper_tokens * tk = kiln_whisper_get_tokens(wb);
+        float * lb = (float *) malloc((size_t) ns * nv * sizeof(float)), * ls = (float *) malloc((size_t) nv * sizeof(float));
+        float * rows[5];
+        for (int i = 0; i < ns; i++) rows[i] = lb + (size_t) i * nv;
+        const int32_t prompt[3] = { tk->sot, tk->sot + 1, tk->transcribe };
+        bool ok = lb && ls && whisper_kv_slots(wb, ns) && whisper_kv_slots(ws, ns);
+        for (int m = 0; ok && m < 2; m++) {
+            struct kiln_whisper * w = m ? ws : wb;
+            ok = kiln_whisper_encode(w, mel, n_len, 0) && kiln_whisper_decode(w, prompt, 3, 0, ls);
+            for (int j = 1; ok && j < ns; j++) whisper_kv_copy(w, j, 0, 3);
+        }
+        CHECK(ok, "ftype %d: prompt: %s", ftypes[fi], kiln_last_error());
+        /* steps: all five slots, then slot 1 gone and the rest in another order, then two slots */
+        static const int order[3][5] = { { 0, 1, 2, 3, 4 }, { 4, 0, 3, 2, -1 }, { 3, 0, -1, -1, -1 } };
+        int n_equal = 0, n_rows = 0, n_distinct = 0;
+        for (int step = 0; ok && step < 6; step++) {
+            const int * sl = order[step / 2];
+            int nb = 0;
+            int32_t tok[5];
+            while (nb < 5 && sl[nb] >= 0) { tok[nb] = 220 + 97 * sl[nb] + 13 * step; nb++; }
+            ok = whisper_decode_slots(wb, tok, sl, nb, 3 + step, rows);
+            CHECK(ok, "ftype %d step %d: batch of %d: %s", ftypes[fi], step, nb, kiln_last_error());
+            for (int r = 0; ok && r < nb; r++) {
+                whisper_kv_use(ws, sl[r]);
+                ok = kiln_whisper_decode(ws, &tok[r], 1, 3 + step, ls);
+                whisper_kv_use(ws, 0);
+                CHECK(ok, "ftype %d step %d slot %d: %s", ftypes[fi], step, sl[r], kiln_last_error());
+                n_rows++;
+                if (ok && memcmp(ls, rows[r], (size_t) nv * sizeof(float)) == 0) n_equal++;
+                if (r > 0 && memcmp(rows[r], rows[0], (size_t) nv * sizeof(float)) != 0) n_distinct++;
+            }
+        }
+        printf("  decode batch ftype %d: %d of %d batched rows equal the one-slot steps bit for bit\n", ftypes[fi], n_equal, n_rows);
+        CHECK(ok && n_equal == n_rows, "ftype %d: %d of %d batched rows equal the one-slot steps bit for bit", ftypes[fi], n_equal, n_rows);
+        CHECK(n_distinct > 0, "ftype %d: the rows of a batch differ from one another", ftypes[fi]);
+        for (int j = 0; ok && j < ns; j++)
+            CHECK(memcmp(wb->k_slot[j]->data, ws->k_slot[j]->data, kiln_nbytes(wb->k_slot[j])) == 0 &&
+                  memcmp(wb->v_slot[j]->data, ws->v_slot[j]->data, kiln_nbytes(wb->v_slot[j])) == 0, "ftype %d: cache slot %d equal", ftypes[fi], j);
+        /* a slot without a cache, or a position past the text context, is refused */
+        const int bad_slot[2] = { 0, 7 }, good[2] = { 0, 1 };
+        const int32_t t2[2] = { 220, 221 };
+        CHECK(!whisper_decode_slots(wb, t2, bad_slot, 2, 10, rows) && strstr(kiln_last_error(), "slot"), "slot without a cache refused");
+        CHECK(!whisper_decode_slots(wb, t2, good, 2, wb->hp.n_text_ctx, rows), "position past the text context refused");
+        free(lb); free(ls); free(mel);
+        kiln_whisper_free(wb); kiln_whisper_free(ws);
+    }
+    kiln_wav_free(&wav);
+}
+
 /* the generator and tokenizer that whisper.cpp's decoding takes from the C++ library */
 static void test_sampling_pieces(void) {
     tu_case = "sampling";
@@ -361,6 +435,7 @@ int main(void) {
     test_loader();
     test_mel();
     test_decode();
+    test_decode_batch();
     test_sampling_pieces();
     remove(g_tmp);
     return tu_finish();

@@ -1,0 +1,132 @@
+// Whisper speed in Chromium (Debian's, headless, driven by playwright-core):
+// Kiln's npm package (kiln.loadWhisper + whisper.transcribe; build 'st' with
+// 1 thread, 'mt' with 2) beside @transcribe/shout (an emscripten build of
+// whisper.cpp: SIMD128, pthreads) at 1 and 2 threads, on the same ggml model
+// file and the same 30 s of audio (jfk.wav x 3 cut at 30 s, as
+// bench/whisper-rtf.mjs). Model: tiny's real shapes (384 wide, 6 heads,
+// 4 + 4 layers, F16) with random weights (kiln-whisper-random, seed 10,
+// logit_std 3) on the vocabulary and filterbank of whisper.cpp's weight-less
+// for-tests-ggml-tiny.bin. Both decode with whisper.cpp's greedy defaults
+// (shout's bindings cannot turn the temperature fallback off, so Kiln keeps
+// it on too); the token ids of both are printed beside the times, since the
+// same tokens mean the same work.
+// One page (bench/whisper-web/) holds all engines, served cross-origin
+// isolated by bench/peers/server.mjs; each round times one whole
+// transcription per engine, the order reversed every other round, so that
+// compared passes ran next to each other. Prints one JSON line per engine
+// (best and median pass, RTF), then per-round ratios shout ms / Kiln ms
+// (above 1: Kiln faster) at 1 and 2 threads, with the load average.
+// Needs js/dist (npm run build:ts), wasm/dist/{st,mt} (scripts/build-wasm.sh)
+// and build/bin/kiln-whisper-random (scripts/build-native.sh).
+//
+//   node bench/whisper-chromium.mjs [--rounds 2] [--seconds 30] [--simd auto|relaxed|simd128] [--build build] [--shape tiny|w64]
+//
+// @transcribe/shout is a devDependency; KILN_SHOUT_FROM=DIR takes it from
+// DIR/node_modules instead. KILN_CHROMIUM: the browser (/usr/bin/chromium).
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import { createRequire } from 'node:module';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { startServer } from './peers/server.mjs';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const args = process.argv.slice(2);
+const opt = (k, d) => (args.includes(k) ? args[args.indexOf(k) + 1] : d);
+const rounds = Number(opt('--rounds', '2'));
+const seconds = Number(opt('--seconds', '30'));
+const simd = opt('--simd', 'auto');
+const build = path.resolve(root, opt('--build', 'build'));
+const CHROMIUM = process.env.KILN_CHROMIUM ?? '/usr/bin/chromium';
+const median = (a) => { const s = [...a].sort((p, q) => p - q); const m = s.length >> 1; return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2; };
+const load = () => os.loadavg().map((v) => +v.toFixed(2));
+const cpu = os.cpus()[0]?.model ?? 'unknown';
+
+const from = process.env.KILN_SHOUT_FROM ? path.resolve(process.env.KILN_SHOUT_FROM) + '/' : import.meta.url;
+const shoutPkg = path.dirname(createRequire(from).resolve('@transcribe/shout/package.json'));
+const shoutVersion = JSON.parse(fs.readFileSync(path.join(shoutPkg, 'package.json'), 'utf8')).version;
+const shoutJs = path.join(shoutPkg, 'src/shout/shout.wasm.js');
+
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'kiln-whisper-chromium-'));
+const sh = (cmd, a) => execFileSync(cmd, a, { stdio: ['ignore', 'pipe', 'pipe'] });
+// --shape w64: the test suites' small shape (64 wide, 2 heads, 2 + 3 layers), a quick check of the harness
+const shape = opt('--shape', 'tiny');
+const SHAPES = { tiny: ['--state', '384', '--head', '6', '--audio-layer', '4', '--text-layer', '4'],
+  w64: ['--state', '64', '--head', '2', '--audio-layer', '2', '--text-layer', '3'] };
+if (!SHAPES[shape]) throw new Error(`--shape: ${shape} is not one of ${Object.keys(SHAPES).join(', ')}`);
+const model = path.join(tmp, 'tiny-real-f16.bin');
+sh(path.join(build, 'bin/kiln-whisper-random'), [path.join(root, 'tests/data/audio/for-tests-ggml-tiny.bin'), model,
+  ...SHAPES[shape], '--ftype', '1', '--seed', '10', '--logit-std', '3']);
+const jfk = path.join(root, 'tests/data/audio/jfk.wav');
+const wav = path.join(tmp, 'a30.wav');
+sh('sox', [jfk, jfk, jfk, wav, 'trim', '0', String(seconds)]);
+
+const { chromium } = await import('playwright-core');
+// the model, the audio and shout's single-file build (wasm inlined; its pthread workers load the same URL) served by name
+const { server, url } = await startServer(root, { 'tiny-real-f16.bin': model, 'a30.wav': wav, 'shout.wasm.js': shoutJs });
+const userDir = fs.mkdtempSync(path.join(os.tmpdir(), 'kiln-whisper-chr-'));
+const context = await chromium.launchPersistentContext(userDir, {
+  executablePath: CHROMIUM, headless: true,
+  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+    '--disable-background-networking', '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage',
+    ...(process.env.KILN_CHROMIUM_ARGS ?? '').split(' ').filter(Boolean)],
+});
+try {
+  const page = await context.newPage();
+  const errors = [];
+  page.on('pageerror', (e) => errors.push(String(e)));
+  page.on('console', (m) => { if (m.type() === 'error') errors.push(m.text()); else if (m.text().startsWith('[whisper-web]')) console.error(`  ${m.text()} (load ${load().join(' ')})`); });
+  await page.goto(`${url}/bench/whisper-web/index.html`);
+  await page.waitForFunction(() => window.__whisper?.ready, null, { timeout: 60_000 });
+  const call = (fn, o) => page.evaluate(([f, a]) => window.__whisper[f](a), [fn, o]).catch((e) => {
+    throw new Error(`${fn}: ${String(e.message ?? e).split('\n')[0]} ${errors.slice(0, 3).join(' | ')}`);
+  });
+  console.error(`opening (load ${load().join(' ')}) ...`);
+  const opened = await call('open', { model: '/gguf/tiny-real-f16.bin', wav: '/gguf/a30.wav', seconds, simd, shoutUrl: '/gguf/shout.wasm.js', warmS: 3 });
+  const browser = context.browser()?.version() ?? null;
+  const engines = {
+    'kiln-st': { engine: 'kiln-st', threads: 1, impl: 'kiln-wasm-st-chromium' },
+    'shout-1t': { engine: 'shout', threads: 1, impl: `@transcribe/shout@${shoutVersion}` },
+    'kiln-mt': { engine: 'kiln-mt', threads: 2, impl: 'kiln-wasm-mt-chromium' },
+    'shout-2t': { engine: 'shout', threads: 2, impl: `@transcribe/shout@${shoutVersion}` },
+  };
+  for (const e of Object.values(engines)) { e.ms = []; e.load = []; }
+  const order = Object.keys(engines);
+  for (let r = 0; r < rounds; r++) {
+    for (const name of r % 2 ? [...order].reverse() : order) {
+      const e = engines[name];
+      const res = await call('run', { engine: e.engine, threads: e.threads });
+      e.ms.push(res.ms); e.load.push(load()[0]);
+      e.segments = res.segments; e.tokens = res.ids ? res.ids.reduce((s, v) => s + v.length, 0) : null; e.ids = res.ids; e.text = res.text;
+      console.error(`  round ${r + 1} ${name}: ${(res.ms / 1e3).toFixed(1)} s, ${res.segments} segments, ${e.tokens} tokens (load ${load().join(' ')})`);
+    }
+  }
+  for (const [name, e] of Object.entries(engines)) {
+    const best = Math.min(...e.ms), med = median(e.ms);
+    console.log(JSON.stringify({ bench: 'whisper-chromium', cpu, browser, engine: name, impl: e.impl, threads: e.threads,
+      ...(e.engine === 'shout' ? { simd: 'simd128' } : opened.info[name]),
+      model: `${shape}-shape f16 (random weights)`, audio_s: seconds, rounds, best_s: +(best / 1e3).toFixed(2), median_s: +(med / 1e3).toFixed(2),
+      rtf_median: +(med / 1e3 / seconds).toFixed(4), s_all: e.ms.map((v) => +(v / 1e3).toFixed(2)), load1_at_each: e.load,
+      segments: e.segments, tokens: e.tokens }));
+  }
+  // same work? the token ids of the last pass of each engine, Kiln's against shout's at the same threads
+  // (null: shout's result did not reach the page, see bench/whisper-web/whisper.js)
+  const same = (a, b) => (a.ids && b.ids ? a.ids.flat().join() === b.ids.flat().join() : null);
+  const firstDiff = (a, b) => { if (!a.ids || !b.ids) return null; const x = a.ids.flat(), y = b.ids.flat(); let i = 0; while (i < x.length && x[i] === y[i]) i++; return i; };
+  const ratio = (k, s) => engines[k].ms.map((v, i) => engines[s].ms[i] / v);
+  console.log(JSON.stringify({
+    bench: 'whisper-chromium-ratio', what: 'shout ms / Kiln ms per round (above 1: Kiln faster)', cross_origin_isolated: opened.crossOriginIsolated,
+    hardware_concurrency: opened.hardwareConcurrency,
+    st_1t: { per_round: ratio('kiln-st', 'shout-1t').map((v) => +v.toFixed(3)), median: +median(ratio('kiln-st', 'shout-1t')).toFixed(3) },
+    mt_2t: { per_round: ratio('kiln-mt', 'shout-2t').map((v) => +v.toFixed(3)), median: +median(ratio('kiln-mt', 'shout-2t')).toFixed(3) },
+    same_tokens_1t: same(engines['kiln-st'], engines['shout-1t']), same_tokens_2t: same(engines['kiln-mt'], engines['shout-2t']),
+    first_differing_token_1t: firstDiff(engines['kiln-st'], engines['shout-1t']),
+    tokens: Object.fromEntries(Object.entries(engines).map(([n, e]) => [n, e.tokens])),
+    load_end: load(),
+  }));
+  await call('close', {}).catch(() => {});
+} finally {
+  await context.close(); server.close();
+  fs.rmSync(userDir, { recursive: true, force: true }); fs.rmSync(tmp, { recursive: true, force: true });
+}
