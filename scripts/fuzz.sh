@@ -52,9 +52,6 @@ fuzz_run() {
   fi
 }
 
-echo "fuzz.sh: fuzz_gguf for ${SECONDS_TO_RUN}s, $(ls "$WORK/corpus" | wc -l) seeds, max_len ${MAX_LEN}"
-fuzz_run fuzz_gguf "$WORK/corpus" "$SECONDS_TO_RUN" -max_len="$MAX_LEN"
-
 # the grammar target: first byte 0 = GBNF, 1 = JSON Schema
 mkdir -p "$WORK/gcorpus"
 for f in tests/data/grammars/*.gbnf; do { printf '\0'; cat "$f"; } >"$WORK/gcorpus/$(basename "$f")"; done
@@ -63,13 +60,20 @@ GSECONDS="${KILN_FUZZ_GRAMMAR_SECONDS:-30}"
 # a fixed seed: the suite's run is the same sequence of inputs on every machine (up to the time
 # limit), so a failure reproduces; explore further by hand with KILN_FUZZ_GRAMMAR_SEED=0 (random)
 GSEED="${KILN_FUZZ_GRAMMAR_SEED:-1}"
-echo "fuzz.sh: fuzz_grammar for ${GSECONDS}s, seed ${GSEED}, $(ls "$WORK/gcorpus" | wc -l) seeds"
-fuzz_run fuzz_grammar "$WORK/gcorpus" "$GSECONDS" -seed="$GSEED" -max_len=8192
-
 # the LoRA adapter loader against stories260K (seeds: test_lora's adapters)
 mkdir -p "$WORK/lcorpus"
 build/tests/test_lora --write-seeds "$WORK/lcorpus" >/dev/null
 LSECONDS="${KILN_FUZZ_LORA_SECONDS:-20}"
-echo "fuzz.sh: fuzz_lora for ${LSECONDS}s, seed 1, $(ls "$WORK/lcorpus" | wc -l) seeds"
-fuzz_run fuzz_lora "$WORK/lcorpus" "$LSECONDS" -seed=1 -max_len="$MAX_LEN"
+
+# Each fuzzer is one process on one core: fuzz_gguf in one lane, fuzz_grammar
+# then fuzz_lora in the other (scripts/jobs.sh), the same seconds each as one
+# after the other, in about half the wall time on two cores.
+source scripts/jobs.sh
+jobs_add fuzz_gguf 'echo "fuzz.sh: fuzz_gguf for ${SECONDS_TO_RUN}s, $(ls "$WORK/corpus" | wc -l) seeds, max_len ${MAX_LEN}"
+  fuzz_run fuzz_gguf "$WORK/corpus" "$SECONDS_TO_RUN" -max_len="$MAX_LEN"'
+jobs_add "fuzz_grammar, fuzz_lora" 'echo "fuzz.sh: fuzz_grammar for ${GSECONDS}s, seed ${GSEED}, $(ls "$WORK/gcorpus" | wc -l) seeds"
+  fuzz_run fuzz_grammar "$WORK/gcorpus" "$GSECONDS" -seed="$GSEED" -max_len=8192
+  echo "fuzz.sh: fuzz_lora for ${LSECONDS}s, seed 1, $(ls "$WORK/lcorpus" | wc -l) seeds"
+  fuzz_run fuzz_lora "$WORK/lcorpus" "$LSECONDS" -seed=1 -max_len="$MAX_LEN"'
+jobs_run 2 || { echo "fuzz.sh: FAILED" >&2; exit 1; }
 echo "fuzz.sh: clean"

@@ -17,4 +17,5 @@ REGEX="${1:-test_kernels|test_ops_matmul}"
 TARGETS=$(cd tests/c && ls test_*.c | sed 's/\.c$//' | grep -E "$REGEX" || true)
 [ -n "$TARGETS" ] || { echo "test-neon: no test matches '$REGEX'" >&2; exit 1; }
 for t in $TARGETS; do cmake --build "$BUILD" -j2 --target "$t"; done
-ctest --test-dir "$BUILD" --output-on-failure -R "$REGEX"
+# two tests, each one qemu process: side by side on two cores
+ctest --test-dir "$BUILD" --output-on-failure -j2 -R "$REGEX"

@@ -33,14 +33,25 @@ suite_oracle() { bash scripts/test-oracle.sh; }
 suite_e2e()    { bash scripts/test-e2e.sh; }
 suite_bundlers() { bash scripts/test-bundlers.sh; }
 
+# CPU seconds (user + sys) of the shell's finished children so far, in
+# CPU_NOW: the second line of the shell's own `times` (run here, not in a
+# command substitution, whose fork would count none of them)
+CPUF="$(mktemp)"
+trap 'rm -f "$CPUF"' EXIT
+children_cpu() {
+  times >"$CPUF"
+  CPU_NOW="$(awk 'NR == 2 { n = 0; for (i = 1; i <= 2; i++) { split($i, a, "m"); sub("s", "", a[2]); n += a[1] * 60 + a[2] } printf "%.0f", n }' "$CPUF")"
+}
+
 ALL="native sanitize wasm js neon fuzz oracle e2e bundlers"
 ONLY="${KILN_TEST_ONLY:-$ALL}"
-passed=0; failed=0; failed_names=""; times=""
+passed=0; failed=0; failed_names=""; times=""; cpus=""
 for s in $ONLY; do
   case " $ALL " in *" $s "*) ;; *) echo "unknown suite '$s' (have: $ALL)"; exit 2 ;; esac
   echo
   echo "==================== suite: $s"
   t0=$(date +%s)
+  children_cpu; c0="$CPU_NOW"
   if "suite_$s"; then
     passed=$((passed + 1)); r=ok
   else
@@ -48,10 +59,14 @@ for s in $ONLY; do
   fi
   dt=$(( $(date +%s) - t0 ))
   times="$times $s=${dt}s"
-  echo "==================== suite $s: $r in $dt s"
+  children_cpu; dc=$((CPU_NOW - c0))
+  cpus="$cpus $s=${dc}s"
+  echo "==================== suite $s: $r in $dt s ($dc s CPU)"
 done
 echo
 [ -n "$failed_names" ] && echo "failed suites:$failed_names"
 echo "suite times:$times (all: $(( $(date +%s) - T0 )) s)"
+children_cpu
+echo "suite CPU (user + sys):$cpus (all: $CPU_NOW s; load average now $(cut -d' ' -f1-3 /proc/loadavg))"
 echo "suites: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
