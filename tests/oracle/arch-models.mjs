@@ -3,7 +3,10 @@
 // tests/e2e/arch.test.mjs in Chromium): one file per architecture and weight
 // type, written by kiln-synth-model into BUILD/oracle-arch/ once and reused
 // while it is newer than the generator and its vocabulary (the generator is
-// deterministic, so a reused file is the file it would write again).
+// deterministic, so a reused file is the file it would write again). Each
+// process writes under a name of its own and renames: scripts/test-oracle.sh
+// runs arch.mjs and finetune-arch.mjs side by side, and two processes that
+// write the same model at once each rename a whole, identical file.
 import { existsSync, mkdirSync, renameSync, statSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -39,15 +42,17 @@ export function archModel(buildDir, arch, wt) {
         const f32 = archModel(buildDir, arch, "f32");
         const quantize = path.join(buildDir, "bin", "kiln-quantize");
         if (!existsSync(file) || mtime(file) < mtime(f32) || mtime(file) < mtime(quantize)) {
-            runTool(quantize, [f32, `${file}.tmp`, wt]);
-            renameSync(`${file}.tmp`, file);
+            const tmp = `${file}.tmp-${process.pid}`;
+            runTool(quantize, [f32, tmp, wt]);
+            renameSync(tmp, file);
         }
         return file;
     }
     if (!existsSync(file) || mtime(file) < mtime(synth) || mtime(file) < mtime(vocabFile)) {
         // written aside, then renamed: an interrupted run leaves no file that looks fresh
-        runTool(synth, [`${file}.tmp`, "--arch", arch, "--type", wt, "--vocab", vocabFile]);
-        renameSync(`${file}.tmp`, file);
+        const tmp = `${file}.tmp-${process.pid}`;
+        runTool(synth, [tmp, "--arch", arch, "--type", wt, "--vocab", vocabFile]);
+        renameSync(tmp, file);
     }
     return file;
 }
