@@ -51,6 +51,8 @@ fi
 # ends, every exit status counted), longest first. whisper.cpp's log lines
 # (whisper_*, read_audio_*) are left out of the audio oracles' output.
 source scripts/jobs.sh
+# the longest job (~340 s CPU) first: Whisper's decoding modes (beam search, best-of, fallback, prompt, VAD, SRT/VTT) against whisper.cpp's whisper_full
+jobs_add whisper-decode-oracle.mjs "node tests/audio/whisper-decode-oracle.mjs --build '$B'"
 # every decoder architecture x weight type on random-weight models
 # (build/oracle-arch/), in four groups of architectures (arch.mjs --arch)
 groups="$(arch_groups 4)"; [ -n "$groups" ]
@@ -59,8 +61,6 @@ for g in $groups; do
 done
 # grammar-constrained generation against llama.cpp's grammar engine and ajv
 jobs_add grammar.mjs "node tests/oracle/grammar.mjs --build '$B' --json build/oracle/grammar-result.json"
-# Whisper's decoding modes (beam search, best-of, fallback, prompt, VAD, SRT/VTT) against whisper.cpp's whisper_full
-jobs_add whisper-decode-oracle.mjs "node tests/audio/whisper-decode-oracle.mjs --build '$B'"
 # Whisper against whisper.cpp (@fugood/whisper.node) on random-weight model files
 jobs_add whisper-oracle.mjs "node tests/audio/whisper-oracle.mjs --build '$B' 2>&1 | { grep -v '^whisper_\|^read_audio' || true; }"
 # adapters trained for random-weight phi3 (fused qkv and gate/up), qwen3 and gemma3 models, against llama.cpp with them
