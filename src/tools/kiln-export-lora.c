@@ -4,7 +4,8 @@
  *
  *   kiln-export-lora -m BASE.gguf --lora F [--lora-scaled F S]... [-o OUT.gguf] [-t N]
  *
- * Per adapted weight W: W' = W + sum over adapters, in the order given, of
+ * Per adapted weight W (each expert's matrix of a 3-D expert weight with
+ * its own pair): W' = W + sum over adapters, in the order given, of
  * s * (B A), s = scale * alpha / r (scale when alpha is 0), computed as
  * llama.cpp computes it (W dequantized to F32; per adapter
  * delta = mul_mat(cont(transpose(A)), B), scaled, added: cur = delta + cur)
@@ -76,12 +77,14 @@ static bool check_adapter(const struct adapter * ad, const struct kiln_gguf_cont
             return false;
         }
         const bool embd = !strncmp(base, "token_embd", 10);
-        const bool fits = w->ne[2] == 1 && w->ne[3] == 1 && a->ne[2] == 1 && b->ne[2] == 1 &&
-                          (embd ? a->ne[0] == b->ne[0] && a->ne[1] == w->ne[1] && b->ne[1] == w->ne[0]
+        /* a 3-D weight holds one matrix per expert, and so do its pairs */
+        const bool fits = w->ne[3] == 1 && a->ne[3] == 1 && b->ne[3] == 1 && a->ne[2] == w->ne[2] && b->ne[2] == w->ne[2] &&
+                          (embd ? w->ne[2] == 1 && a->ne[0] == b->ne[0] && a->ne[1] == w->ne[1] && b->ne[1] == w->ne[0]
                                 : a->ne[0] == w->ne[0] && b->ne[1] == w->ne[1] && a->ne[1] == b->ne[0]);
         if (!fits) {
-            fprintf(stderr, "kiln-export-lora: %s: '%s': lora_a [%lld, %lld] and lora_b [%lld, %lld] do not fit [%lld, %lld]\n", ad->path, base,
-                    (long long) a->ne[0], (long long) a->ne[1], (long long) b->ne[0], (long long) b->ne[1], (long long) w->ne[0], (long long) w->ne[1]);
+            fprintf(stderr, "kiln-export-lora: %s: '%s': lora_a [%lld, %lld, %lld] and lora_b [%lld, %lld, %lld] do not fit [%lld, %lld, %lld]\n",
+                    ad->path, base, (long long) a->ne[0], (long long) a->ne[1], (long long) a->ne[2], (long long) b->ne[0],
+                    (long long) b->ne[1], (long long) b->ne[2], (long long) w->ne[0], (long long) w->ne[1], (long long) w->ne[2]);
             return false;
         }
     }
@@ -91,21 +94,24 @@ static bool check_adapter(const struct adapter * ad, const struct kiln_gguf_cont
 /* W' of one weight into a new tensor of ctx_out; false + message */
 static bool merge(struct kiln_context * ctx_out, const struct kiln_tensor * w, struct adapter * ads, int n_ads, int n_threads,
                   struct kiln_tensor ** out) {
-    const int64_t ne0 = w->ne[0], ne1 = w->ne[1];
-    size_t need = 4 * (size_t) ne0 * (size_t) ne1 * sizeof(float) + 64 * kiln_tensor_overhead() + kiln_graph_overhead() + (1u << 20);
+    /* ne2 > 1: experts, each merged with its own pair (the products below
+     * run over dimension 2) */
+    const int64_t ne0 = w->ne[0], ne1 = w->ne[1], ne2 = w->ne[2];
+    const size_t nw = (size_t) ne0 * (size_t) ne1 * (size_t) ne2;
+    size_t need = 4 * nw * sizeof(float) + 64 * kiln_tensor_overhead() + kiln_graph_overhead() + (1u << 20);
     for (int i = 0; i < n_ads; i++) {
         char nm[176];
         snprintf(nm, sizeof nm, "%s.lora_a", w->name);
         const struct kiln_tensor * a = kiln_get_tensor(ads[i].ctx, nm);
-        if (a) need += 4 * (size_t) (kiln_nelements(a) * 2 + ne0 * ne1) * sizeof(float) + 2 * (size_t) ne0 * ne1 * sizeof(float);
+        if (a) need += 4 * ((size_t) kiln_nelements(a) * 2 + nw) * sizeof(float) + 2 * nw * sizeof(float);
     }
     struct kiln_init_params ip = { need, NULL, false };
     struct kiln_context * ctx = kiln_init(ip);
     if (!ctx) return fprintf(stderr, "kiln-export-lora: cannot allocate %zu bytes for %s\n", need, w->name), false;
-    struct kiln_tensor * cur = kiln_new_tensor_2d(ctx, KILN_TYPE_F32, ne0, ne1);
+    struct kiln_tensor * cur = kiln_new_tensor_3d(ctx, KILN_TYPE_F32, ne0, ne1, ne2);
     if (!cur) goto fail;
     if (w->type == KILN_TYPE_F32) memcpy(cur->data, w->data, kiln_nbytes(cur));
-    else kiln_get_type_traits(w->type)->to_float(w->data, cur->data, ne0 * ne1);
+    else kiln_get_type_traits(w->type)->to_float(w->data, cur->data, (int64_t) nw);
     const bool embd = !strncmp(w->name, "token_embd", 10);
     for (int i = 0; i < n_ads; i++) {
         char na[176], nb[176];
@@ -123,7 +129,7 @@ static bool merge(struct kiln_context * ctx_out, const struct kiln_tensor * w, s
     struct kiln_tensor * res = kiln_cast(ctx, cur, w->type == KILN_TYPE_F32 ? KILN_TYPE_F32 : KILN_TYPE_F16);
     struct kiln_cgraph * gf = res ? kiln_new_graph(ctx) : NULL;
     if (!gf || kiln_build_forward_expand(gf, res) != KILN_STATUS_SUCCESS || kiln_graph_compute_with_ctx(ctx, gf, n_threads) != KILN_STATUS_SUCCESS) goto fail;
-    *out = kiln_new_tensor_2d(ctx_out, res->type, ne0, ne1);
+    *out = kiln_new_tensor_3d(ctx_out, res->type, ne0, ne1, ne2);
     if (!*out) goto fail;
     memcpy((*out)->data, res->data, kiln_nbytes(res));
     kiln_set_name(*out, w->name);

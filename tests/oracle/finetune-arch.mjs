@@ -21,7 +21,11 @@
 //    log-probabilities after each of the first 10 prompt tokens agree within
 //    the tolerance arch.mjs uses for F32 weights (GELU models: 1e-2), and
 //    N_GEN greedy tokens are equal (a step where the engines differ passes
-//    only as a near-tie, as in lora.mjs).
+//    only as a near-tie, as in lora.mjs);
+//  - mixture-of-experts models: kiln-export-lora merges the adapter into
+//    the F32 base, each expert's matrix with its own pair; llama.cpp with
+//    the merged model gives llama.cpp's base + adapter greedy tokens (a
+//    near-tie as above: W x + s B A x and (W + s B A) x round differently).
 //
 //   node tests/oracle/finetune-arch.mjs [--build DIR] [--arch qwen3moe,...]
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
@@ -71,6 +75,34 @@ function check(ok, what, detail = "") {
 const llama = await loadOracleLlama();
 console.log(describeOracle());
 
+// kiln-export-lora's merge of an expert adapter, run by llama.cpp, against
+// llama.cpp's base + adapter greedy tokens (refIds; seq holds that context)
+async function checkMerged(arch, base, adapter, seq, input, refIds) {
+    const merged = path.join(outDir, `${arch}-merged.gguf`);
+    runTool(bin("kiln-export-lora"), ["-m", base, "--lora", adapter, "-o", merged]);
+    const mm = await llama.loadModel({ modelPath: merged });
+    const mctx = await mm.createContext({ contextSize: 256, batchSize: 256, threads: 1, sequences: 1, flashAttention: true });
+    const mseq = mctx.getSequence();
+    const got = await greedyOneByOne(mseq, input, N_GEN, 1, (t) => mm.isEogToken(t));
+    const d = firstDiff(got.ids, refIds);
+    if (d < 0) check(refIds.length > 0, `${arch}: kiln-export-lora's merged model in llama.cpp = llama.cpp base + adapter, greedy tokens`, `(${refIds.length} tokens)`);
+    else {
+        let ok = false, detail = `first diff at ${d}: merged ${got.ids.slice(d, d + 4)} base + adapter ${refIds.slice(d, d + 4)}`;
+        if (d < refIds.length && d < got.ids.length) {
+            const prefix = [...input, ...refIds.slice(0, d)];
+            const lb = (await nextAfter(seq, prefix)).probabilities, lmg = (await nextAfter(mseq, prefix)).probabilities;
+            let n = 0;
+            for (const t of [...lb.keys(), ...lmg.keys()]) n = Math.max(n, t + 1);
+            const t = nearTie(refIds[d], got.ids[d], mapLog(lb, n), mapLog(lmg, n));
+            ok = t.ok;
+            detail += `; gap ${t.gap.toExponential(2)}, max |dlogprob| ${t.drift.toExponential(2)} (near-tie limit ${DRIFT})`;
+        }
+        check(ok, `${arch}: kiln-export-lora's merged model in llama.cpp = llama.cpp base + adapter, greedy tokens${ok ? " equal up to a near-tie" : ""}`, detail);
+    }
+    await mctx.dispose();
+    await mm.dispose();
+}
+
 for (const [arch, targets, perLayer, shapes] of CASES) {
     if (ONLY && !ONLY.includes(arch)) continue;
     const base = archModel(build, arch, "f32");
@@ -119,6 +151,7 @@ for (const [arch, targets, perLayer, shapes] of CASES) {
         const seq = ctx.getSequence();
         const input = [...(lm.tokens.shouldPrependBosToken ? [lm.tokens.bos] : []), ...lm.tokenize(PROMPT)];
         const ref = await greedyOneByOne(seq, input, N_GEN, N_LOGIT_POS, (t) => lm.isEogToken(t));
+        if (scale === 1 && shapes.some((sh) => sh.length > 3)) await checkMerged(arch, base, adapter, seq, input, ref.ids);
         const k = kiln(scale);
         let maxd = 0;
         for (let p = 0; p < ref.probs.length; p++) maxd = Math.max(maxd, maxLogprobDiff(ref.probs[p], logSoftmax(k.logits[p].logits)));
