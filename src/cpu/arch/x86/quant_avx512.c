@@ -234,8 +234,10 @@ static inline __attribute__((always_inline)) void q4_0x16_cols(int64_t n, const 
             l[g] = _mm512_and_si512(v, m4);
             h[g] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
         }
-        const __m256i d16 = _mm256_setr_epi64x(*(const long long *) xg[0][i].d, *(const long long *) xg[1][i].d,
-                                               *(const long long *) xg[2][i].d, *(const long long *) xg[3][i].d);
+        /* each group's four fp16 scales as one 8-byte value (unaligned: memcpy) */
+        long long dg[4];
+        for (int g = 0; g < 4; g++) memcpy(&dg[g], xg[g][i].d, sizeof dg[g]);
+        const __m256i d16 = _mm256_setr_epi64x(dg[0], dg[1], dg[2], dg[3]);
         const __m512 dx = _mm512_permutexvar_ps(tr, _mm512_cvtph_ps(d16));
         for (int c = 0; c < N; c++) {
             const block_q8_0 * yb = (const block_q8_0 *) (y + (size_t) c * ys) + i;
