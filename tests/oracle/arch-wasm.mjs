@@ -55,13 +55,17 @@ const N_GEN = 48;
 const N_TOP = 8;
 const CTX = 256;
 // max |log p_wasm - log p_native| over wasm's top-8 after the prompt. F32:
-// measured up to 3.3e-3 (wasm's batched F32 gemm tiles sum in another
-// order). F16 / Q8_0 / Q4_K: most runs agree to 1e-6..1e-2, but an
+// wasm sums F32 products, f16 dots and silu in llama.cpp's x86 orders
+// (tinyBLAS's 8 lanes for batches), native's scalar row in Kiln's own:
+// measured up to 7.0e-3 (gemma: its GELU table and post-norms amplify, as
+// between native's scalar and AVX2 rows), 5.6e-3 (granite: its
+// multipliers), 3.3e-3 elsewhere; arch.mjs allows llama.cpp 1e-2 on the
+// GELU models. F16 / Q8_0 / Q4_K: most runs agree to 1e-6..1e-2, but an
 // activation one rounding apart that crosses an f16 / q8 rounding boundary
 // moves them further on these random models (README.md): measured 7.2e-2
 // (gemma Q8_0), 7.0e-2 (granite Q8_0: its multipliers amplify), 3.2e-2
 // (smollm3 Q8_0). A wrong operation moves them by 1 or more.
-const TOL0 = { f32: 5e-3, f16: 1e-1, q8_0: 1e-1, q4_K: 1e-1 };
+const TOL0 = { f32: 1e-2, f16: 1e-1, q8_0: 1e-1, q4_K: 1e-1 };
 // and at the step where greedy runs part; MoE: a router near-tie that picks
 // another expert moves log-probs by a step of its own (measured 0.26-0.33 on
 // qwen3moe Q4_K after 36-40 steps; llama.cpp's own batched and one-by-one
