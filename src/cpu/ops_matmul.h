@@ -29,6 +29,13 @@ bool kiln_mm_act_plan(const struct kiln_kernels * k, const char * op, const stru
                       const struct kiln_tensor * src1, struct kiln_mm_act * p);
 size_t kiln_mm_act_work(const struct kiln_mm_act * p, int n_threads);
 /* thread ith's share of the conversion into wdata (no barrier) */
+/* Thread 0 sorts mul_mat_id's (slot, token) entries by expert (counting
+ * sort: offs[e]..offs[e+1] index ent's pairs of expert e) and validates the
+ * ids; after the barrier every thread sees the result, or an error naming
+ * op and the first id outside [0, n_as). */
+enum kiln_status kiln_mm_id_sort(const struct kiln_compute_params * params, const char * op, const struct kiln_tensor * ids,
+                                 int64_t n_as, int32_t * offs, int32_t * ent, int32_t * err);
+
 void kiln_mm_act_convert(const struct kiln_compute_params * params, const struct kiln_kernels * k,
                          const struct kiln_tensor * src1, const struct kiln_mm_act * p);
 /* row (i11, i12, i13) of the activations, converted or in place */

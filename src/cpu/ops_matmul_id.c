@@ -57,6 +57,46 @@ size_t kiln_cpu_work_mul_mat_id(const struct kiln_tensor * dst, int n_threads) {
     return l.total;
 }
 
+static int32_t id_at(const struct kiln_tensor * ids, int64_t s, int64_t t) {
+    return *(const int32_t *) ((const char *) ids->data + s * ids->nb[0] + t * ids->nb[1]);
+}
+
+enum kiln_status kiln_mm_id_sort(const struct kiln_compute_params * params, const char * op, const struct kiln_tensor * ids,
+                                 int64_t n_as, int32_t * offs, int32_t * ent, int32_t * err) {
+    const int64_t n_used = ids->ne[0], n_tok = ids->ne[1];
+    if (params->ith == 0) {
+        err[0] = -1;
+        for (int64_t e = 0; e <= n_as; e++) offs[e] = 0;
+        for (int64_t t = 0; t < n_tok && err[0] < 0; t++) {
+            for (int64_t s = 0; s < n_used; s++) {
+                const int32_t id = id_at(ids, s, t);
+                if (id < 0 || id >= n_as) { err[0] = id < 0 ? INT32_MAX : id; err[1] = (int32_t) (s + n_used * t); break; }
+                offs[id + 1]++;
+            }
+        }
+        if (err[0] < 0) {
+            for (int64_t e = 0; e < n_as; e++) offs[e + 1] += offs[e];
+            for (int64_t t = 0; t < n_tok; t++) {
+                for (int64_t s = 0; s < n_used; s++) {
+                    const int32_t pos = offs[id_at(ids, s, t)]++;
+                    ent[2 * pos] = (int32_t) s;
+                    ent[2 * pos + 1] = (int32_t) t;
+                }
+            }
+            for (int64_t e = n_as; e > 0; e--) offs[e] = offs[e - 1];
+            offs[0] = 0;
+        }
+        kiln_chunk_reset(params, 0);
+    }
+    kiln_barrier(params);
+    if (err[0] >= 0) {
+        kiln_set_error("%s: ids[%d] = %d is not an expert index in [0, %lld)", op, (int) err[1],
+                       err[0] == INT32_MAX ? -1 : (int) err[0], (long long) n_as);
+        return KILN_STATUS_INVALID_ARG;
+    }
+    return KILN_STATUS_SUCCESS;
+}
+
 enum kiln_status kiln_cpu_fwd_mul_mat_id(const struct kiln_compute_params * params, struct kiln_tensor * dst) {
     const struct kiln_tensor * as  = dst->src[0];
     const struct kiln_tensor * b   = dst->src[1];
@@ -85,44 +125,15 @@ enum kiln_status kiln_cpu_fwd_mul_mat_id(const struct kiln_compute_params * para
     }
 
     const int64_t K = as->ne[0], N = as->ne[1], n_as = as->ne[2];
-    const int64_t n_used = ids->ne[0], n_tok = ids->ne[1], ne11 = b->ne[1];
+    const int64_t ne11 = b->ne[1];
     int32_t * offs = (int32_t *) ((char *) params->wdata + l.off_map);
     int32_t * ent  = (int32_t *) ((char *) params->wdata + l.off_ent);
     int32_t * err  = (int32_t *) ((char *) params->wdata + l.off_err);
 
     kiln_mm_act_convert(params, k, b, &act);
-    if (params->ith == 0) {
-        /* counting sort of the rows by expert, validating ids (input data) */
-        err[0] = -1;
-        for (int64_t e = 0; e <= n_as; e++) offs[e] = 0;
-        for (int64_t t = 0; t < n_tok && err[0] < 0; t++) {
-            for (int64_t s = 0; s < n_used; s++) {
-                const int32_t id = *(const int32_t *) ((const char *) ids->data + s * ids->nb[0] + t * ids->nb[1]);
-                if (id < 0 || id >= n_as) { err[0] = id < 0 ? INT32_MAX : id; err[1] = (int32_t)(s + n_used * t); break; }
-                offs[id + 1]++;
-            }
-        }
-        if (err[0] < 0) {
-            for (int64_t e = 0; e < n_as; e++) offs[e + 1] += offs[e];
-            /* offs[e] becomes the fill cursor, restored below */
-            for (int64_t t = 0; t < n_tok; t++) {
-                for (int64_t s = 0; s < n_used; s++) {
-                    const int32_t id = *(const int32_t *) ((const char *) ids->data + s * ids->nb[0] + t * ids->nb[1]);
-                    const int32_t pos = offs[id]++;
-                    ent[2 * pos] = (int32_t) s;
-                    ent[2 * pos + 1] = (int32_t) t;
-                }
-            }
-            for (int64_t e = n_as; e > 0; e--) offs[e] = offs[e - 1];
-            offs[0] = 0;
-        }
-        kiln_chunk_reset(params, 0);
-    }
-    kiln_barrier(params);
-    if (err[0] >= 0) {
-        kiln_set_error("mul_mat_id: ids[%d] = %d is not an expert index in [0, %lld)", (int) err[1],
-                       err[0] == INT32_MAX ? -1 : (int) err[0], (long long) n_as);
-        return KILN_STATUS_INVALID_ARG;
+    {
+        const enum kiln_status st = kiln_mm_id_sort(params, "mul_mat_id", ids, n_as, offs, ent, err);
+        if (st != KILN_STATUS_SUCCESS) return st;
     }
 
     const int64_t nbl0 = (N + ID_BLOCK0 - 1) / ID_BLOCK0;

@@ -57,47 +57,6 @@ size_t kiln_cpu_work_out_prod_id(const struct kiln_tensor * dst, int n_threads) 
     return l.total;
 }
 
-static int32_t id_at(const struct kiln_tensor * ids, int64_t s, int64_t t) {
-    return *(const int32_t *) ((const char *) ids->data + s * ids->nb[0] + t * ids->nb[1]);
-}
-
-/* thread 0: counting sort of the entries by expert; then every thread sees
- * offs/ent, or err[0] >= 0 for an id outside [0, n_as) */
-static enum kiln_status sort_ids(const struct kiln_compute_params * params, const char * op, const struct kiln_tensor * ids,
-                                 int64_t n_as, int32_t * offs, int32_t * ent, int32_t * err) {
-    const int64_t n_used = ids->ne[0], n_tok = ids->ne[1];
-    if (params->ith == 0) {
-        err[0] = -1;
-        for (int64_t e = 0; e <= n_as; e++) offs[e] = 0;
-        for (int64_t t = 0; t < n_tok && err[0] < 0; t++) {
-            for (int64_t s = 0; s < n_used; s++) {
-                const int32_t id = id_at(ids, s, t);
-                if (id < 0 || id >= n_as) { err[0] = id < 0 ? INT32_MAX : id; err[1] = (int32_t) (s + n_used * t); break; }
-                offs[id + 1]++;
-            }
-        }
-        if (err[0] < 0) {
-            for (int64_t e = 0; e < n_as; e++) offs[e + 1] += offs[e];
-            for (int64_t t = 0; t < n_tok; t++) {
-                for (int64_t s = 0; s < n_used; s++) {
-                    const int32_t pos = offs[id_at(ids, s, t)]++;
-                    ent[2 * pos] = (int32_t) s;
-                    ent[2 * pos + 1] = (int32_t) t;
-                }
-            }
-            for (int64_t e = n_as; e > 0; e--) offs[e] = offs[e - 1];
-            offs[0] = 0;
-        }
-        kiln_chunk_reset(params, 0);
-    }
-    kiln_barrier(params);
-    if (err[0] >= 0) {
-        kiln_set_error("%s: ids[%d] = %d is not an expert index in [0, %lld)", op, (int) err[1],
-                       err[0] == INT32_MAX ? -1 : (int) err[0], (long long) n_as);
-        return KILN_STATUS_INVALID_ARG;
-    }
-    return KILN_STATUS_SUCCESS;
-}
 
 static float g_at(const struct kiln_tensor * g, int64_t n, int64_t e, int64_t t) {
     return *(const float *) ((const char *) g->data + n * g->nb[0] + e * g->nb[1] + t * g->nb[2]);
@@ -128,7 +87,7 @@ enum kiln_status kiln_cpu_fwd_mul_mat_id_back(const struct kiln_compute_params *
     int32_t * ent = (int32_t *) ((char *) params->wdata + l.off_ent);
     int32_t * err = (int32_t *) ((char *) params->wdata + l.off_err);
     float * tmp = (float *) ((char *) params->wdata + l.off_row + KILN_PAD(back_row_bytes(as), KILN_MM_ALIGN) * (size_t) params->ith);
-    const enum kiln_status st = sort_ids(params, "mul_mat_id_back", ids, n_as, offs, ent, err);
+    const enum kiln_status st = kiln_mm_id_sort(params, "mul_mat_id_back", ids, n_as, offs, ent, err);
     if (st != KILN_STATUS_SUCCESS) return st;
 
     /* a chunk: up to IDB_BLOCK entries of one expert; each row n of the
@@ -183,7 +142,7 @@ enum kiln_status kiln_cpu_fwd_out_prod_id(const struct kiln_compute_params * par
     int32_t * offs = (int32_t *) ((char *) params->wdata + l.off_map);
     int32_t * ent = (int32_t *) ((char *) params->wdata + l.off_ent);
     int32_t * err = (int32_t *) ((char *) params->wdata + l.off_err);
-    const enum kiln_status st = sort_ids(params, "out_prod_id", ids, n_as, offs, ent, err);
+    const enum kiln_status st = kiln_mm_id_sort(params, "out_prod_id", ids, n_as, offs, ent, err);
     if (st != KILN_STATUS_SUCCESS) return st;
 
     /* a chunk: IDB_BLOCK rows n of one expert's dst; every entry of the
