@@ -51,8 +51,10 @@ fi
 # ends, every exit status counted), longest first. whisper.cpp's log lines
 # (whisper_*, read_audio_*) are left out of the audio oracles' output.
 source scripts/jobs.sh
-# the longest job (~340 s CPU) first: Whisper's decoding modes (beam search, best-of, fallback, prompt, VAD, SRT/VTT) against whisper.cpp's whisper_full
-jobs_add whisper-decode-oracle.mjs "node tests/audio/whisper-decode-oracle.mjs --build '$B'"
+# the longest jobs first: Whisper's decoding modes (beam search, best-of, fallback, prompt, VAD,
+# SRT/VTT) against whisper.cpp's whisper_full (~340 s CPU in all), its two parts as two jobs
+jobs_add "whisper-decode-oracle.mjs model" "node tests/audio/whisper-decode-oracle.mjs --build '$B' --part model"
+jobs_add "whisper-decode-oracle.mjs same-logits" "node tests/audio/whisper-decode-oracle.mjs --build '$B' --part same-logits"
 # every decoder architecture x weight type on random-weight models
 # (build/oracle-arch/), in four groups of architectures (arch.mjs --arch)
 groups="$(arch_groups 4)"; [ -n "$groups" ]

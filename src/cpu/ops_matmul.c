@@ -237,16 +237,16 @@ static void block_f32(kiln_gemm_tile_t tile, int MR, int NR, float (*edge)(int64
  * a value on the other side of a rounding step moves by a whole step (a Q8_0
  * quantization step: a Q8_0 encoder drifted 3e-4 in cosine from llama.cpp;
  * an fp16 step of a decoder's F16 KV cache or of flash attention's fp16 V
- * accumulator). On x86 the products of two computed tensors take it
- * (attention's K^T Q and V^T softmax in the encoders, MoE routers), weights
- * (leaves) keep the faster packed GEMM. In wasm every batched f32 product
- * takes it, weights too: with relaxed SIMD's fused multiply-add these are
- * llama.cpp's sums bit for bit (stories260K's embedding moved 1.3e-4 from
- * llama.cpp's with the packed order); SIMD128 has no FMA and only gets the
- * order. 0: not such a product; 1: tinyBLAS's order; 2: ggml_vec_dot_f32's. */
+ * accumulator). Every batched f32 product takes it, F32 weights as well as
+ * computed operands (attention's K^T Q and V^T softmax, MoE routers): F32
+ * encoders and stories260K's embedding then agree with llama.cpp's x86
+ * build to ~2e-7 (1e-4 with a packed GEMM of Kiln's own order), at the
+ * packed GEMM's speed on the models measured. With relaxed SIMD's fused
+ * multiply-add wasm gets llama.cpp's sums bit for bit; SIMD128 has no FMA
+ * and only gets the order; the scalar row has no tile8 kernel and keeps
+ * its own. 0: not such a product; 1: tinyBLAS's order; 2: ggml_vec_dot_f32's. */
 static int ggml_order(const struct kiln_kernels * k, const struct kiln_tensor * src0, const struct kiln_tensor * src1) {
-    const bool wasm = k->isa_id == KILN_ISA_WASM_SIMD128 || k->isa_id == KILN_ISA_WASM_RELAXED;
-    if (!k->f32_gemm_tile8 || (src0->op == KILN_OP_NONE && !wasm) || src0->type != KILN_TYPE_F32 ||
+    if (!k->f32_gemm_tile8 || src0->type != KILN_TYPE_F32 ||
         src1->type != KILN_TYPE_F32 || src1->ne[1] < 2) return 0;
     const bool sgemm = kiln_is_contiguous(src1) && src0->ne[0] % 8 == 0 && src0->ne[1] % 4 == 0;
     return sgemm ? 1 : 2;

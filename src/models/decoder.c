@@ -148,18 +148,6 @@ static struct kiln_tensor * ffn_silu(const struct kiln_model * m, struct kiln_co
     return act ? lora_mul_mat(m, ctx, wd, act) : NULL;
 }
 
-/* an F32 gate (the router, the shared expert's gate) times a batch, summed
- * as llama.cpp's x86 build sums it: a batch takes tinyBLAS's order when the
- * weight has a multiple of 4 rows (the router), ggml_vec_dot_f32's
- * otherwise (the shared expert's one-row gate) — mul_mat's ggml order
- * (ops_matmul.c), which it applies to a computed src0, so the weight goes
- * through a copy; a leaf would take Kiln's packed gemm, whose order at a
- * near-tie of two experts' logits picks other experts. One token is a
- * mat-vec either way. */
-static struct kiln_tensor * mm_gate(struct kiln_context * ctx, struct kiln_tensor * w, struct kiln_tensor * x) {
-    return kiln_mul_mat(ctx, x->ne[1] > 1 && w->type == KILN_TYPE_F32 ? kiln_cont(ctx, w) : w, x);
-}
-
 /* mixture of experts, in llama.cpp's order of operations: router softmax,
  * the n_used most probable experts (descending), their probabilities as
  * weights (renormalised for MOE_NORM_TOPK), each expert's gated-SiLU FFN by
@@ -169,7 +157,7 @@ static struct kiln_tensor * mm_gate(struct kiln_context * ctx, struct kiln_tenso
 static struct kiln_tensor * ffn_moe(const struct kiln_model * m, const struct layer * L, struct kiln_context * ctx,
                                     struct kiln_tensor * x, int32_t nb) {
     const int64_t E = m->n_embd, X = m->n_expert, U = m->n_expert_used;
-    struct kiln_tensor * logits = lora_add(m, ctx, L->gate_inp, mm_gate(ctx, L->gate_inp, x), x); /* [X, nb] */
+    struct kiln_tensor * logits = lora_add(m, ctx, L->gate_inp, kiln_mul_mat(ctx, L->gate_inp, x), x); /* [X, nb] */
     CHKN(logits);
     struct kiln_tensor * probs = kiln_soft_max(ctx, logits); /* [X, nb] */
     CHKN(probs);
@@ -198,7 +186,7 @@ static struct kiln_tensor * ffn_moe(const struct kiln_model * m, const struct la
     }
     if (U == 1) out = kiln_cont(ctx, out);
     if (m->tr->moe == MOE_SHARED) {
-        struct kiln_tensor * g = lora_add(m, ctx, L->gate_inp_shexp, mm_gate(ctx, L->gate_inp_shexp, x), x); /* [1, nb] */
+        struct kiln_tensor * g = lora_add(m, ctx, L->gate_inp_shexp, kiln_mul_mat(ctx, L->gate_inp_shexp, x), x); /* [1, nb] */
         CHKN(g);
         g = kiln_div(ctx, kiln_silu(ctx, g), g);
         struct kiln_tensor * sh = kiln_mul(ctx, ffn_silu(m, ctx, x, L->gate_shexp, L->up_shexp, L->down_shexp), g);
