@@ -360,6 +360,7 @@ enum kiln_status kiln_cpu_fwd_mul_mat(const struct kiln_compute_params * params,
     float * scratch = packed ? (float *) ((char *) params->wdata + KILN_PAD(act_work, KILN_MM_ALIGN) + pack_scratch_bytes() * (size_t) params->ith) : NULL;
     /* a single src1 row may sum in llama.cpp's mat-vec order (kernels.h) */
     const kiln_vec_dot_t dot = ne11 == 1 && k->vec_dot_1[src0->type] ? k->vec_dot_1[src0->type] : k->vec_dot[src0->type];
+    const kiln_vec_dot_y4_t dot_y4 = gemv ? NULL : k->vec_dot_y4[src0->type];
     /* f32 mat-vec: two rows per call where the table has it (same sums) */
     const kiln_f32_dot2_t dot2 = gemv && src0->type == KILN_TYPE_F32 && act.vdt == KILN_TYPE_F32 ? k->f32_dot2 : NULL;
     /* rows below nfull are in groups of rep (4 or 8); blocks start at multiples of 8 */
@@ -416,7 +417,16 @@ enum kiln_status kiln_cpu_fwd_mul_mat(const struct kiln_compute_params * params,
                            dst->nb[1], unpacked);
             continue;
         }
-        for (int64_t j = j0; j < j1; j++) {
+        int64_t j = j0;
+        if (dot_y4 && dst->nb[1] % sizeof(float) == 0) {
+            /* 4 src1 rows per weight row read (same sums as dot) */
+            const size_t ldd = dst->nb[1] / sizeof(float);
+            for (; j + 4 <= j1; j += 4) {
+                float * drow = (float *) (d + j * dst->nb[1]);
+                for (int64_t i = i0; i < i1; i++) dot_y4(ne00, &drow[i], ldd, a + i * src0->nb[1], b + j * act_stride, act_stride);
+            }
+        }
+        for (; j < j1; j++) {
             const char * brow = b + j * act_stride;
             float * drow = (float *) (d + j * dst->nb[1]);
             int64_t i = i0;

@@ -116,6 +116,7 @@ KILN_REPACK_Q4_K_KERNELS(avx2)
 KILN_REPACK_KERNELS(avx512)
 KILN_REPACK_GEMM_KERNELS(avx512)
 void q4_0x16_q8_0_gemm__avx512(int64_t n, int ncols, float * s, size_t ss, const void * x, size_t xs, const void * y, size_t ys);
+void q8_0x16_q8_0_gemm__avx512(int64_t n, int ncols, float * s, size_t ss, const void * x, size_t xs, const void * y, size_t ys);
 KILN_REPACK_Q4_K_KERNELS(avx512)
 KILN_REPACK_Q4_K_KERNELS(avxvnni)
 #endif

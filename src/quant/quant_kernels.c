@@ -55,6 +55,7 @@ void kiln_quant_register_kernels(struct kiln_kernels * k) {
                 SET(k, Q4_K, q4_K_q8_K_vec_dot__avx512, Q8_K);
                 SET(k, Q5_K, q5_K_q8_K_vec_dot__avx512, Q8_K);
                 SET(k, Q6_K, q6_K_q8_K_vec_dot__avx512, Q8_K);
+                k->vec_dot_y4[KILN_TYPE_Q6_K] = q6_K_q8_K_vec_dot_y4__avx512;
                 SET(k, IQ4_NL, iq4_nl_q8_0_vec_dot__avx512, Q8_0);
                 k->vec_dot_1[KILN_TYPE_IQ4_NL] = iq4_nl_q8_0_vec_dot_gemv__avx512;
             } else {
@@ -95,4 +96,10 @@ void kiln_quant_register_kernels(struct kiln_kernels * k) {
     k->from_float[KILN_TYPE_Q8_0] = kiln_quantize_row_q8_0_act;
     k->from_float[KILN_TYPE_Q8_1] = kiln_quantize_row_q8_1_act;
     k->from_float[KILN_TYPE_Q8_K] = kiln_quantize_row_q8_K_ref;
+#if defined(__x86_64__) && !defined(__EMSCRIPTEN__)
+    /* the same bytes on 8-lane vectors */
+    if (k->isa_id == KILN_ISA_AVX2 || k->isa_id == KILN_ISA_AVX512 || k->isa_id == KILN_ISA_AVXVNNI) {
+        k->from_float[KILN_TYPE_Q8_0] = kiln_quantize_row_q8_0_act__avx2;
+    }
+#endif
 }

@@ -330,6 +330,97 @@ static void test_vnni_vs_avx2(enum kiln_isa isa, const char * needs) {
     printf("  %s dots == avx2 bit for bit: %d cases\n", k5->isa, cases);
 }
 
+/* vec_dot_y4 (one weight row against 4 activation rows): every output
+ * bit-identical to the same table's vec_dot (itself tested against scalar
+ * and, on avx512, against avx2 above), at 1..37 blocks, rows off vector
+ * alignment and an odd output stride. Counts the tables that have one, so a table losing
+ * it shows in the output. */
+static void test_vec_dot_y4(void) {
+    int cases = 0, tables = 0;
+    static const int nblocks[] = { 1, 2, 3, 8, 37 };
+    for (int isa = 0; isa < KILN_ISA_COUNT; isa++) {
+        const struct kiln_kernels * kk = kiln_kernels_for_isa((enum kiln_isa) isa);
+        if (!kk) continue;
+        bool any = false;
+        tu_case = kk->isa;
+        tu_seed(700 + isa);
+        for (int ti = 0; ti < N_TYPES; ti++) {
+            const enum kiln_type t = qtypes[ti], vt = kk->vec_dot_type[t];
+            if (!kk->vec_dot_y4[t]) continue;
+            any = true;
+            const int64_t bs = kiln_blck_size(t) > kiln_blck_size(vt) ? kiln_blck_size(t) : kiln_blck_size(vt);
+            for (int li = 0; li < 5; li++) {
+                const int64_t n = bs * nblocks[li];
+                const size_t ys = kiln_row_size(vt, n) + 4; /* rows 4-byte aligned (the blocks' own alignment), not 16 or 64 */
+                uint8_t * xb = malloc(kiln_row_size(t, n) + 8), * yb = malloc(4 * ys + 8);
+                uint8_t * x = xb + 2, * y = yb + 4;
+                float * act = malloc(sizeof(float) * (size_t) n);
+                make_weights(t, n, x);
+                for (int c = 0; c < 4; c++) {
+                    for (int64_t i = 0; i < n; i++) act[i] = tu_rand_uniform(-3, 3) * (float) (c + 1);
+                    kk->from_float[vt](act, y + (size_t) c * ys, n);
+                }
+                float s[4 * 5];
+                for (int i = 0; i < 20; i++) s[i] = -1.0f;
+                kk->vec_dot_y4[t](n, s, 5, x, y, ys);
+                for (int c = 0; c < 4; c++) {
+                    float want = 0;
+                    kk->vec_dot[t](n, &want, x, y + (size_t) c * ys);
+                    CHECK(memcmp(&s[5 * c], &want, sizeof want) == 0, "%s %s y4 n=%lld row %d: %.9g, vec_dot %.9g", kk->isa,
+                          kiln_type_name(t), (long long) n, c, s[5 * c], want);
+                    CHECK(s[5 * c + 1] == -1.0f, "%s %s y4: wrote outside its outputs", kk->isa, kiln_type_name(t));
+                    cases++;
+                }
+                free(xb); free(yb); free(act);
+            }
+        }
+        tables += any;
+    }
+    printf("  vec_dot_y4 == vec_dot bit for bit: %d cases in %d tables\n", cases, tables);
+}
+
+/* Every table's activation quantizer for Q8_0 writes the bytes of
+ * kiln_quantize_row_q8_0_act (ggml x86's rounding): random blocks, blocks
+ * of exact rounding ties (amax 127, values k + 0.5), zeros, subnormals, huge
+ * values, inf and NaN, input and output off vector alignment. */
+static void test_q8_0_act_quantizers(void) {
+    int cases = 0;
+    enum { NB = 64, N = NB * 32 };
+    float * x = malloc(sizeof(float) * (N + 1));
+    uint8_t * want = malloc(kiln_row_size(KILN_TYPE_Q8_0, N)), * got = malloc(kiln_row_size(KILN_TYPE_Q8_0, N) + 2);
+    for (int isa = 0; isa < KILN_ISA_COUNT; isa++) {
+        const struct kiln_kernels * kk = kiln_kernels_for_isa((enum kiln_isa) isa);
+        if (!kk) continue;
+        tu_case = kk->isa;
+        tu_seed(900 + isa);
+        for (int round = 0; round < 4; round++) {
+            float * xs = x + (round & 1); /* misaligned every other round */
+            for (int b = 0; b < NB; b++) {
+                float * xb = xs + 32 * b;
+                const int kind = b % 8;
+                for (int j = 0; j < 32; j++) {
+                    float v = tu_rand_uniform(-2, 2);
+                    if (kind == 1) v = (float) ((int) tu_rand_uniform(-127, 127)) + 0.5f; /* ties at scale 1 */
+                    if (kind == 2) v = 0.0f;
+                    if (kind == 3) v *= 1e-40f;                                      /* subnormal */
+                    if (kind == 4) v *= 1e30f;
+                    xb[j] = v;
+                }
+                if (kind == 1) xb[(round + b) % 32] = (round & 2) ? -127.0f : 127.0f;
+                if (kind == 5) xb[(3 * b + round) % 32] = (round & 2) ? -INFINITY : INFINITY;
+                if (kind == 6) xb[(5 * b + round) % 32] = NAN;
+                if (kind == 7 && round >= 2) xb[31] = NAN;
+            }
+            kiln_quantize_row_q8_0_act(xs, want, N);
+            kk->from_float[KILN_TYPE_Q8_0](xs, got + 2, N); /* blocks are 2-byte aligned: off vector alignment */
+            CHECK(memcmp(want, got + 2, kiln_row_size(KILN_TYPE_Q8_0, N)) == 0, "%s q8_0 activation bytes differ (round %d)", kk->isa, round);
+            cases++;
+        }
+    }
+    free(x); free(want); free(got);
+    printf("  q8_0 activation quantizers == kiln_quantize_row_q8_0_act: %d rows of %d blocks\n", cases, (int) NB);
+}
+
 int main(void) {
 #if defined(__wasm_simd128__)
     test_q8_0_reference_order(kiln_kernels_for_isa(KILN_ISA_WASM_SIMD128), kiln_kernels_for_isa(KILN_ISA_SCALAR));
@@ -343,5 +434,7 @@ int main(void) {
     test_isa_vs_scalar();
     test_vnni_vs_avx2(KILN_ISA_AVX512, "AVX-512 F+BW+VL+VNNI");
     test_vnni_vs_avx2(KILN_ISA_AVXVNNI, "AVX-VNNI");
+    test_vec_dot_y4();
+    test_q8_0_act_quantizers();
     return tu_finish();
 }

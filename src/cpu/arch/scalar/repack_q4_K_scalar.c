@@ -72,8 +72,17 @@ void q4_Kx8_q8_K_gemm__scalar(int64_t n, int ncols, float * s, size_t ss, const 
 void kiln_quantize_row_q8_K_x4(const float * x, void * vy, int64_t n) {
     block_q8_K * y = vy;
     for (int64_t i = 0; i < n / QK_K; i++, x += QK_K) {
+        /* fmaxf's value (a NaN is skipped) in 8 independent chains, which
+         * compile to max instructions instead of a libm call per value */
+        float m8[8] = { 0 };
+        for (int j = 0; j < QK_K; j += 8) {
+            for (int l = 0; l < 8; l++) {
+                const float ax = fabsf(x[j + l]);
+                m8[l] = ax > m8[l] ? ax : m8[l];
+            }
+        }
         float amax = 0;
-        for (int j = 0; j < QK_K; j++) amax = fmaxf(amax, fabsf(x[j]));
+        for (int l = 0; l < 8; l++) amax = m8[l] > amax ? m8[l] : amax;
         int positive = 0;
         for (int j = 0; j < QK_K; j++) positive |= x[j] == amax;
         if (amax == 0) {

@@ -16,6 +16,7 @@
 #include "../quant_dot.h"
 #include "blocks.h"
 #include "quants_impl.h"
+#include "quants.h"
 #include "quant_iq4nl_x86.h"
 
 static inline int hsum_i32(__m256i v) {
@@ -327,4 +328,50 @@ void iq4_xs_q8_K_vec_dot__avx2(int64_t n, float * s, const void * vx, const void
     }
     *s = hsum_ps(acc);
     (void) hsum_i32;
+}
+
+/* kiln_quantize_row_q8_0_act on 8-lane vectors, the same bytes: amax is a
+ * max (any order gives the same value without NaN), id = 127 / amax and d
+ * = amax / 127 in float as there (F16C's round-to-nearest-even conversion,
+ * the reference's), and vroundps/vcvtps2dq round half to even as rintf
+ * does; a product over 128 in magnitude (an inf activation) becomes 0 as
+ * there. A block with a NaN goes through the reference, whose max depends
+ * on where the NaN sits. */
+void kiln_quantize_row_q8_0_act__avx2(const float * x, void * vy, int64_t k) {
+    block_q8_0 * y = (block_q8_0 *) vy;
+    const __m256 sign = _mm256_set1_ps(-0.0f), lim = _mm256_set1_ps(128.0f);
+    const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    for (int64_t i = 0; i < k / QK8_0; i++) {
+        const float * xb = x + i * QK8_0;
+        __m256 v[4], nan = _mm256_setzero_ps();
+        for (int p = 0; p < 4; p++) {
+            v[p] = _mm256_loadu_ps(xb + 8 * p);
+            nan = _mm256_or_ps(nan, _mm256_cmp_ps(v[p], v[p], _CMP_UNORD_Q));
+        }
+        if (_mm256_movemask_ps(nan)) {
+            kiln_quantize_row_q8_0_act(xb, &y[i], QK8_0);
+            continue;
+        }
+        const __m256 m8 = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v[0]), _mm256_andnot_ps(sign, v[1])),
+                                        _mm256_max_ps(_mm256_andnot_ps(sign, v[2]), _mm256_andnot_ps(sign, v[3])));
+        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m8), _mm256_extractf128_ps(m8, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+        const float amax = _mm_cvtss_f32(m4);
+        const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+        const float d = amax / 127.0f;
+        y[i].d = (kiln_fp16_t) _cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT);
+        const __m256 mul = _mm256_set1_ps(id);
+        __m256i q[4];
+        for (int p = 0; p < 4; p++) {
+            const __m256 s = _mm256_mul_ps(v[p], mul);
+            const __m256 ok = _mm256_cmp_ps(_mm256_andnot_ps(sign, s), lim, _CMP_LE_OQ);
+            q[p] = _mm256_and_si256(_mm256_cvtps_epi32(_mm256_round_ps(s, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)),
+                                    _mm256_castps_si256(ok));
+        }
+        /* i32 -> i8 (|q| <= 128: 128 only from a rounding tie at 127.5+, which 127 / amax never reaches) */
+        const __m256i q01 = _mm256_packs_epi32(q[0], q[1]), q23 = _mm256_packs_epi32(q[2], q[3]);
+        const __m256i b = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(q01, q23), perm);
+        _mm256_storeu_si256((__m256i *) y[i].qs, b);
+    }
 }

@@ -102,36 +102,75 @@ static inline __m512i q6_scales(__m128i s8, int a) {
     return _mm512_cvtepi8_epi16(_mm256_shuffle_epi8(_mm256_broadcastsi128_si256(s8), idx));
 }
 
-void q6_K_q8_K_vec_dot__avx512(int64_t n, float * s, const void * vx, const void * vy) {
-    const block_q6_K * x = vx;
-    const block_q8_K * y = vy;
-    __m256 acc = _mm256_setzero_ps();
+/* a half super-block of q6_K (128 values) as unsigned 6-bit bytes: q01
+ * = chunks [0 | 1], q23 = chunks [2 | 3] (32 bytes each), and their i16
+ * scales (q6_scales) */
+struct q6_half { __m512i q01, q23, s01, s23; };
+
+static inline struct q6_half q6_decode_half(const uint8_t * ql, const uint8_t * qh, const int8_t * sc) {
     const __m512i m4 = _mm512_set1_epi8(0xF), m2 = _mm512_set1_epi8(3);
     /* the high 2 bits of chunks 0, 1 sit at bits 0-1, 2-3 of qh; of chunks 2, 3 at 4-5, 6-7 */
     const __m512i sh01 = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
     const __m512i sh23 = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(6), 1);
+    const __m512i l = _mm512_loadu_si512((const void *) ql); /* [l0 | l1] */
+    const __m512i h = _mm512_broadcast_i64x4(load32(qh));
+    struct q6_half r;
+    r.q01 = _mm512_or_si512(_mm512_and_si512(l, m4), _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(h, sh01), m2), 4));
+    r.q23 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), m4),
+                            _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(h, sh23), m2), 4));
+    const __m128i s8 = _mm_loadl_epi64((const __m128i *) sc);
+    r.s01 = q6_scales(s8, 0);
+    r.s23 = q6_scales(s8, 4);
+    return r;
+}
+
+/* unsigned q times y; the -32 offset comes off per lane after the loop
+ * (AVX2's form). vpdpwssd is madd + add in one (no saturation either way:
+ * the same i32 sums) */
+static inline __m512i q6_half_dot(__m512i sumi, const struct q6_half * h, const int8_t * q8) {
+    const __m512i y01 = _mm512_loadu_si512((const void *) q8), y23 = _mm512_loadu_si512((const void *) (q8 + 64));
+    sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(h->q01, y01), h->s01);
+    return _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(h->q23, y23), h->s23);
+}
+
+/* the float step of one super-block, as AVX2's */
+static inline __m256 q6_block_fma(__m512i sumi, const block_q6_K * x, const block_q8_K * y, __m256 acc) {
+    const __m256i lanes = _mm256_sub_epi32(fold_halves(sumi), q6_offset_lanes(x->scales, y->bsums));
+    return _mm256_fmadd_ps(_mm256_set1_ps(KQ_H2F(x->d) * y->d), _mm256_cvtepi32_ps(lanes), acc);
+}
+
+void q6_K_q8_K_vec_dot__avx512(int64_t n, float * s, const void * vx, const void * vy) {
+    const block_q6_K * x = vx;
+    const block_q8_K * y = vy;
+    __m256 acc = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; ++i) {
-        const uint8_t * ql = x[i].ql;
-        const uint8_t * qh = x[i].qh;
-        const int8_t * sc = x[i].scales;
-        const int8_t * q8 = y[i].qs;
         __m512i sumi = _mm512_setzero_si512();
         for (int half = 0; half < 2; ++half) {
-            const __m512i l = _mm512_loadu_si512((const void *) ql); /* [l0 | l1] */
-            const __m512i h = _mm512_broadcast_i64x4(load32(qh));
-            const __m512i q01 = _mm512_or_si512(_mm512_and_si512(l, m4),
-                                                _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(h, sh01), m2), 4));
-            const __m512i q23 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), m4),
-                                                _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(h, sh23), m2), 4));
-            const __m128i s8 = _mm_loadl_epi64((const __m128i *) sc);
-            const __m512i y01 = _mm512_loadu_si512((const void *) q8), y23 = _mm512_loadu_si512((const void *) (q8 + 64));
-            /* unsigned q times y; the -32 offset comes off per lane after the loop (AVX2's form) */
-            sumi = _mm512_add_epi32(sumi, _mm512_madd_epi16(_mm512_maddubs_epi16(q01, y01), q6_scales(s8, 0)));
-            sumi = _mm512_add_epi32(sumi, _mm512_madd_epi16(_mm512_maddubs_epi16(q23, y23), q6_scales(s8, 4)));
-            ql += 64; qh += 32; sc += 8; q8 += 128;
+            const struct q6_half h = q6_decode_half(x[i].ql + 64 * half, x[i].qh + 32 * half, x[i].scales + 8 * half);
+            sumi = q6_half_dot(sumi, &h, y[i].qs + 128 * half);
         }
-        const __m256i lanes = _mm256_sub_epi32(fold_halves(sumi), q6_offset_lanes(x[i].scales, y[i].bsums));
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(KQ_H2F(x[i].d) * y[i].d), _mm256_cvtepi32_ps(lanes), acc);
+        acc = q6_block_fma(sumi, &x[i], &y[i], acc);
     }
     *s = hsum_ps(acc);
+}
+
+/* One q6_K row against 4 activation rows (vy + c * ys bytes): each half
+ * super-block is decoded once for the 4, and every s[c * ss] is summed as
+ * q6_K_q8_K_vec_dot__avx512 sums it (the same integer lanes, the same float
+ * steps per row), so bit-identical to 4 calls of it. */
+void q6_K_q8_K_vec_dot_y4__avx512(int64_t n, float * s, size_t ss, const void * vx, const void * vy, size_t ys) {
+    const block_q6_K * x = vx;
+    const block_q8_K * y[4];
+    for (int c = 0; c < 4; ++c) y[c] = (const block_q8_K *) ((const char *) vy + (size_t) c * ys);
+    __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps() };
+    for (int64_t i = 0; i < n / QK_K; ++i) {
+        const struct q6_half h0 = q6_decode_half(x[i].ql, x[i].qh, x[i].scales);
+        const struct q6_half h1 = q6_decode_half(x[i].ql + 64, x[i].qh + 32, x[i].scales + 8);
+        for (int c = 0; c < 4; ++c) {
+            __m512i sumi = q6_half_dot(_mm512_setzero_si512(), &h0, y[c][i].qs);
+            sumi = q6_half_dot(sumi, &h1, y[c][i].qs + 128);
+            acc[c] = q6_block_fma(sumi, &x[i], &y[c][i], acc[c]);
+        }
+    }
+    for (int c = 0; c < 4; ++c) s[(size_t) c * ss] = hsum_ps(acc[c]);
 }
