@@ -93,28 +93,32 @@ RX_INLINE void mins2(v128_t mna, v128_t mnb, v128_t bs2, v128_t * m0, v128_t * m
 /* one super-block's sub-block pair p of the 8 rows against the activations
  * q8 (the super-block's 256): sc * dot into the row-pair accumulators a[4]
  * (lanes 0, 1: row 2q; 2, 3: row 2q + 1) */
-RX_INLINE void x8_pair(const uint8_t * qs, const int8_t * q8, int p, v128_t sclo, v128_t schi, v128_t a[4]) {
-    v128_t ylo[4], yhi[4];
-    for (int j = 0; j < 4; j++) {
-        ylo[j] = wasm_v128_load64_splat(q8 + 64 * p + 8 * j);
-        yhi[j] = wasm_v128_load64_splat(q8 + 64 * p + 32 + 8 * j);
-    }
-    const v128_t m4 = wasm_i8x16_splat(15);
+RX_INLINE void x8_pair(const uint8_t * qs, const int8_t * q8, int p, v128_t sclo, v128_t schi, v128_t a[4], v128_t m4) {
+    const int8_t * ylo = q8 + 64 * p, * yhi = q8 + 64 * p + 32;
+    /* the activation pieces are reloaded per row pair (L1 hits): kept in
+     * registers for all 4 they would push the accumulators out of them */
     for (int q = 0; q < 4; q++) {
         v128_t slo = wasm_i16x8_splat(0), shi = slo;
         for (int j = 0; j < 4; j++) {
             const v128_t b = ld(qs + 256 * p + (8 * j + 2 * q) * 8);
-            slo = wasm_i16x8_add(slo, RDOT16(ylo[j], wasm_v128_and(b, m4)));
-            shi = wasm_i16x8_add(shi, RDOT16(yhi[j], wasm_u8x16_shr(b, 4)));
+            /* high nibbles by a 16-bit shift and the mask: V8 has no byte shift on x64 */
+            slo = wasm_i16x8_add(slo, RDOT16(wasm_v128_load64_splat(ylo + 8 * j), wasm_v128_and(b, m4)));
+            shi = wasm_i16x8_add(shi, RDOT16(wasm_v128_load64_splat(yhi + 8 * j), wasm_v128_and(wasm_u16x8_shr(b, 4), m4)));
         }
-        a[q] = wasm_i32x4_add(a[q], wasm_i32x4_dot_i16x8(slo, PAIR_SCALES(sclo, q)));
-        a[q] = wasm_i32x4_add(a[q], wasm_i32x4_dot_i16x8(shi, PAIR_SCALES(schi, q)));
+        a[q] = wasm_i32x4_add(a[q], wasm_i32x4_add(wasm_i32x4_dot_i16x8(slo, PAIR_SCALES(sclo, q)),
+                                                   wasm_i32x4_dot_i16x8(shi, PAIR_SCALES(schi, q))));
     }
 }
 
 /* the 8 rows of an x8 group against one q8_K row, into s[0..7]; pairs: the
  * batched order (one fma per sub-block pair), else the mat-vec one */
+/* the nibble mask, read once through volatile: as a constant the compiler
+ * writes it out at each of its uses in the loop, and V8 builds each one
+ * anew (several instructions on x64) */
+static const v128_t k_m4 = { 0x0f0f0f0f, 0x0f0f0f0f, 0x0f0f0f0f, 0x0f0f0f0f }; /* v128_t: 4 x i32 */
+
 RX_INLINE void x8_rows(int64_t n, float * s, const block_q4_Kx8 * x, const block_q8_K * y, bool pairs, bool fused) {
+    const v128_t m4 = *(const volatile v128_t *) &k_m4;
     v128_t acc0 = wasm_f32x4_splat(0), acc1 = acc0, accm0 = acc0, accm1 = acc0;
     for (int64_t b = 0; b < n / QK_K; b++) {
         v128_t d0, d1, m0f, m1f;
@@ -135,7 +139,7 @@ RX_INLINE void x8_rows(int64_t n, float * s, const block_q4_Kx8 * x, const block
             v128_t sclo, mnlo, schi, mnhi;
             x8_scales(x[b].scales + 24 * p, &sclo, &mnlo);
             x8_scales(x[b].scales + 24 * p + 12, &schi, &mnhi);
-            x8_pair(x[b].qs, y[b].qs, p, sclo, schi, a);
+            x8_pair(x[b].qs, y[b].qs, p, sclo, schi, a, m4);
             const v128_t bs2 = wasm_v128_load32_splat(&bsw[p]); /* i16 lanes bs_2p, bs_2p+1 */
             mins2(mnlo, mnhi, bs2, &mm0, &mm1);
             if (pairs) {
