@@ -194,11 +194,15 @@ void q4_Kx8_q8_K_gemm__wasm_relaxed_fma(int64_t n, int ncols, float * s, size_t 
 
 /* ---- q6_K ------------------------------------------------------------------ */
 
+static const v128_t k_m30 = { 0x30303030, 0x30303030, 0x30303030, 0x30303030 };
+
 void q6_K_q8_K_vec_dot__wasm_relaxed(int64_t n, float * s, const void * vx, const void * vy) {
     const block_q6_K * x = vx;
     const block_q8_K * y = vy;
     float sumf = 0;
-    const v128_t m4 = wasm_i8x16_splat(0xf), m3 = wasm_i8x16_splat(3);
+    /* masks through volatile (see k_m4); every shift is a 16-bit one and
+     * the mask keeps the bits of the lane's own byte */
+    const v128_t m4 = *(const volatile v128_t *) &k_m4, m30 = *(const volatile v128_t *) &k_m30;
     for (int64_t i = 0; i < n / QK_K; ++i) {
         const uint8_t * ql = x[i].ql;
         const uint8_t * qh = x[i].qh;
@@ -211,10 +215,10 @@ void q6_K_q8_K_vec_dot__wasm_relaxed(int64_t n, float * s, const void * vx, cons
                 const v128_t hb = ld(qh + 16 * h16);
                 /* q + 32: 0..63 */
                 v128_t q[4];
-                q[0] = wasm_v128_or(wasm_v128_and(l0, m4), wasm_i8x16_shl(wasm_v128_and(hb, m3), 4));
-                q[1] = wasm_v128_or(wasm_v128_and(l1, m4), wasm_i8x16_shl(wasm_v128_and(wasm_u8x16_shr(hb, 2), m3), 4));
-                q[2] = wasm_v128_or(wasm_u8x16_shr(l0, 4), wasm_i8x16_shl(wasm_v128_and(wasm_u8x16_shr(hb, 4), m3), 4));
-                q[3] = wasm_v128_or(wasm_u8x16_shr(l1, 4), wasm_i8x16_shl(wasm_u8x16_shr(hb, 6), 4));
+                q[0] = wasm_v128_or(wasm_v128_and(l0, m4), wasm_v128_and(wasm_i16x8_shl(hb, 4), m30));
+                q[1] = wasm_v128_or(wasm_v128_and(l1, m4), wasm_v128_and(wasm_i16x8_shl(hb, 2), m30));
+                q[2] = wasm_v128_or(wasm_v128_and(wasm_u16x8_shr(l0, 4), m4), wasm_v128_and(hb, m30));
+                q[3] = wasm_v128_or(wasm_v128_and(wasm_u16x8_shr(l1, 4), m4), wasm_v128_and(wasm_u16x8_shr(hb, 2), m30));
                 for (int p = 0; p < 4; ++p) {
                     /* pair sums at most 2 * 63 * 128 = 16128: no i16 saturation */
                     const v128_t d = RDOT16(ld(q8 + 32 * p + 16 * h16), q[p]);
