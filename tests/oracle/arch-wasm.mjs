@@ -119,6 +119,8 @@ const enginesFor = (arch, wt) => (relaxedExtra && RELAXED_CELLS[arch]?.includes(
 // far as native's scalar and AVX2 rows are from each other there); llama
 // Q4_K the other way round, 5.2e-2 and 1e-6 (Q4_K_M 4.1e-2): a rounding
 // difference these random models amplify, below TOL0; tokens 48/48 equal.
+// (qwen3 amplifies most: its Q4_K_M cell in st / mt, unchanged kernels
+// against the unchanged scalar row, measures 8.6e-2.)
 let nativeIsa = ["--isa", "scalar"];
 const setRepack = (on) => {
     process.env.KILN_NO_REPACK = on ? "0" : "1";
@@ -161,7 +163,8 @@ for (const arch of ARCHS) for (const wt of typesOf(arch)) {
     for (const engine of enginesFor(arch, wt)) {
         const cell = ((table[arch] ??= {})[`${wt}/${engine}`] = { equal: 0, total: 0, nearTie: false, pass: true, d0: 0 });
         const [build, simd] = ENGINES[engine];
-        const repack = simd === "relaxed";
+        // the relaxed engines repack Q4_K only: Q5_K / Q6_K cells keep the scalar row
+        const repack = simd === "relaxed" && (wt === "q4_K" || wt === "q4_K_M");
         const kiln = await Kiln.create({ build, simd, threads: build === "mt" ? 2 : 1, logLevel: "error" });
         try {
             const model = await kiln.loadModel(bytes.slice(), { nCtx: CTX });
