@@ -39,7 +39,7 @@ if [ $# -eq 0 ]; then
   source scripts/jobs.sh
   groups="$(arch_groups 4)"; [ -n "$groups" ]
   for g in $groups; do
-    jobs_add "arch-wasm.mjs $g" "node tests/oracle/arch-wasm.mjs --build build --arch $g"
+    jobs_add "arch-wasm.mjs $g" "node --experimental-wasm-relaxed-simd tests/oracle/arch-wasm.mjs --build build --arch $g"
   done
   jobs_run 2
 fi

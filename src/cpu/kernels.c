@@ -212,10 +212,16 @@ static void build_tables(void) {
     k->f32_gemm_tile = f32_gemm_3x3__wasm_relaxed;
     k->f32_gemm_tile8 = f32_gemm8_2x2__wasm_relaxed;
     k->f32_dot8 = f32_dot8__wasm_relaxed; k->f32_dot_ggml = f32_dot_ggml__wasm_relaxed;
+    /* Q4_K repacked to x8 (llama.cpp's layout and sums, as natively): the
+     * scalar reference's bits, its fmaf through relaxed_madd where that fuses */
+    k->vec_dot_x4[KILN_TYPE_Q4_K] = q4_Kx8_q8_K_vec_dot__wasm_relaxed;
+    k->gemm_x4[KILN_TYPE_Q4_K] = q4_Kx8_q8_K_gemm__wasm_relaxed;
     /* bit-identical to the scalar fmaf kernel only where the engine fuses */
     if (kiln_wasm_relaxed_madd_fuses()) {
         k->f16_mad = f16_mad__wasm_relaxed;
         k->f16val_mad = f16val_mad__wasm_relaxed;
+        k->vec_dot_x4[KILN_TYPE_Q4_K] = q4_Kx8_q8_K_vec_dot__wasm_relaxed_fma;
+        k->gemm_x4[KILN_TYPE_Q4_K] = q4_Kx8_q8_K_gemm__wasm_relaxed_fma;
     }
     table_finish(k);
     g_available[KILN_ISA_WASM_RELAXED] = true;

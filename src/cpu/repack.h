@@ -131,6 +131,10 @@ void q8_0x4_q8_0_vec_dot__wasm_relaxed_dotadd(int64_t n, float * s, const void *
 void q4_0x4_q8_0_gemm__wasm_relaxed_dotadd(int64_t n, int ncols, float * s, size_t ss, const void * x, const void * y, size_t ys);
 void q8_0x4_q8_0_gemm__wasm_relaxed(int64_t n, int ncols, float * s, size_t ss, const void * x, const void * y, size_t ys);
 void q8_0x4_q8_0_gemm__wasm_relaxed_dotadd(int64_t n, int ncols, float * s, size_t ss, const void * x, const void * y, size_t ys);
+/* Q4_K x8 (repack_q4_K_wasm_relaxed.c): fmaf emulated in f64, or relaxed_madd
+ * where the engine fuses it (_fma); the same bits either way */
+KILN_REPACK_Q4_K_KERNELS(wasm_relaxed)
+KILN_REPACK_Q4_K_KERNELS(wasm_relaxed_fma)
 #endif
 
 /* f32 row -> q8_K like quantize_row_q8_K, except the sign of the scale:

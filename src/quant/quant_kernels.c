@@ -86,6 +86,7 @@ void kiln_quant_register_kernels(struct kiln_kernels * k) {
                 SET(k, Q4_0, q4_0_q8_0_vec_dot__wasm_relaxed, Q8_0);
                 SET(k, Q8_0, q8_0_q8_0_vec_dot__wasm_relaxed, Q8_0);
             }
+            SET(k, Q6_K, q6_K_q8_K_vec_dot__wasm_relaxed, Q8_K);
             break;
 #endif
         default: break;

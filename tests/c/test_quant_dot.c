@@ -281,6 +281,43 @@ static void test_wasm_relaxed(void) {
         CHECK(r == s0, "q8_0 extremes %d x %d: relaxed %.9g, scalar %.9g", vals[c][0], vals[c][1], r, s0);
     }
     free(x); free(y); free(act);
+    /* q6_K: the relaxed kernel's integer sums (q + 32 through relaxed_dot, the
+     * offset taken off with the bsums) give SIMD128's floats bit for bit:
+     * quantized rows, then random bytes with scales and activations at their
+     * extremes (-128..127 both, quants 0 and 63, i16 pair sums up to 16128) */
+    const int64_t n6 = 256 * 9;
+    uint8_t * x6 = malloc(kiln_row_size(KILN_TYPE_Q6_K, n6) + 2);
+    uint8_t * y6 = malloc(kiln_row_size(KILN_TYPE_Q8_K, n6) + 4);
+    float * a6 = malloc(sizeof(float) * n6);
+    int same6 = 0, total6 = 0;
+    for (int rep = 0; rep < 24; rep++) {
+        block_q6_K * bx = (block_q6_K *) (x6 + 2);
+        block_q8_K * by = (block_q8_K *) (y6 + 4);
+        make_weights(KILN_TYPE_Q6_K, n6, x6 + 2);
+        for (int64_t i = 0; i < n6; i++) a6[i] = tu_rand_uniform(-1, 1) * (rep % 2 ? 30.f : 1.f);
+        ks->from_float[KILN_TYPE_Q8_K](a6, y6 + 4, n6);
+        if (rep >= 8) {
+            for (int64_t b = 0; b < n6 / 256; b++) {
+                for (int j = 0; j < 128; j++) bx[b].ql[j] = rep % 4 == 0 ? 0xff : rep % 4 == 1 ? 0 : (uint8_t) tu_rand_u64();
+                for (int j = 0; j < 64; j++) bx[b].qh[j] = rep % 4 == 0 ? 0xff : rep % 4 == 1 ? 0 : (uint8_t) tu_rand_u64();
+                for (int j = 0; j < 16; j++) bx[b].scales[j] = (int8_t) (j % 3 == 0 ? -128 : j % 3 == 1 ? 127 : (int8_t) tu_rand_u64());
+                for (int j = 0; j < 256; j++) by[b].qs[j] = (int8_t) (rep % 3 == 0 ? -128 : rep % 3 == 1 ? 127 : (int8_t) tu_rand_u64());
+                for (int j = 0; j < 16; j++) {
+                    int s = 0;
+                    for (int k = 0; k < 16; k++) s += by[b].qs[16 * j + k];
+                    by[b].bsums[j] = (int16_t) s;
+                }
+            }
+        }
+        float a = 0, b = 0;
+        kr->vec_dot[KILN_TYPE_Q6_K](n6, &a, x6 + 2, y6 + 4);
+        kb->vec_dot[KILN_TYPE_Q6_K](n6, &b, x6 + 2, y6 + 4);
+        same6 += memcmp(&a, &b, sizeof a) == 0;
+        total6++;
+    }
+    CHECK(kr->vec_dot[KILN_TYPE_Q6_K] == q6_K_q8_K_vec_dot__wasm_relaxed, "q6_K: the relaxed table holds the relaxed kernel");
+    CHECK(same6 == total6, "q6_K: relaxed == SIMD128 bit for bit (%d of %d)", same6, total6);
+    free(x6); free(y6); free(a6);
 #endif
 }
 

@@ -19,6 +19,7 @@
 #include "blocks.h"
 #include "cpu/kernels.h"
 #include "cpu/repack.h"
+#include "cpu/arch/arch.h"
 
 static float h2f(kiln_fp16_t h) { return kiln_fp16_to_fp32(h); }
 
@@ -287,6 +288,27 @@ int main(void) {
     test_mul_mat_id(512, 16, 4, 2, 1, 6);  /* activations broadcast over the slots, as the decoder's */
     test_mul_mat_id(256, 40, 3, 3, 3, 5);  /* one activation row per slot; 40 rows: chunks of 32 + 8 */
     test_bad_inputs();
+#if defined(__wasm_relaxed_simd__)
+    /* both relaxed kernel pairs (repack_q4_K_wasm_relaxed.c), whichever the
+     * table took: fmaf emulated in f64, and relaxed_madd where it fuses */
+    {
+        struct kiln_kernels kv = *kiln_kernels_for_isa(KILN_ISA_WASM_RELAXED);
+        kv.isa = "wasm_relaxed (f64 fmaf)";
+        kv.vec_dot_x4[KILN_TYPE_Q4_K] = q4_Kx8_q8_K_vec_dot__wasm_relaxed;
+        kv.gemm_x4[KILN_TYPE_Q4_K] = q4_Kx8_q8_K_gemm__wasm_relaxed;
+        for (int nb = 1; nb <= 9; nb++) test_kernels(&kv, nb);
+        test_kernels(&kv, 40);
+        if (kiln_wasm_relaxed_madd_fuses()) {
+            kv.isa = "wasm_relaxed (relaxed_madd)";
+            kv.vec_dot_x4[KILN_TYPE_Q4_K] = q4_Kx8_q8_K_vec_dot__wasm_relaxed_fma;
+            kv.gemm_x4[KILN_TYPE_Q4_K] = q4_Kx8_q8_K_gemm__wasm_relaxed_fma;
+            for (int nb = 1; nb <= 9; nb++) test_kernels(&kv, nb);
+            test_kernels(&kv, 40);
+        } else {
+            printf("wasm_relaxed relaxed_madd kernels NOT TESTED: this engine does not fuse relaxed_madd (the table has the f64 ones)\n");
+        }
+    }
+#endif
     printf("q4_K x8 kernels checked: %d cases\n", n_checked);
     if (!kiln_kernels_for_isa(KILN_ISA_AVX512)) printf("avx512 row NOT TESTED: this CPU/build has no AVX-512 F+BW+VL+VNNI\n");
     if (!kiln_kernels_for_isa(KILN_ISA_AVXVNNI)) printf("avxvnni row NOT TESTED: this CPU/build has no AVX-VNNI\n");

@@ -1,8 +1,10 @@
 // Every decoder architecture in WebAssembly: the random-weight models of
-// arch.mjs (every architecture x F32, F16, Q8_0, Q4_K; tests/oracle/arch-models.mjs),
+// arch.mjs (every architecture x F32, F16, Q8_0, Q4_K, and arch.mjs's extra
+// Q5_K / Q6_K / Q4_K_M cells; tests/oracle/arch-models.mjs),
 // loaded through the npm package (js/dist) into each wasm engine that is
-// built (st: one thread; mt: pthreads, 2 threads; their relaxed-SIMD
-// variants on request), generate the same 48
+// built (st: one thread; mt: pthreads, 2 threads; st-relaxed on the K-quant
+// cells of llama and qwen3, against native Kiln on x8-repacked Q4_K as that
+// engine holds them; every relaxed variant on request), generate the same 48
 // greedy tokens as native Kiln on the same file (kiln-generate, the scalar
 // row, weights not repacked: the layout wasm holds them in), for both
 // arch.mjs prompts, the prompt evaluated in one batch on both sides. Native
@@ -49,7 +51,11 @@ const opt = (k, d) => (args.includes(`--${k}`) ? args[args.indexOf(`--${k}`) + 1
 const buildDir = path.resolve(opt("build", path.join(root, "build")));
 const bin = (name) => path.join(buildDir, "bin", name);
 const ARCHS = opt("arch", ARCH_VOCAB.map(([a]) => a).join(",")).split(",");
-const TYPES = opt("type", ARCH_TYPES.join(",")).split(",");
+// Q5_K, Q6_K and the Q4_K_M mix (Q6_K output and some ffn_down / attn_v,
+// Q4_K elsewhere) on arch.mjs's few cells: wasm has kernels of its own for
+// each (SIMD128, and relaxed SIMD's x8 Q4_K and Q6_K)
+const EXTRA_TYPES = { llama: ["q5_K", "q6_K", "q4_K_M"], qwen3: ["q6_K", "q4_K_M"] };
+const typesOf = (arch) => (opt("type", null)?.split(",") ?? [...ARCH_TYPES, ...(EXTRA_TYPES[arch] ?? [])]);
 const PROMPTS = ["Once upon a time", "The quick brown fox jumps over the lazy dog, and then it ran into the forest where"];
 const N_GEN = 48;
 const N_TOP = 8;
@@ -65,7 +71,7 @@ const CTX = 256;
 // moves them further on these random models (README.md): measured 7.2e-2
 // (gemma Q8_0), 7.0e-2 (granite Q8_0: its multipliers amplify), 3.2e-2
 // (smollm3 Q8_0). A wrong operation moves them by 1 or more.
-const TOL0 = { f32: 1e-2, f16: 1e-1, q8_0: 1e-1, q4_K: 1e-1 };
+const TOL0 = { f32: 1e-2, f16: 1e-1, q8_0: 1e-1, q4_K: 1e-1, q5_K: 1e-1, q6_K: 1e-1, q4_K_M: 1e-1 };
 // and at the step where greedy runs part; MoE: a router near-tie that picks
 // another expert moves log-probs by a step of its own (measured 0.26-0.33 on
 // qwen3moe Q4_K after 36-40 steps; llama.cpp's own batched and one-by-one
@@ -84,25 +90,49 @@ const { Kiln, relaxedSimdSupported } = await import(path.join(root, "js/dist/ind
 // --engine, where this Node runs relaxed SIMD (Node 22+, or Node 20 with
 // --experimental-wasm-relaxed-simd)
 const ENGINES = { st: ["st", "simd128"], mt: ["mt", "simd128"], "st-relaxed": ["st", "relaxed"], "mt-relaxed": ["mt", "relaxed"] };
-const engines = opt("engine", "st,mt").split(",")
-    .filter((e) => ENGINES[e] && existsSync(path.join(root, "wasm/dist", e, `kiln-${e}.wasm`)))
+// Without --engine, also st-relaxed on the K-quant cells of llama and qwen3
+// (RELAXED_CELLS): relaxed SIMD has its own Q4_K (repacked x8) and Q6_K kernels.
+const built = (e) => ENGINES[e] && existsSync(path.join(root, "wasm/dist", e, `kiln-${e}.wasm`));
+const engines = opt("engine", "st,mt").split(",").filter(built)
     .filter((e) => ENGINES[e][1] !== "relaxed" || relaxedSimdSupported());
 if (!engines.length) {
     console.error("arch-wasm: no wasm engine built (bash scripts/build-wasm.sh)");
     process.exit(1);
 }
+const RELAXED_CELLS = { llama: ["q4_K", "q5_K", "q6_K", "q4_K_M"], qwen3: ["q4_K", "q6_K", "q4_K_M"] };
+const relaxedExtra = !args.includes("--engine") && built("st-relaxed") && relaxedSimdSupported();
+if (!args.includes("--engine") && !relaxedExtra) {
+    console.log("st-relaxed on the K-quant cells NOT TESTED: " +
+        (built("st-relaxed") ? "this Node runs no relaxed SIMD (Node 20: --experimental-wasm-relaxed-simd)" : "wasm/dist/st-relaxed not built"));
+}
+const enginesFor = (arch, wt) => (relaxedExtra && RELAXED_CELLS[arch]?.includes(wt) ? [...engines, "st-relaxed"] : engines);
 
 // native Kiln's side, once per (file, prompt) for every engine
 // Kiln's native side with the weights as in the file (KILN_NO_REPACK=1), as
 // the wasm engines hold them: repacked Q4_K quantizes a batch's activations
 // with llama.cpp's 4-row q8_K rule, plain Q4_K row by row as wasm does
-process.env.KILN_NO_REPACK = "1";
+// The relaxed-SIMD engines repack Q4_K to x8 as native Kiln does; their
+// native side is native's own kernel row (AVX2 / AVX-512: llama.cpp's
+// orders, which the relaxed engines follow: F32 products, exp and the x8
+// sums) on repacked weights. Measured after the long prompt: qwen3 Q4_K
+// 9.4e-7 against it, 9.9e-2 against the scalar row on repacked weights (as
+// far as native's scalar and AVX2 rows are from each other there); llama
+// Q4_K the other way round, 5.2e-2 and 1e-6 (Q4_K_M 4.1e-2): a rounding
+// difference these random models amplify, below TOL0; tokens 48/48 equal.
+// (qwen3 amplifies most: its Q4_K_M cell in st / mt, unchanged kernels
+// against the unchanged scalar row, measures 8.6e-2.)
+let nativeIsa = ["--isa", "scalar"];
+const setRepack = (on) => {
+    process.env.KILN_NO_REPACK = on ? "0" : "1";
+    nativeIsa = on ? [] : ["--isa", "scalar"];
+};
 const nativeSeen = new Map();
-function native(file, prompt) {
-    const key = `${file}|${prompt}`;
+function native(file, prompt, repack) {
+    setRepack(repack);
+    const key = `${file}|${prompt}|${repack}`;
     if (!nativeSeen.has(key)) {
         const ids = run(bin("kiln-generate"), ["-m", file, "-p", prompt, "-n", String(N_GEN), "-t", "1", "--ctx", String(CTX),
-            "--print-ids", "--isa", "scalar"]).trim().split("\n").pop().trim().split(/\s+/).filter((x) => x !== "").map(Number);
+            "--print-ids", ...nativeIsa]).trim().split("\n").pop().trim().split(/\s+/).filter((x) => x !== "").map(Number);
         const input = run(bin("kiln-tokenize"), ["-m", file], prompt).trim().split(/\s+/).map(Number);
         nativeSeen.set(key, { ids, input });
     }
@@ -110,15 +140,16 @@ function native(file, prompt) {
 }
 // native log-probs after the prompt, once per (file, prompt)
 const afterPromptSeen = new Map();
-function nativeAfterPrompt(file, nat) {
-    const key = `${file}|${nat.input.join(",")}`;
+function nativeAfterPrompt(file, nat, repack) {
+    setRepack(repack);
+    const key = `${file}|${nat.input.join(",")}|${repack}`;
     if (!afterPromptSeen.has(key)) afterPromptSeen.set(key, nativeLogprobs(file, nat.input, nat.ids, 0));
     return afterPromptSeen.get(key);
 }
 // native log-probs after input + ids[0..d) (the prompt as one batch, as kiln-generate evaluates it)
 function nativeLogprobs(file, input, ids, d) {
     const out = run(bin("kiln-logits"), ["-m", file, "--ctx", String(CTX), "--ids", [...input, ...ids.slice(0, d)].join(","),
-        "--batch", String(input.length), "--isa", "scalar"]);
+        "--batch", String(input.length), ...nativeIsa]);
     return logSoftmax(JSON.parse(out).logits);
 }
 
@@ -126,19 +157,21 @@ let passed = 0, failed = 0;
 const table = {};
 const line = (ok, s) => { ok ? passed++ : failed++; console.log(`${ok ? "ok  " : "FAIL"} ${s}`); };
 
-for (const arch of ARCHS) for (const wt of TYPES) {
+for (const arch of ARCHS) for (const wt of typesOf(arch)) {
     const file = archModel(buildDir, arch, wt);
     const bytes = new Uint8Array(readFileSync(file));
-    for (const engine of engines) {
+    for (const engine of enginesFor(arch, wt)) {
         const cell = ((table[arch] ??= {})[`${wt}/${engine}`] = { equal: 0, total: 0, nearTie: false, pass: true, d0: 0 });
         const [build, simd] = ENGINES[engine];
+        // the relaxed engines repack Q4_K only: Q5_K / Q6_K cells keep the scalar row
+        const repack = simd === "relaxed" && (wt === "q4_K" || wt === "q4_K_M");
         const kiln = await Kiln.create({ build, simd, threads: build === "mt" ? 2 : 1, logLevel: "error" });
         try {
             const model = await kiln.loadModel(bytes.slice(), { nCtx: CTX });
             // mt: the long prompt only (the batched path; st runs both)
             for (const prompt of build === "mt" ? PROMPTS.slice(1) : PROMPTS) {
                 const tag = `${arch} ${wt} wasm-${engine} ${JSON.stringify(prompt.slice(0, 24))}`;
-                const nat = native(file, prompt);
+                const nat = native(file, prompt, repack);
                 const input = await model.tokenize(prompt);
                 if (firstDiff(input, nat.input) >= 0) {
                     line(false, `${tag}: prompt ids wasm [${input}] native [${nat.input}]`);
@@ -146,7 +179,7 @@ for (const arch of ARCHS) for (const wt of TYPES) {
                     continue;
                 }
                 const r = await model.complete(prompt, { maxTokens: N_GEN, temperature: 0, logprobs: N_TOP });
-                const n0 = nativeAfterPrompt(file, nat);
+                const n0 = nativeAfterPrompt(file, nat, repack);
                 const d0 = Math.max(...r.logprobs[0].top.map((t) => Math.abs(t.logprob - n0[t.token])));
                 cell.d0 = Math.max(cell.d0, d0);
                 line(d0 <= tol0(arch, wt), `${tag}: log-probs after the prompt (top-${N_TOP}) |diff| ${d0.toExponential(1)} (tol ${tol0(arch, wt)})`);
@@ -163,6 +196,7 @@ for (const arch of ARCHS) for (const wt of TYPES) {
                 let detail = `first difference at ${d}: wasm ${r.tokens.slice(d, d + 4)} native ${nat.ids.slice(d, d + 4)}`;
                 let nearTie = false;
                 if (d < r.tokens.length && d < nat.ids.length) {
+                    setRepack(repack);
                     const nl = nativeLogprobs(file, nat.input, nat.ids, d);
                     const top = r.logprobs[d].top;
                     const a = nat.ids[d], b = r.tokens[d];
@@ -187,11 +221,12 @@ for (const arch of ARCHS) for (const wt of TYPES) {
     }
 }
 
-const cols = TYPES.flatMap((t) => engines.map((e) => `${t}/${e}`));
+const cols = [...new Set(ARCHS.flatMap((a) => typesOf(a).flatMap((t) => enginesFor(a, t).map((e) => `${t}/${e}`))))];
 console.log(`\n${"arch".padEnd(9)}${cols.map((c) => c.padEnd(23)).join("")}  (tokens equal to native Kiln's, * near-tie; max |dlogprob| after the prompt)`);
 for (const arch of ARCHS) {
     console.log(`${arch.padEnd(9)}${cols.map((c) => {
         const x = table[arch][c];
+        if (!x) return "".padEnd(23);
         return `${x.pass ? "pass" : "FAIL"} ${x.equal}/${x.total}${x.nearTie ? "*" : ""} ${x.d0.toExponential(0)}`.padEnd(23);
     }).join("")}`);
 }

@@ -62,6 +62,8 @@ KILN_QDOT_SIMD_LIST(KILN_QDOT, wasm_simd128)
 /* relaxed SIMD replaces these two; the other types keep SIMD128's */
 KILN_QDOT(q4_0_q8_0, wasm_relaxed)
 KILN_QDOT(q8_0_q8_0, wasm_relaxed)
+/* bit-identical to wasm_simd128's (repack_q4_K_wasm_relaxed.c) */
+KILN_QDOT(q6_K_q8_K, wasm_relaxed)
 /* q4_0 and q8_0 through i32 dot-adds, for engines where each is one
  * instruction (kernels_wasm_relaxed.c); bit-identical to the ones above */
 KILN_QDOT(q4_0_q8_0, wasm_relaxed_dotadd)

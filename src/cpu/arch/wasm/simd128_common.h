@@ -107,6 +107,35 @@ static inline v128_t kiln_simd128_scales4(const void * dx, const void * dy) {
     return wasm_f32x4_mul(kiln_simd128_f16x4_to_f32(hx), kiln_simd128_f16x4_to_f32(hy));
 }
 
+/* fmaf(a, b, c) (kiln_simd128_fma_f32x4: 4 float lanes, exactly fmaf's
+ * results) for 2 lanes of doubles made from floats, rounded once to
+ * float: a*b is exact in double; the sum, rounded to odd (a TwoSum error
+ * term decides whether an even last bit must step toward the exact value),
+ * then rounds to float as the exact sum would (53 >= 24 + 2 bits). Wasm has
+ * no FMA without relaxed SIMD, and relaxed_madd may not fuse. */
+static inline v128_t kiln_simd128_fma_f64x2_to_f32(v128_t a, v128_t b, v128_t c) {
+    const v128_t p = wasm_f64x2_mul(a, b);
+    const v128_t s = wasm_f64x2_add(p, c);
+    const v128_t bb = wasm_f64x2_sub(s, p);
+    const v128_t err = wasm_f64x2_add(wasm_f64x2_sub(p, wasm_f64x2_sub(s, bb)), wasm_f64x2_sub(c, bb));
+    const v128_t zero = wasm_f64x2_splat(0.0);
+    /* err is nan where an operand is inf or nan: then nothing moves */
+    const v128_t inexact = wasm_v128_or(wasm_f64x2_lt(err, zero), wasm_f64x2_gt(err, zero));
+    const v128_t inexact_even = wasm_v128_and(inexact,
+                                              wasm_i64x2_eq(wasm_v128_and(s, wasm_i64x2_splat(1)), wasm_i64x2_splat(0)));
+    /* toward err: +1 in the bits when err and s have the same sign, else -1 */
+    const v128_t same = wasm_i64x2_eq(wasm_f64x2_gt(err, zero), wasm_f64x2_gt(s, zero));
+    const v128_t step = wasm_v128_bitselect(wasm_i64x2_splat(1), wasm_i64x2_splat(-1), same);
+    return wasm_f32x4_demote_f64x2_zero(wasm_i64x2_add(s, wasm_v128_and(step, inexact_even)));
+}
+
+static inline v128_t kiln_simd128_fma_f32x4(v128_t a, v128_t b, v128_t c) {
+    const v128_t lo = kiln_simd128_fma_f64x2_to_f32(wasm_f64x2_promote_low_f32x4(a), wasm_f64x2_promote_low_f32x4(b), wasm_f64x2_promote_low_f32x4(c));
+    const v128_t a2 = wasm_i64x2_shuffle(a, a, 1, 0), b2 = wasm_i64x2_shuffle(b, b, 1, 0), c2 = wasm_i64x2_shuffle(c, c, 1, 0);
+    const v128_t hi = kiln_simd128_fma_f64x2_to_f32(wasm_f64x2_promote_low_f32x4(a2), wasm_f64x2_promote_low_f32x4(b2), wasm_f64x2_promote_low_f32x4(c2));
+    return wasm_i64x2_shuffle(lo, hi, 0, 2);
+}
+
 /* y += x * v over fp16 rows, 8 values per step through FMA_(a, b, c) =
  * a * b + c rounded once to float (SIMD128 emulates it, relaxed SIMD has
  * it where the engine fuses), then RNE to fp16; the tail goes to the

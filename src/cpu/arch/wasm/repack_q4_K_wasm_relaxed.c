@@ -1,0 +1,240 @@
+/*
+ * repack_q4_K_wasm_relaxed.c — relaxed-SIMD kernels for Q4_K weights in the
+ * x8 layout (src/cpu/repack.h) and for plain Q6_K, the two types of a
+ * Q4_K_M model's weights.
+ *
+ * Q4_K x8: the scalar reference's sums (repack_q4_K_scalar.c), bit for bit.
+ * Per super-block and sub-block pair p, the 16-byte loads of the x8 quants
+ * hold 8 bytes of each of two rows (a row pair), so one activation piece of
+ * 8 bytes, loaded once into both halves, serves all 8 rows.
+ * i32x4.relaxed_dot_i8x16_i7x16_s (i16 pair sums; V8 on x64: pmaddubsw)
+ * takes the activations as the signed operand and the nibbles (0..15) as
+ * the 7-bit one, so results do not depend on the engine; the 4 pieces of a
+ * sub-block add up in i16 (at most 8 * 15 * 128 = 15360), then one
+ * i32x4.dot_i16x8_s against the rows' 6-bit scales gives sc * dot exactly.
+ * The integer sums I and M per row are those of the reference; the floats
+ * then take its steps: acc = fmaf((float) I, d * d_y, acc) per super-block
+ * (mat-vec) or per sub-block pair (gemm), the same for the mins, result
+ * acc - accm. fmaf is relaxed_madd where the engine fuses it
+ * (kiln_wasm_relaxed_madd_fuses()), the exact f64 emulation otherwise; the
+ * kernel table takes the matching pair.
+ *
+ * Q6_K: the SIMD128 kernel's float steps (sumf += d * d_y * isum per
+ * super-block), the exact integer isum computed with relaxed_dot on q + 32
+ * (0..63, the 7-bit operand) and the 32 * sum(sc * bsum) offset taken off
+ * once per super-block: bit-identical to q6_K_q8_K_vec_dot__wasm_simd128.
+ */
+#if defined(__wasm_relaxed_simd__)
+#include <string.h>
+#include <wasm_simd128.h>
+
+#include "../arch.h"
+#include "../quant_dot.h"
+#include "../../repack.h"
+#include "blocks.h"
+#include "quants_impl.h"
+#include "simd128_common.h"
+
+#define RDOT16(a, b) __builtin_wasm_relaxed_dot_i8x16_i7x16_s_i16x8(a, b)
+#define RMADD(a, b, c) __builtin_wasm_relaxed_madd_f32x4(a, b, c)
+#define RX_INLINE static inline __attribute__((always_inline))
+
+static inline v128_t ld(const void * p) { return wasm_v128_load(p); }
+
+RX_INLINE v128_t fma4(v128_t a, v128_t b, v128_t c, bool fused) {
+    return fused ? RMADD(a, b, c) : kiln_simd128_fma_f32x4(a, b, c);
+}
+
+/* the scales and mins of sub-block s of the 8 rows (repack.h's 12 bytes at
+ * g) as u8 lanes 0..7 of *sc and *mn */
+RX_INLINE void x8_scales(const uint8_t * g, v128_t * sc, v128_t * mn) {
+    const v128_t v = wasm_v128_load64_zero(g);
+    const v128_t w = wasm_v128_load32_zero(g + 8);
+    /* lanes 0..7: sc[0..3], mn[0..3] */
+    const v128_t lo = wasm_v128_and(v, wasm_i8x16_splat(63));
+    /* lanes 0..7: g[8 + j] & 15 (j < 4), g[8 + j - 4] >> 4 (j >= 4), then
+     * the top 2 bits of g[j] above them: sc[4..7], mn[4..7] */
+    const v128_t t = wasm_i8x16_shuffle(w, w, 0, 1, 2, 3, 0, 1, 2, 3, 0, 0, 0, 0, 0, 0, 0, 0);
+    const v128_t nib = wasm_v128_bitselect(wasm_v128_and(t, wasm_i8x16_splat(15)), wasm_u8x16_shr(t, 4),
+                                           wasm_i32x4_make(-1, 0, -1, -1));
+    const v128_t hi = wasm_v128_or(nib, wasm_i8x16_shl(wasm_u8x16_shr(v, 6), 4));
+    *sc = wasm_i8x16_shuffle(lo, hi, 0, 1, 2, 3, 16, 17, 18, 19, 0, 0, 0, 0, 0, 0, 0, 0);
+    *mn = wasm_i8x16_shuffle(lo, hi, 4, 5, 6, 7, 20, 21, 22, 23, 0, 0, 0, 0, 0, 0, 0, 0);
+}
+
+/* the u8 scales of rows 2q and 2q + 1 (lanes 2q, 2q + 1 of sc) as i16
+ * lanes: 4 of row 2q, then 4 of row 2q + 1 (swizzle: 0 for index 0x80) */
+#define Z 0x80
+static const uint8_t pair_idx[4][16] = {
+    { 0, Z, 0, Z, 0, Z, 0, Z, 1, Z, 1, Z, 1, Z, 1, Z }, { 2, Z, 2, Z, 2, Z, 2, Z, 3, Z, 3, Z, 3, Z, 3, Z },
+    { 4, Z, 4, Z, 4, Z, 4, Z, 5, Z, 5, Z, 5, Z, 5, Z }, { 6, Z, 6, Z, 6, Z, 6, Z, 7, Z, 7, Z, 7, Z, 7, Z },
+};
+#undef Z
+#define PAIR_SCALES(sc, q) wasm_i8x16_swizzle(sc, ld(pair_idx[q]))
+
+/* rows' (4 lanes) i32 sums of lanes (0,1) and (2,3) of a and b: rows of the
+ * pairs a = (r, r + 1), b = (r + 2, r + 3) */
+static inline v128_t rows4(v128_t a, v128_t b) {
+    return wasm_i32x4_add(wasm_i32x4_shuffle(a, b, 0, 2, 4, 6), wasm_i32x4_shuffle(a, b, 1, 3, 5, 7));
+}
+
+/* M for the 8 rows of sub-blocks s, s + 1: mn_s[r] * bs_s + mn_{s+1}[r] * bs_{s+1},
+ * rows 0..3 in *m0, 4..7 in *m1 (bs: the sub-blocks' 32-value sums, i16 lanes s, s + 1) */
+RX_INLINE void mins2(v128_t mna, v128_t mnb, v128_t bs2, v128_t * m0, v128_t * m1) {
+    /* i16 lanes mn_s[r], mn_{s+1}[r] per row */
+    const v128_t z = wasm_i8x16_splat(0);
+    const v128_t ab = wasm_i8x16_shuffle(mna, mnb, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+    const v128_t lo = wasm_i8x16_shuffle(ab, z, 0, 16, 1, 16, 2, 16, 3, 16, 4, 16, 5, 16, 6, 16, 7, 16);
+    const v128_t hi = wasm_i8x16_shuffle(ab, z, 8, 16, 9, 16, 10, 16, 11, 16, 12, 16, 13, 16, 14, 16, 15, 16);
+    *m0 = wasm_i32x4_add(*m0, wasm_i32x4_dot_i16x8(lo, bs2));
+    *m1 = wasm_i32x4_add(*m1, wasm_i32x4_dot_i16x8(hi, bs2));
+}
+
+/* one super-block's sub-block pair p of the 8 rows against the activations
+ * q8 (the super-block's 256): sc * dot into the row-pair accumulators a[4]
+ * (lanes 0, 1: row 2q; 2, 3: row 2q + 1) */
+RX_INLINE void x8_pair(const uint8_t * qs, const int8_t * q8, int p, v128_t sclo, v128_t schi, v128_t a[4], v128_t m4) {
+    const int8_t * ylo = q8 + 64 * p, * yhi = q8 + 64 * p + 32;
+    /* the activation pieces are reloaded per row pair (L1 hits): kept in
+     * registers for all 4 they would push the accumulators out of them */
+    for (int q = 0; q < 4; q++) {
+        v128_t slo = wasm_i16x8_splat(0), shi = slo;
+        for (int j = 0; j < 4; j++) {
+            const v128_t b = ld(qs + 256 * p + (8 * j + 2 * q) * 8);
+            /* high nibbles by a 16-bit shift and the mask: V8 has no byte shift on x64 */
+            slo = wasm_i16x8_add(slo, RDOT16(wasm_v128_load64_splat(ylo + 8 * j), wasm_v128_and(b, m4)));
+            shi = wasm_i16x8_add(shi, RDOT16(wasm_v128_load64_splat(yhi + 8 * j), wasm_v128_and(wasm_u16x8_shr(b, 4), m4)));
+        }
+        a[q] = wasm_i32x4_add(a[q], wasm_i32x4_add(wasm_i32x4_dot_i16x8(slo, PAIR_SCALES(sclo, q)),
+                                                   wasm_i32x4_dot_i16x8(shi, PAIR_SCALES(schi, q))));
+    }
+}
+
+/* the 8 rows of an x8 group against one q8_K row, into s[0..7]; pairs: the
+ * batched order (one fma per sub-block pair), else the mat-vec one */
+/* the nibble mask, read once through volatile: as a constant the compiler
+ * writes it out at each of its uses in the loop, and V8 builds each one
+ * anew (several instructions on x64) */
+static const v128_t k_m4 = { 0x0f0f0f0f, 0x0f0f0f0f, 0x0f0f0f0f, 0x0f0f0f0f }; /* v128_t: 4 x i32 */
+
+RX_INLINE void x8_rows(int64_t n, float * s, const block_q4_Kx8 * x, const block_q8_K * y, bool pairs, bool fused) {
+    const v128_t m4 = *(const volatile v128_t *) &k_m4;
+    v128_t acc0 = wasm_f32x4_splat(0), acc1 = acc0, accm0 = acc0, accm1 = acc0;
+    for (int64_t b = 0; b < n / QK_K; b++) {
+        v128_t d0, d1, m0f, m1f;
+        kiln_simd128_load_f16x8(x[b].d, &d0, &d1);
+        kiln_simd128_load_f16x8(x[b].dmin, &m0f, &m1f);
+        const v128_t yd = wasm_f32x4_splat(y[b].d);
+        const v128_t dd0 = wasm_f32x4_mul(d0, yd), dd1 = wasm_f32x4_mul(d1, yd);
+        const v128_t dm0 = wasm_f32x4_mul(m0f, yd), dm1 = wasm_f32x4_mul(m1f, yd);
+        /* the sub-blocks' 32-value activation sums, i16 lanes 0..7 */
+        const v128_t b0 = ld(y[b].bsums), b1 = ld(y[b].bsums + 8);
+        const v128_t bs = wasm_i16x8_add(wasm_i16x8_shuffle(b0, b1, 0, 2, 4, 6, 8, 10, 12, 14),
+                                         wasm_i16x8_shuffle(b0, b1, 1, 3, 5, 7, 9, 11, 13, 15));
+        int32_t bsw[4];
+        wasm_v128_store(bsw, bs);
+        v128_t a[4], i0 = wasm_i32x4_splat(0), i1 = i0, mm0 = i0, mm1 = i0;
+        for (int q = 0; q < 4; q++) a[q] = i0;
+        for (int p = 0; p < 4; p++) {
+            v128_t sclo, mnlo, schi, mnhi;
+            x8_scales(x[b].scales + 24 * p, &sclo, &mnlo);
+            x8_scales(x[b].scales + 24 * p + 12, &schi, &mnhi);
+            x8_pair(x[b].qs, y[b].qs, p, sclo, schi, a, m4);
+            const v128_t bs2 = wasm_v128_load32_splat(&bsw[p]); /* i16 lanes bs_2p, bs_2p+1 */
+            mins2(mnlo, mnhi, bs2, &mm0, &mm1);
+            if (pairs) {
+                acc0 = fma4(wasm_f32x4_convert_i32x4(rows4(a[0], a[1])), dd0, acc0, fused);
+                acc1 = fma4(wasm_f32x4_convert_i32x4(rows4(a[2], a[3])), dd1, acc1, fused);
+                accm0 = fma4(wasm_f32x4_convert_i32x4(mm0), dm0, accm0, fused);
+                accm1 = fma4(wasm_f32x4_convert_i32x4(mm1), dm1, accm1, fused);
+                for (int q = 0; q < 4; q++) a[q] = i0;
+                mm0 = mm1 = i0;
+            }
+        }
+        if (!pairs) {
+            i0 = rows4(a[0], a[1]);
+            i1 = rows4(a[2], a[3]);
+            acc0 = fma4(wasm_f32x4_convert_i32x4(i0), dd0, acc0, fused);
+            acc1 = fma4(wasm_f32x4_convert_i32x4(i1), dd1, acc1, fused);
+            accm0 = fma4(wasm_f32x4_convert_i32x4(mm0), dm0, accm0, fused);
+            accm1 = fma4(wasm_f32x4_convert_i32x4(mm1), dm1, accm1, fused);
+        }
+    }
+    wasm_v128_store(s, wasm_f32x4_sub(acc0, accm0));
+    wasm_v128_store(s + 4, wasm_f32x4_sub(acc1, accm1));
+}
+
+RX_INLINE void x8_gemm(int64_t n, int ncols, float * s, size_t ss, const void * x, const void * y, size_t ys, bool fused) {
+    for (int c = 0; c < ncols; c++) {
+        float out[8];
+        x8_rows(n, out, x, (const block_q8_K *) ((const char *) y + (size_t) c * ys), true, fused);
+        memcpy(s + (size_t) c * ss, out, sizeof out);
+    }
+}
+
+void q4_Kx8_q8_K_vec_dot__wasm_relaxed(int64_t n, float * s, const void * x, const void * y) {
+    float out[8];
+    x8_rows(n, out, x, y, false, false);
+    memcpy(s, out, sizeof out);
+}
+
+void q4_Kx8_q8_K_gemm__wasm_relaxed(int64_t n, int ncols, float * s, size_t ss, const void * x, const void * y, size_t ys) {
+    x8_gemm(n, ncols, s, ss, x, y, ys, false);
+}
+
+void q4_Kx8_q8_K_vec_dot__wasm_relaxed_fma(int64_t n, float * s, const void * x, const void * y) {
+    float out[8];
+    x8_rows(n, out, x, y, false, true);
+    memcpy(s, out, sizeof out);
+}
+
+void q4_Kx8_q8_K_gemm__wasm_relaxed_fma(int64_t n, int ncols, float * s, size_t ss, const void * x, const void * y, size_t ys) {
+    x8_gemm(n, ncols, s, ss, x, y, ys, true);
+}
+
+/* ---- q6_K ------------------------------------------------------------------ */
+
+static const v128_t k_m30 = { 0x30303030, 0x30303030, 0x30303030, 0x30303030 };
+
+void q6_K_q8_K_vec_dot__wasm_relaxed(int64_t n, float * s, const void * vx, const void * vy) {
+    const block_q6_K * x = vx;
+    const block_q8_K * y = vy;
+    float sumf = 0;
+    /* masks through volatile (see k_m4); every shift is a 16-bit one and
+     * the mask keeps the bits of the lane's own byte */
+    const v128_t m4 = *(const volatile v128_t *) &k_m4, m30 = *(const volatile v128_t *) &k_m30;
+    for (int64_t i = 0; i < n / QK_K; ++i) {
+        const uint8_t * ql = x[i].ql;
+        const uint8_t * qh = x[i].qh;
+        const int8_t * sc = x[i].scales;
+        const int8_t * q8 = y[i].qs;
+        v128_t acc = wasm_i32x4_splat(0);
+        for (int half = 0; half < 2; ++half) {
+            for (int h16 = 0; h16 < 2; ++h16) {
+                const v128_t l0 = ld(ql + 16 * h16), l1 = ld(ql + 32 + 16 * h16);
+                const v128_t hb = ld(qh + 16 * h16);
+                /* q + 32: 0..63 */
+                v128_t q[4];
+                q[0] = wasm_v128_or(wasm_v128_and(l0, m4), wasm_v128_and(wasm_i16x8_shl(hb, 4), m30));
+                q[1] = wasm_v128_or(wasm_v128_and(l1, m4), wasm_v128_and(wasm_i16x8_shl(hb, 2), m30));
+                q[2] = wasm_v128_or(wasm_v128_and(wasm_u16x8_shr(l0, 4), m4), wasm_v128_and(hb, m30));
+                q[3] = wasm_v128_or(wasm_v128_and(wasm_u16x8_shr(l1, 4), m4), wasm_v128_and(wasm_u16x8_shr(hb, 2), m30));
+                for (int p = 0; p < 4; ++p) {
+                    /* pair sums at most 2 * 63 * 128 = 16128: no i16 saturation */
+                    const v128_t d = RDOT16(ld(q8 + 32 * p + 16 * h16), q[p]);
+                    acc = wasm_i32x4_add(acc, wasm_i32x4_dot_i16x8(d, wasm_i16x8_splat(sc[2 * p + h16])));
+                }
+            }
+            ql += 64; qh += 32; sc += 8; q8 += 128;
+        }
+        /* the +32 offset: 32 * sum over the 16 sub-blocks of sc * bsum */
+        const v128_t s8 = wasm_v128_load64_zero(x[i].scales), s8h = wasm_v128_load64_zero(x[i].scales + 8);
+        const v128_t off = wasm_i32x4_add(wasm_i32x4_dot_i16x8(wasm_i16x8_extend_low_i8x16(s8), ld(y[i].bsums)),
+                                          wasm_i32x4_dot_i16x8(wasm_i16x8_extend_low_i8x16(s8h), ld(y[i].bsums + 8)));
+        const int isum = kiln_simd128_i32_hsum(acc) - 32 * kiln_simd128_i32_hsum(off);
+        sumf += KQ_H2F(x[i].d) * y[i].d * isum;
+    }
+    *s = sumf;
+}
+
+#endif /* __wasm_relaxed_simd__ */
