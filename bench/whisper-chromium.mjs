@@ -78,10 +78,24 @@ sh('sox', [jfk, jfk, jfk, wav, 'trim', '0', String(seconds)]);
 // the model, the audio and shout's single-file build (wasm inlined; its pthread workers load the same URL) served by name
 const { server, url } = await startServer(root, { 'tiny-real-f16.bin': model, 'a30.wav': wav, 'shout.wasm.js': shoutJs });
 const { context, userDir } = await launchBenchChromium('kiln-whisper-chr-');
+// this browser's processes (those under the one started with our profile folder) sampled every 2 s:
+// the largest one's RSS (the renderer holds the page, its workers and every wasm memory), peak per pass
+function chromiumRssMb() {
+  try {
+    const rows = execFileSync('ps', ['-eo', 'pid=,ppid=,rss=,args='], { maxBuffer: 16 << 20 }).toString().trim().split('\n')
+      .map((l) => { const m = /^\s*(\d+)\s+(\d+)\s+(\d+)\s+(.*)$/.exec(l); return m && { pid: +m[1], ppid: +m[2], rss: +m[3], args: m[4] }; }).filter(Boolean);
+    const ours = new Set(rows.filter((r) => r.args.includes(userDir)).map((r) => r.pid));
+    for (let grew = true; grew;) { grew = false; for (const r of rows) if (!ours.has(r.pid) && ours.has(r.ppid)) { ours.add(r.pid); grew = true; } }
+    return Math.max(0, ...rows.filter((r) => ours.has(r.pid)).map((r) => r.rss)) / 1024;
+  } catch { return null; }
+}
+let rssPeak = 0;
+const rssTimer = setInterval(() => { const v = chromiumRssMb(); if (v != null) rssPeak = Math.max(rssPeak, v); }, 2000);
 try {
   const page = await context.newPage();
   const errors = [];
   page.on('pageerror', (e) => errors.push(String(e)));
+  page.on('crash', () => { errors.push(`renderer crashed (largest browser process peaked at ${rssPeak.toFixed(0)} MB RSS this pass)`); console.error(`  renderer crashed: ${errors.slice(-1)[0]} (load ${load().join(' ')})`); });
   page.on('console', (m) => { if (m.type() === 'error') errors.push(m.text()); else if (m.text().startsWith('[whisper-web]')) console.error(`  ${m.text()} (load ${load().join(' ')})`); });
   await page.goto(`${url}/bench/whisper-web/index.html`);
   await page.waitForFunction(() => window.__whisper?.ready, null, { timeout: 60_000 });
@@ -104,10 +118,11 @@ try {
   for (let r = 0; r < rounds; r++) {
     for (const name of r % 2 ? [...order].reverse() : order) {
       const e = engines[name];
+      rssPeak = 0;
       const res = await call('run', { engine: e.engine, threads: e.threads });
-      e.ms.push(res.ms); e.load.push(load()[0]);
+      e.ms.push(res.ms); e.load.push(load()[0]); e.rss = Math.max(e.rss ?? 0, rssPeak);
       e.segments = res.segments; e.meanLogp = res.meanLogp; e.tokens = res.ids ? res.ids.reduce((s, v) => s + v.length, 0) : null; e.ids = res.ids; e.text = res.text;
-      console.error(`  round ${r + 1} ${name}: ${(res.ms / 1e3).toFixed(1)} s, ${res.segments} segments, ${e.tokens} tokens, mean log-p ${res.meanLogp?.toFixed(4)} (load ${load().join(' ')})`);
+      console.error(`  round ${r + 1} ${name}: ${(res.ms / 1e3).toFixed(1)} s, ${res.segments} segments, ${e.tokens} tokens, mean log-p ${res.meanLogp?.toFixed(4)}, browser peak ${rssPeak.toFixed(0)} MB (load ${load().join(' ')})`);
     }
   }
   for (const [name, e] of Object.entries(engines)) {
@@ -116,7 +131,7 @@ try {
       ...(e.engine === 'shout' ? { simd: 'simd128' } : opened.info[name]),
       model: `${shape}-shape f16 (random weights${script ? ', scripted decoder' : ''})`, audio_s: seconds, rounds, best_s: +(best / 1e3).toFixed(2), median_s: +(med / 1e3).toFixed(2),
       rtf_median: +(med / 1e3 / seconds).toFixed(4), s_all: e.ms.map((v) => +(v / 1e3).toFixed(2)), load1_at_each: e.load,
-      segments: e.segments, tokens: e.tokens, mean_logp: e.meanLogp == null ? null : +e.meanLogp.toFixed(4),
+      segments: e.segments, tokens: e.tokens, rss_peak_mb: Math.round(e.rss), mean_logp: e.meanLogp == null ? null : +e.meanLogp.toFixed(4),
       ...(script ? { scripted_sequence: e.ids ? e.ids.flat().join() === script.targets.join() : null } : {}) }));
   }
   // same work? the token ids of the last pass of each engine, Kiln's against shout's at the same threads
@@ -138,6 +153,7 @@ try {
   }));
   await call('close', {}).catch(() => {});
 } finally {
+  clearInterval(rssTimer);
   await context.close(); server.close();
   fs.rmSync(userDir, { recursive: true, force: true }); fs.rmSync(tmp, { recursive: true, force: true });
 }
