@@ -8,8 +8,8 @@
 // fallback step 0.2 with best-of 5, thresholds 2.4 / -1 / 0.6), language en,
 // no token timestamps: shout's bindings set nothing else, so Kiln gets the
 // same parameters.
-//   window.__whisper.open({model, wav, seconds, simd, shout, warmS}) -> {info}
-//   window.__whisper.run({engine: 'kiln-st' | 'kiln-mt' | 'shout', threads}) -> {ms, segments, tokens, ids}
+//   window.__whisper.open({model, wav, seconds, simd, shoutUrl, warmS, engines}) -> {info}
+//   window.__whisper.run({engine: 'kiln-st' | 'kiln-mt' | 'shout', threads}) -> {ms, segments, ids, text, meanLogp}
 //   window.__whisper.close()
 const RATE = 16000;
 let x = null, modelBytes = null, shout = null, warm = null;
@@ -69,32 +69,38 @@ async function shoutPass(samples, threads) {
   mod.fullDone = mod.result = null;
   const segs = r?.transcription ?? null;
   return { ms: t1 - t0, segments: segs ? segs.length : null, ids: segs ? segs.map((s) => s.tokens.map((t) => t.id)) : null,
+    meanLogp: segs ? meanLogp(segs.flatMap((s) => s.tokens.map((t) => t.p))) : null,
     text: segs ? segs.map((s) => s.text).join('') : null };
 }
+
+// the mean natural log of the kept tokens' probabilities (whisper.cpp's avg_logprobs over a segment's tokens;
+// below -1 it falls back to the next temperature)
+const meanLogp = (ps) => (ps.length ? ps.reduce((a, p) => a + Math.log(p), 0) / ps.length : null);
 
 async function kilnPass(k, samples) {
   const t0 = performance.now();
   const r = await k.whisper.transcribe(samples, RATE, { language: 'en' });
   const ms = performance.now() - t0;
-  return { ms, segments: r.segments.length, ids: r.segments.map((s) => s.tokens.map((t) => t.id)), text: r.text };
+  return { ms, segments: r.segments.length, ids: r.segments.map((s) => s.tokens.map((t) => t.id)), text: r.text,
+    meanLogp: meanLogp(r.segments.flatMap((s) => s.tokens.map((t) => t.p))) };
 }
 
 window.__whisper = {
-  async open({ model, wav, seconds, simd, shoutUrl, warmS }) {
+  async open({ model, wav, seconds, simd, shoutUrl, warmS, engines }) {
     modelBytes = await bytes(model);
     x = wavSamples(await bytes(wav)).slice(0, seconds * RATE);
     warm = x.slice(0, warmS * RATE);
     const { Kiln } = await import('/js/dist/index.js');
-    for (const [name, build, threads] of [['kiln-st', 'st', 1], ['kiln-mt', 'mt', 2]]) {
+    for (const [name, build, threads] of [['kiln-st', 'st', 1], ['kiln-mt', 'mt', 2]].filter(([n]) => engines.includes(n))) {
       const k = await Kiln.create({ threads, build, simd, wasmUrl: '/wasm/dist/' });
       kiln[name] = { k, whisper: await k.loadWhisper(modelBytes.slice()), info: k.info() };
       stage(`${name} loaded`);
     }
-    shout = await openShout(shoutUrl);
-    stage('shout loaded');
+    const shoutThreads = [1, 2].filter((t) => engines.includes(`shout-${t}t`));
+    if (shoutThreads.length) { shout = await openShout(shoutUrl); stage('shout loaded'); }
     // untimed passes over the first warmS seconds, so that V8 has tiered the hot wasm up
     for (const [name, k] of Object.entries(kiln)) { await kilnPass(k, warm); stage(`${name} warmed up`); }
-    for (const t of [1, 2]) { await shoutPass(warm, t); stage(`shout ${t} thread(s) warmed up`); }
+    for (const t of shoutThreads) { await shoutPass(warm, t); stage(`shout ${t} thread(s) warmed up`); }
     const info = Object.fromEntries(Object.entries(kiln).map(([n, k]) => [n, { build: k.info.build, simd: k.info.simdFlavor, isa: k.info.isa, threads: k.info.threads }]));
     return { info, crossOriginIsolated, samples: x.length, hardwareConcurrency: navigator.hardwareConcurrency };
   },

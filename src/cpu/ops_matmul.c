@@ -83,6 +83,15 @@ void kiln_mm_act_convert(const struct kiln_compute_params * params, const struct
 #define MM_BLOCK0      48   /* src0 rows per chunk, batched */
 #define MM_BLOCK1      24   /* src1 rows per chunk, batched */
 #define MM_BLOCK0_GEMV 32   /* src0 rows per chunk when src1 has one row */
+/* the F16 widening path (wants_f16_widen): each chunk widens its src1 rows
+ * and then each of its src0 rows once, so a row's conversion (no hardware
+ * fp16 in wasm: ~13 vector operations per 4 values, several times a
+ * product's cost) is shared by the other side's block. At 48 x 24 the
+ * conversions took ~1/3 of a Whisper encoder's F16 matmul time in wasm;
+ * 128 x 128 makes them ~1/64 of the products (the widened src1 block,
+ * 128 rows, stays in L2: 0.8 MB at 1536 wide) */
+#define MM_WIDEN_BLOCK0 128
+#define MM_WIDEN_BLOCK1 128
 
 static bool check_common(const struct kiln_tensor * dst, const struct kiln_tensor * src0, const char * op) {
     if (dst->type != KILN_TYPE_F32 || dst->nb[0] != sizeof(float)) {
@@ -135,9 +144,9 @@ static bool wants_f16_widen(const struct kiln_kernels * k, const struct kiln_ten
            k->vec_dot_1[KILN_TYPE_F16] == NULL;
 }
 
-/* per thread: MM_BLOCK1 widened src1 rows and one src0 row */
+/* per thread: MM_WIDEN_BLOCK1 widened src1 rows and one src0 row */
 static size_t widen_scratch_bytes(const struct kiln_tensor * src0) {
-    return KILN_PAD(sizeof(float) * (size_t) (MM_BLOCK1 + 1) * (size_t) src0->ne[0], KILN_MM_ALIGN);
+    return KILN_PAD(sizeof(float) * (size_t) (MM_WIDEN_BLOCK1 + 1) * (size_t) src0->ne[0], KILN_MM_ALIGN);
 }
 
 size_t kiln_cpu_work_mul_mat(const struct kiln_tensor * dst, int n_threads) {
@@ -342,8 +351,8 @@ enum kiln_status kiln_cpu_fwd_mul_mat(const struct kiln_compute_params * params,
     kiln_barrier(params);
 
     const bool gemv = ne11 == 1;
-    int64_t bs0 = gemv ? MM_BLOCK0_GEMV : (pack ? MM_PACK_BLOCK0 : MM_BLOCK0);
-    const int64_t bs1 = gemv ? 1 : (pack ? MM_PACK_BLOCK1 : MM_BLOCK1);
+    int64_t bs0 = gemv ? MM_BLOCK0_GEMV : (pack ? MM_PACK_BLOCK0 : widen ? MM_WIDEN_BLOCK0 : MM_BLOCK0);
+    const int64_t bs1 = gemv ? 1 : (pack ? MM_PACK_BLOCK1 : widen ? MM_WIDEN_BLOCK1 : MM_BLOCK1);
     const int64_t nbat = ne12 * ne13;
     int64_t nbl1 = (ne11 + bs1 - 1) / bs1;
     int64_t nbl0 = (ne01 + bs0 - 1) / bs0;
@@ -402,7 +411,7 @@ enum kiln_status kiln_cpu_fwd_mul_mat(const struct kiln_compute_params * params,
         if (widen) {
             /* src1 rows of the chunk once, then src0 row by row (i outer) */
             float * bw = (float *) ((char *) params->wdata + KILN_PAD(act_work, KILN_MM_ALIGN) + widen_scratch_bytes(src0) * (size_t) params->ith);
-            float * aw = bw + (size_t) MM_BLOCK1 * (size_t) ne00;
+            float * aw = bw + (size_t) MM_WIDEN_BLOCK1 * (size_t) ne00;
             for (int64_t j = j0; j < j1; j++) k->f16_to_f32(ne00, (const kiln_fp16_t *) (b + j * act_stride), bw + (j - j0) * ne00);
             for (int64_t i = i0; i < i1; i++) {
                 k->f16_to_f32(ne00, (const kiln_fp16_t *) (a + i * src0->nb[1]), aw);

@@ -304,11 +304,13 @@ void f16val_scale__wasm_simd128(int64_t n, float * y, float v) {
     for (; i < n; i++) y[i] = kiln_fp16_to_fp32(kiln_fp32_to_fp16(y[i] * v));
 }
 
+/* fp16 rows (weights widened for the F16 matmul, K/V rows): the shorter
+ * exact conversion (simd128_common.h) */
 void f16_to_f32__wasm_simd128(int64_t n, const kiln_fp16_t * x, float * y) {
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
         v128_t lo, hi;
-        load_f16x8(x + i, &lo, &hi);
+        kiln_simd128_load_f16x8_rows(x + i, &lo, &hi);
         wasm_v128_store(y + i, lo);
         wasm_v128_store(y + i + 4, hi);
     }
