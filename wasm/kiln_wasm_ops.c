@@ -87,7 +87,15 @@ UNARY(elu, kiln_elu) UNARY(relu, kiln_relu) UNARY(sigmoid, kiln_sigmoid) UNARY(g
 UNARY(geluQuick, kiln_gelu_quick) UNARY(silu, kiln_silu) UNARY(hardswish, kiln_hardswish)
 UNARY(hardsigmoid, kiln_hardsigmoid) UNARY(exp, kiln_exp) UNARY(softmax, kiln_soft_max) UNARY(cont, kiln_cont)
 UNARY(transpose, kiln_transpose) UNARY(diag, kiln_diag) UNARY(dup, kiln_dup)
-BINARY(add, kiln_add) BINARY(sub, kiln_sub) BINARY(mul, kiln_mul) BINARY(div, kiln_div) BINARY(matmul, kiln_mul_mat)
+BINARY(add, kiln_add) BINARY(sub, kiln_sub) BINARY(mul, kiln_mul) BINARY(div, kiln_div)
+/* a tensor program's matmul takes Kiln's packed GEMM (kiln.h: kiln_mm_order);
+ * the model graphs keep llama.cpp's order */
+static struct kiln_tensor * matmul_fast(struct kiln_context * ctx, struct kiln_tensor * a, struct kiln_tensor * b) {
+    struct kiln_tensor * r = kiln_mul_mat(ctx, a, b);
+    if (r) kiln_mul_mat_set_order(r, KILN_MM_ORDER_FAST);
+    return r;
+}
+BINARY(matmul, matmul_fast)
 BINARY(outProd, kiln_out_prod) BINARY(getRows, kiln_get_rows) BINARY(repeat, kiln_repeat)
 BINARY(repeatBack, kiln_repeat_back) BINARY(countEqual, kiln_count_equal) BINARY(siluBack, kiln_silu_back)
 BINARY(cpy, kiln_cpy) BINARY(add1, kiln_add1) BINARY(crossEntropyLoss, kiln_cross_entropy_loss)

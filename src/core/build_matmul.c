@@ -44,6 +44,17 @@ void kiln_mul_mat_set_prec(struct kiln_tensor * a, enum kiln_prec prec) {
     kiln_set_op_params_i32(a, 0, (int32_t) prec);
 }
 
+/* kept in op_params[1] (op_params[0] is ggml's precision slot) */
+void kiln_mul_mat_set_order(struct kiln_tensor * a, enum kiln_mm_order order) {
+    if (!a) { kiln_set_error("mul_mat_set_order: tensor is NULL"); return; }
+    if (a->op != KILN_OP_MUL_MAT) { kiln_set_error("mul_mat_set_order: tensor is not a mul_mat result"); return; }
+    if (order != KILN_MM_ORDER_GGML && order != KILN_MM_ORDER_FAST) {
+        kiln_set_error("mul_mat_set_order: unknown order %d", (int) order);
+        return;
+    }
+    kiln_set_op_params_i32(a, 1, (int32_t) order);
+}
+
 /* as: [K, N, n_as] one matrix per expert; b: [K, n_b, n_tokens] with
  * n_used % n_b == 0; ids: I32 [n_used, n_tokens] expert per slot ->
  * F32 [N, n_used, n_tokens]: dst[:, e, t] = as[:, :, ids[e, t]] * b[:, e % n_b, t] */

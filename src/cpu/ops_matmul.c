@@ -253,9 +253,12 @@ static void block_f32(kiln_gemm_tile_t tile, int MR, int NR, float (*edge)(int64
  * packed GEMM's speed on the models measured. With relaxed SIMD's fused
  * multiply-add wasm gets llama.cpp's sums bit for bit; SIMD128 has no FMA
  * and only gets the order; the scalar row has no tile8 kernel and keeps
- * its own. 0: not such a product; 1: tinyBLAS's order; 2: ggml_vec_dot_f32's. */
-static int ggml_order(const struct kiln_kernels * k, const struct kiln_tensor * src0, const struct kiln_tensor * src1) {
-    if (!k->f32_gemm_tile8 || src0->type != KILN_TYPE_F32 ||
+ * its own. kiln_mul_mat_set_order(FAST) opts a product out (the packed
+ * GEMM: generic tensor programs, e.g. the JS API's matmul). 0: not such a
+ * product; 1: tinyBLAS's order; 2: ggml_vec_dot_f32's. */
+static int ggml_order(const struct kiln_kernels * k, const struct kiln_tensor * dst, const struct kiln_tensor * src0,
+                      const struct kiln_tensor * src1) {
+    if (!k->f32_gemm_tile8 || kiln_get_op_params_i32(dst, 1) == KILN_MM_ORDER_FAST || src0->type != KILN_TYPE_F32 ||
         src1->type != KILN_TYPE_F32 || src1->ne[1] < 2) return 0;
     const bool sgemm = kiln_is_contiguous(src1) && src0->ne[0] % 8 == 0 && src0->ne[1] % 4 == 0;
     return sgemm ? 1 : 2;
@@ -325,7 +328,7 @@ enum kiln_status kiln_cpu_fwd_mul_mat(const struct kiln_compute_params * params,
     if (!check_common(dst, src0, "mul_mat")) return KILN_STATUS_UNSUPPORTED;
     if (!kiln_mm_act_plan(k, "mul_mat", src0, src1, &act)) return KILN_STATUS_UNSUPPORTED;
     const size_t act_work = kiln_mm_act_work(&act, params->nth);
-    const int ggml_ord = ggml_order(k, src0, src1);
+    const int ggml_ord = ggml_order(k, dst, src0, src1);
     const bool pack = wants_packing(k, src0, src1) && k->f32_gemm_packed != NULL && !ggml_ord;
     const int rep = kiln_repacked_rows(src0);
     if (rep && src0->type != KILN_TYPE_Q4_0 && src0->type != KILN_TYPE_Q8_0 && src0->type != KILN_TYPE_IQ4_NL &&

@@ -140,6 +140,16 @@ enum kiln_prec {
     KILN_PREC_F32,
 };
 
+/* How mul_mat sums f32 x f32 products over a batch (src1 with 2+ rows):
+ * GGML (the default) in the order of llama.cpp's x86 build (tinyBLAS's tiles
+ * or ggml_vec_dot_f32), so model graphs give llama.cpp's values; FAST in
+ * Kiln's packed GEMM, about twice as fast in wasm (SIMD128), with results
+ * that are still the same for any thread count. Other types ignore it. */
+enum kiln_mm_order {
+    KILN_MM_ORDER_GGML,
+    KILN_MM_ORDER_FAST,
+};
+
 /* Row conversion used by type traits: n is a multiple of the block size. */
 typedef void (*kiln_to_float_t)  (const void * x, float * y, int64_t n);
 typedef void (*kiln_from_float_t)(const float * x, void * y, int64_t n);
@@ -457,6 +467,7 @@ KILN_API struct kiln_tensor * kiln_rms_norm_back(struct kiln_context * ctx, stru
  * result is n columns, m rows => [ne03 * x, ne02 * y, m, n] */
 KILN_API struct kiln_tensor * kiln_mul_mat(struct kiln_context * ctx, struct kiln_tensor * a, struct kiln_tensor * b);
 KILN_API void kiln_mul_mat_set_prec(struct kiln_tensor * a, enum kiln_prec prec);
+KILN_API void kiln_mul_mat_set_order(struct kiln_tensor * a, enum kiln_mm_order order);
 /* indirect matrix multiplication (mixture of experts) */
 KILN_API struct kiln_tensor * kiln_mul_mat_id(struct kiln_context * ctx, struct kiln_tensor * as, struct kiln_tensor * b, struct kiln_tensor * ids);
 /* A: m columns, n rows; B: p columns, n rows; result is m columns, p rows */

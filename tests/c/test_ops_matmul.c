@@ -88,6 +88,9 @@ static struct kiln_tensor * make_src1(struct kiln_context * ctx, enum kiln_type 
     return b;
 }
 
+/* the order test_mul_mat_case asks of its mul_mat (kiln_mul_mat_set_order) */
+static enum kiln_mm_order g_order = KILN_MM_ORDER_GGML;
+
 static void test_mul_mat_case(enum kiln_type t0, const struct mm_shape * s, int layout, enum kiln_type t1) {
     char what[200];
     snprintf(what, sizeof what, "mul_mat %s x %s K=%lld N=%lld M=%lld a=[%lld,%lld] b=[%lld,%lld] layout=%d isa=%s",
@@ -101,6 +104,7 @@ static void test_mul_mat_case(enum kiln_type t0, const struct mm_shape * s, int 
     struct kiln_tensor * b = make_src1(ctx, t1, s, layout);
     struct kiln_tensor * out = kiln_mul_mat(ctx, a, b);
     if (!CHECK(out != NULL, "%s: constructor: %s", what, kiln_last_error())) { kiln_free(ctx); return; }
+    if (g_order != KILN_MM_ORDER_GGML) kiln_mul_mat_set_order(out, g_order);
     CHECK(out->type == KILN_TYPE_F32 && out->ne[0] == s->N && out->ne[1] == s->M && out->ne[2] == s->b2 && out->ne[3] == s->b3, "%s: shape", what);
 
     double * A = weights_f64(a), * B = tu_to_f64(b);
@@ -160,6 +164,48 @@ static void test_mul_mat(void) {
         test_mul_mat_case(KILN_TYPE_F16, &mm_shapes[2], 1, KILN_TYPE_BF16);
     }
     kiln_cpu_force_isa(NULL);
+}
+
+/* KILN_MM_ORDER_FAST (Kiln's packed GEMM for f32 batches) against the
+ * double reference on every table and f32 shape; where the table has
+ * llama.cpp's tile order (x86, wasm) the two orders give other bits on a
+ * product with 600-long sums, so the switch is seen to take effect */
+static void test_mul_mat_order(void) {
+    for (int isa = 0; isa < KILN_ISA_COUNT; isa++) {
+        const struct kiln_kernels * k = kiln_kernels_for_isa((enum kiln_isa) isa);
+        if (!k) continue;
+        kiln_cpu_force_isa(k->isa);
+        g_order = KILN_MM_ORDER_FAST;
+        for (int si = 0; si < N_MM_SHAPES; si++) test_mul_mat_case(KILN_TYPE_F32, &mm_shapes[si], 0, KILN_TYPE_F32);
+        g_order = KILN_MM_ORDER_GGML;
+        if (!k->f32_gemm_tile8) continue;
+        tu_case = "mul_mat order: GGML vs FAST bits";
+        struct kiln_context * ctx = tu_ctx(16 << 20);
+        struct kiln_tensor * a = kiln_new_tensor_2d(ctx, KILN_TYPE_F32, 600, 64);
+        struct kiln_tensor * b = kiln_new_tensor_2d(ctx, KILN_TYPE_F32, 600, 40);
+        tu_fill_uniform(a, -1.0f, 1.0f);
+        tu_fill_uniform(b, -1.0f, 1.0f);
+        struct kiln_tensor * g = kiln_mul_mat(ctx, a, b), * f = kiln_mul_mat(ctx, a, b);
+        kiln_mul_mat_set_order(f, KILN_MM_ORDER_FAST);
+        if (CHECK(tu_compute(ctx, g, 2) == KILN_STATUS_SUCCESS && tu_compute(ctx, f, 2) == KILN_STATUS_SUCCESS,
+                  "%s: computes: %s", k->isa, kiln_last_error())) {
+            int differ = 0;
+            for (int64_t i = 0; i < kiln_nelements(g); i++) differ += kiln_get_f32_1d(g, (int) i) != kiln_get_f32_1d(f, (int) i);
+            CHECK(differ > 0, "%s: FAST takes another order than GGML (%d of %lld outputs differ)", k->isa, differ,
+                  (long long) kiln_nelements(g));
+        }
+        kiln_free(ctx);
+    }
+    kiln_cpu_force_isa(NULL);
+    struct kiln_context * ctx = tu_ctx(1 << 20);
+    struct kiln_tensor * a = kiln_new_tensor_2d(ctx, KILN_TYPE_F32, 8, 4);
+    kiln_clear_error();
+    kiln_mul_mat_set_order(a, KILN_MM_ORDER_FAST);
+    CHECK(strstr(kiln_last_error(), "not a mul_mat") != NULL, "set_order on a non-mul_mat: message");
+    kiln_clear_error();
+    kiln_mul_mat_set_order(kiln_mul_mat(ctx, a, a), (enum kiln_mm_order) 7);
+    CHECK(strstr(kiln_last_error(), "unknown order") != NULL, "set_order with an unknown order: message");
+    kiln_free(ctx);
 }
 
 /* weights that are a view: rows of K values inside wider rows (nb01 > K*4),
@@ -514,6 +560,7 @@ int main(void) {
     test_bad_input();
     test_empty();
     test_mul_mat();
+    test_mul_mat_order();
     test_mul_mat_src0_view();
     test_mul_mat_quant();
     test_mul_mat_id();
