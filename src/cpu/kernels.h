@@ -57,10 +57,10 @@ typedef void (*kiln_f32_dot2_t)(int64_t n, float * s, const float * x0, const fl
 typedef void (*kiln_gemm_x4_t)(int64_t n, int ncols, float * s, size_t ss, const void * x, const void * y, size_t ys);
 /* The same for 4 consecutive groups (16 weight rows), group g at x + g * xs
  * bytes: s[c * ss + 4 g + r], bit-identical to 4 gemm_x4 calls. */
+typedef void (*kiln_gemm_x16_t)(int64_t n, int ncols, float * s, size_t ss, const void * x, size_t xs, const void * y, size_t ys);
 /* One weight row against 4 activation rows y + c * ys bytes: s[c * ss]
  * (ss in floats) for c < 4, bit-identical to 4 vec_dot calls. */
 typedef void (*kiln_vec_dot_y4_t)(int64_t n, float * s, size_t ss, const void * x, const void * y, size_t ys);
-typedef void (*kiln_gemm_x16_t)(int64_t n, int ncols, float * s, size_t ss, const void * x, size_t xs, const void * y, size_t ys);
 
 /* A register tile of dot products for mul_mat: for i < MR rows of a (src0)
  * and j < NR rows of b (src1), c[j*ldc + i] = dot(a + i*lda, b + j*ldb) over

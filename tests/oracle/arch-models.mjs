@@ -22,6 +22,11 @@ export const ARCH_VOCAB = [
     ["phi2", "gpt-2"], ["phi3", "phi-3"], ["qwen2moe", "gpt-2"], ["qwen3moe", "gpt-2"],
 ];
 export const ARCH_TYPES = ["f32", "f16", "q8_0", "q4_K"];
+// Q5_K, Q6_K and the Q4_K_M mix (Q6_K output and some ffn_down / attn_v,
+// Q4_K elsewhere; kiln-quantize, byte-identical to llama-quantize's by
+// quant-mix.mjs) on a few cells only, to keep the suites' time: their dots
+// are the same code under every architecture (arch.mjs, arch-wasm.mjs)
+export const EXTRA_TYPES = { llama: ["q5_K", "q6_K", "q4_K_M"], qwen3: ["q6_K", "q4_K_M"] };
 /** weight "types" that are kiln-quantize mixes of the F32 model */
 const MIXES = ["q4_K_M", "q5_K_M"];
 

@@ -42,7 +42,7 @@
 import { existsSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { ARCH_TYPES, ARCH_VOCAB, archModel } from "./arch-models.mjs";
+import { ARCH_TYPES, ARCH_VOCAB, EXTRA_TYPES, archModel } from "./arch-models.mjs";
 import { firstDiff, logSoftmax, runTool as run } from "./compare.mjs";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
@@ -51,10 +51,8 @@ const opt = (k, d) => (args.includes(`--${k}`) ? args[args.indexOf(`--${k}`) + 1
 const buildDir = path.resolve(opt("build", path.join(root, "build")));
 const bin = (name) => path.join(buildDir, "bin", name);
 const ARCHS = opt("arch", ARCH_VOCAB.map(([a]) => a).join(",")).split(",");
-// Q5_K, Q6_K and the Q4_K_M mix (Q6_K output and some ffn_down / attn_v,
-// Q4_K elsewhere) on arch.mjs's few cells: wasm has kernels of its own for
-// each (SIMD128, and relaxed SIMD's x8 Q4_K and Q6_K)
-const EXTRA_TYPES = { llama: ["q5_K", "q6_K", "q4_K_M"], qwen3: ["q6_K", "q4_K_M"] };
+// arch.mjs's extra K-quant cells (EXTRA_TYPES): wasm has kernels of its own
+// for each (SIMD128, and relaxed SIMD's x8 Q4_K and Q6_K)
 const typesOf = (arch) => (opt("type", null)?.split(",") ?? [...ARCH_TYPES, ...(EXTRA_TYPES[arch] ?? [])]);
 const PROMPTS = ["Once upon a time", "The quick brown fox jumps over the lazy dog, and then it ran into the forest where"];
 const N_GEN = 48;
@@ -121,18 +119,18 @@ const enginesFor = (arch, wt) => (relaxedExtra && RELAXED_CELLS[arch]?.includes(
 // difference these random models amplify, below TOL0; tokens 48/48 equal.
 // (qwen3 amplifies most: its Q4_K_M cell in st / mt, unchanged kernels
 // against the unchanged scalar row, measures 8.6e-2.)
-let nativeIsa = ["--isa", "scalar"];
-const setRepack = (on) => {
-    process.env.KILN_NO_REPACK = on ? "0" : "1";
-    nativeIsa = on ? [] : ["--isa", "scalar"];
-};
+// a native tool on weights as the file has them (scalar row) or repacked
+// (native's own row); the tools read KILN_NO_REPACK from the environment
+function runNative(name, argv, repack, input) {
+    process.env.KILN_NO_REPACK = repack ? "0" : "1";
+    return run(bin(name), repack ? argv : [...argv, "--isa", "scalar"], input);
+}
 const nativeSeen = new Map();
 function native(file, prompt, repack) {
-    setRepack(repack);
     const key = `${file}|${prompt}|${repack}`;
     if (!nativeSeen.has(key)) {
-        const ids = run(bin("kiln-generate"), ["-m", file, "-p", prompt, "-n", String(N_GEN), "-t", "1", "--ctx", String(CTX),
-            "--print-ids", ...nativeIsa]).trim().split("\n").pop().trim().split(/\s+/).filter((x) => x !== "").map(Number);
+        const ids = runNative("kiln-generate", ["-m", file, "-p", prompt, "-n", String(N_GEN), "-t", "1", "--ctx", String(CTX),
+            "--print-ids"], repack).trim().split("\n").pop().trim().split(/\s+/).filter((x) => x !== "").map(Number);
         const input = run(bin("kiln-tokenize"), ["-m", file], prompt).trim().split(/\s+/).map(Number);
         nativeSeen.set(key, { ids, input });
     }
@@ -141,15 +139,14 @@ function native(file, prompt, repack) {
 // native log-probs after the prompt, once per (file, prompt)
 const afterPromptSeen = new Map();
 function nativeAfterPrompt(file, nat, repack) {
-    setRepack(repack);
     const key = `${file}|${nat.input.join(",")}|${repack}`;
-    if (!afterPromptSeen.has(key)) afterPromptSeen.set(key, nativeLogprobs(file, nat.input, nat.ids, 0));
+    if (!afterPromptSeen.has(key)) afterPromptSeen.set(key, nativeLogprobs(file, nat.input, nat.ids, 0, repack));
     return afterPromptSeen.get(key);
 }
 // native log-probs after input + ids[0..d) (the prompt as one batch, as kiln-generate evaluates it)
-function nativeLogprobs(file, input, ids, d) {
-    const out = run(bin("kiln-logits"), ["-m", file, "--ctx", String(CTX), "--ids", [...input, ...ids.slice(0, d)].join(","),
-        "--batch", String(input.length), ...nativeIsa]);
+function nativeLogprobs(file, input, ids, d, repack) {
+    const out = runNative("kiln-logits", ["-m", file, "--ctx", String(CTX), "--ids", [...input, ...ids.slice(0, d)].join(","),
+        "--batch", String(input.length)], repack);
     return logSoftmax(JSON.parse(out).logits);
 }
 
@@ -196,8 +193,7 @@ for (const arch of ARCHS) for (const wt of typesOf(arch)) {
                 let detail = `first difference at ${d}: wasm ${r.tokens.slice(d, d + 4)} native ${nat.ids.slice(d, d + 4)}`;
                 let nearTie = false;
                 if (d < r.tokens.length && d < nat.ids.length) {
-                    setRepack(repack);
-                    const nl = nativeLogprobs(file, nat.input, nat.ids, d);
+                    const nl = nativeLogprobs(file, nat.input, nat.ids, d, repack);
                     const top = r.logprobs[d].top;
                     const a = nat.ids[d], b = r.tokens[d];
                     const nTop = [...nl.keys()].sort((x, y) => nl[y] - nl[x]).slice(0, 2);

@@ -21,7 +21,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { describeOracle, loadOracleLlama, oracleIsaArgs } from "./llamacpp.mjs";
 import { firstDiff, logSoftmax, maxLogprobDiff, parseGenerate, runTool as run } from './compare.mjs';
-import { ARCH_TYPES, ARCH_VOCAB, archModel } from "./arch-models.mjs";
+import { ARCH_TYPES, ARCH_VOCAB, EXTRA_TYPES, archModel } from "./arch-models.mjs";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 const args = process.argv.slice(2);
@@ -38,11 +38,6 @@ for (let i = 0; i < args.length; i++) {
 const bin = (name) => path.join(buildDir, "bin", name);
 
 const ARCHS = ARCH_VOCAB.filter(([a]) => !onlyArch || onlyArch.includes(a));
-// Q5_K, Q6_K and the Q4_K_M mix (Q6_K output and some ffn_down / attn_v,
-// Q4_K elsewhere; kiln-quantize, byte-identical to llama-quantize's by
-// quant-mix.mjs) on a few cells only, to keep the suite's time: their dots
-// are the same code under every architecture
-const EXTRA_TYPES = { llama: ["q5_K", "q6_K", "q4_K_M"], qwen3: ["q6_K", "q4_K_M"] };
 const typesOf = (arch) => onlyType ?? [...ARCH_TYPES, ...(EXTRA_TYPES[arch] ?? [])];
 const TYPES = [...new Set(ARCHS.flatMap(([a]) => typesOf(a)))];
 const PROMPTS = [
