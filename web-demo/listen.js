@@ -70,6 +70,7 @@ async function runFile(file) {
   const t0 = performance.now();
   const r = await vad.detect(buf, undefined, { threshold: Number($('#thr').value) });
   probs.length = 0; probs.push(...r.probs);
+  draw(); // the plot (and its data-points) shows this file's windows before its segments are listed
   const data = buf.getChannelData(0);
   for (const seg of r.segments) addSegment(seg, data.subarray(Math.round(seg.start * buf.sampleRate), Math.round(seg.end * buf.sampleRate)), buf.sampleRate, file.name);
   $('#vad-status').textContent = `${file.name}: ${r.probs.length} windows, ${r.segments.length} segments in ${(performance.now() - t0).toFixed(0)} ms`;
