@@ -81,8 +81,10 @@ static void table_finish(struct kiln_kernels * k) {
     kiln_quant_register_kernels(k);
 }
 
-/* isa's table as a copy of base's, its quant kernels registered for isa */
-static inline struct kiln_kernels * table_from(enum kiln_isa isa, enum kiln_isa base) {
+#ifdef KILN_ARCH_X86
+/* isa's table as a copy of base's, its quant kernels registered for isa
+ * (the x86 rows that extend AVX2's) */
+static struct kiln_kernels * table_from(enum kiln_isa isa, enum kiln_isa base) {
     struct kiln_kernels * k = &g_tables[isa];
     *k = g_tables[base];
     k->isa = isa_names[isa];
@@ -90,6 +92,7 @@ static inline struct kiln_kernels * table_from(enum kiln_isa isa, enum kiln_isa 
     table_finish(k);
     return k;
 }
+#endif
 
 static void build_tables(void) {
     struct kiln_kernels * k = &g_tables[KILN_ISA_SCALAR];

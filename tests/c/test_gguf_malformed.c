@@ -359,7 +359,7 @@ static void test_data_layout(void) {
     struct bb b0 = build_base(&o);
     free(b0.p);
     CASE_U64(o.ti_off[2], 1 << 20, "tensor 'w2': 32 bytes of data at data offset 1048576 lie outside the file", o.data_offset + (1 << 20));
-    CASE_U64(o.ti_off[2], 0xFFFFFFFFFFFFFFE0ull, "lie outside the file", UINT64_MAX);
+    CASE_U64(o.ti_off[2], 0xFFFFFFFFFFFFFFE0ull, "lie outside the file", SIZE_MAX);
     CASE_U64(o.ti_off[0], 352, "tensor 'w0': 256 bytes of data at data offset 352 lie outside the file", o.data_offset + 352);
     /* overlaps */
     CASE_U64(o.ti_off[2], 0, "tensor 'w2': data at data offset 0 (32 bytes) overlaps tensor 'w0'", o.data_offset);
