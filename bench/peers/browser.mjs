@@ -80,10 +80,13 @@ export async function runBrowser({ models, threads = 2, prompt, nGen = 16, round
     { name: 'kiln-st', fn: 'kiln', threads: 1, build: 'st' },
   ];
   // on request only (--engines): Kiln forced to plain SIMD128, beside the
-  // default ('auto': relaxed SIMD in Chromium), to show what relaxed SIMD adds
+  // default ('auto': relaxed SIMD in Chromium), to show what relaxed SIMD
+  // adds; and kiln-mt on one thread, to tell the mt build's kernels from
+  // its thread scaling
   const extra = [
     { name: 'kiln-mt-simd128', fn: 'kiln', threads, build: 'mt', simd: 'simd128' },
     { name: 'kiln-st-simd128', fn: 'kiln', threads: 1, build: 'st', simd: 'simd128' },
+    { name: 'kiln-mt-1t', fn: 'kiln', threads: 1, build: 'mt' },
   ];
   if (which) engines = [...engines, ...extra].filter((e) => which.includes(e.name));
   const out = [];
