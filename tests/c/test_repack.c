@@ -141,12 +141,12 @@ static void test_gemm_x4(const struct kiln_kernels * k, enum kiln_type t, int64_
 }
 
 /* the 16-row batched kernel (4 groups) against vec_dot_x4 per group, bit
- * for bit: 1..NC activation rows at a misaligned stride (every pass width
- * the kernels have: 8, 4, 2, 1 rows), groups apart by their own bytes plus
+ * for bit: 1..X16_NC activation rows at a misaligned stride (every pass width
+ * and column chunk the kernels have), groups apart by their own bytes plus
  * 6, results at a stride; for Q8_0 activations the rows' kiln_q8_0_aux
  * blocks at a misaligned stride too. Rows 0 and 1 are constant (every
  * quant +127 / -127: the largest block sums). */
-#define X16_NC 19
+#define X16_NC 37
 static int n_x16; /* gemm_x16 comparisons run */
 static void test_gemm_x16(const struct kiln_kernels * k, enum kiln_type t, int64_t n) {
     const enum kiln_type vt = k->vec_dot_type[t];

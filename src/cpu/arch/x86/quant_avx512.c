@@ -281,52 +281,81 @@ static inline __m512i bcast4(const int8_t * p) {
     return _mm512_set1_epi32(v);
 }
 
-static inline __attribute__((always_inline)) void q4_0x16_cols(int64_t n, const int N, float * s, size_t ss, const char * x, size_t xs,
-                                                               const char * y, size_t ys, const char * aux, size_t as) {
-    const __m512i m4 = _mm512_set1_epi8(0x0f);
-    /* lane 4 r + g <-> row 4 g + r (its own inverse) */
-    const __m512i tr = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-    const block_q4_0x4 * xg[4];
-    for (int g = 0; g < 4; g++) xg[g] = (const block_q4_0x4 *) (x + (size_t) g * xs);
-    __m512 acc[8];
-    for (int c = 0; c < N; c++) acc[c] = _mm512_setzero_ps();
-    for (int64_t i = 0; i < n / QK8_0; i++) {
-        __m512i v[4], l[4], h[4];
-        for (int g = 0; g < 4; g++) v[g] = _mm512_loadu_si512((const void *) xg[g][i].qs);
+/* lane 4 r + g <-> row 4 g + r (its own inverse) */
+static inline __m512i q4_0x16_lanes(void) { return _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15); }
+
+/* blocks i0 .. i0 + nb of the 4 groups, transposed and split: w[8 b + k]
+ * low nibbles of bytes 4k..4k+3 of every row (k < 4), w[8 b + 4 + k] the
+ * high ones; dx[b] the 16 rows' scales, in the same lanes */
+static inline void q4_0x16_prep(const char * x, size_t xs, int64_t i0, int nb, __m512i * w, __m512 * dx) {
+    const __m512i m4 = _mm512_set1_epi8(0x0f), tr = q4_0x16_lanes();
+    for (int b = 0; b < nb; b++) {
+        const block_q4_0x4 * xb[4];
+        for (int g = 0; g < 4; g++) xb[g] = (const block_q4_0x4 *) (x + (size_t) g * xs) + i0 + b;
+        __m512i v[4];
+        for (int g = 0; g < 4; g++) v[g] = _mm512_loadu_si512((const void *) xb[g]->qs);
         const __m512i t0 = _mm512_unpacklo_epi32(v[0], v[1]), t1 = _mm512_unpackhi_epi32(v[0], v[1]);
         const __m512i t2 = _mm512_unpacklo_epi32(v[2], v[3]), t3 = _mm512_unpackhi_epi32(v[2], v[3]);
         const __m512i q[4] = { _mm512_unpacklo_epi64(t0, t2), _mm512_unpackhi_epi64(t0, t2),
                                _mm512_unpacklo_epi64(t1, t3), _mm512_unpackhi_epi64(t1, t3) };
         for (int k = 0; k < 4; k++) {
-            l[k] = _mm512_and_si512(q[k], m4);
-            h[k] = _mm512_and_si512(_mm512_srli_epi16(q[k], 4), m4);
+            w[8 * b + k] = _mm512_and_si512(q[k], m4);
+            w[8 * b + 4 + k] = _mm512_and_si512(_mm512_srli_epi16(q[k], 4), m4);
         }
         /* each group's four fp16 scales as one 8-byte value (unaligned: memcpy) */
         long long dg[4];
-        for (int g = 0; g < 4; g++) memcpy(&dg[g], xg[g][i].d, sizeof dg[g]);
-        const __m256i d16 = _mm256_setr_epi64x(dg[0], dg[1], dg[2], dg[3]);
-        const __m512 dx = _mm512_permutexvar_ps(tr, _mm512_cvtph_ps(d16));
+        for (int g = 0; g < 4; g++) memcpy(&dg[g], xb[g]->d, sizeof dg[g]);
+        dx[b] = _mm512_permutexvar_ps(tr, _mm512_cvtph_ps(_mm256_setr_epi64x(dg[0], dg[1], dg[2], dg[3])));
+    }
+}
+
+/* N activation rows against the prepared blocks i0 .. i0 + nb: per row and
+ * block 8 vpdpbusd from the block's m8sum, then AVX2's float step; the
+ * accumulators continue from acc (zero at the first blocks) */
+static inline __attribute__((always_inline)) void q4_0x16_pass(int64_t i0, int nb, const int N, __m512 * accm, const __m512i * w,
+                                                               const __m512 * dx, const char * y, size_t ys, const char * aux, size_t as) {
+    __m512 acc[8];
+    for (int c = 0; c < N; c++) acc[c] = i0 ? accm[c] : _mm512_setzero_ps();
+    for (int b = 0; b < nb; b++) {
         for (int c = 0; c < N; c++) {
-            const int8_t * yq = ((const block_q8_0 *) (y + (size_t) c * ys) + i)->qs;
-            const kiln_q8_0_aux * ya = (const kiln_q8_0_aux *) (aux + (size_t) c * as) + i;
+            const int8_t * yq = ((const block_q8_0 *) (y + (size_t) c * ys) + i0 + b)->qs;
+            const kiln_q8_0_aux * ya = (const kiln_q8_0_aux *) (aux + (size_t) c * as) + i0 + b;
             __m512i p = _mm512_set1_epi32(ya->m8sum);
-            for (int k = 0; k < 4; k++) p = _mm512_dpbusd_epi32(p, l[k], bcast4(yq + 4 * k));
-            for (int k = 0; k < 4; k++) p = _mm512_dpbusd_epi32(p, h[k], bcast4(yq + 16 + 4 * k));
-            const __m512 d = _mm512_mul_ps(dx, _mm512_set1_ps(ya->d));
+            for (int k = 0; k < 4; k++) p = _mm512_dpbusd_epi32(p, w[8 * b + k], bcast4(yq + 4 * k));
+            for (int k = 0; k < 4; k++) p = _mm512_dpbusd_epi32(p, w[8 * b + 4 + k], bcast4(yq + 16 + 4 * k));
+            const __m512 d = _mm512_mul_ps(dx[b], _mm512_set1_ps(ya->d));
             acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), d, acc[c]);
         }
     }
-    for (int c = 0; c < N; c++) _mm512_storeu_ps(s + (size_t) c * ss, _mm512_permutexvar_ps(tr, acc[c]));
+    for (int c = 0; c < N; c++) accm[c] = acc[c];
 }
 
+/* Cache blocking: the weights of Q4_0X16_KB blocks are prepared once (4.5
+ * KB) for every activation row of the call, Q4_0X16_NC rows at a time, the
+ * accumulators kept in memory between block ranges (the same FMA chain per
+ * lane, so the same results as one pass over all blocks). */
+#define Q4_0X16_KB 8
+#define Q4_0X16_NC 32
 void q4_0x16_q8_0_gemm__avx512(int64_t n, int ncols, float * s, size_t ss, const void * x, size_t xs, const void * y, size_t ys,
                                const void * aux, size_t as) {
-    const char * yc = y, * ac = aux;
-    int c = 0;
-#define Q4_0X16_PASS(NC) q4_0x16_cols(n, NC, s + (size_t) c * ss, ss, x, xs, yc + (size_t) c * ys, ys, ac + (size_t) c * as, as)
-    for (; c + 8 <= ncols; c += 8) Q4_0X16_PASS(8);
-    for (; c + 4 <= ncols; c += 4) Q4_0X16_PASS(4);
-    for (; c + 2 <= ncols; c += 2) Q4_0X16_PASS(2);
-    if (c < ncols) Q4_0X16_PASS(1);
+    const __m512i tr = q4_0x16_lanes();
+    const int64_t nblk = n / QK8_0;
+    __m512i w[8 * Q4_0X16_KB];
+    __m512 dx[Q4_0X16_KB], accm[Q4_0X16_NC];
+    for (int c0 = 0; c0 < ncols; c0 += Q4_0X16_NC) {
+        const int nc = ncols - c0 < Q4_0X16_NC ? ncols - c0 : Q4_0X16_NC;
+        const char * yc = (const char *) y + (size_t) c0 * ys, * ac = (const char *) aux + (size_t) c0 * as;
+        for (int64_t i0 = 0; i0 < nblk; i0 += Q4_0X16_KB) {
+            const int nb = nblk - i0 < Q4_0X16_KB ? (int) (nblk - i0) : Q4_0X16_KB;
+            q4_0x16_prep((const char *) x, xs, i0, nb, w, dx);
+            int c = 0;
+#define Q4_0X16_PASS(NC) q4_0x16_pass(i0, nb, NC, accm + c, w, dx, yc + (size_t) c * ys, ys, ac + (size_t) c * as, as)
+            for (; c + 8 <= nc; c += 8) Q4_0X16_PASS(8);
+            for (; c + 4 <= nc; c += 4) Q4_0X16_PASS(4);
+            for (; c + 2 <= nc; c += 2) Q4_0X16_PASS(2);
+            if (c < nc) Q4_0X16_PASS(1);
 #undef Q4_0X16_PASS
+        }
+        for (int c = 0; c < nc; c++) _mm512_storeu_ps(s + (size_t) (c0 + c) * ss, _mm512_permutexvar_ps(tr, accm[c]));
+    }
 }
