@@ -92,6 +92,9 @@ void kiln_mm_act_convert(const struct kiln_compute_params * params, const struct
 #define MM_BLOCK0      48   /* src0 rows per chunk, batched */
 #define MM_BLOCK1      24   /* src1 rows per chunk, batched */
 #define MM_BLOCK0_GEMV 32   /* src0 rows per chunk when src1 has one row */
+#ifndef MM_AUX_BLOCK1
+#define MM_AUX_BLOCK1  64   /* src1 rows per chunk, repacked Q4_0 with kiln_q8_0_aux */
+#endif
 /* the F16 widening path (wants_f16_widen): each chunk widens its src1 rows
  * and then each of its src0 rows once, so a row's conversion (no hardware
  * fp16 in wasm: ~13 vector operations per 4 values, several times a
@@ -367,7 +370,8 @@ enum kiln_status kiln_cpu_fwd_mul_mat(const struct kiln_compute_params * params,
 
     const bool gemv = ne11 == 1;
     int64_t bs0 = gemv ? MM_BLOCK0_GEMV : (pack ? MM_PACK_BLOCK0 : widen ? MM_WIDEN_BLOCK0 : MM_BLOCK0);
-    const int64_t bs1 = gemv ? 1 : (pack ? MM_PACK_BLOCK1 : widen ? MM_WIDEN_BLOCK1 : MM_BLOCK1);
+    /* the Q4_0 16-row kernel prepares each weight block once per call: more src1 rows per chunk */
+    const int64_t bs1 = gemv ? 1 : (pack ? MM_PACK_BLOCK1 : widen ? MM_WIDEN_BLOCK1 : act.aux_off ? MM_AUX_BLOCK1 : MM_BLOCK1);
     const int64_t nbat = ne12 * ne13;
     int64_t nbl1 = (ne11 + bs1 - 1) / bs1;
     int64_t nbl0 = (ne01 + bs0 - 1) / bs0;
