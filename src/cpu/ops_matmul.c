@@ -92,9 +92,7 @@ void kiln_mm_act_convert(const struct kiln_compute_params * params, const struct
 #define MM_BLOCK0      48   /* src0 rows per chunk, batched */
 #define MM_BLOCK1      24   /* src1 rows per chunk, batched */
 #define MM_BLOCK0_GEMV 32   /* src0 rows per chunk when src1 has one row */
-#ifndef MM_AUX_BLOCK1
-#define MM_AUX_BLOCK1  64   /* src1 rows per chunk, repacked Q4_0 with kiln_q8_0_aux */
-#endif
+#define MM_X16_BLOCK1  64   /* src1 rows per chunk, repacked Q4_0 (with kiln_q8_0_aux) / Q4_K 16-row kernels */
 /* the F16 widening path (wants_f16_widen): each chunk widens its src1 rows
  * and then each of its src0 rows once, so a row's conversion (no hardware
  * fp16 in wasm: ~13 vector operations per 4 values, several times a
@@ -296,16 +294,20 @@ static void block_repacked(const struct kiln_kernels * k, const struct kiln_tens
     const kiln_gemm_x4_t gemm4 = dot4 && (k4 || jb - j0 > 1) && jb > j0 && ds % sizeof(float) == 0 ? k->gemm_x4[src0->type] : NULL;
     const int shift = kiln_repack_scale_shift(src0);
     const float unshift = ldexpf(1.0f, -shift);
-    /* 4 groups per call where the table has it (every src1 row batched) */
-    const kiln_gemm_x16_t gemm16 = gemm4 && !k4 && (aux || src0->type != KILN_TYPE_Q4_0) ? k->gemm_x16[src0->type] : NULL;
+    /* 16 rows (16 / rep groups) per call where the table has it: the
+     * batched src1 rows (j0..jb) in one call, the others (Q4_K's) mat-vec */
+    const kiln_gemm_x16_t gemm16 = gemm4 && (aux || src0->type != KILN_TYPE_Q4_0) ? k->gemm_x16[src0->type] : NULL;
     int64_t i = i0;
     for (int step = rep; i + rep <= i1 && i + rep <= nfull; i += step) {
         const char * group = a + i * as;
         step = rep;
-        if (gemm16 && i + 4 * rep <= i1 && i + 4 * rep <= nfull) {
+        if (gemm16 && i + 16 <= i1 && i + 16 <= nfull) {
             gemm16(ne00, (int) (jb - j0), (float *) (d + j0 * ds) + i, ldd, group, (size_t) rep * as, b + j0 * bs, bs,
                    aux ? aux + j0 * auxs : NULL, auxs);
-            step = 4 * rep;
+            for (int64_t j = jb; j < j1; j++) {
+                for (int g = 0; g < 16 / rep; g++) dot4(ne00, (float *) (d + j * ds) + i + g * rep, group + (size_t) (g * rep) * as, b + j * bs);
+            }
+            step = 16;
             if (shift) {
                 for (int64_t j = j0; j < j1; j++) {
                     for (int r = 0; r < step; r++) ((float *) (d + j * ds) + i)[r] *= unshift;
@@ -370,8 +372,9 @@ enum kiln_status kiln_cpu_fwd_mul_mat(const struct kiln_compute_params * params,
 
     const bool gemv = ne11 == 1;
     int64_t bs0 = gemv ? MM_BLOCK0_GEMV : (pack ? MM_PACK_BLOCK0 : widen ? MM_WIDEN_BLOCK0 : MM_BLOCK0);
-    /* the Q4_0 16-row kernel prepares each weight block once per call: more src1 rows per chunk */
-    const int64_t bs1 = gemv ? 1 : (pack ? MM_PACK_BLOCK1 : widen ? MM_WIDEN_BLOCK1 : act.aux_off ? MM_AUX_BLOCK1 : MM_BLOCK1);
+    /* the 16-row kernels of repacked Q4_0 / Q4_K prepare each weight block once per call: more src1 rows per chunk */
+    const bool big1 = rep && (act.aux_off || (src0->type == KILN_TYPE_Q4_K && k->gemm_x16[KILN_TYPE_Q4_K]));
+    const int64_t bs1 = gemv ? 1 : (pack ? MM_PACK_BLOCK1 : widen ? MM_WIDEN_BLOCK1 : big1 ? MM_X16_BLOCK1 : MM_BLOCK1);
     const int64_t nbat = ne12 * ne13;
     int64_t nbl1 = (ne11 + bs1 - 1) / bs1;
     int64_t nbl0 = (ne01 + bs0 - 1) / bs0;
