@@ -55,9 +55,14 @@ typedef void (*kiln_f32_dot2_t)(int64_t n, float * s, const float * x0, const fl
  * activation rows y + c * ys bytes: s[c * ss + r] (ss in floats) for r < 4,
  * c < ncols, bit-identical to ncols calls of the table's vec_dot_x4. */
 typedef void (*kiln_gemm_x4_t)(int64_t n, int ncols, float * s, size_t ss, const void * x, const void * y, size_t ys);
-/* The same for 4 consecutive groups (16 weight rows), group g at x + g * xs
- * bytes: s[c * ss + 4 g + r], bit-identical to 4 gemm_x4 calls. */
-typedef void (*kiln_gemm_x16_t)(int64_t n, int ncols, float * s, size_t ss, const void * x, size_t xs, const void * y, size_t ys);
+/* The same for 16 weight rows: 16 / R consecutive groups of the type's R
+ * rows (4; Q4_K: 8), group g at x + g * xs bytes: s[c * ss + R g + r],
+ * bit-identical to 16 / R gemm_x4 calls. aux: for
+ * Q8_0 activations, each row's kiln_q8_0_aux blocks (repack.h), row c at
+ * aux + c * as bytes; a kernel that needs it (Q4_0's) is only called with
+ * aux != NULL. */
+typedef void (*kiln_gemm_x16_t)(int64_t n, int ncols, float * s, size_t ss, const void * x, size_t xs, const void * y, size_t ys,
+                                const void * aux, size_t as);
 /* One weight row against 4 activation rows y + c * ys bytes: s[c * ss]
  * (ss in floats) for c < 4, bit-identical to 4 vec_dot calls. */
 typedef void (*kiln_vec_dot_y4_t)(int64_t n, float * s, size_t ss, const void * x, const void * y, size_t ys);

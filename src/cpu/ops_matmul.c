@@ -45,6 +45,14 @@ bool kiln_mm_act_plan(const struct kiln_kernels * k, const char * op, const stru
     return true;
 }
 
+void kiln_mm_act_want_aux(const struct kiln_kernels * k, const struct kiln_tensor * src0, struct kiln_mm_act * p) {
+    if (!p->convert || p->vdt != KILN_TYPE_Q8_0 || src0->type != KILN_TYPE_Q4_0 || !k->gemm_x16[KILN_TYPE_Q4_0] ||
+        kiln_repacked_rows(src0) == 0 || p->nrows < 2) return;
+    p->aux_off = p->act_bytes;
+    p->aux_row = sizeof(kiln_q8_0_aux) * (size_t) (p->row_size / sizeof(block_q8_0));
+    p->act_bytes += KILN_PAD(p->aux_row * (size_t) p->nrows, KILN_MM_ALIGN);
+}
+
 size_t kiln_mm_act_work(const struct kiln_mm_act * p, int n_threads) {
     return p->convert ? p->act_bytes + p->stage_bytes * (size_t) n_threads : 0;
 }
@@ -76,6 +84,7 @@ void kiln_mm_act_convert(const struct kiln_compute_params * params, const struct
         } else {
             k->from_float[p->vdt](x, out, ne10);
         }
+        if (p->aux_off) kiln_q8_0_aux_row(out, ne10, (kiln_q8_0_aux *) ((char *) params->wdata + p->aux_off + (size_t) r * p->aux_row));
     }
 }
 
@@ -83,6 +92,7 @@ void kiln_mm_act_convert(const struct kiln_compute_params * params, const struct
 #define MM_BLOCK0      48   /* src0 rows per chunk, batched */
 #define MM_BLOCK1      24   /* src1 rows per chunk, batched */
 #define MM_BLOCK0_GEMV 32   /* src0 rows per chunk when src1 has one row */
+#define MM_X16_BLOCK1  64   /* src1 rows per chunk, repacked Q4_0 (with kiln_q8_0_aux) / Q4_K 16-row kernels */
 /* the F16 widening path (wants_f16_widen): each chunk widens its src1 rows
  * and then each of its src0 rows once, so a row's conversion (no hardware
  * fp16 in wasm: ~13 vector operations per 4 values, several times a
@@ -152,6 +162,7 @@ static size_t widen_scratch_bytes(const struct kiln_tensor * src0) {
 size_t kiln_cpu_work_mul_mat(const struct kiln_tensor * dst, int n_threads) {
     struct kiln_mm_act p;
     if (!kiln_mm_act_plan(kiln_kernels(), "mul_mat", dst->src[0], dst->src[1], &p)) return 0;
+    kiln_mm_act_want_aux(kiln_kernels(), dst->src[0], &p);
     size_t w = kiln_mm_act_work(&p, n_threads);
     if (kiln_repacked_rows(dst->src[0])) w = KILN_PAD(w, KILN_MM_ALIGN) + unpack_scratch_bytes(dst->src[0]) * (size_t) n_threads;
     if (wants_packing(kiln_kernels(), dst->src[0], dst->src[1])) w = KILN_PAD(w, KILN_MM_ALIGN) + pack_scratch_bytes() * (size_t) n_threads;
@@ -274,7 +285,7 @@ static int ggml_order(const struct kiln_kernels * k, const struct kiln_tensor * 
  * below jg (those in full groups of 4) go batched, the others mat-vec. */
 static void block_repacked(const struct kiln_kernels * k, const struct kiln_tensor * src0, kiln_vec_dot_t dot, int rep,
                            int64_t nfull, const char * a, int64_t i0, int64_t i1, const char * b, size_t bs,
-                           int64_t j0, int64_t j1, int64_t jg, char * d, size_t ds, char * unpacked) {
+                           int64_t j0, int64_t j1, int64_t jg, char * d, size_t ds, char * unpacked, const char * aux, size_t auxs) {
     const int64_t ne00 = src0->ne[0];
     const size_t as = src0->nb[1], ldd = ds / sizeof(float);
     const kiln_vec_dot_t dot4 = k->vec_dot_x4[src0->type];
@@ -283,15 +294,20 @@ static void block_repacked(const struct kiln_kernels * k, const struct kiln_tens
     const kiln_gemm_x4_t gemm4 = dot4 && (k4 || jb - j0 > 1) && jb > j0 && ds % sizeof(float) == 0 ? k->gemm_x4[src0->type] : NULL;
     const int shift = kiln_repack_scale_shift(src0);
     const float unshift = ldexpf(1.0f, -shift);
-    /* 4 groups per call where the table has it (every src1 row batched) */
-    const kiln_gemm_x16_t gemm16 = gemm4 && !k4 ? k->gemm_x16[src0->type] : NULL;
+    /* 16 rows (16 / rep groups) per call where the table has it: the
+     * batched src1 rows (j0..jb) in one call, the others (Q4_K's) mat-vec */
+    const kiln_gemm_x16_t gemm16 = gemm4 && (aux || src0->type != KILN_TYPE_Q4_0) ? k->gemm_x16[src0->type] : NULL;
     int64_t i = i0;
     for (int step = rep; i + rep <= i1 && i + rep <= nfull; i += step) {
         const char * group = a + i * as;
         step = rep;
-        if (gemm16 && i + 4 * rep <= i1 && i + 4 * rep <= nfull) {
-            gemm16(ne00, (int) (jb - j0), (float *) (d + j0 * ds) + i, ldd, group, (size_t) rep * as, b + j0 * bs, bs);
-            step = 4 * rep;
+        if (gemm16 && i + 16 <= i1 && i + 16 <= nfull) {
+            gemm16(ne00, (int) (jb - j0), (float *) (d + j0 * ds) + i, ldd, group, (size_t) rep * as, b + j0 * bs, bs,
+                   aux ? aux + j0 * auxs : NULL, auxs);
+            for (int64_t j = jb; j < j1; j++) {
+                for (int g = 0; g < 16 / rep; g++) dot4(ne00, (float *) (d + j * ds) + i + g * rep, group + (size_t) (g * rep) * as, b + j * bs);
+            }
+            step = 16;
             if (shift) {
                 for (int64_t j = j0; j < j1; j++) {
                     for (int r = 0; r < step; r++) ((float *) (d + j * ds) + i)[r] *= unshift;
@@ -327,6 +343,7 @@ enum kiln_status kiln_cpu_fwd_mul_mat(const struct kiln_compute_params * params,
     struct kiln_mm_act act;
     if (!check_common(dst, src0, "mul_mat")) return KILN_STATUS_UNSUPPORTED;
     if (!kiln_mm_act_plan(k, "mul_mat", src0, src1, &act)) return KILN_STATUS_UNSUPPORTED;
+    kiln_mm_act_want_aux(k, src0, &act);
     const size_t act_work = kiln_mm_act_work(&act, params->nth);
     const int ggml_ord = ggml_order(k, dst, src0, src1);
     const bool pack = wants_packing(k, src0, src1) && k->f32_gemm_packed != NULL && !ggml_ord;
@@ -355,7 +372,9 @@ enum kiln_status kiln_cpu_fwd_mul_mat(const struct kiln_compute_params * params,
 
     const bool gemv = ne11 == 1;
     int64_t bs0 = gemv ? MM_BLOCK0_GEMV : (pack ? MM_PACK_BLOCK0 : widen ? MM_WIDEN_BLOCK0 : MM_BLOCK0);
-    const int64_t bs1 = gemv ? 1 : (pack ? MM_PACK_BLOCK1 : widen ? MM_WIDEN_BLOCK1 : MM_BLOCK1);
+    /* the 16-row kernels of repacked Q4_0 / Q4_K prepare each weight block once per call: more src1 rows per chunk */
+    const bool big1 = rep && (act.aux_off || (src0->type == KILN_TYPE_Q4_K && k->gemm_x16[KILN_TYPE_Q4_K]));
+    const int64_t bs1 = gemv ? 1 : (pack ? MM_PACK_BLOCK1 : widen ? MM_WIDEN_BLOCK1 : big1 ? MM_X16_BLOCK1 : MM_BLOCK1);
     const int64_t nbat = ne12 * ne13;
     int64_t nbl1 = (ne11 + bs1 - 1) / bs1;
     int64_t nbl0 = (ne01 + bs0 - 1) / bs0;
@@ -426,7 +445,7 @@ enum kiln_status kiln_cpu_fwd_mul_mat(const struct kiln_compute_params * params,
         }
         if (rep) {
             block_repacked(k, src0, dot, rep, nfull, a, i0, i1, b, act_stride, j0, j1, ne11 > 3 ? ne11 - ne11 % 4 : 0, d,
-                           dst->nb[1], unpacked);
+                           dst->nb[1], unpacked, kiln_mm_act_aux(params, src1, &act, 0, i12, i13), act.aux_row);
             continue;
         }
         int64_t j = j0;

@@ -276,3 +276,13 @@ bool kiln_repack_tensor(struct kiln_tensor * t) {
     t->extra = (void *) &tags[ti][shift];
     return true;
 }
+
+void kiln_q8_0_aux_row(const void * y, int64_t n, kiln_q8_0_aux * a) {
+    const block_q8_0 * b = y;
+    for (int64_t i = 0; i < n / QK8_0; i++) {
+        int32_t sum = 0;
+        for (int j = 0; j < QK8_0; j++) sum += b[i].qs[j];
+        a[i].m8sum = -8 * sum;
+        a[i].d = kiln_fp16_to_fp32(b[i].d);
+    }
+}

@@ -141,29 +141,40 @@ static void test_gemm_x4(const struct kiln_kernels * k, enum kiln_type t, int64_
 }
 
 /* the 16-row batched kernel (4 groups) against vec_dot_x4 per group, bit
- * for bit: 1..9 activation rows at a misaligned stride, groups apart by
- * their own bytes plus 6, results at a stride */
+ * for bit: 1..X16_NC activation rows at a misaligned stride (every pass width
+ * and column chunk the kernels have), groups apart by their own bytes plus
+ * 6, results at a stride; for Q8_0 activations the rows' kiln_q8_0_aux
+ * blocks at a misaligned stride too. Rows 0 and 1 are constant (every
+ * quant +127 / -127: the largest block sums). */
+#define X16_NC 37
 static int n_x16; /* gemm_x16 comparisons run */
 static void test_gemm_x16(const struct kiln_kernels * k, enum kiln_type t, int64_t n) {
     const enum kiln_type vt = k->vec_dot_type[t];
     const size_t rs = kiln_row_size(t, n), gs = 4 * rs + 6, ys = kiln_row_size(vt, n) + 6, ss = 21;
+    const size_t as = vt == KILN_TYPE_Q8_0 ? sizeof(kiln_q8_0_aux) * (size_t) (n / QK8_0) + 4 : 0;
     struct kiln_context * ctx = tu_ctx(16 * rs + (1 << 20));
     struct kiln_tensor * w = kiln_new_tensor_2d(ctx, t, n, 16);
     fill_rows(t, n, 16, w->data);
     CHECK(kiln_repack_tensor(w), "repack 16 rows: %s", kiln_last_error());
-    char * xb = malloc(4 * gs + 2 + 64), * yb = malloc(9 * ys + 2 + 64);
-    char * xp = xb + 2, * yp = yb + 2;
+    char * xb = malloc(4 * gs + 2 + 64), * yb = malloc(X16_NC * ys + 2 + 64), * ab = malloc(X16_NC * as + 4 + 64);
+    char * xp = xb + 2, * yp = yb + 2, * ap = as ? ab + 4 : NULL;
     for (int g = 0; g < 4; g++) memcpy(xp + g * gs, (const char *) w->data + g * 4 * rs, 4 * rs);
     float * yf = malloc(sizeof(float) * (size_t) n);
-    for (int c = 0; c < 9; c++) {
-        for (int64_t i = 0; i < n; i++) yf[i] = tu_rand_uniform(-3, 3);
+    for (int c = 0; c < X16_NC; c++) {
+        for (int64_t i = 0; i < n; i++) yf[i] = c == 0 ? 2.5f : c == 1 ? -2.5f : tu_rand_uniform(-3, 3);
         k->from_float[vt](yf, yp + c * ys, n);
+        if (ap) {
+            kiln_q8_0_aux * a = malloc(sizeof(kiln_q8_0_aux) * (size_t) (n / QK8_0));
+            kiln_q8_0_aux_row(yp + c * ys, n, a);
+            memcpy(ap + c * as, a, sizeof(kiln_q8_0_aux) * (size_t) (n / QK8_0)); /* misaligned: copied */
+            free(a);
+        }
     }
-    for (int ncols = 1; ncols <= 9; ncols++) {
-        float s[9 * 21];
-        for (int i = 0; i < 9 * 21; i++) s[i] = -1234.5f;
-        k->gemm_x16[t](n, ncols, s, ss, xp, gs, yp, ys);
-        for (int c = 0; c < 9; c++) {
+    for (int ncols = 1; ncols <= X16_NC; ncols++) {
+        float s[X16_NC * 21];
+        for (int i = 0; i < X16_NC * 21; i++) s[i] = -1234.5f;
+        k->gemm_x16[t](n, ncols, s, ss, xp, gs, yp, ys, ap, as);
+        for (int c = 0; c < X16_NC; c++) {
             float e[16];
             for (int g = 0; g < 4; g++) k->vec_dot_x4[t](n, e + 4 * g, xp + g * gs, yp + c * ys);
             for (int r = 0; r < 21; r++) {
@@ -178,7 +189,7 @@ static void test_gemm_x16(const struct kiln_kernels * k, enum kiln_type t, int64
         }
     }
     n_x16++;
-    free(yf); free(xb); free(yb);
+    free(yf); free(xb); free(yb); free(ab);
     kiln_free(ctx);
 }
 

@@ -140,6 +140,55 @@ static void test_kernels(const struct kiln_kernels * k, int nb) {
     kiln_free(ctx);
 }
 
+/* the 16-row batched kernel (two x8 groups, gemm_x16) against the batched
+ * order's reference per row, bit for bit: 1..37 activation rows (every
+ * pass width and the 32-row chunks), groups apart by their bytes plus 6,
+ * misaligned activations, results at a stride; nothing written outside */
+static int n_x16;
+static void test_gemm_x16(const struct kiln_kernels * k, int nb) {
+    enum { NC = 37, SS = 19 };
+    const int64_t n = (int64_t) nb * QK_K;
+    struct kiln_context * ctx = tu_ctx((size_t) 16 * nb * sizeof(block_q4_K) * 2 + (1 << 20));
+    struct kiln_tensor * w = kiln_new_tensor_2d(ctx, KILN_TYPE_Q4_K, n, 16);
+    fill_q4_K(w);
+    block_q4_K * plain = malloc(kiln_nbytes(w));
+    memcpy(plain, w->data, kiln_nbytes(w));
+    CHECK(kiln_repack_tensor(w), "repack: %s", kiln_last_error());
+    const size_t gb = kiln_nbytes(w) / 2, xs = gb + 6, ys = sizeof(block_q8_K) * nb + 4;
+    char * xbuf = malloc(2 * xs + 8), * ybuf = malloc(NC * ys + 8);
+    char * xp = xbuf + 2, * yp = ybuf + 4;
+    for (int g = 0; g < 2; g++) memcpy(xp + g * xs, (const char *) w->data + g * gb, gb);
+    float * yf = malloc(sizeof(float) * (size_t) n);
+    for (int c = 0; c < NC; c++) {
+        for (int64_t i = 0; i < n; i++) yf[i] = c == 0 ? 3.0f : c == 1 ? -3.0f : tu_rand_uniform(-4, 4);
+        kiln_quantize_row_q8_K_x4(yf, yp + c * ys, n);
+    }
+    float * s = malloc(sizeof(float) * NC * SS);
+    int bad = 0;
+    for (int ncols = 1; ncols <= NC && !bad; ncols++) {
+        for (int i = 0; i < NC * SS; i++) s[i] = -1234.5f;
+        k->gemm_x16[KILN_TYPE_Q4_K](n, ncols, s, SS, xp, xs, yp, ys, NULL, 0);
+        for (int c = 0; c < NC && !bad; c++) {
+            for (int r = 0; r < SS; r++) {
+                const float got = s[c * SS + r];
+                if (c >= ncols || r >= 16) {
+                    if (got != -1234.5f) { CHECK(0, "%s gemm_x16 wrote outside (col %d row %d)", k->isa, c, r); bad = 1; }
+                    continue;
+                }
+                const float e = ref_row(n, plain + (size_t) r * nb, (const block_q8_K *) (yp + c * ys), 1);
+                if (memcmp(&e, &got, sizeof e)) {
+                    CHECK(0, "%s q4_K gemm_x16 nb=%d ncols %d col %d row %d: %.9g vs %.9g", k->isa, nb, ncols, c, r, got, e);
+                    bad = 1;
+                }
+            }
+        }
+    }
+    CHECK(!bad, "%s q4_K gemm_x16, %d super-blocks", k->isa, nb);
+    n_x16++;
+    free(s); free(yf); free(xbuf); free(ybuf); free(plain);
+    kiln_free(ctx);
+}
+
 /* mul_mat on repacked weights: K values, N weight rows, M activation rows,
  * ne02 weight matrices broadcast over ne12 batches */
 static void test_mul_mat(int64_t K, int64_t N, int64_t M, int64_t ne02, int64_t ne12) {
@@ -280,10 +329,14 @@ int main(void) {
         if (!k || !k->vec_dot_x4[KILN_TYPE_Q4_K]) continue;
         for (int nb = 1; nb <= 9; nb++) test_kernels(k, nb);
         test_kernels(k, 40);
+        if (k->gemm_x16[KILN_TYPE_Q4_K]) {
+            for (int nb = 1; nb <= 9; nb += 4) test_gemm_x16(k, nb);
+        }
     }
     for (int64_t M = 1; M <= 13; M += (M < 9 ? 1 : 4)) test_mul_mat(512, 16, M, 1, 1);
     test_mul_mat(256, 44, 7, 1, 1);      /* 5 groups and 4 plain tail rows */
-    test_mul_mat(768, 24, 30, 1, 1);     /* more activation rows than one block of them */
+    test_mul_mat(768, 24, 30, 1, 1);
+    test_mul_mat(768, 24, 70, 1, 1);     /* more activation rows than one block of them (64) */
     test_mul_mat(256, 16, 5, 2, 4);      /* broadcast batches */
     test_mul_mat_id(512, 16, 4, 2, 1, 6);  /* activations broadcast over the slots, as the decoder's */
     test_mul_mat_id(256, 40, 3, 3, 3, 5);  /* one activation row per slot; 40 rows: chunks of 32 + 8 */
@@ -310,6 +363,7 @@ int main(void) {
     }
 #endif
     printf("q4_K x8 kernels checked: %d cases\n", n_checked);
+    printf("q4_K gemm_x16 (16-row) kernels == the batched order bit for bit: %d cases\n", n_x16);
     if (!kiln_kernels_for_isa(KILN_ISA_AVX512)) printf("avx512 row NOT TESTED: this CPU/build has no AVX-512 F+BW+VL+VNNI\n");
     if (!kiln_kernels_for_isa(KILN_ISA_AVXVNNI)) printf("avxvnni row NOT TESTED: this CPU/build has no AVX-VNNI\n");
     return tu_finish();

@@ -183,7 +183,9 @@ static inline __attribute__((always_inline)) void q8_0x8_cols(int64_t n, const i
     }
 }
 
-void q8_0x16_q8_0_gemm__avx512(int64_t n, int ncols, float * s, size_t ss, const void * x, size_t xs, const void * y, size_t ys) {
+void q8_0x16_q8_0_gemm__avx512(int64_t n, int ncols, float * s, size_t ss, const void * x, size_t xs, const void * y, size_t ys,
+                               const void * aux, size_t as) {
+    (void) aux, (void) as; /* q8_0's lanes need no activation sums */
     const char * yc = y;
     for (int h = 0; h < 2; h++) {
         const char * xh = (const char *) x + (size_t) (2 * h) * xs;
@@ -261,61 +263,99 @@ void q4_0x4_q8_0_gemm__avx512(int64_t n, int ncols, float * s, size_t ss, const 
 
 /* ---- q4_0, 4 x4 groups (16 rows) at once --------------------------------- */
 
-/* Per block, the 4 groups' nibbles are split once (8 registers) for every
- * activation row of the pass. Per activation row, group g's block sums come
- * out in the 4 i32 lanes of each row's 128-bit lane (as q4_0x4_isums, the
- * -8 offset as the starting value), and a 4 x 4 transpose-add leaves one
- * register of 16 whole-block sums, lane 4 r + g for row r of group g. The
- * float step is AVX2's fma((float) isum, d_x * d_y, acc) per row and block,
- * the scales permuted into the same lanes; the lanes go back to row order
- * at the store. Integer sums are exact in any grouping, so every output is
- * bit-identical to q4_0x4_q8_0_vec_dot__avx2's. */
-static inline __m512i transpose_add4(__m512i p0, __m512i p1, __m512i p2, __m512i p3) {
-    const __m512i s01 = _mm512_add_epi32(_mm512_unpacklo_epi32(p0, p1), _mm512_unpackhi_epi32(p0, p1));
-    const __m512i s23 = _mm512_add_epi32(_mm512_unpacklo_epi32(p2, p3), _mm512_unpackhi_epi32(p2, p3));
-    return _mm512_add_epi32(_mm512_unpacklo_epi64(s01, s23), _mm512_unpackhi_epi64(s01, s23));
+/* Per block, the 4 groups' nibbles are transposed once into 16 rows x 4
+ * bytes per register (a 4 x 4 dword transpose inside each 128-bit lane:
+ * register k holds bytes 4k..4k+3 of every row, lane 4 r + g for row r of
+ * group g) and split into low (elements 4k..4k+3) and high (16 + 4k..)
+ * nibbles, 8 registers shared by every activation row of the pass. Per
+ * activation row and block, 8 vpdpbusd against the broadcast 4-byte
+ * activation groups give each lane its row's whole block sum directly,
+ * started from the block's -8 * sum(y) (kiln_q8_0_aux): sum (q - 8) * y,
+ * exact, so equal to AVX2's maddubs/madd sum. The float step is AVX2's
+ * fma((float) isum, d_x * d_y, acc) per row and block, the scales
+ * permuted into the same lanes; the lanes go back to row order at the
+ * store. Every output is bit-identical to q4_0x4_q8_0_vec_dot__avx2's. */
+static inline __m512i bcast4(const int8_t * p) {
+    int32_t v;
+    memcpy(&v, p, sizeof v);
+    return _mm512_set1_epi32(v);
 }
 
-static inline __attribute__((always_inline)) void q4_0x16_cols(int64_t n, const int N, float * s, size_t ss, const char * x, size_t xs,
-                                                               const char * y, size_t ys) {
-    const __m512i m4 = _mm512_set1_epi8(0x0f), eights = _mm512_set1_epi8(8);
-    /* lane 4 r + g <-> row 4 g + r (its own inverse) */
-    const __m512i tr = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-    const block_q4_0x4 * xg[4];
-    for (int g = 0; g < 4; g++) xg[g] = (const block_q4_0x4 *) (x + (size_t) g * xs);
-    __m512 acc[8];
-    for (int c = 0; c < N; c++) acc[c] = _mm512_setzero_ps();
-    for (int64_t i = 0; i < n / QK8_0; i++) {
-        __m512i l[4], h[4];
-        for (int g = 0; g < 4; g++) {
-            const __m512i v = _mm512_loadu_si512((const void *) xg[g][i].qs);
-            l[g] = _mm512_and_si512(v, m4);
-            h[g] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+/* lane 4 r + g <-> row 4 g + r (its own inverse) */
+static inline __m512i q4_0x16_lanes(void) { return _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15); }
+
+/* blocks i0 .. i0 + nb of the 4 groups, transposed and split: w[8 b + k]
+ * low nibbles of bytes 4k..4k+3 of every row (k < 4), w[8 b + 4 + k] the
+ * high ones; dx[b] the 16 rows' scales, in the same lanes */
+static inline void q4_0x16_prep(const char * x, size_t xs, int64_t i0, int nb, __m512i * w, __m512 * dx) {
+    const __m512i m4 = _mm512_set1_epi8(0x0f), tr = q4_0x16_lanes();
+    for (int b = 0; b < nb; b++) {
+        const block_q4_0x4 * xb[4];
+        for (int g = 0; g < 4; g++) xb[g] = (const block_q4_0x4 *) (x + (size_t) g * xs) + i0 + b;
+        __m512i v[4];
+        for (int g = 0; g < 4; g++) v[g] = _mm512_loadu_si512((const void *) xb[g]->qs);
+        const __m512i t0 = _mm512_unpacklo_epi32(v[0], v[1]), t1 = _mm512_unpackhi_epi32(v[0], v[1]);
+        const __m512i t2 = _mm512_unpacklo_epi32(v[2], v[3]), t3 = _mm512_unpackhi_epi32(v[2], v[3]);
+        const __m512i q[4] = { _mm512_unpacklo_epi64(t0, t2), _mm512_unpackhi_epi64(t0, t2),
+                               _mm512_unpacklo_epi64(t1, t3), _mm512_unpackhi_epi64(t1, t3) };
+        for (int k = 0; k < 4; k++) {
+            w[8 * b + k] = _mm512_and_si512(q[k], m4);
+            w[8 * b + 4 + k] = _mm512_and_si512(_mm512_srli_epi16(q[k], 4), m4);
         }
         /* each group's four fp16 scales as one 8-byte value (unaligned: memcpy) */
         long long dg[4];
-        for (int g = 0; g < 4; g++) memcpy(&dg[g], xg[g][i].d, sizeof dg[g]);
-        const __m256i d16 = _mm256_setr_epi64x(dg[0], dg[1], dg[2], dg[3]);
-        const __m512 dx = _mm512_permutexvar_ps(tr, _mm512_cvtph_ps(d16));
-        for (int c = 0; c < N; c++) {
-            const block_q8_0 * yb = (const block_q8_0 *) (y + (size_t) c * ys) + i;
-            const __m512i ya = bcast16(yb->qs), yh = bcast16(yb->qs + 16);
-            const __m512i neg = _mm512_sub_epi32(_mm512_setzero_si512(),
-                                                 _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), eights, ya), eights, yh));
-            __m512i p[4];
-            for (int g = 0; g < 4; g++) p[g] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(neg, l[g], ya), h[g], yh);
-            const __m512i isum = transpose_add4(p[0], p[1], p[2], p[3]);
-            const __m512 d = _mm512_mul_ps(dx, _mm512_set1_ps(KQ_H2F(yb->d)));
-            acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), d, acc[c]);
-        }
+        for (int g = 0; g < 4; g++) memcpy(&dg[g], xb[g]->d, sizeof dg[g]);
+        dx[b] = _mm512_permutexvar_ps(tr, _mm512_cvtph_ps(_mm256_setr_epi64x(dg[0], dg[1], dg[2], dg[3])));
     }
-    for (int c = 0; c < N; c++) _mm512_storeu_ps(s + (size_t) c * ss, _mm512_permutexvar_ps(tr, acc[c]));
 }
 
-void q4_0x16_q8_0_gemm__avx512(int64_t n, int ncols, float * s, size_t ss, const void * x, size_t xs, const void * y, size_t ys) {
-    const char * yc = y;
-    int c = 0;
-    for (; c + 4 <= ncols; c += 4) q4_0x16_cols(n, 4, s + (size_t) c * ss, ss, x, xs, yc + (size_t) c * ys, ys);
-    for (; c + 2 <= ncols; c += 2) q4_0x16_cols(n, 2, s + (size_t) c * ss, ss, x, xs, yc + (size_t) c * ys, ys);
-    if (c < ncols) q4_0x16_cols(n, 1, s + (size_t) c * ss, ss, x, xs, yc + (size_t) c * ys, ys);
+/* N activation rows against the prepared blocks i0 .. i0 + nb: per row and
+ * block 8 vpdpbusd from the block's m8sum, then AVX2's float step; the
+ * accumulators continue from acc (zero at the first blocks) */
+static inline __attribute__((always_inline)) void q4_0x16_pass(int64_t i0, int nb, const int N, __m512 * accm, const __m512i * w,
+                                                               const __m512 * dx, const char * y, size_t ys, const char * aux, size_t as) {
+    __m512 acc[8];
+    for (int c = 0; c < N; c++) acc[c] = i0 ? accm[c] : _mm512_setzero_ps();
+    for (int b = 0; b < nb; b++) {
+        for (int c = 0; c < N; c++) {
+            const int8_t * yq = ((const block_q8_0 *) (y + (size_t) c * ys) + i0 + b)->qs;
+            const kiln_q8_0_aux * ya = (const kiln_q8_0_aux *) (aux + (size_t) c * as) + i0 + b;
+            __m512i p = _mm512_set1_epi32(ya->m8sum);
+            for (int k = 0; k < 4; k++) p = _mm512_dpbusd_epi32(p, w[8 * b + k], bcast4(yq + 4 * k));
+            for (int k = 0; k < 4; k++) p = _mm512_dpbusd_epi32(p, w[8 * b + 4 + k], bcast4(yq + 16 + 4 * k));
+            const __m512 d = _mm512_mul_ps(dx[b], _mm512_set1_ps(ya->d));
+            acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), d, acc[c]);
+        }
+    }
+    for (int c = 0; c < N; c++) accm[c] = acc[c];
+}
+
+/* Cache blocking: the weights of Q4_0X16_KB blocks are prepared once (4.5
+ * KB) for every activation row of the call, Q4_0X16_NC rows at a time, the
+ * accumulators kept in memory between block ranges (the same FMA chain per
+ * lane, so the same results as one pass over all blocks). */
+#define Q4_0X16_KB 8
+#define Q4_0X16_NC 32
+void q4_0x16_q8_0_gemm__avx512(int64_t n, int ncols, float * s, size_t ss, const void * x, size_t xs, const void * y, size_t ys,
+                               const void * aux, size_t as) {
+    const __m512i tr = q4_0x16_lanes();
+    const int64_t nblk = n / QK8_0;
+    __m512i w[8 * Q4_0X16_KB];
+    __m512 dx[Q4_0X16_KB], accm[Q4_0X16_NC];
+    for (int c0 = 0; c0 < ncols; c0 += Q4_0X16_NC) {
+        const int nc = ncols - c0 < Q4_0X16_NC ? ncols - c0 : Q4_0X16_NC;
+        const char * yc = (const char *) y + (size_t) c0 * ys, * ac = (const char *) aux + (size_t) c0 * as;
+        for (int64_t i0 = 0; i0 < nblk; i0 += Q4_0X16_KB) {
+            const int nb = nblk - i0 < Q4_0X16_KB ? (int) (nblk - i0) : Q4_0X16_KB;
+            q4_0x16_prep((const char *) x, xs, i0, nb, w, dx);
+            int c = 0;
+#define Q4_0X16_PASS(NC) q4_0x16_pass(i0, nb, NC, accm + c, w, dx, yc + (size_t) c * ys, ys, ac + (size_t) c * as, as)
+            for (; c + 8 <= nc; c += 8) Q4_0X16_PASS(8);
+            for (; c + 4 <= nc; c += 4) Q4_0X16_PASS(4);
+            for (; c + 2 <= nc; c += 2) Q4_0X16_PASS(2);
+            if (c < nc) Q4_0X16_PASS(1);
+#undef Q4_0X16_PASS
+        }
+        for (int c = 0; c < nc; c++) _mm512_storeu_ps(s + (size_t) (c0 + c) * ss, _mm512_permutexvar_ps(tr, accm[c]));
+    }
 }
