@@ -36,8 +36,9 @@
  * ggml's own wasm (SIMD128) and NEON builds test DV against 4 instead of
  * 8; every ISA here tests 8, so all of them take the same paths (and the
  * AVX-512 row stays the AVX2 row's bits). The tiled path's fused
- * multiply-adds are the ISA's f32_axpy: fused on AVX2, AVX-512 and NEON,
- * multiply then add on wasm SIMD128 as ggml's wasm build does.
+ * multiply-adds are the ISA's f32_gemm_fma or f32_axpy: fused on AVX2,
+ * AVX-512 and NEON, multiply then add on wasm SIMD128 as ggml's wasm build
+ * does.
  */
 #include "ops_nn_common.h"
 #include "kernels.h"
@@ -187,6 +188,15 @@ static struct fa_row_state flash_attn_row(const struct kiln_tensor * q, const st
     return flash_attn_row_f32(k, v, mask, mrow, pq, krow, vrow, acc, DK, DV, ic0, ic1, ik2, ik3, scale, softcap, slope);
 }
 
+/* C[m x n] += A[m x k] B[k x n], one FMA chain per value in k order (the
+ * ISA's f32_axpy: multiply then add on wasm SIMD128) */
+static void gemm_acc(const struct kiln_kernels * kk, int m, int k, int n, float * C, const float * A, const float * B) {
+    if (kk->f32_gemm_fma) { kk->f32_gemm_fma(m, k, n, C, A, B); return; }
+    for (int i = 0; i < m; i++) {
+        for (int q = 0; q < k; q++) kk->f32_axpy(n, A[i * k + q], B + q * n, C + i * n);
+    }
+}
+
 /*
  * ggml's prompt path: query rows ir0..ir1 in tiles of up to Q_TILE rows of
  * one head, each against the cache in steps of KV_TILE positions, with F32
@@ -262,11 +272,10 @@ static void flash_attn_tiled(const struct kiln_tensor * q, const struct kiln_ten
                 if (f16) { kk->f16_to_f32(DK, (const kiln_fp16_t *) kr, krow); kr = krow; }
                 for (int64_t d = 0; d < DK; d++) Kt[d * KV_TILE + j] = kr[d];
             }
+            memset(KQ, 0, sizeof(float) * (size_t) (nt * KV_TILE));
+            gemm_acc(kk, nt, (int) DK, KV_TILE, KQ, Qt, Kt);
             for (int t = 0; t < nt; t++) {
                 float * s = KQ + t * KV_TILE;
-                const float * qr = Qt + t * DK;
-                memset(s, 0, sizeof(float) * KV_TILE);
-                for (int64_t d = 0; d < DK; d++) kk->f32_axpy(KV_TILE, qr[d], Kt + d * KV_TILE, s);
                 kk->f32_scale(KV_TILE, scale, s, s);
                 for (int j = nkv; j < KV_TILE; j++) s[j] = -INFINITY;
                 if (softcap != 0.0f) {
@@ -294,10 +303,9 @@ static void flash_attn_tiled(const struct kiln_tensor * q, const struct kiln_ten
                 else memcpy(Vt + j * DV, vp, sizeof(float) * (size_t) DV);
             }
             for (int t = 0; t < nt; t++) {
-                float * p = KQ + t * KV_TILE;
-                if (skip[t]) memset(p, 0, sizeof(float) * KV_TILE);
-                for (int j = 0; j < KV_TILE; j++) kk->f32_axpy(DV, p[j], Vt + j * DV, VKQ + t * DV);
+                if (skip[t]) memset(KQ + t * KV_TILE, 0, sizeof(float) * KV_TILE);
             }
+            gemm_acc(kk, nt, KV_TILE, (int) DV, VKQ, KQ, Vt);
         }
         for (int t = 0; t < nt; t++) {
             const float S_inv = S[t] == 0.0f ? 0.0f : 1.0f / S[t];
