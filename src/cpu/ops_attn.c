@@ -210,8 +210,9 @@ static void gemm_acc(const struct kiln_kernels * kk, int m, int k, int n, float 
  *   by the ISA's softmax kernel (ggml's vector expf), whose double sum is
  *   added to S in double and rounded;
  *   VKQ += P V, again one FMA chain per value over the step's positions in
- *   order, the positions past the end included (weight 0, V rows left from
- *   the step before, as ggml's buffer holds).
+ *   order, the positions past the end included: weight 0 (with a softcap
+ *   and no mask e^(-softcap - M'), as in ggml) against the V rows left
+ *   there by the step before (zeros in the first), as ggml's buffer holds.
  * A step whose mask is -inf for every row of the tile is skipped, and a row
  * whose scores are all -inf gets weight 0 for the step. Each row's result
  * depends on its own data only, so the tile boundaries (and the split among
