@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Cross-check against llama.cpp (node-llama-cpp's prebuilt CPU build, a
 # devDependency): builds the native tools, the fixtures (build/oracle/), and
-# runs tests/oracle/oracle.mjs, tests/oracle/pretok.mjs (the BPE
+# runs tests/oracle/oracle.mjs, tests/oracle/fa-paths.mjs (flash attention's
+# tiled prompt and split-KV decode paths), tests/oracle/pretok.mjs (the BPE
 # pre-tokenizers against llama.cpp's), tests/oracle/arch.mjs (every decoder
 # architecture on random-weight models from kiln-synth-model),
 # tests/oracle/embed.mjs (embeddings of bert / nomic-bert encoders and a
@@ -46,7 +47,8 @@ fi
 
 # The oracle scripts are independent (each writes its own files; the shared
 # random-weight models of arch-models.mjs are written under unique temporary
-# names and renamed) and each runs one thread on both sides, so they run two
+# names and renamed) and each runs one thread on both sides (fa-paths.mjs's
+# decode case two, as it must), so they run two
 # at a time (scripts/jobs.sh: each script's output printed whole when it
 # ends, every exit status counted), longest first. whisper.cpp's log lines
 # (whisper_*, read_audio_*) are left out of the audio oracles' output.
@@ -77,6 +79,8 @@ jobs_add embed.mjs "node tests/oracle/embed.mjs --build '$B' --json '$B/oracle-e
 jobs_add finetune.mjs "node tests/oracle/finetune.mjs --build '$B'"
 # stories260K and its quantized fixtures (build/oracle/) against llama.cpp
 jobs_add oracle.mjs "node tests/oracle/oracle.mjs --build '$B' --json build/oracle/result.json"
+# flash attention's tiled prompt path (>= 64 ids) and split-KV decode (n_kv >= 512, 2 threads) on stories260K
+jobs_add fa-paths.mjs "node tests/oracle/fa-paths.mjs --build '$B'"
 # byte-level BPE pre-tokenizers: every tokenizer.ggml.pre name Kiln accepts against llama.cpp's tokenizer
 jobs_add pretok.mjs "node tests/oracle/pretok.mjs --build '$B'"
 # kiln-quantize's q4_K_M / q5_K_M mixes against llama.cpp's llama_model_quantize (types and bytes)

@@ -49,13 +49,16 @@ static struct pair mk(int t, int nd, int64_t n0, int64_t n1, int64_t n2, int64_t
     return p;
 }
 
+/* threads of both computations (flash attention's split decode depends on it) */
+static int cmp_threads = 1;
+
 static int compare(const char * name, struct pair out) {
     T gg = g_ng(gctx);
     g_bfe(gg, out.g);
-    g_gc(gctx, gg, 1);
+    g_gc(gctx, gg, cmp_threads);
     struct kiln_cgraph * kg = kiln_new_graph(kctx);
     kiln_build_forward_expand(kg, out.k);
-    if (kiln_graph_compute_with_ctx(kctx, kg, 1) != KILN_STATUS_SUCCESS) { printf("%-40s kiln failed: %s\n", name, kiln_last_error()); return 1; }
+    if (kiln_graph_compute_with_ctx(kctx, kg, cmp_threads) != KILN_STATUS_SUCCESS) { printf("%-40s kiln failed: %s\n", name, kiln_last_error()); return 1; }
     const int64_t n = kiln_nelements(out.k);
     const bool f16 = out.k->type == KILN_TYPE_F16;
     const size_t es = f16 ? 2 : 4;

@@ -86,6 +86,39 @@ int main(int argc, char ** argv) {
             fails += compare(name, (struct pair) { ga, ka });
         }
     }
+    /* flash attention's other two paths: tiled prompts (>= 64 q rows; ragged
+     * tiles, several KV steps, softcap, no mask) and the split decode (1 q
+     * row, >= 512 cached positions) at 1-4 threads */
+    struct { int64_t nq, nkv; float softcap; int use_mask, nth; } fac[] = {
+        { 64, 32, 0, 1, 1 }, { 100, 200, 0, 1, 1 }, { 150, 150, 0, 1, 2 }, { 150, 300, 30, 1, 3 },
+        { 70, 130, 20, 0, 1 }, { 65, 64, 0, 0, 4 },
+        { 1, 512, 0, 1, 1 }, { 1, 600, 0, 1, 2 }, { 1, 777, 0, 1, 3 }, { 1, 1030, 25, 1, 4 }, { 1, 520, 0, 0, 4 },
+    };
+    for (int kt = 0; kt < 2; kt++) {
+        for (size_t ci = 0; ci < sizeof fac / sizeof fac[0]; ci++) {
+            fresh();
+            const int64_t hd = getenv("HD") ? atoi(getenv("HD")) : 8, nq = fac[ci].nq, nkv = fac[ci].nkv, nh = 8, nkvh = 4;
+            const int kvt = kt ? KILN_TYPE_F32 : KILN_TYPE_F16;
+            struct pair q = mk(KILN_TYPE_F32, 3, hd, nq, nh, 1, 2), k = mk(kvt, 3, hd, nkv, nkvh, 1, 2), v = mk(kvt, 3, hd, nkv, nkvh, 1, 2);
+            const int64_t npad = (nq + 63) / 64 * 64;
+            struct pair m = mk(KILN_TYPE_F16, 2, nkv, npad, 1, 1, 0);
+            kiln_fp16_t * mk16 = m.k->data;
+            for (int64_t r = 0; r < npad; r++) for (int64_t j = 0; j < nkv; j++)
+                mk16[r * nkv + j] = kiln_fp32_to_fp16(j <= nkv - nq + r - 3 * (nq == 1) ? 0.0f : -INFINITY);
+            memcpy(g_gd(m.g), m.k->data, kiln_nbytes(m.k));
+            T gm = fac[ci].use_mask ? m.g : NULL;
+            struct kiln_tensor * km = fac[ci].use_mask ? m.k : NULL;
+            T ga = g_fa(gctx, q.g, k.g, v.g, gm, 0.35355f, 0.0f, fac[ci].softcap);
+            g_fap(ga, 10 /* GGML_PREC_F32 */);
+            struct kiln_tensor * ka = kiln_flash_attn_ext(kctx, q.k, k.k, v.k, km, 0.35355f, 0.0f, fac[ci].softcap);
+            kiln_flash_attn_ext_set_prec(ka, KILN_PREC_F32);
+            snprintf(name, sizeof name, "fa %s kv, %lld q x %lld kv%s%s, %d thr", kt ? "f32" : "f16", (long long) nq,
+                     (long long) nkv, fac[ci].softcap != 0 ? " softcap" : "", fac[ci].use_mask ? "" : " nomask", fac[ci].nth);
+            cmp_threads = fac[ci].nth;
+            fails += compare(name, (struct pair) { ga, ka });
+            cmp_threads = 1;
+        }
+    }
     printf("%d cases differ\n", fails);
     return fails ? 1 : 0;
 }

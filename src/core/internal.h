@@ -158,6 +158,11 @@ static inline void kiln_split_rows(int64_t nr, int ith, int nth, int64_t * ir0, 
     *ir1 = KILN_MIN(nr, *ir0 + dr);
 }
 
+/* Whether flash_attn_ext node dst takes ggml's split-KV decode path (one
+ * query row, F32 or F16 K = V type, >= 512 cached positions), whose result
+ * depends on the thread count: the executor then never runs it solo. */
+bool kiln_flash_attn_split_kv(const struct kiln_tensor * dst);
+
 /* Forward kernels and work-size functions, declared from the op table.
  * A forward kernel returns a status: anything but SUCCESS aborts the graph
  * (an unsupported type combination reaching compute, for instance). */

@@ -130,6 +130,7 @@ static void build_tables(void) {
         /* the 3x4 tile and f32_dot are llama.cpp's orders already */
         k->f32_gemm_tile8 = f32_gemm_3x4__avx2; k->tile8_mr = 3; k->tile8_nr = 4;
         k->f32_dot8 = f32_dot8__avx2; k->f32_dot_ggml = f32_dot__avx2;
+        k->f32_gemm_fma = f32_gemm_fma__avx2;
         table_finish(k);
         g_available[KILN_ISA_AVX2] = true;
     }

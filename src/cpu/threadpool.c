@@ -154,7 +154,8 @@ static void record_failure(struct kiln_threadpool * tp, enum kiln_status st, con
 }
 
 /* Nodes this small run on thread 0 alone (nth = 1, which every kernel
- * supports with the same results), and a run of consecutive solo nodes
+ * supports with the same results, except flash attention's split decode,
+ * which is never solo: node_solo), and a run of consecutive solo nodes
  * needs no barrier between its nodes: on small models (and on the
  * element-wise nodes of any model at batch 1) a barrier round costs more
  * than the work it would split, the more so on a loaded machine. The
@@ -200,6 +201,8 @@ static bool node_solo(const struct kiln_tensor * node) {
     if (node->op == KILN_OP_MUL_MAT && node->src[0] && node->src[1]) {
         work = node->src[0]->ne[0] * node->src[0]->ne[1] * kiln_nrows(node->src[1]);
     } else if (node->op == KILN_OP_FLASH_ATTN_EXT && node->src[0] && node->src[1] && node->src[2]) {
+        /* its result depends on nth, which must be llama.cpp's thread count */
+        if (kiln_flash_attn_split_kv(node)) return false;
         /* q rows x cached positions x (K and V widths); x8 for the fp16
          * conversions and the online softmax around each multiply-add */
         const struct kiln_tensor * q = node->src[0], * k = node->src[1], * v = node->src[2];

@@ -199,7 +199,7 @@ static bool build_graph(struct kiln_model * m, struct batch_graph * bg, int32_t 
     const struct arch_traits * tr = m->tr;
     const int64_t E = m->n_embd, Hd = m->head_dim, nh = m->n_head, nkv = m->n_head_kv;
     const int64_t kv_dim = Hd * nkv;
-    const int64_t n_kv = m->n_past + nb;
+    const int64_t n_kv = kiln_kv_n_kv(m->n_ctx, m->n_past + nb);
     const size_t n_tensors = (size_t) m->n_layer * (80 + 3 * (size_t) m->n_expert_used + (m->n_expert ? 8 : 0)) + 64 + (size_t) lora_graph_nodes(m);
     struct kiln_init_params ip = { n_tensors * kiln_tensor_overhead() + kiln_graph_overhead_custom(n_tensors, false), NULL, true };
     struct kiln_context * ctx = kiln_init(ip);

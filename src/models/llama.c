@@ -186,7 +186,8 @@ static bool alloc_cache(struct kiln_model * m) {
     m->kv_ctx = NULL;
     m->k_cache = m->v_cache = NULL;
     m->n_past = 0;
-    size_t bytes = 2 * (size_t) m->n_layer * kiln_row_size(m->kv_type, kv_dim) * (size_t) m->n_ctx;
+    const int64_t cells = kiln_kv_cells(m->n_ctx);
+    size_t bytes = 2 * (size_t) m->n_layer * kiln_row_size(m->kv_type, kv_dim) * (size_t) cells;
     struct kiln_init_params ip = { bytes + 2 * (size_t) m->n_layer * kiln_tensor_overhead() + 1024, NULL, false };
     m->kv_ctx = kiln_init(ip);
     m->k_cache = calloc((size_t) m->n_layer, sizeof(struct kiln_tensor *));
@@ -198,11 +199,15 @@ static bool alloc_cache(struct kiln_model * m) {
         return false;
     }
     for (int il = 0; il < m->n_layer; il++) {
-        m->k_cache[il] = kiln_new_tensor_2d(m->kv_ctx, m->kv_type, kv_dim, m->n_ctx);
-        m->v_cache[il] = kiln_new_tensor_2d(m->kv_ctx, m->kv_type, kv_dim, m->n_ctx);
+        m->k_cache[il] = kiln_new_tensor_2d(m->kv_ctx, m->kv_type, kv_dim, cells);
+        m->v_cache[il] = kiln_new_tensor_2d(m->kv_ctx, m->kv_type, kv_dim, cells);
         if (!m->k_cache[il] || !m->v_cache[il]) {
             return false;
         }
+        /* unused cells are attended to (masked) and enter flash attention's
+         * prompt tiles as weight 0: zero, never NaN */
+        memset(m->k_cache[il]->data, 0, kiln_nbytes(m->k_cache[il]));
+        memset(m->v_cache[il]->data, 0, kiln_nbytes(m->v_cache[il]));
         kiln_format_name(m->k_cache[il], "cache_k_l%d", il);
         kiln_format_name(m->v_cache[il], "cache_v_l%d", il);
     }

@@ -11,6 +11,23 @@
 #include "kiln-llama.h"
 #include "kiln-gguf.h"
 
+/* The KV cache holds positions in multiples of KILN_KV_CELLS_PAD, and a
+ * graph attends to the first n_kv = min(cells, max(256, n_used rounded up
+ * to 256)) of them, the rest masked: llama.cpp's cache size and n_kv
+ * (llama_kv_cache::get_n_kv). Flash attention's decode path splits n_kv
+ * among the threads once it reaches 512, so the same n_kv gives the same
+ * chunks and results as llama.cpp. */
+#define KILN_KV_CELLS_PAD 256
+static inline int64_t kiln_kv_cells(int32_t n_ctx) {
+    return ((int64_t) n_ctx + KILN_KV_CELLS_PAD - 1) / KILN_KV_CELLS_PAD * KILN_KV_CELLS_PAD;
+}
+static inline int64_t kiln_kv_n_kv(int32_t n_ctx, int64_t n_used) {
+    const int64_t padded = (n_used + KILN_KV_CELLS_PAD - 1) / KILN_KV_CELLS_PAD * KILN_KV_CELLS_PAD;
+    const int64_t n = padded > KILN_KV_CELLS_PAD ? padded : KILN_KV_CELLS_PAD;
+    const int64_t cells = kiln_kv_cells(n_ctx);
+    return n < cells ? n : cells;
+}
+
 #define MODEL_MAX_LAYERS 512
 
 enum norm_place {

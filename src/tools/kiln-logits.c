@@ -5,7 +5,7 @@
  * cross-checks against llama.cpp at a given generation step
  * (tests/oracle/arch.mjs).
  *
- *   kiln-logits -m FILE --ids 1,2,3 [--isa NAME] [--ctx N] [--batch N]
+ *   kiln-logits -m FILE --ids 1,2,3 [--isa NAME] [--ctx N] [--batch N] [--threads N]
  *
  * stdout: one JSON line {"n":N,"logits":[...]} (%.9g, so floats round-trip).
  */
@@ -33,6 +33,7 @@ int main(int argc, char ** argv) {
         if (!strcmp(argv[i], "-m")) path = argv[i + 1];
         else if (!strcmp(argv[i], "--ids")) ids = argv[i + 1];
         else if (!strcmp(argv[i], "--ctx")) mp.n_ctx = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--threads")) mp.n_threads = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--batch")) first = atoi(argv[i + 1]), mp.n_batch = first > 1 ? first : 1;
         else if (!strcmp(argv[i], "--isa")) {
             kiln_cpu_force_isa(argv[i + 1]);
@@ -43,7 +44,7 @@ int main(int argc, char ** argv) {
         } else path = NULL, i = argc;
     }
     if (!path || !ids) {
-        fprintf(stderr, "usage: kiln-logits -m FILE --ids 1,2,3 [--isa NAME] [--ctx N] [--batch N] [--lora F]... [--lora-scaled F S]...\n");
+        fprintf(stderr, "usage: kiln-logits -m FILE --ids 1,2,3 [--isa NAME] [--ctx N] [--batch N] [--threads N] [--lora F]... [--lora-scaled F S]...\n");
         return 2;
     }
     struct kiln_model * model = kiln_model_load(path, mp);

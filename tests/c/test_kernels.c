@@ -649,6 +649,40 @@ static void test_gemm_pack(const struct kiln_kernels * k) {
     }
 }
 
+/* f32_gemm_fma: bit-identical to f32_axpy rows of the same table (its
+ * contract: one FMA chain per value in k order), and near the product in
+ * double; the AVX-512 and AVX-VNNI rows inherit AVX2's */
+static void test_gemm_fma(const struct kiln_kernels * k) {
+    if (!k->f32_gemm_fma) {
+        printf("  f32_gemm_fma: none on %s (flash attention uses f32_axpy)\n", k->isa);
+        return;
+    }
+    static const int ms[] = { 1, 3, 4, 7, 64 }, ks[] = { 1, 8, 13, 64, 128 }, ns[] = { 8, 16, 24, 64, 136 };
+    for (int t = 0; t < 5; t++) {
+        const int m = ms[t], kk = ks[(t + 2) % 5], n = ns[t];
+        float * A = malloc(sizeof(float) * (size_t) (m * kk)), * B = malloc(sizeof(float) * (size_t) (kk * n));
+        float * C = malloc(sizeof(float) * (size_t) (m * n)), * R = malloc(sizeof(float) * (size_t) (m * n));
+        fill(A, m * kk, -1, 1); fill(B, kk * n, -1, 1); fill(C, m * n, -1, 1);
+        memcpy(R, C, sizeof(float) * (size_t) (m * n));
+        double err = 0, ref2 = 0;
+        for (int i = 0; i < m; i++) for (int j = 0; j < n; j++) {
+            double d = C[i * n + j];
+            for (int q = 0; q < kk; q++) d += (double) A[i * kk + q] * B[q * n + j];
+            ref2 += d * d;
+            R[i * n + j] = (float) d; /* overwritten below; keeps d for the error */
+        }
+        float * D = malloc(sizeof(float) * (size_t) (m * n));
+        memcpy(D, R, sizeof(float) * (size_t) (m * n));
+        memcpy(R, C, sizeof(float) * (size_t) (m * n));
+        k->f32_gemm_fma(m, kk, n, C, A, B);
+        for (int i = 0; i < m; i++) for (int q = 0; q < kk; q++) k->f32_axpy(n, A[i * kk + q], B + q * n, R + i * n);
+        CHECK(memcmp(C, R, sizeof(float) * (size_t) (m * n)) == 0, "f32_gemm_fma %dx%dx%d: bits of f32_axpy rows", m, kk, n);
+        for (int i = 0; i < m * n; i++) err += ((double) C[i] - D[i]) * ((double) C[i] - D[i]);
+        CHECK(err / ref2 < 1e-12, "f32_gemm_fma %dx%dx%d: nmse %.3g vs double", m, kk, n, err / ref2);
+        free(A); free(B); free(C); free(R); free(D);
+    }
+}
+
 int main(void) {
     tu_seed(42);
     test_selection();
@@ -669,6 +703,7 @@ int main(void) {
         test_gemm_packed(k);
         test_gemm_packed_vs_avx2(k);
         test_gemm_pack(k);
+        test_gemm_fma(k);
         test_type_slots(k);
     }
     CHECK(n_isa >= 1, "at least one isa");

@@ -3,7 +3,8 @@
  * softmax(Q K^T * scale [softcap] + slope*mask) V with GQA head broadcast,
  * K/V f32 and f16, masks f16/f32 (padded, broadcast over heads, with -inf),
  * ALiBi, logit softcap, DK != DV, a permuted Q and a K/V view of a larger
- * cache, fully masked rows, 1/2/4 threads, bad input.
+ * cache, fully masked rows, 1/2/4 threads, bad input; ggml's tiled prompt
+ * and split-KV decode paths (test_paths).
  */
 #include "nn_test_common.h"
 #include "cpu/kernels.h"
@@ -56,6 +57,11 @@ static void ref_attn(const struct acase * c, const double * q, const double * k,
     free(sc);
 }
 
+/* run_case's thread count (0: 1, 2 and 4, which must agree bit for bit)
+ * and NMSE bound (< 0: by K/V type) */
+static int g_threads = 0;
+static double g_tol = -1;
+
 static void run_case(const struct acase * c, enum kiln_type kvt, enum kiln_type mt, bool views) {
     char what[220];
     struct kiln_context * ctx = tu_ctx(16 << 20);
@@ -102,7 +108,17 @@ static void run_case(const struct acase * c, enum kiln_type kvt, enum kiln_type 
     double * ref = (double *) malloc(sizeof(double) * n);
     ref_attn(c, qv, kv, vv, mv, c->n_kv, c->mask_rows, scale, ref);
     /* F16 K/V: ggml's arithmetic (Q rounded to F16, F16 accumulator) costs ~1e-6 */
-    nn_expect(nn_run(ctx, r, what), ref, n, kvt == KILN_TYPE_F16 ? 5e-6 : 1e-10, what);
+    const double tol = g_tol >= 0 ? g_tol : kvt == KILN_TYPE_F16 ? 5e-6 : 1e-10;
+    if (g_threads > 0) {
+        memset(r->data, 0xA5, kiln_nbytes(r));
+        if (CHECK(tu_compute(ctx, r, g_threads) == KILN_STATUS_SUCCESS, "%s: compute: %s", what, kiln_last_error())) {
+            char w2[260];
+            snprintf(w2, sizeof w2, "%s, %d threads", what, g_threads);
+            nn_expect(tu_to_f64(r), ref, n, tol, w2);
+        }
+    } else {
+        nn_expect(nn_run(ctx, r, what), ref, n, tol, what);
+    }
     free(qv); free(kv); free(vv); free(mv); free(ref);
     kiln_free(ctx);
 }
@@ -125,6 +141,52 @@ static void test_flash_attn(void) {
             run_case(&cases[i], t, (i + kvt) % 2 ? KILN_TYPE_F16 : KILN_TYPE_F32, false);
             run_case(&cases[i], t, (i + kvt) % 2 ? KILN_TYPE_F32 : KILN_TYPE_F16, true);
         }
+    }
+}
+
+/* ggml's two other paths, against the same double reference:
+ * - the tiled prompt path (>= 64 query rows, K = V type F32 or F16, DV % 8
+ *   == 0): scores and accumulators in f32, so F16 K/V agree to 1e-10 like
+ *   F32 ones (the row path's F16 Q and accumulator cost ~1e-6: a tight
+ *   bound shows the tiled path ran). Ragged last Q and KV tiles, causal
+ *   masks with -inf holes (whole KV tiles skipped), GQA, ALiBi, DK != DV,
+ *   softcap without a mask (ggml gives the KV tile's padding -softcap
+ *   instead of -inf: weight e^-30 here, below the bound).
+ * - >= 64 rows with DV % 8 != 0 stays on the row path (~1e-6 with F16).
+ * - the split decode (1 query row, >= 512 positions) at 1, 2, 3 and 4
+ *   threads: each chunk by the row path, merged. */
+static void test_paths(void) {
+    static const struct acase tiled[] = {
+        { 16, 16, 64, 4, 70, 2, 1, 64, 1, 0.0f, 0.0f },     /* one full Q tile, 2 KV tiles (ragged) */
+        { 8, 8, 150, 2, 150, 1, 1, 160, 1, 0.0f, 0.0f },    /* Q tiles 64+64+22, causal */
+        { 24, 8, 80, 6, 90, 3, 1, 96, 6, 8.0f, 0.0f },      /* DK != DV, ALiBi, mask per head */
+        { 32, 32, 100, 2, 200, 2, 1, 0, 0, 0.0f, 30.0f },   /* softcap, no mask */
+        { 64, 64, 65, 4, 128, 1, 2, 96, 1, 0.0f, 0.0f },    /* ne3 = 2, GQA 4 */
+    };
+    static const struct acase rowpath = { 12, 12, 64, 2, 80, 1, 1, 64, 1, 0.0f, 0.0f };
+    static const struct acase split[] = {
+        { 16, 16, 1, 4, 600, 2, 1, 1, 1, 0.0f, 0.0f },
+        { 64, 64, 1, 8, 1030, 2, 1, 1, 1, 0.0f, 25.0f },
+        { 8, 24, 1, 3, 512, 3, 1, 0, 0, 0.0f, 0.0f },
+    };
+    tu_case = "flash_attn_ext paths";
+    for (int kvt = 0; kvt < 2; kvt++) {
+        const enum kiln_type t = kvt ? KILN_TYPE_F16 : KILN_TYPE_F32;
+        g_tol = 1e-10;
+        for (size_t i = 0; i < sizeof tiled / sizeof tiled[0]; i++) {
+            run_case(&tiled[i], t, i % 2 ? KILN_TYPE_F16 : KILN_TYPE_F32, false);
+            run_case(&tiled[i], t, KILN_TYPE_F16, true);
+        }
+        g_tol = -1;
+        run_case(&rowpath, t, KILN_TYPE_F16, false);
+        /* F16 accumulators over 512-1030 positions: measured 1.7e-5 at 1
+         * thread, less as the chunks shorten (5.4e-6 at 3) */
+        g_tol = kvt ? 5e-5 : 1e-10;
+        for (g_threads = 1; g_threads <= 4; g_threads++) {
+            for (size_t i = 0; i < sizeof split / sizeof split[0]; i++) run_case(&split[i], t, KILN_TYPE_F16, i == 0);
+        }
+        g_threads = 0;
+        g_tol = -1;
     }
 }
 
@@ -258,6 +320,7 @@ static void test_bad_input(void) {
 int main(void) {
     tu_seed(4242);
     test_flash_attn();
+    test_paths();
     test_f16_bits();
     test_fully_masked();
     test_bad_input();
