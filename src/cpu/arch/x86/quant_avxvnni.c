@@ -57,4 +57,21 @@ static inline void q4kx8_core_avxvnni(const block_q4_Kx8 * xb, const struct q4kx
     }
 }
 
-KILN_Q4_KX8_KERNELS(q4kx8_core_avxvnni, avxvnni)
+KILN_Q4_KX8_VEC(q4kx8_core_avxvnni, avxvnni)
+
+/* batched (repack_q4_K_x86.h, KILN_Q4_KX8_GEMM_WIDE): per activation row
+ * and sub-block, 8 vpdpbusd against the broadcast 4-byte activation groups
+ * (exact i32 sums, |dot| <= 32 x 15 x 128), times the rows' scales by
+ * vpmulld (|sc * dot| < 2^22: the same i32 as AVX2's vpmaddwd) */
+static inline __attribute__((always_inline)) void q4kx8_sub_avxvnni(const struct q4kx8_prep * w, int sub, const int N,
+                                                                    const block_q8_K * const * yb, int off, __m256i * out) {
+    __m256i d[2];
+    for (int c = 0; c < N; c++) d[c] = _mm256_setzero_si256();
+    for (int j = 0; j < 8; j++) {
+        const __m256i wj = w->w[sub][j];
+        for (int c = 0; c < N; c++) d[c] = _mm256_dpbusd_avx_epi32(d[c], wj, q4kx8_bcast4(yb[c]->qs + off + 4 * j));
+    }
+    for (int c = 0; c < N; c++) out[c] = _mm256_mullo_epi32(d[c], w->sc32[sub]);
+}
+
+KILN_Q4_KX8_GEMM_WIDE(q4kx8_sub_avxvnni, avxvnni)
