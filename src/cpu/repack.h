@@ -133,6 +133,8 @@ KILN_REPACK_Q4_K_KERNELS(avx512)
 void q4_Kx16_q8_K_gemm__avx512(int64_t n, int ncols, float * s, size_t ss, const void * x, size_t xs, const void * y, size_t ys,
                                const void * aux, size_t as);
 KILN_REPACK_Q4_K_KERNELS(avxvnni)
+void q4_0x16_q8_0_gemm__avxvnni(int64_t n, int ncols, float * s, size_t ss, const void * x, size_t xs, const void * y, size_t ys,
+                                const void * aux, size_t as);
 #endif
 #if defined(__wasm_simd128__)
 KILN_REPACK_KERNELS(wasm_simd128)

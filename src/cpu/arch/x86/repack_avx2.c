@@ -14,6 +14,7 @@
 #include "x86_common.h"
 #include "../../repack.h"
 #include "quants_impl.h"
+#include "repack_q4_0x16_x86.h"
 
 /* lanes 0..3: the 4 rows' d * d_y, each the same fp32 product as the plain
  * kernel's (F16C converts exactly either way) */
@@ -221,58 +222,12 @@ void q8_0x4_q8_0_gemm__avx2(int64_t n, int ncols, float * s, size_t ss, const vo
     KILN_GEMM_X4_BY_PAIRS(q8_0x4_2cols, q8_0x4_q8_0_vec_dot__avx2, n, ncols, s, ss, x, y, ys);
 }
 
-/* ---- q4_0, 4 x4 groups (16 rows) at once --------------------------------- */
+/* ---- q4_0, 4 x4 groups (16 rows) at once (repack_q4_0x16_x86.h) ------- */
 
-/* Per block, each pair of groups' nibbles is transposed once into 8 rows x
- * 4 bytes per register (unpack of dwords, then of qwords, inside the
- * 128-bit lanes: register k holds bytes 4k..4k+3 of 8 rows, lanes in the
- * order rows 0 2 4 6 1 3 5 7 of the pair) and split into low (elements
- * 4k..4k+3) and high (16 + 4k..) nibbles: 16 registers for the 16 rows,
- * shared by every activation row of the pass. Per activation row, block
- * and 8 rows, 8 vpmaddubsw against the broadcast 4-byte activation groups
- * summed in i16 (each lane at most 8 x 2 x 15 x 128 = 30720 in magnitude:
- * exact), one vpmaddwd to i32 and the block's -8 * sum(y)
- * (kiln_q8_0_aux): each lane holds its row's whole block sum, the exact
- * integer of the x4 kernels. The float step is theirs, fma((float) isum,
- * d_x * d_y, acc) per row and block in block order; the lanes go back to
- * row order at the store. Every output is bit-identical to
- * q4_0x4_q8_0_vec_dot__avx2's. */
-
-static inline __m256i bcast4_i8(const int8_t * p) {
-    int32_t v;
-    memcpy(&v, p, sizeof v);
-    return _mm256_set1_epi32(v);
-}
-
-/* blocks i0 .. i0 + nb of the 4 groups: w[16 b + 8 h + k] for the rows of
- * groups 2h, 2h + 1 (k < 4: low nibbles of bytes 4k..4k+3, k >= 4: high
- * nibbles of bytes 4(k-4)..), dx[2 b + h] their scales in the same lanes */
-static inline void q4_0x16_prep_avx2(const char * x, size_t xs, int64_t i0, int nb, __m256i * w, __m256 * dx) {
-    const __m256i m4 = _mm256_set1_epi8(0x0f), to_lanes = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
-    for (int b = 0; b < nb; b++) {
-        for (int h = 0; h < 2; h++) {
-            const block_q4_0x4 * xa = (const block_q4_0x4 *) (x + (size_t) (2 * h) * xs) + i0 + b;
-            const block_q4_0x4 * xc = (const block_q4_0x4 *) (x + (size_t) (2 * h + 1) * xs) + i0 + b;
-            /* 128-bit lanes: rows 0 | 1, 2 | 3 of group a, then of group c */
-            const __m256i a01 = load32(xa->qs), a23 = load32(xa->qs + 32), c01 = load32(xc->qs), c23 = load32(xc->qs + 32);
-            const __m256i t0 = _mm256_unpacklo_epi32(a01, a23), t1 = _mm256_unpackhi_epi32(a01, a23);
-            const __m256i t2 = _mm256_unpacklo_epi32(c01, c23), t3 = _mm256_unpackhi_epi32(c01, c23);
-            const __m256i q[4] = { _mm256_unpacklo_epi64(t0, t2), _mm256_unpackhi_epi64(t0, t2),
-                                   _mm256_unpacklo_epi64(t1, t3), _mm256_unpackhi_epi64(t1, t3) };
-            for (int k = 0; k < 4; k++) {
-                w[16 * b + 8 * h + k] = _mm256_and_si256(q[k], m4);
-                w[16 * b + 8 * h + 4 + k] = _mm256_and_si256(_mm256_srli_epi16(q[k], 4), m4);
-            }
-            long long da, dc;
-            memcpy(&da, xa->d, sizeof da);
-            memcpy(&dc, xc->d, sizeof dc);
-            dx[2 * b + h] = _mm256_permutevar8x32_ps(_mm256_cvtph_ps(_mm_set_epi64x(dc, da)), to_lanes);
-        }
-    }
-}
-
-/* N activation rows against the prepared blocks i0 .. i0 + nb; the
- * accumulators (accm[2 c + h]) continue from memory (zero at i0 = 0) */
+/* per activation row, block and 8 rows: 8 vpmaddubsw against the broadcast
+ * 4-byte activation groups summed in i16 (each lane at most 8 x 2 x 15 x
+ * 128 = 30720 in magnitude: exact), one vpmaddwd to i32, + the block's
+ * -8 * sum(y) */
 static inline __attribute__((always_inline)) void q4_0x16_pass_avx2(int64_t i0, int nb, const int N, __m256 * accm, const __m256i * w,
                                                                     const __m256 * dx, const char * y, size_t ys, const char * aux, size_t as) {
     const __m256i ones16 = _mm256_set1_epi16(1);
@@ -285,7 +240,7 @@ static inline __attribute__((always_inline)) void q4_0x16_pass_avx2(int64_t i0, 
             const __m256i w0 = w[16 * b + k], w1 = w[16 * b + 8 + k];
             const int off = k < 4 ? 4 * k : 16 + 4 * (k - 4);
             for (int c = 0; c < N; c++) {
-                const __m256i yk = bcast4_i8(((const block_q8_0 *) (y + (size_t) c * ys) + i0 + b)->qs + off);
+                const __m256i yk = q4_0x16_bcast4(((const block_q8_0 *) (y + (size_t) c * ys) + i0 + b)->qs + off);
                 s16[2 * c] = _mm256_add_epi16(s16[2 * c], _mm256_maddubs_epi16(w0, yk));
                 s16[2 * c + 1] = _mm256_add_epi16(s16[2 * c + 1], _mm256_maddubs_epi16(w1, yk));
             }
@@ -303,34 +258,4 @@ static inline __attribute__((always_inline)) void q4_0x16_pass_avx2(int64_t i0, 
     for (int c = 0; c < 2 * N; c++) accm[c] = acc[c];
 }
 
-/* Cache blocking as the avx512 kernel: Q4_0X16_KB blocks prepared once
- * (4.6 KB) for up to Q4_0X16_NC activation rows, the accumulators kept in
- * memory between block ranges (the same FMA chain per lane). */
-#define Q4_0X16_KB 8
-#define Q4_0X16_NC 32
-void q4_0x16_q8_0_gemm__avx2(int64_t n, int ncols, float * s, size_t ss, const void * x, size_t xs, const void * y, size_t ys,
-                             const void * aux, size_t as) {
-    const __m256i to_rows = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
-    const int64_t nblk = n / QK8_0;
-    __m256i w[16 * Q4_0X16_KB];
-    __m256 dx[2 * Q4_0X16_KB], accm[2 * Q4_0X16_NC];
-    for (int c0 = 0; c0 < ncols; c0 += Q4_0X16_NC) {
-        const int nc = ncols - c0 < Q4_0X16_NC ? ncols - c0 : Q4_0X16_NC;
-        const char * yc = (const char *) y + (size_t) c0 * ys, * ac = (const char *) aux + (size_t) c0 * as;
-        for (int64_t i0 = 0; i0 < nblk; i0 += Q4_0X16_KB) {
-            const int nb = nblk - i0 < Q4_0X16_KB ? (int) (nblk - i0) : Q4_0X16_KB;
-            q4_0x16_prep_avx2((const char *) x, xs, i0, nb, w, dx);
-            int c = 0;
-#define Q4_0X16_PASS(NC) q4_0x16_pass_avx2(i0, nb, NC, accm + 2 * c, w, dx, yc + (size_t) c * ys, ys, ac + (size_t) c * as, as)
-            for (; c + 4 <= nc; c += 4) Q4_0X16_PASS(4);
-            for (; c + 2 <= nc; c += 2) Q4_0X16_PASS(2);
-            if (c < nc) Q4_0X16_PASS(1);
-#undef Q4_0X16_PASS
-        }
-        for (int c = 0; c < nc; c++) {
-            float * o = s + (size_t) (c0 + c) * ss;
-            _mm256_storeu_ps(o, _mm256_permutevar8x32_ps(accm[2 * c], to_rows));
-            _mm256_storeu_ps(o + 8, _mm256_permutevar8x32_ps(accm[2 * c + 1], to_rows));
-        }
-    }
-}
+KILN_Q4_0X16_GEMM(q4_0x16_pass_avx2, avx2)
