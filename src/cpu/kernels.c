@@ -121,6 +121,7 @@ static void build_tables(void) {
         k->gemm_x4[KILN_TYPE_Q4_0] = q4_0x4_q8_0_gemm__avx2;
         k->gemm_x4[KILN_TYPE_Q8_0] = q8_0x4_q8_0_gemm__avx2;
         k->gemm_x4[KILN_TYPE_IQ4_NL] = iq4_nlx4_q8_0_gemm__avx2;
+        k->gemm_x16[KILN_TYPE_Q4_0] = q4_0x16_q8_0_gemm__avx2;
         k->vec_dot_x4[KILN_TYPE_Q4_K] = q4_Kx8_q8_K_vec_dot__avx2;
         k->gemm_x4[KILN_TYPE_Q4_K] = q4_Kx8_q8_K_gemm__avx2;
         k->f16_mad = f16_mad__avx2;
@@ -158,6 +159,7 @@ static void build_tables(void) {
         k = table_from(KILN_ISA_AVXVNNI, KILN_ISA_AVX2);
         k->vec_dot_x4[KILN_TYPE_Q4_K] = q4_Kx8_q8_K_vec_dot__avxvnni;
         k->gemm_x4[KILN_TYPE_Q4_K] = q4_Kx8_q8_K_gemm__avxvnni;
+        k->gemm_x16[KILN_TYPE_Q4_0] = q4_0x16_q8_0_gemm__avxvnni;
         g_available[KILN_ISA_AVXVNNI] = true;
     }
 #endif

@@ -40,7 +40,7 @@ typedef struct { kiln_fp16_t d[4]; uint8_t qs[4 * QK4_0 / 2]; } block_q4_0x4;
 typedef struct { kiln_fp16_t d[4]; int8_t qs[4 * QK8_0]; } block_q8_0x4;
 typedef block_q4_0x4 block_iq4_nlx4; /* same geometry: fp16 scale + 16 bytes of nibbles */
 
-/* Per q8_0 activation block, what the avx512 Q4_0 16-row kernel needs
+/* Per q8_0 activation block, what the Q4_0 16-row kernels (avx2, avx512) need
  * besides the quants: -8 times the sum of the 32 quants (the nibbles' -8
  * offset applied once per block: sum (q - 8) y = sum q y + m8sum, exact)
  * and the block's scale as f32 (exact conversion). One per block, row
@@ -120,6 +120,8 @@ KILN_REPACK_KERNELS(avx2)
 KILN_REPACK_KERNELS_BLOCKSUM(avx2)
 KILN_REPACK_GEMM_KERNELS(avx2)
 void iq4_nlx4_q8_0_gemm__avx2(int64_t n, int ncols, float * s, size_t ss, const void * x, const void * y, size_t ys);
+void q4_0x16_q8_0_gemm__avx2(int64_t n, int ncols, float * s, size_t ss, const void * x, size_t xs, const void * y, size_t ys,
+                             const void * aux, size_t as);
 KILN_REPACK_Q4_K_KERNELS(avx2)
 KILN_REPACK_KERNELS(avx512)
 KILN_REPACK_GEMM_KERNELS(avx512)
@@ -131,6 +133,8 @@ KILN_REPACK_Q4_K_KERNELS(avx512)
 void q4_Kx16_q8_K_gemm__avx512(int64_t n, int ncols, float * s, size_t ss, const void * x, size_t xs, const void * y, size_t ys,
                                const void * aux, size_t as);
 KILN_REPACK_Q4_K_KERNELS(avxvnni)
+void q4_0x16_q8_0_gemm__avxvnni(int64_t n, int ncols, float * s, size_t ss, const void * x, size_t xs, const void * y, size_t ys,
+                                const void * aux, size_t as);
 #endif
 #if defined(__wasm_simd128__)
 KILN_REPACK_KERNELS(wasm_simd128)

@@ -147,7 +147,7 @@ static void test_gemm_x4(const struct kiln_kernels * k, enum kiln_type t, int64_
  * blocks at a misaligned stride too. Rows 0 and 1 are constant (every
  * quant +127 / -127: the largest block sums). */
 #define X16_NC 37
-static int n_x16; /* gemm_x16 comparisons run */
+static int n_x16, n_x16_isa[KILN_ISA_COUNT]; /* gemm_x16 comparisons run (all, per row) */
 static void test_gemm_x16(const struct kiln_kernels * k, enum kiln_type t, int64_t n) {
     const enum kiln_type vt = k->vec_dot_type[t];
     const size_t rs = kiln_row_size(t, n), gs = 4 * rs + 6, ys = kiln_row_size(vt, n) + 6, ss = 21;
@@ -189,6 +189,7 @@ static void test_gemm_x16(const struct kiln_kernels * k, enum kiln_type t, int64
         }
     }
     n_x16++;
+    for (int i = 0; i < KILN_ISA_COUNT; i++) n_x16_isa[i] += kiln_kernels_for_isa((enum kiln_isa) i) == k;
     free(yf); free(xb); free(yb); free(ab);
     kiln_free(ctx);
 }
@@ -521,7 +522,11 @@ int main(void) {
     else printf("relaxed dot-add is NOT one instruction in this engine: the table has the i16 q4_0/q8_0 kernels; dotadd kernels NOT TESTED "
                 "here (V8's fallback for it is slower, and wrong in Node 20's V8 11.3; Chromium on AVX-VNNI or arm64 runs them)\n");
 #endif
-    printf("gemm_x16 (16-row batched) kernels == their table's x4 bit for bit: %d cases\n", n_x16);
+    printf("gemm_x16 (16-row batched) kernels == their table's x4 bit for bit: %d cases (", n_x16);
+    for (int i = 0; i < KILN_ISA_COUNT; i++) {
+        if (n_x16_isa[i]) printf(" %s %d", kiln_kernels_for_isa((enum kiln_isa) i)->isa, n_x16_isa[i]);
+    }
+    printf(" )\n");
     if (kiln_kernels_for_isa(KILN_ISA_AVX512)) printf("avx512 x4 kernels == avx2 bit for bit: %d cases\n", n_avx512);
     else printf("avx512 row NOT TESTED: this CPU/build has no AVX-512 F+BW+VL+VNNI\n");
     return tu_finish();

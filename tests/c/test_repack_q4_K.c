@@ -75,6 +75,7 @@ static void fill_q4_K(struct kiln_tensor * w) {
 }
 
 static int n_checked;
+#define X8_NC 37
 
 /* the two kernels of one table against the contract */
 static void test_kernels(const struct kiln_kernels * k, int nb) {
@@ -86,13 +87,14 @@ static void test_kernels(const struct kiln_kernels * k, int nb) {
     memcpy(plain, w->data, kiln_nbytes(w));
     CHECK(kiln_repack_tensor(w), "repack: %s", kiln_last_error());
     CHECK(kiln_repacked_rows(w) == 8, "x8 groups");
-    /* misaligned copies of the group and of 9 activation rows */
+    /* misaligned copies of the group and of X8_NC activation rows (the
+     * batched kernels: every pass width and more than one column chunk) */
     const size_t ys = sizeof(block_q8_K) * nb + 4;
-    char * xb = malloc(kiln_nbytes(w) + 8), * yb = malloc(9 * ys + 8);
+    char * xb = malloc(kiln_nbytes(w) + 8), * yb = malloc(X8_NC * ys + 8);
     char * xp = xb + 2, * yp = yb + 4;
     memcpy(xp, w->data, kiln_nbytes(w));
     float * yf = malloc(sizeof(float) * (size_t) n);
-    for (int c = 0; c < 9; c++) {
+    for (int c = 0; c < X8_NC; c++) {
         for (int64_t i = 0; i < n; i++) yf[i] = tu_rand_uniform(-4, 4);
         kiln_quantize_row_q8_K_x4(yf, yp + c * ys, n);
     }
@@ -108,12 +110,12 @@ static void test_kernels(const struct kiln_kernels * k, int nb) {
             }
         }
     }
-    for (int ncols = 1; ncols <= 9 && !bad; ncols++) {
-        float s[9 * 11];
+    for (int ncols = 1; ncols <= X8_NC && !bad; ncols++) {
+        float s[X8_NC * 11];
         const size_t ss = 11;
-        for (int i = 0; i < 9 * 11; i++) s[i] = -1234.5f;
+        for (int i = 0; i < X8_NC * 11; i++) s[i] = -1234.5f;
         k->gemm_x4[KILN_TYPE_Q4_K](n, ncols, s, ss, xp, yp, ys);
-        for (int c = 0; c < 9; c++) {
+        for (int c = 0; c < X8_NC; c++) {
             for (int r = 0; r < 11; r++) {
                 const float got = s[c * ss + r];
                 if (c >= ncols || r >= 8) {

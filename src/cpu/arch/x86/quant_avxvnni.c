@@ -16,6 +16,7 @@
 #include "quants_impl.h"
 #include "quant_vnni256.h"
 #include "repack_q4_K_x86.h"
+#include "repack_q4_0x16_x86.h"
 #include "quant_iq4nl_x86.h"
 
 KILN_VNNI256_DOTS(avxvnni, _mm256_dpbusd_avx_epi32)
@@ -57,4 +58,52 @@ static inline void q4kx8_core_avxvnni(const block_q4_Kx8 * xb, const struct q4kx
     }
 }
 
-KILN_Q4_KX8_KERNELS(q4kx8_core_avxvnni, avxvnni)
+KILN_Q4_KX8_VEC(q4kx8_core_avxvnni, avxvnni)
+
+/* batched (repack_q4_K_x86.h, KILN_Q4_KX8_GEMM_WIDE): per activation row
+ * and sub-block, 8 vpdpbusd against the broadcast 4-byte activation groups
+ * (exact i32 sums, |dot| <= 32 x 15 x 128), times the rows' scales by
+ * vpmulld (|sc * dot| < 2^22: the same i32 as AVX2's vpmaddwd) */
+static inline __attribute__((always_inline)) void q4kx8_sub_avxvnni(const struct q4kx8_prep * w, int sub, const int N,
+                                                                    const block_q8_K * const * yb, int off, __m256i * out) {
+    __m256i d[2];
+    for (int c = 0; c < N; c++) d[c] = _mm256_setzero_si256();
+    for (int j = 0; j < 8; j++) {
+        const __m256i wj = w->w[sub][j];
+        for (int c = 0; c < N; c++) d[c] = _mm256_dpbusd_avx_epi32(d[c], wj, q4kx8_bcast4(yb[c]->qs + off + 4 * j));
+    }
+    for (int c = 0; c < N; c++) out[c] = _mm256_mullo_epi32(d[c], w->sc32[sub]);
+}
+
+KILN_Q4_KX8_GEMM_WIDE(q4kx8_sub_avxvnni, avxvnni)
+
+/* Q4_0, 16 rows (repack_q4_0x16_x86.h): per activation row, block and 8
+ * rows, 8 vpdpbusd from the block's -8 * sum(y) (exact i32: sum (q - 8) y),
+ * then AVX2's float step fma((float) isum, d_x * d_y, acc) per lane */
+static inline __attribute__((always_inline)) void q4_0x16_pass_avxvnni(int64_t i0, int nb, const int N, __m256 * accm, const __m256i * w,
+                                                                       const __m256 * dx, const char * y, size_t ys, const char * aux, size_t as) {
+    __m256 acc[8];
+    for (int c = 0; c < 2 * N; c++) acc[c] = i0 ? accm[c] : _mm256_setzero_ps();
+    for (int b = 0; b < nb; b++) {
+        __m256i p[8];
+        for (int c = 0; c < N; c++) p[2 * c] = p[2 * c + 1] = _mm256_set1_epi32(((const kiln_q8_0_aux *) (aux + (size_t) c * as) + i0 + b)->m8sum);
+        for (int k = 0; k < 8; k++) {
+            const __m256i w0 = w[16 * b + k], w1 = w[16 * b + 8 + k];
+            const int off = k < 4 ? 4 * k : 16 + 4 * (k - 4);
+            for (int c = 0; c < N; c++) {
+                const __m256i yk = q4_0x16_bcast4(((const block_q8_0 *) (y + (size_t) c * ys) + i0 + b)->qs + off);
+                p[2 * c] = _mm256_dpbusd_avx_epi32(p[2 * c], w0, yk);
+                p[2 * c + 1] = _mm256_dpbusd_avx_epi32(p[2 * c + 1], w1, yk);
+            }
+        }
+        for (int c = 0; c < N; c++) {
+            const __m256 dy = _mm256_set1_ps(((const kiln_q8_0_aux *) (aux + (size_t) c * as) + i0 + b)->d);
+            for (int h = 0; h < 2; h++) {
+                acc[2 * c + h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p[2 * c + h]), _mm256_mul_ps(dx[2 * b + h], dy), acc[2 * c + h]);
+            }
+        }
+    }
+    for (int c = 0; c < 2 * N; c++) accm[c] = acc[c];
+}
+
+KILN_Q4_0X16_GEMM(q4_0x16_pass_avxvnni, avxvnni)

@@ -310,6 +310,45 @@ void q6_K_q8_K_vec_dot__avx2(int64_t n, float * s, const void * vx, const void *
     *s = hsum_ps(acc);
 }
 
+/* One q6_K row against 4 activation rows (vy + c * ys bytes): each half
+ * super-block's 6-bit values are decoded once for the 4, then per row
+ * q6_K_q8_K_vec_dot__avx2's very steps (the same i32 lane sums, exact in
+ * any grouping; the same offset and float step per super-block), so every
+ * s[c * ss] is bit-identical to a vec_dot call. */
+void q6_K_q8_K_vec_dot_y4__avx2(int64_t n, float * s, size_t ss, const void * vx, const void * vy, size_t ys) {
+    const block_q6_K * x = vx;
+    const block_q8_K * y[4];
+    for (int c = 0; c < 4; ++c) y[c] = (const block_q8_K *) ((const char *) vy + (size_t) c * ys);
+    const __m256i m4 = _mm256_set1_epi8(0xF), m2 = _mm256_set1_epi8(3);
+    __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps() };
+    for (int64_t i = 0; i < n / QK_K; ++i) {
+        __m256i sumi[4] = { _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256() };
+        for (int half = 0; half < 2; ++half) {
+            const uint8_t * ql = x[i].ql + 64 * half, * qh = x[i].qh + 32 * half;
+            const int8_t * sc = x[i].scales + 8 * half;
+            const __m256i l0 = load32(ql), l1 = load32(ql + 32), h = load32(qh);
+            __m256i q[4];
+            q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(h, m2), 4));
+            q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), m2), 4));
+            q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4), m2), 4));
+            q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), m2), 4));
+            for (int p = 0; p < 4; ++p) {
+                const __m256i scp = scales_2x16(sc[2 * p], sc[2 * p + 1]);
+                for (int c = 0; c < 4; ++c) {
+                    const __m256i y8 = load32(y[c][i].qs + 128 * half + 32 * p);
+                    sumi[c] = _mm256_add_epi32(sumi[c], _mm256_madd_epi16(_mm256_maddubs_epi16(q[p], y8), scp));
+                }
+            }
+        }
+        const float dx = KQ_H2F(x[i].d);
+        for (int c = 0; c < 4; ++c) {
+            const __m256i lanes = _mm256_sub_epi32(sumi[c], q6_offset_lanes(x[i].scales, y[c][i].bsums));
+            acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(dx * y[c][i].d), _mm256_cvtepi32_ps(lanes), acc[c]);
+        }
+    }
+    for (int c = 0; c < 4; ++c) s[(size_t) c * ss] = hsum_ps(acc[c]);
+}
+
 void iq4_xs_q8_K_vec_dot__avx2(int64_t n, float * s, const void * vx, const void * vy) {
     const block_iq4_xs * x = vx;
     const block_q8_K * y = vy;

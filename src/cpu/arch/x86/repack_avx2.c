@@ -14,6 +14,7 @@
 #include "x86_common.h"
 #include "../../repack.h"
 #include "quants_impl.h"
+#include "repack_q4_0x16_x86.h"
 
 /* lanes 0..3: the 4 rows' d * d_y, each the same fp32 product as the plain
  * kernel's (F16C converts exactly either way) */
@@ -220,3 +221,41 @@ static void q8_0x4_2cols(int64_t n, float * s0, float * s1, const block_q8_0x4 *
 void q8_0x4_q8_0_gemm__avx2(int64_t n, int ncols, float * s, size_t ss, const void * x, const void * y, size_t ys) {
     KILN_GEMM_X4_BY_PAIRS(q8_0x4_2cols, q8_0x4_q8_0_vec_dot__avx2, n, ncols, s, ss, x, y, ys);
 }
+
+/* ---- q4_0, 4 x4 groups (16 rows) at once (repack_q4_0x16_x86.h) ------- */
+
+/* per activation row, block and 8 rows: 8 vpmaddubsw against the broadcast
+ * 4-byte activation groups summed in i16 (each lane at most 8 x 2 x 15 x
+ * 128 = 30720 in magnitude: exact), one vpmaddwd to i32, + the block's
+ * -8 * sum(y) */
+static inline __attribute__((always_inline)) void q4_0x16_pass_avx2(int64_t i0, int nb, const int N, __m256 * accm, const __m256i * w,
+                                                                    const __m256 * dx, const char * y, size_t ys, const char * aux, size_t as) {
+    const __m256i ones16 = _mm256_set1_epi16(1);
+    __m256 acc[8];
+    for (int c = 0; c < 2 * N; c++) acc[c] = i0 ? accm[c] : _mm256_setzero_ps();
+    for (int b = 0; b < nb; b++) {
+        __m256i s16[8];
+        for (int c = 0; c < 2 * N; c++) s16[c] = _mm256_setzero_si256();
+        for (int k = 0; k < 8; k++) {
+            const __m256i w0 = w[16 * b + k], w1 = w[16 * b + 8 + k];
+            const int off = k < 4 ? 4 * k : 16 + 4 * (k - 4);
+            for (int c = 0; c < N; c++) {
+                const __m256i yk = q4_0x16_bcast4(((const block_q8_0 *) (y + (size_t) c * ys) + i0 + b)->qs + off);
+                s16[2 * c] = _mm256_add_epi16(s16[2 * c], _mm256_maddubs_epi16(w0, yk));
+                s16[2 * c + 1] = _mm256_add_epi16(s16[2 * c + 1], _mm256_maddubs_epi16(w1, yk));
+            }
+        }
+        for (int c = 0; c < N; c++) {
+            const kiln_q8_0_aux * ya = (const kiln_q8_0_aux *) (aux + (size_t) c * as) + i0 + b;
+            const __m256i m8 = _mm256_set1_epi32(ya->m8sum);
+            const __m256 dy = _mm256_set1_ps(ya->d);
+            for (int h = 0; h < 2; h++) {
+                const __m256i p = _mm256_add_epi32(_mm256_madd_epi16(s16[2 * c + h], ones16), m8);
+                acc[2 * c + h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(dx[2 * b + h], dy), acc[2 * c + h]);
+            }
+        }
+    }
+    for (int c = 0; c < 2 * N; c++) accm[c] = acc[c];
+}
+
+KILN_Q4_0X16_GEMM(q4_0x16_pass_avx2, avx2)

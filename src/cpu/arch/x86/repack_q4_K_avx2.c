@@ -40,4 +40,21 @@ static inline void q4kx8_core_avx2(const block_q4_Kx8 * xb, const struct q4kx8_s
     }
 }
 
-KILN_Q4_KX8_KERNELS(q4kx8_core_avx2, avx2)
+KILN_Q4_KX8_VEC(q4kx8_core_avx2, avx2)
+
+/* batched (repack_q4_K_x86.h, KILN_Q4_KX8_GEMM_WIDE): per activation row
+ * and sub-block, 8 vpmaddubsw against the broadcast 4-byte activation
+ * groups summed in i16 (each lane at most 8 x 2 x 15 x 128 = 30720 in
+ * magnitude: exact), one vpmaddwd with the rows' scales (i16 pairs) */
+static inline __attribute__((always_inline)) void q4kx8_sub_avx2(const struct q4kx8_prep * w, int sub, const int N,
+                                                                 const block_q8_K * const * yb, int off, __m256i * out) {
+    __m256i s16[4];
+    for (int c = 0; c < N; c++) s16[c] = _mm256_setzero_si256();
+    for (int j = 0; j < 8; j++) {
+        const __m256i wj = w->w[sub][j];
+        for (int c = 0; c < N; c++) s16[c] = _mm256_add_epi16(s16[c], _mm256_maddubs_epi16(wj, q4kx8_bcast4(yb[c]->qs + off + 4 * j)));
+    }
+    for (int c = 0; c < N; c++) out[c] = _mm256_madd_epi16(s16[c], w->scv[sub]);
+}
+
+KILN_Q4_KX8_GEMM_WIDE(q4kx8_sub_avx2, avx2)

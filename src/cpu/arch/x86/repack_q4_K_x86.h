@@ -1,7 +1,7 @@
 /*
- * repack_q4_K_x86.h — what the AVX2 and AVX-512 Q4_K x8 kernels share
+ * repack_q4_K_x86.h — what the AVX2, AVX-VNNI and AVX-512 Q4_K x8 kernels share
  * (layout and orders: src/cpu/repack.h): the scale / min decoding of one
- * super-block, the min sums and the float steps. Include after
+ * super-block, the min sums, the float steps and the batched driver. Include after
  * <immintrin.h>, in files compiled with at least -mavx2 -mfma -mf16c.
  */
 #ifndef KILN_REPACK_Q4_K_X86_H
@@ -93,11 +93,8 @@ static inline void q4kx8_step_pairs(const struct q4kx8_sb * sb, float dy, const 
     }
 }
 
-/* The kernels around a per-column integer core
- * CORE(const block_q4_Kx8 * xb, const struct q4kx8_sb * sb, const block_q8_K * yb, __m256i ip[4]):
- * the mat-vec kernel, and the batched one (the group's super-block decoded
- * once for up to 4 activation rows at a time). */
-#define KILN_Q4_KX8_KERNELS(CORE, S) KILN_Q4_KX8_VEC(CORE, S) KILN_Q4_KX8_GEMM(CORE, S)
+/* The mat-vec kernel around a per-column integer core
+ * CORE(const block_q4_Kx8 * xb, const struct q4kx8_sb * sb, const block_q8_K * yb, __m256i ip[4]). */
 #define KILN_Q4_KX8_VEC(CORE, S) \
 void q4_Kx8_q8_K_vec_dot__##S(int64_t n, float * s, const void * vx, const void * vy) { \
     const block_q4_Kx8 * x = vx; \
@@ -113,22 +110,83 @@ void q4_Kx8_q8_K_vec_dot__##S(int64_t n, float * s, const void * vx, const void 
     } \
     _mm256_storeu_ps(s, _mm256_sub_ps(acc, accm)); \
 }
-#define KILN_Q4_KX8_GEMM(CORE, S) \
+/* ---- batched, one x8 group against many activation rows ----------------
+ * Per super-block, the group's nibbles are regrouped once for every
+ * activation row of the call: w[s][j] holds bytes 4j..4j+3 of sub-block s
+ * (low nibbles of the pair's bytes for even s, high for odd) of the 8
+ * rows, one row per 32-bit lane in the order rows 0 1 4 5 2 3 6 7 (a
+ * pshufd and a qword unpack per 8-byte piece); scv[s] / sc32[s] the rows'
+ * 6-bit scales in the same lanes as i16 pairs / i32. A per-ISA core
+ * SUB(w, s, N, yb, off, out) gives, for N activation rows, each lane's
+ * sc_s * dot_s (exact i32); the two sub-blocks of a pair are added and
+ * the lanes put back in row order: the integers of the x8 cores. Mins
+ * and float steps are q4kx8_mins / q4kx8_step_pairs per row in
+ * super-block order, so every output is bit-identical to the batched
+ * order of repack.h (and to llama.cpp's AVX2 gemm). */
+struct q4kx8_prep { __m256i w[8][8]; __m256i scv[8]; __m256i sc32[8]; };
+
+static inline __m256i q4kx8_bcast4(const int8_t * p) {
+    int32_t v;
+    memcpy(&v, p, sizeof v);
+    return _mm256_set1_epi32(v);
+}
+
+static inline void q4kx8_prep_wide(const block_q4_Kx8 * xb, const struct q4kx8_sb * sb, struct q4kx8_prep * o) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f), lanes = _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7);
+    for (int p = 0; p < 4; p++) {
+        for (int k = 0; k < 4; k++) {
+            const uint8_t * q = xb->qs + 64 * (4 * p + k);
+            /* qwords: rows 0 1 | 2 3 and 4 5 | 6 7; pshufd puts dword 0 of both rows of a lane first */
+            const __m256i wa = _mm256_shuffle_epi32(_mm256_loadu_si256((const __m256i *) q), 0xd8);
+            const __m256i wb = _mm256_shuffle_epi32(_mm256_loadu_si256((const __m256i *) (q + 32)), 0xd8);
+            const __m256i d0 = _mm256_unpacklo_epi64(wa, wb), d1 = _mm256_unpackhi_epi64(wa, wb);
+            o->w[2 * p][2 * k] = _mm256_and_si256(d0, m4);
+            o->w[2 * p][2 * k + 1] = _mm256_and_si256(d1, m4);
+            o->w[2 * p + 1][2 * k] = _mm256_and_si256(_mm256_srli_epi16(d0, 4), m4);
+            o->w[2 * p + 1][2 * k + 1] = _mm256_and_si256(_mm256_srli_epi16(d1, 4), m4);
+        }
+    }
+    for (int s = 0; s < 8; s++) {
+        const __m256i v = _mm256_permutevar8x32_epi32(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long) sb->sc[s])), lanes);
+        o->sc32[s] = v;
+        o->scv[s] = _mm256_or_si256(v, _mm256_slli_epi32(v, 16));
+    }
+}
+
+#define Q4KX8_WIDE_NC 32 /* activation rows per column chunk (accumulators on the stack) */
+#define KILN_Q4_KX8_GEMM_WIDE(SUB, S) \
+static inline __attribute__((always_inline)) void q4kx8_isums_##S(const struct q4kx8_prep * w, const int N, \
+                                                                  const block_q8_K * const * yb, __m256i ip[][4]) { \
+    const __m256i lanes = _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7); \
+    for (int p = 0; p < 4; p++) { \
+        __m256i lo[2], hi[2]; \
+        SUB(w, 2 * p, N, yb, 64 * p, lo); \
+        SUB(w, 2 * p + 1, N, yb, 64 * p + 32, hi); \
+        for (int c = 0; c < N; c++) ip[c][p] = _mm256_permutevar8x32_epi32(_mm256_add_epi32(lo[c], hi[c]), lanes); \
+    } \
+} \
 void q4_Kx8_q8_K_gemm__##S(int64_t n, int ncols, float * s, size_t ss, const void * vx, const void * vy, size_t ys) { \
     const block_q4_Kx8 * x = vx; \
-    for (int c0 = 0; c0 < ncols; c0 += 4) { \
-        const int nc = ncols - c0 < 4 ? ncols - c0 : 4; \
-        __m256 acc[4], accm[4]; \
-        for (int c = 0; c < 4; c++) acc[c] = accm[c] = _mm256_setzero_ps(); \
+    struct q4kx8_prep w; \
+    __m256 acc[Q4KX8_WIDE_NC], accm[Q4KX8_WIDE_NC]; \
+    for (int c0 = 0; c0 < ncols; c0 += Q4KX8_WIDE_NC) { \
+        const int nc = ncols - c0 < Q4KX8_WIDE_NC ? ncols - c0 : Q4KX8_WIDE_NC; \
+        for (int c = 0; c < nc; c++) acc[c] = accm[c] = _mm256_setzero_ps(); \
         for (int64_t b = 0; b < n / QK_K; b++) { \
             struct q4kx8_sb sb; \
             q4kx8_decode(&x[b], &sb); \
-            for (int c = 0; c < nc; c++) { \
-                const block_q8_K * yb = (const block_q8_K *) ((const char *) vy + (size_t) (c0 + c) * ys) + b; \
-                __m256i ip[4], mp[4]; \
-                CORE(&x[b], &sb, yb, ip); \
-                q4kx8_mins(&sb, yb, mp); \
-                q4kx8_step_pairs(&sb, yb->d, ip, mp, &acc[c], &accm[c]); \
+            q4kx8_prep_wide(&x[b], &sb, &w); \
+            for (int c = 0; c < nc; c += 2) { \
+                const int N = nc - c >= 2 ? 2 : 1; \
+                const block_q8_K * yb[2]; \
+                for (int e = 0; e < N; e++) yb[e] = (const block_q8_K *) ((const char *) vy + (size_t) (c0 + c + e) * ys) + b; \
+                __m256i ip[2][4]; \
+                if (N == 2) q4kx8_isums_##S(&w, 2, yb, ip); else q4kx8_isums_##S(&w, 1, yb, ip); \
+                for (int e = 0; e < N; e++) { \
+                    __m256i mp[4]; \
+                    q4kx8_mins(&sb, yb[e], mp); \
+                    q4kx8_step_pairs(&sb, yb[e]->d, ip[e], mp, &acc[c + e], &accm[c + e]); \
+                } \
             } \
         } \
         for (int c = 0; c < nc; c++) _mm256_storeu_ps(s + (size_t) (c0 + c) * ss, _mm256_sub_ps(acc[c], accm[c])); \
