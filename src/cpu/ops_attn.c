@@ -73,7 +73,7 @@ static int64_t work_floats(int64_t DK, int64_t DV) {
 /* after the per-thread parts: the split decode's partial results, [head][thread][M, S, VKQ[DV]] */
 size_t kiln_cpu_work_flash_attn_ext(const struct kiln_tensor * dst, int n_threads) {
     const int64_t DK = dst->src[1]->ne[0], DV = dst->src[2]->ne[0];
-    const int64_t partials = dst->src[0]->ne[1] == 1 ? dst->src[0]->ne[2] * n_threads * (2 + DV) : 0;
+    const int64_t partials = kiln_flash_attn_split_kv(dst) ? dst->src[0]->ne[2] * n_threads * (2 + DV) : 0;
     return sizeof(float) * ((size_t) work_floats(DK, DV) * (size_t) n_threads + (size_t) partials);
 }
 

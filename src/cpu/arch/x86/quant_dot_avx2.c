@@ -137,8 +137,6 @@ KILN_IQ4NL_DOTS(avx2, iq4nl_isums_avx2)
 
 /* ---- k-quants ----------------------------------------------------------- */
 
-/* i16 scale vector for 32 bytes after maddubs: lanes 0..7 cover elements
- * 0..15 (scale a), lanes 8..15 elements 16..31 (scale b) */
 /* half a q6_K super-block's 128 6-bit values (0..63) from its 64 low-nibble
  * bytes l0, l1 and 32 high-bit bytes h, as 4 registers of 32 */
 static inline void q6_decode_half(__m256i l0, __m256i l1, __m256i h, __m256i q[4]) {
@@ -149,6 +147,8 @@ static inline void q6_decode_half(__m256i l0, __m256i l1, __m256i h, __m256i q[4
     q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), m2), 4));
 }
 
+/* i16 scale vector for 32 bytes after maddubs: lanes 0..7 cover elements
+ * 0..15 (scale a), lanes 8..15 elements 16..31 (scale b) */
 static inline __m256i scales_2x16(int a, int b) {
     return _mm256_set_m128i(_mm_set1_epi16((short) b), _mm_set1_epi16((short) a));
 }
