@@ -138,6 +138,12 @@ struct kiln_compute_params {
     size_t wsize;
     void * wdata;
     struct kiln_threadpool * tp;
+    /* which of the pool's two chunk counters this node uses: they
+     * alternate between the executor's barrier-separated steps, and the
+     * executor zeroes the next step's counter before its barrier, so a
+     * node on several threads starts with a counter at 0 (see
+     * kiln_chunk_fresh) */
+    int chunk_slot;
 };
 
 /* Runs one graph on the pool with n_active threads; the caller is thread 0
@@ -150,6 +156,10 @@ void kiln_barrier(const struct kiln_compute_params * params);
  * barrier, then each thread loops `while ((c = kiln_chunk_next(p)) < n)`. */
 void kiln_chunk_reset(const struct kiln_compute_params * params, int value);
 int  kiln_chunk_next (const struct kiln_compute_params * params);
+/* true where the node runs on several threads of a pool as one executor
+ * step: its counter is already 0 on entry, and a node that needs no other
+ * shared preparation can take chunks without the reset and barrier */
+static inline bool kiln_chunk_fresh(const struct kiln_compute_params * params) { return params->tp && params->nth > 1; }
 
 /* rows [*ir0, *ir1) of nr for thread ith of nth */
 static inline void kiln_split_rows(int64_t nr, int ith, int nth, int64_t * ir0, int64_t * ir1) {

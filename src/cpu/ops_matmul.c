@@ -53,18 +53,27 @@ void kiln_mm_act_want_aux(const struct kiln_kernels * k, const struct kiln_tenso
     p->act_bytes += KILN_PAD(p->aux_row * (size_t) p->nrows, KILN_MM_ALIGN);
 }
 
+void kiln_mm_act_want_private(struct kiln_mm_act * p) {
+    if (p->convert && p->nrows == 1 && !p->aux_off) p->priv = true;
+}
+
+/* converted rows: one copy, or one per thread (priv) */
+static size_t act_rows_bytes(const struct kiln_mm_act * p, int n_threads) {
+    return p->act_bytes * (p->priv ? (size_t) n_threads : 1);
+}
+
 size_t kiln_mm_act_work(const struct kiln_mm_act * p, int n_threads) {
-    return p->convert ? p->act_bytes + p->stage_bytes * (size_t) n_threads : 0;
+    return p->convert ? act_rows_bytes(p, n_threads) + p->stage_bytes * (size_t) n_threads : 0;
 }
 
 void kiln_mm_act_convert(const struct kiln_compute_params * params, const struct kiln_kernels * k,
                          const struct kiln_tensor * src1, const struct kiln_mm_act * p) {
     if (!p->convert) return;
     const int64_t ne10 = src1->ne[0], ne11 = src1->ne[1], ne12 = src1->ne[2];
-    float * stage = p->stage ? (float *) ((char *) params->wdata + p->act_bytes + p->stage_bytes * (size_t) params->ith) : NULL;
+    float * stage = p->stage ? (float *) ((char *) params->wdata + act_rows_bytes(p, params->nth) + p->stage_bytes * (size_t) params->ith) : NULL;
     const size_t ts = kiln_type_size(src1->type);
-    int64_t r0, r1;
-    kiln_split_rows(p->nrows, params->ith, params->nth, &r0, &r1);
+    int64_t r0 = 0, r1 = 1;
+    if (!p->priv) kiln_split_rows(p->nrows, params->ith, params->nth, &r0, &r1);
     const int64_t ng4 = p->x4_rule && ne11 > 3 ? ne11 - ne11 % 4 : 0; /* rows of full groups of 4 */
     for (int64_t r = r0; r < r1; r++) {
         const int64_t i11 = r % ne11, i12 = (r / ne11) % ne12, i13 = r / (ne11 * ne12);
@@ -78,7 +87,7 @@ void kiln_mm_act_convert(const struct kiln_compute_params * params, const struct
             }
             x = stage;
         }
-        char * out = (char *) params->wdata + (size_t) r * p->row_size;
+        char * out = (char *) params->wdata + (p->priv ? (size_t) params->ith * p->act_bytes : (size_t) r * p->row_size);
         if (i11 < ng4) {
             kiln_quantize_row_q8_K_x4(x, out, ne10);
         } else {
@@ -163,6 +172,7 @@ size_t kiln_cpu_work_mul_mat(const struct kiln_tensor * dst, int n_threads) {
     struct kiln_mm_act p;
     if (!kiln_mm_act_plan(kiln_kernels(), "mul_mat", dst->src[0], dst->src[1], &p)) return 0;
     kiln_mm_act_want_aux(kiln_kernels(), dst->src[0], &p);
+    kiln_mm_act_want_private(&p);
     size_t w = kiln_mm_act_work(&p, n_threads);
     if (kiln_repacked_rows(dst->src[0])) w = KILN_PAD(w, KILN_MM_ALIGN) + unpack_scratch_bytes(dst->src[0]) * (size_t) n_threads;
     if (wants_packing(kiln_kernels(), dst->src[0], dst->src[1])) w = KILN_PAD(w, KILN_MM_ALIGN) + pack_scratch_bytes() * (size_t) n_threads;
@@ -344,6 +354,7 @@ enum kiln_status kiln_cpu_fwd_mul_mat(const struct kiln_compute_params * params,
     if (!check_common(dst, src0, "mul_mat")) return KILN_STATUS_UNSUPPORTED;
     if (!kiln_mm_act_plan(k, "mul_mat", src0, src1, &act)) return KILN_STATUS_UNSUPPORTED;
     kiln_mm_act_want_aux(k, src0, &act);
+    kiln_mm_act_want_private(&act);
     const size_t act_work = kiln_mm_act_work(&act, params->nth);
     const int ggml_ord = ggml_order(k, dst, src0, src1);
     const bool pack = wants_packing(k, src0, src1) && k->f32_gemm_packed != NULL && !ggml_ord;
@@ -367,8 +378,11 @@ enum kiln_status kiln_cpu_fwd_mul_mat(const struct kiln_compute_params * params,
     const int64_t r2 = ne12 / src0->ne[2], r3 = ne13 / src0->ne[3];
 
     kiln_mm_act_convert(params, k, src1, &act);
-    if (params->ith == 0) kiln_chunk_reset(params, 0);
-    kiln_barrier(params);
+    /* the threads share the converted rows, unless each made its own */
+    if (!(act.priv || !act.convert) || !kiln_chunk_fresh(params)) {
+        if (params->ith == 0) kiln_chunk_reset(params, 0);
+        kiln_barrier(params);
+    }
 
     const bool gemv = ne11 == 1;
     int64_t bs0 = gemv ? MM_BLOCK0_GEMV : (pack ? MM_PACK_BLOCK0 : widen ? MM_WIDEN_BLOCK0 : MM_BLOCK0);

@@ -24,6 +24,8 @@ struct kiln_mm_act {
     size_t  aux_off;     /* > 0: each converted q8_0 row's kiln_q8_0_aux blocks (repack.h)
                             at wdata + aux_off + r * aux_row (kiln_mm_act_want_aux) */
     size_t  aux_row;
+    bool    priv;        /* one row, converted by every thread into its own
+                            slot of act_bytes (kiln_mm_act_want_private) */
 };
 
 /* false (with the error set) when src0's type has no dot product or the
@@ -33,6 +35,10 @@ bool kiln_mm_act_plan(const struct kiln_kernels * k, const char * op, const stru
 size_t kiln_mm_act_work(const struct kiln_mm_act * p, int n_threads);
 /* after a successful plan: also write each row's kiln_q8_0_aux blocks
  * (inside act_bytes), for a kernel table whose 16-row gemm needs them */
+/* after a successful plan of a single activation row: every thread
+ * converts it into its own slot (the same bytes), so the threads start
+ * their dots without waiting for each other */
+void kiln_mm_act_want_private(struct kiln_mm_act * p);
 void kiln_mm_act_want_aux(const struct kiln_kernels * k, const struct kiln_tensor * src0, struct kiln_mm_act * p);
 /* thread ith's share of the conversion into wdata (no barrier) */
 /* Thread 0 sorts mul_mat_id's (slot, token) entries by expert (counting
@@ -47,6 +53,7 @@ void kiln_mm_act_convert(const struct kiln_compute_params * params, const struct
 /* row (i11, i12, i13) of the activations, converted or in place */
 static inline const char * kiln_mm_act_row(const struct kiln_compute_params * params, const struct kiln_tensor * src1,
                                            const struct kiln_mm_act * p, int64_t i11, int64_t i12, int64_t i13) {
+    if (p->priv) return (const char *) params->wdata + (size_t) params->ith * p->act_bytes;
     if (p->convert) {
         const int64_t r = i11 + src1->ne[1] * (i12 + src1->ne[2] * i13);
         return (const char *) params->wdata + (size_t) r * p->row_size;

@@ -23,6 +23,9 @@
 #include <sched.h>
 #include <unistd.h>
 #endif
+#if defined(__EMSCRIPTEN__) && !defined(KILN_NO_THREADS)
+#include <emscripten/emscripten.h>
+#endif
 
 #define KILN_DEFAULT_POLL 20000 /* spin iterations before yielding */
 #define KILN_YIELDS 64          /* sched_yield()s before sleeping */
@@ -31,7 +34,7 @@ struct kiln_threadpool {
     /* each hot atomic on its own cache line: workers hammer them */
     _Alignas(KILN_CACHE_LINE) atomic_int n_barrier;
     _Alignas(KILN_CACHE_LINE) atomic_int n_barrier_passed;
-    _Alignas(KILN_CACHE_LINE) atomic_int current_chunk;
+    _Alignas(KILN_CACHE_LINE) atomic_int current_chunk[2]; /* kiln_compute_params.chunk_slot */
     _Alignas(KILN_CACHE_LINE) atomic_int gen;         /* job generation */
     _Alignas(KILN_CACHE_LINE) atomic_int n_sleepers;  /* threads blocked on cond */
     _Alignas(KILN_CACHE_LINE) atomic_int halt;        /* stop after the current node */
@@ -84,6 +87,43 @@ static void wait_change(struct kiln_threadpool * tp, atomic_int * v, int old) {
     pthread_mutex_unlock(&tp->mu);
 }
 
+#if defined(__EMSCRIPTEN__)
+/* A barrier wait in wasm. wasm has no pause instruction, so the count
+ * spin above lasts only microseconds, and a thread that then sleeps in
+ * Atomics.wait takes tens of microseconds to wake (more in a VM, where an
+ * idle vCPU is woken through the hypervisor). A decode step of a 2048-wide
+ * 8-layer model crosses 122 barriers, so at 2 threads those wake-ups ate
+ * the second thread's gain.
+ * Here each thread spins up to a time budget of its own, checked against
+ * the clock: a wait that ends within it grows the budget (to
+ * BARRIER_SPIN_MAX_US), one that runs out halves it (to
+ * BARRIER_SPIN_MIN_US). On an idle machine the threads stop sleeping
+ * between nodes; on a loaded one (the other thread preempted, so waits
+ * run long) the budget falls and the waiter sleeps and frees its core. */
+#define BARRIER_SPIN_MIN_US 8.0
+#define BARRIER_SPIN_MAX_US 400.0
+static _Thread_local double tl_spin_us = 50.0;
+
+static void wait_change_barrier(struct kiln_threadpool * tp, atomic_int * v, int old) {
+    if (tp->poll > 1) {
+        const double t0 = emscripten_get_now() * 1e3, budget = tl_spin_us;
+        for (;;) {
+            for (int i = 0; i < 64; i++) {
+                if (atomic_load_explicit(v, memory_order_acquire) != old) {
+                    tl_spin_us = KILN_MIN(BARRIER_SPIN_MAX_US, budget * 1.25 + 4.0);
+                    return;
+                }
+            }
+            if (emscripten_get_now() * 1e3 - t0 > budget) break;
+        }
+        tl_spin_us = KILN_MAX(BARRIER_SPIN_MIN_US, budget * 0.5);
+    }
+    wait_change(tp, v, old);
+}
+#else
+#define wait_change_barrier wait_change
+#endif
+
 /* Called after changing a value others may wait on (seq_cst store first). */
 static void wake_all(struct kiln_threadpool * tp) {
     if (atomic_load(&tp->n_sleepers) > 0) {
@@ -106,7 +146,7 @@ void kiln_barrier(const struct kiln_compute_params * params) {
         wake_all(tp);
         return;
     }
-    wait_change(tp, &tp->n_barrier_passed, passed);
+    wait_change_barrier(tp, &tp->n_barrier_passed, passed);
 #endif
 }
 
@@ -117,11 +157,11 @@ static _Thread_local int tl_chunk;
 
 int kiln_chunk_next(const struct kiln_compute_params * params) {
     if (!params->tp) return tl_chunk++;
-    return atomic_fetch_add(&params->tp->current_chunk, 1);
+    return atomic_fetch_add(&params->tp->current_chunk[params->chunk_slot & 1], 1);
 }
 
 void kiln_chunk_reset(const struct kiln_compute_params * params, int value) {
-    if (params->tp) atomic_store(&params->tp->current_chunk, value);
+    if (params->tp) atomic_store(&params->tp->current_chunk[params->chunk_slot & 1], value);
     else tl_chunk = value;
 }
 
@@ -235,6 +275,8 @@ static void graph_compute_thread(struct kiln_threadpool * tp, int ith) {
     /* every thread takes the same barrier decisions (they depend on the
      * graph only), so the barrier counts match */
     bool solo = false;
+    int step = 0; /* barrier-separated steps walked: picks chunk_slot */
+    bool step_start = true;
     int i = 0;
     while (i < g->n_nodes && node_skipped(g->nodes[i])) i++;
     if (i < g->n_nodes) solo = node_solo(g->nodes[i]);
@@ -243,6 +285,11 @@ static void graph_compute_thread(struct kiln_threadpool * tp, int ith) {
         int next = i + 1;
         while (next < g->n_nodes && node_skipped(g->nodes[next])) next++;
         const bool next_solo = next < g->n_nodes && node_solo(g->nodes[next]);
+        /* every thread has passed the barrier before this step, so none
+         * still takes chunks from the previous step's counter: zero it for
+         * the next step (this thread reaches that step's barrier after) */
+        if (step_start && ith == 0) atomic_store(&tp->current_chunk[(step + 1) & 1], 0);
+        step_start = false;
         /* after a failure inside a barrier-free run, thread 0 only walks on
          * to the run's closing barrier, where every thread stops */
         if ((!solo || ith == 0) && !(solo && atomic_load(&tp->halt))) {
@@ -252,9 +299,9 @@ static void graph_compute_thread(struct kiln_threadpool * tp, int ith) {
                     record_failure(tp, KILN_STATUS_FAILED, node);
                 }
             } else {
-                const struct kiln_compute_params p = solo
-                    ? (struct kiln_compute_params){ .ith = 0, .nth = 1, .wsize = params.wsize, .wdata = params.wdata, .tp = tp }
-                    : params;
+                struct kiln_compute_params p = params;
+                if (solo) p.ith = 0, p.nth = 1;
+                p.chunk_slot = step & 1;
                 const enum kiln_status st = fwd_table[node->op](&p, node);
                 if (st != KILN_STATUS_SUCCESS) record_failure(tp, st, node);
             }
@@ -270,6 +317,8 @@ static void graph_compute_thread(struct kiln_threadpool * tp, int ith) {
         if (barrier) {
             kiln_barrier(&params);
             if (atomic_load(&tp->halt)) break;
+            step++;
+            step_start = true;
         }
         i = next;
         solo = next_solo;
@@ -388,7 +437,8 @@ enum kiln_status kiln_threadpool_run(struct kiln_threadpool * tp, struct kiln_cg
     if (tp->n_active > 1 && graph_all_solo(g)) tp->n_active = 1;
     atomic_store(&tp->halt, 0);
     atomic_store(&tp->n_barrier, 0);
-    atomic_store(&tp->current_chunk, 0);
+    atomic_store(&tp->current_chunk[0], 0);
+    atomic_store(&tp->current_chunk[1], 0);
 #ifndef KILN_NO_THREADS
     if (tp->n_active > 1) {
         atomic_store(&tp->n_done, 0);

@@ -1,6 +1,7 @@
 /*
  * test_threads.c — a graph of a few hundred elementwise ops gives
- * bit-identical results with 1, 2, 4 and 8 threads; and 8 threads finish
+ * bit-identical results with 1, 2, 4 and 8 threads; so does a chain of
+ * one-row products, which also match a double reference; 8 threads finish
  * (no livelock) with the same numbers while another process keeps a CPU
  * busy. No timing assertions: the machine is shared.
  */
@@ -84,6 +85,110 @@ static void test_bit_identical(void) {
     free(ref);
 }
 
+/* A chain of one-row products with Q8_0, Q4_0, F16 and F32 weights, each
+ * followed by elementwise nodes small enough to run on one thread, every
+ * third layer also a 3-row product. A one-row product on several threads
+ * takes its chunks without a barrier of its own (each thread converts the
+ * row; the executor zeroes the alternating chunk counters), so a counter
+ * not back at 0 would leave blocks of the output uncomputed. Every layer
+ * is checked against a double product of the dequantized weights with that
+ * layer's f32 input (to 2e-2 of the layer's largest value: the q8
+ * activations' rounding), and every thread count gives 1 thread's bits. */
+enum { MV_N = 384, MV_LAYERS = 12 };
+
+struct mv_chain {
+    struct kiln_context * ctx;
+    struct kiln_tensor * w[MV_LAYERS], * in[MV_LAYERS], * out[MV_LAYERS], * last;
+    struct kiln_tensor * batch[MV_LAYERS]; /* the 3-row products' outputs, or NULL */
+};
+
+static bool mv_build(struct mv_chain * c) {
+    static const enum kiln_type types[] = { KILN_TYPE_Q8_0, KILN_TYPE_Q4_0, KILN_TYPE_F16, KILN_TYPE_F32 };
+    tu_seed(77);
+    c->ctx = tu_ctx(64 << 20);
+    float * tmp = (float *) malloc(sizeof(float) * MV_N * MV_N);
+    struct kiln_tensor * x = kiln_new_tensor_2d(c->ctx, KILN_TYPE_F32, MV_N, 1);
+    struct kiln_tensor * b = kiln_new_tensor_2d(c->ctx, KILN_TYPE_F32, MV_N, 3);
+    tu_fill_uniform(x, -1, 1);
+    tu_fill_uniform(b, -1, 1);
+    bool ok = tmp != NULL;
+    for (int l = 0; l < MV_LAYERS && ok; l++) {
+        const enum kiln_type t = types[l % 4];
+        struct kiln_tensor * w = kiln_new_tensor_2d(c->ctx, t, MV_N, MV_N);
+        for (int i = 0; i < MV_N * MV_N; i++) tmp[i] = tu_rand_uniform(-1, 1);
+        if (t == KILN_TYPE_F32 || t == KILN_TYPE_F16) {
+            for (int i = 0; i < MV_N * MV_N; i++) {
+                if (t == KILN_TYPE_F32) ((float *) w->data)[i] = tmp[i];
+                else ((kiln_fp16_t *) w->data)[i] = kiln_fp32_to_fp16(tmp[i]);
+            }
+        } else {
+            kiln_quantize_chunk(t, tmp, w->data, 0, MV_N, MV_N, NULL);
+        }
+        c->w[l] = w;
+        c->in[l] = x;
+        struct kiln_tensor * y = kiln_mul_mat(c->ctx, w, x);
+        c->out[l] = y;
+        c->batch[l] = NULL;
+        if (l % 3 == 2) {
+            struct kiln_tensor * yb = kiln_mul_mat(c->ctx, w, b);
+            c->batch[l] = yb;
+            y = kiln_add(c->ctx, y, kiln_scale(c->ctx, kiln_view_2d(c->ctx, yb, MV_N, 1, yb->nb[1], 0), 0.01f));
+        }
+        x = kiln_tanh(c->ctx, kiln_scale(c->ctx, y, 1.0f / 16));
+        ok = x != NULL;
+    }
+    free(tmp);
+    c->last = x;
+    return ok;
+}
+
+static float * mv_run(int n_threads, bool check_ref) {
+    struct mv_chain c;
+    bool ok = mv_build(&c);
+    struct kiln_cgraph * g = kiln_new_graph_custom(c.ctx, 1024, false);
+    ok = ok && kiln_build_forward_expand(g, c.last) == KILN_STATUS_SUCCESS;
+    ok = ok && kiln_graph_compute_with_ctx(c.ctx, g, n_threads) == KILN_STATUS_SUCCESS;
+    CHECK(ok, "mat-vec chain with %d threads: %s", n_threads, kiln_last_error());
+    if (!ok) { kiln_free(c.ctx); return NULL; }
+    if (check_ref) {
+        for (int l = 0; l < MV_LAYERS; l++) {
+            double * w = tu_weights_f64(c.w[l]), * x = tu_to_f64(c.in[l]), * y = tu_to_f64(c.out[l]);
+            double ref[MV_N], amax = 0, dmax = 0;
+            for (int i = 0; i < MV_N; i++) {
+                double s = 0;
+                for (int j = 0; j < MV_N; j++) s += w[i * MV_N + j] * x[j];
+                ref[i] = s;
+                if (fabs(s) > amax) amax = s < 0 ? -s : s;
+            }
+            for (int i = 0; i < MV_N; i++) dmax = fmax(dmax, fabs(y[i] - ref[i]));
+            CHECK(dmax <= 2e-2 * amax, "layer %d (%s weights), %d threads: max |diff| %.3g vs the double product (largest %.3g)",
+                  l, kiln_type_name(c.w[l]->type), n_threads, dmax, amax);
+            free(w); free(x); free(y);
+        }
+    }
+    float * res = (float *) malloc(sizeof(float) * MV_N * (MV_LAYERS + 1));
+    for (int l = 0; l < MV_LAYERS; l++) memcpy(res + (size_t) l * MV_N, c.out[l]->data, sizeof(float) * MV_N);
+    memcpy(res + (size_t) MV_LAYERS * MV_N, c.last->data, sizeof(float) * MV_N);
+    kiln_free(c.ctx);
+    return res;
+}
+
+static void test_matvec_chain(void) {
+    tu_case = "one-row products, 1/2/3/4/8 threads";
+    float * ref = mv_run(1, true);
+    if (!ref) return;
+    static const int nts[] = { 2, 3, 4, 8 };
+    for (int t = 0; t < 4; t++) {
+        for (int rep = 0; rep < 3; rep++) {
+            float * res = mv_run(nts[t], rep == 0);
+            if (!res) continue;
+            CHECK(memcmp(res, ref, sizeof(float) * MV_N * (MV_LAYERS + 1)) == 0, "%d threads (run %d) bit-identical to 1 thread", nts[t], rep);
+            free(res);
+        }
+    }
+    free(ref);
+}
+
 #ifdef HAVE_FORK
 static void test_busy_machine(void) {
     tu_case = "8 threads on a busy machine";
@@ -120,6 +225,7 @@ static void test_busy_machine(void) {}
 
 int main(void) {
     test_bit_identical();
+    test_matvec_chain();
     test_busy_machine();
     return tu_finish();
 }

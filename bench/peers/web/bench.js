@@ -1,7 +1,8 @@
 // Runs in Chromium: one engine per page, one GGUF, loaded once; runs are
 // asked for one at a time so that the driver (browser.mjs) can alternate
 // engines between runs.
-//   window.__peers.open({engine: 'kiln'|'wllama', url, threads, build, ctx, warmup}) -> {loadMs, info}
+//   window.__peers.open({engine: 'kiln'|'wllama', url, threads, build, ctx, warmup, wasmUrl?}) -> {loadMs, info}
+//     (wasmUrl: another directory of Kiln's wasm builds, laid out as wasm/dist/, for A/B runs)
 //   window.__peers.gen({prompt, nGen, reps}) -> {reps: [{pp, tg, text, tokens?, ...}]}
 //   window.__peers.first({prompt}) -> {ms, pp, prompt_n}: time to first token, the wall time
 //     of a one-token greedy completion of the prompt (its whole prompt evaluated, one token sampled)
@@ -62,9 +63,9 @@ function kilnEngine() {
   let k = null, model = null;
   const greedy = { temperature: 0, repeatPenalty: 1 };
   return {
-    async open({ url, threads, build, simd, ctx, warmup }) {
+    async open({ url, threads, build, simd, ctx, warmup, wasmUrl }) {
       const { Kiln } = await import('/js/dist/index.js');
-      k = await Kiln.create({ threads, build, simd: simd ?? 'auto', wasmUrl: '/wasm/dist/' });
+      k = await Kiln.create({ threads, build, simd: simd ?? 'auto', wasmUrl: wasmUrl ?? '/wasm/dist/' });
       const t0 = performance.now();
       model = await k.loadModel(url, { nCtx: ctx });
       const loadMs = performance.now() - t0;
