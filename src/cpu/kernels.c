@@ -180,7 +180,6 @@ static void build_tables(void) {
     k->vec_dot_x4[KILN_TYPE_Q4_0] = q4_0x4_q8_0_vec_dot__wasm_simd128;
     k->vec_dot_x4[KILN_TYPE_Q8_0] = q8_0x4_q8_0_vec_dot__wasm_simd128;
     k->f16_mad = f16_mad__wasm_simd128;
-    k->f32_dot2 = f32_dot2__wasm_simd128;
     k->f16_scale = f16_scale__wasm_simd128;
     k->f16val_dot = f16val_dot__wasm_simd128;
     k->f16val_mad = f16val_mad__wasm_simd128;

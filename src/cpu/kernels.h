@@ -48,8 +48,6 @@ enum kiln_isa {
 
 /* s = dot(x, y) over n values; x is a row of the weight type, y of its vec_dot_type */
 typedef void (*kiln_vec_dot_t)(int64_t n, float * s, const void * x, const void * y);
-/* s[r] = f32_dot(n, x_r, y) for two rows */
-typedef void (*kiln_f32_dot2_t)(int64_t n, float * s, const float * x0, const float * x1, const float * y);
 
 /* One interleaved group of 4 weight rows (repack.h) against ncols
  * activation rows y + c * ys bytes: s[c * ss + r] (ss in floats) for r < 4,
@@ -95,11 +93,6 @@ struct kiln_kernels {
     /* the vector kernels of every ISA, one field each (src/cpu/arch/vec_list.h
      * has the list and their contracts) */
     KILN_VEC_LIST(KILN_VEC_FIELD, _)
-    /* two rows' f32_dot against one y, s[r] bit-identical to f32_dot(x_r):
-     * y is loaded once for both and two weight streams run side by side,
-     * which lifts an f32 mat-vec toward the read bandwidth (wasm). NULL:
-     * mul_mat calls f32_dot per row. */
-    kiln_f32_dot2_t f32_dot2;
     /* F16 accumulators: y = fp16(fma(fp32(x), v, fp32(y))), y = fp16(fp32(y) * v) */
     void (*f16_mad)  (int64_t n, kiln_fp16_t * y, const kiln_fp16_t * x, float v);
     void (*f16_scale)(int64_t n, kiln_fp16_t * y, float v);

@@ -406,8 +406,6 @@ enum kiln_status kiln_cpu_fwd_mul_mat(const struct kiln_compute_params * params,
     /* a single src1 row may sum in llama.cpp's mat-vec order (kernels.h) */
     const kiln_vec_dot_t dot = ne11 == 1 && k->vec_dot_1[src0->type] ? k->vec_dot_1[src0->type] : k->vec_dot[src0->type];
     const kiln_vec_dot_y4_t dot_y4 = gemv ? NULL : k->vec_dot_y4[src0->type];
-    /* f32 mat-vec: two rows per call where the table has it (same sums) */
-    const kiln_f32_dot2_t dot2 = gemv && src0->type == KILN_TYPE_F32 && act.vdt == KILN_TYPE_F32 ? k->f32_dot2 : NULL;
     /* rows below nfull are in groups of rep (4 or 8); blocks start at multiples of 8 */
     const int64_t nfull = rep ? ne01 - ne01 % rep : 0;
     char * unpacked = rep ? (char *) params->wdata + KILN_PAD(act_work, KILN_MM_ALIGN) + unpack_scratch_bytes(src0) * (size_t) params->ith : NULL;
@@ -474,13 +472,7 @@ enum kiln_status kiln_cpu_fwd_mul_mat(const struct kiln_compute_params * params,
         for (; j < j1; j++) {
             const char * brow = b + j * act_stride;
             float * drow = (float *) (d + j * dst->nb[1]);
-            int64_t i = i0;
-            if (dot2) {
-                for (; i + 2 <= i1; i += 2) {
-                    dot2(ne00, &drow[i], (const float *) (a + i * src0->nb[1]), (const float *) (a + (i + 1) * src0->nb[1]), (const float *) brow);
-                }
-            }
-            for (; i < i1; i++) dot(ne00, &drow[i], a + i * src0->nb[1], brow);
+            for (int64_t i = i0; i < i1; i++) dot(ne00, &drow[i], a + i * src0->nb[1], brow);
         }
     }
     return KILN_STATUS_SUCCESS;

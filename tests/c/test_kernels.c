@@ -73,14 +73,6 @@ static void test_reductions(const struct kiln_kernels * s, const struct kiln_ker
             CHECK(close_rel(k->f32_dot(n, x, y), ref, mag, tol), "%s f32_dot n=%lld off=%d: %.9g vs %.9g",
                   k->isa, (long long) n, off, k->f32_dot(n, x, y), ref);
             CHECK(close_rel(s->f32_dot(n, x, y), ref, mag, 1e-7), "scalar f32_dot is the double reference n=%lld", (long long) n);
-            if (k->f32_dot2) {
-                /* two rows at once: each exactly f32_dot's float (x and y as the rows) */
-                float d2[2];
-                k->f32_dot2(n, d2, x, y, x);
-                const float e0 = k->f32_dot(n, x, x), e1 = k->f32_dot(n, y, x);
-                CHECK(memcmp(&d2[0], &e0, 4) == 0 && memcmp(&d2[1], &e1, 4) == 0, "%s f32_dot2 == f32_dot bit for bit n=%lld off=%d",
-                      k->isa, (long long) n, off);
-            }
 
             kiln_fp16_t * hxp = hx + off, * hyp = hy + off;
             kiln_bf16_t * bxp = bx + off, * byp = by + off;

@@ -53,7 +53,6 @@ void f32_gemm_2x16__wasm_simd128(int64_t k, const float * a, int64_t lda, const 
 void f32_gemm_pack16__wasm_simd128(int64_t k, const float * a, int64_t lda, int nr, float * bp);
 void f32_gemm_3x3__wasm_simd128(int64_t k, const float * a, int64_t lda, const float * b, int64_t ldb, float * c, int64_t ldc);
 void f16_mad__wasm_simd128(int64_t n, kiln_fp16_t * y, const kiln_fp16_t * x, float v);
-void f32_dot2__wasm_simd128(int64_t n, float * s, const float * x0, const float * x1, const float * y);
 void f16_scale__wasm_simd128(int64_t n, kiln_fp16_t * y, float v);
 float f16val_dot__wasm_simd128(int64_t n, const float * x, const float * y);
 void f16val_mad__wasm_simd128(int64_t n, float * y, const float * x, float v);

@@ -38,8 +38,7 @@ static inline v128_t exp4(v128_t x) {
 }
 
 /* f32_dot's end from element i (after its 16-float steps): the 4-float
- * steps into a0, the 4 accumulators summed, the scalar tail; f32_dot2
- * ends each of its rows here, so both give the same floats */
+ * steps into a0, the 4 accumulators summed, the scalar tail */
 static inline float f32_dot_finish(int64_t n, int64_t i, const float * x, const float * y, v128_t a0, v128_t a1, v128_t a2, v128_t a3) {
     for (; i + 4 <= n; i += 4) a0 = MADD(wasm_v128_load(x + i), wasm_v128_load(y + i), a0);
     float s = hsum4(wasm_f32x4_add(wasm_f32x4_add(a0, a1), wasm_f32x4_add(a2, a3)));
@@ -57,28 +56,6 @@ float f32_dot__wasm_simd128(int64_t n, const float * x, const float * y) {
         a3 = MADD(wasm_v128_load(x + i + 12), wasm_v128_load(y + i + 12), a3);
     }
     return f32_dot_finish(n, i, x, y, a0, a1, a2, a3);
-}
-
-/* f32_dot__wasm_simd128 for two rows at once, each row's operations in
- * that kernel's order (4 accumulators over 16-float steps, f32_dot_finish):
- * in Node a 4096 x 4096 mat-vec reads 13-29 % faster with two streams and
- * y loaded once (4 rows would need 16 accumulators, more than V8 keeps in
- * registers, or another order) */
-void f32_dot2__wasm_simd128(int64_t n, float * s, const float * x0, const float * x1, const float * y) {
-    v128_t a0 = wasm_f32x4_splat(0), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        v128_t yv = wasm_v128_load(y + i);
-        a0 = MADD(wasm_v128_load(x0 + i), yv, a0); b0 = MADD(wasm_v128_load(x1 + i), yv, b0);
-        yv = wasm_v128_load(y + i + 4);
-        a1 = MADD(wasm_v128_load(x0 + i + 4), yv, a1); b1 = MADD(wasm_v128_load(x1 + i + 4), yv, b1);
-        yv = wasm_v128_load(y + i + 8);
-        a2 = MADD(wasm_v128_load(x0 + i + 8), yv, a2); b2 = MADD(wasm_v128_load(x1 + i + 8), yv, b2);
-        yv = wasm_v128_load(y + i + 12);
-        a3 = MADD(wasm_v128_load(x0 + i + 12), yv, a3); b3 = MADD(wasm_v128_load(x1 + i + 12), yv, b3);
-    }
-    s[0] = f32_dot_finish(n, i, x0, y, a0, a1, a2, a3);
-    s[1] = f32_dot_finish(n, i, x1, y, b0, b1, b2, b3);
 }
 
 #define load_f16x8 kiln_simd128_load_f16x8
