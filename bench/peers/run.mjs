@@ -20,7 +20,7 @@
 // Longer runs: e.g. --budget 3600 --reps 5 --rounds 5 --gen 32.
 // Needs: build/bin/{kiln-generate,bench-kernels} (Release), wasm/dist + js/dist
 // (npm run build), and for the synthetic models bench/peers/make-models.sh.
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { setJsonFile, table, range, fmt, stats, budget } from './common.mjs';
@@ -29,6 +29,25 @@ import { findModels, weightBytesPerToken } from './models.mjs';
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const args = process.argv.slice(2);
 const opt = (k, d) => { const i = args.indexOf(`--${k}`); return i >= 0 ? args[i + 1] : d; };
+// every option takes a value; --help prints the usage above; anything else
+// stops the run before it starts (a mistyped option would otherwise be ignored)
+const OPTIONS = ['only', 'models', 'long', 'threads', 'gen', 'prompt', 'reps', 'warmup', 'native-warmup', 'rounds', 'browser-reps',
+  'engines', 'kernel-reps', 'budget', 'timeout', 'json', 'long-tokens', 'long-models', 'long-chat', 'isa', 'ggml-cpu'];
+{
+  const usage = () => {
+    const src = readFileSync(fileURLToPath(import.meta.url), 'utf8').split('\n');
+    return src.slice(0, src.findIndex((l) => !l.startsWith('//'))).map((l) => l.replace(/^\/\/ ?/, '')).join('\n') +
+      '\n  --isa ROW (kiln-generate --isa), --ggml-cpu VARIANT (llama.cpp\'s CPU variant, e.g. haswell), --native-warmup N\n';
+  };
+  if (args.includes('--help') || args.includes('-h')) { process.stdout.write(usage()); process.exit(0); }
+  for (let i = 0; i < args.length; i += 2) {
+    const k = args[i].startsWith('--') ? args[i].slice(2) : null;
+    if (!k || !OPTIONS.includes(k) || i + 1 >= args.length) {
+      console.error(`bench/peers/run.mjs: ${k && OPTIONS.includes(k) ? `--${k} needs a value` : `unknown argument '${args[i]}'`} (--help lists the options)`);
+      process.exit(2);
+    }
+  }
+}
 const only = opt('only', 'kernels,bw,native,browser').split(',');
 const which = opt('models', 'stories,q4_0,q8_0,q4_k_m').split(',');
 const longN = +opt('long', 512);
