@@ -33,12 +33,12 @@ struct kiln_mm_act {
 bool kiln_mm_act_plan(const struct kiln_kernels * k, const char * op, const struct kiln_tensor * src0,
                       const struct kiln_tensor * src1, struct kiln_mm_act * p);
 size_t kiln_mm_act_work(const struct kiln_mm_act * p, int n_threads);
-/* after a successful plan: also write each row's kiln_q8_0_aux blocks
- * (inside act_bytes), for a kernel table whose 16-row gemm needs them */
 /* after a successful plan of a single activation row: every thread
  * converts it into its own slot (the same bytes), so the threads start
  * their dots without waiting for each other */
 void kiln_mm_act_want_private(struct kiln_mm_act * p);
+/* after a successful plan: also write each row's kiln_q8_0_aux blocks
+ * (inside act_bytes), for a kernel table whose 16-row gemm needs them */
 void kiln_mm_act_want_aux(const struct kiln_kernels * k, const struct kiln_tensor * src0, struct kiln_mm_act * p);
 /* thread ith's share of the conversion into wdata (no barrier) */
 /* Thread 0 sorts mul_mat_id's (slot, token) entries by expert (counting
