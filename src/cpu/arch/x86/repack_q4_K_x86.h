@@ -118,10 +118,11 @@ void q4_Kx8_q8_K_vec_dot__##S(int64_t n, float * s, const void * vx, const void 
  * pshufd and a qword unpack per 8-byte piece); scv[s] / sc32[s] the rows'
  * 6-bit scales in the same lanes as i16 pairs / i32. A per-ISA core
  * SUB(w, s, N, yb, off, out) gives, for N activation rows, each lane's
- * sc_s * dot_s (exact i32); the two sub-blocks of a pair are added and
- * the lanes put back in row order: the integers of the x8 cores. Mins
- * and float steps are q4kx8_mins / q4kx8_step_pairs per row in
- * super-block order, so every output is bit-identical to the batched
+ * sc_s * dot_s (exact i32); the two sub-blocks of a pair are added: the
+ * integers of the x8 cores, in that lane order. Mins and float steps are
+ * those of q4kx8_mins / q4kx8_step_pairs, per lane in the same lane order
+ * (q4kx8_sb_lanes below) and in super-block order, the results put back in
+ * row order at the end, so every output is bit-identical to the batched
  * order of repack.h (and to llama.cpp's AVX2 gemm). */
 struct q4kx8_prep { __m256i w[8][8]; __m256i scv[8]; __m256i sc32[8]; };
 
@@ -171,7 +172,8 @@ static inline void q4kx8_mins_bc(const struct q4kx8_sb * sb, const block_q8_K * 
     for (int p = 0; p < 4; p++) mp[p] = _mm256_madd_epi16(sb->mn[p], _mm256_set1_epi32(bs[p]));
 }
 
-#define Q4KX8_WIDE_NC 64 /* activation rows per column chunk (accumulators on the stack) */
+#define Q4KX8_WIDE_NC 32 /* activation rows per column chunk (accumulators on the stack; with 32 a
+                          * super-block of them stays in L1 next to the prepared group) */
 #define KILN_Q4_KX8_GEMM_WIDE(SUB, S) \
 static inline __attribute__((always_inline)) void q4kx8_isums_##S(const struct q4kx8_prep * w, const int N, \
                                                                   const block_q8_K * const * yb, __m256i ip[][4]) { \
