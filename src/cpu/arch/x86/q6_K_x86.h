@@ -57,9 +57,8 @@ static inline void q6kr_pair(__m256i a, __m256i b, __m256i * x, __m256i * y) {
 /* the madd scale vector of chunk pair (c, c + 4): words (sc[2c], sc[2c + 8])
  * over lanes 0..3, (sc[2c + 1], sc[2c + 9]) over lanes 4..7 */
 static inline __m256i q6kr_pair_scales(const int8_t * sc, int c) {
-    const int lo = (uint16_t) (int16_t) sc[2 * c] | (int) ((uint32_t) (uint16_t) (int16_t) sc[2 * c + 8] << 16);
-    const int hi = (uint16_t) (int16_t) sc[2 * c + 1] | (int) ((uint32_t) (uint16_t) (int16_t) sc[2 * c + 9] << 16);
-    return _mm256_set_m128i(_mm_set1_epi32(hi), _mm_set1_epi32(lo));
+    const short a = sc[2 * c], b = sc[2 * c + 8], e = sc[2 * c + 1], f = sc[2 * c + 9];
+    return _mm256_setr_epi16(a, b, a, b, a, b, a, b, e, f, e, f, e, f, e, f);
 }
 
 #define KILN_Q6_K_ROWS(ROW_T, DECODE, CORE, S) \

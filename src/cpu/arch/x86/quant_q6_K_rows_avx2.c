@@ -3,12 +3,11 @@
  * block of plain q6_K weight rows against a block of q8_K activation rows,
  * each weight super-block decoded once per column chunk (q6_K_x86.h's
  * driver) instead of once per activation row (vec_dot) or per 4
- * (vec_dot_y4). Per weight row, activation row and super-block the steps
- * of q6_K_q8_K_vec_dot__avx2: for each 32-byte chunk k, maddubs of the
- * unsigned 6-bit values with y, madd with the chunk's two scales, added
- * into 8 i32 lanes (exact: any grouping gives the same integers); minus
- * q6_offset_lanes; one FMA with d_x * d_y; hsum_ps at the end. So every
- * output equals that vec_dot bit for bit.
+ * (vec_dot_y4). Per weight row, activation row and super-block: the 8
+ * i32 lanes of q6_K_q8_K_vec_dot__avx2, from chunk pairs (c, c + 4), two
+ * maddubs and one madd each (the scheme and why it is exact: q6_K_x86.h);
+ * minus q6_offset_lanes; one FMA with d_x * d_y; hsum_ps at the end. So
+ * every output equals that vec_dot bit for bit.
  */
 #include <immintrin.h>
 #include <string.h>
