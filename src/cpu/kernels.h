@@ -64,6 +64,10 @@ typedef void (*kiln_gemm_x16_t)(int64_t n, int ncols, float * s, size_t ss, cons
 /* One weight row against 4 activation rows y + c * ys bytes: s[c * ss]
  * (ss in floats) for c < 4, bit-identical to 4 vec_dot calls. */
 typedef void (*kiln_vec_dot_y4_t)(int64_t n, float * s, size_t ss, const void * x, const void * y, size_t ys);
+/* nr weight rows (x + r * xs bytes) against nc activation rows (y + c *
+ * ys): s[c * ss + r] (ss in floats), bit-identical to vec_dot per pair. */
+typedef void (*kiln_vec_dot_rows_t)(int64_t n, int nr, int nc, float * s, size_t ss, const void * x, size_t xs,
+                                    const void * y, size_t ys);
 
 /* A register tile of dot products for mul_mat: for i < MR rows of a (src0)
  * and j < NR rows of b (src1), c[j*ldc + i] = dot(a + i*lda, b + j*ldb) over
@@ -162,6 +166,9 @@ struct kiln_kernels {
      * (prompt processing decodes each weight block once for the 4); NULL:
      * vec_dot per pair */
     kiln_vec_dot_y4_t vec_dot_y4  [KILN_TYPE_COUNT];
+    /* the same for a whole block of weight rows and activation rows (each
+     * weight block decoded once per block); NULL: vec_dot_y4 */
+    kiln_vec_dot_rows_t vec_dot_rows[KILN_TYPE_COUNT];
 };
 
 /* The table in use (selected once, or forced). Never NULL. */

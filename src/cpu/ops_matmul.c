@@ -101,7 +101,7 @@ void kiln_mm_act_convert(const struct kiln_compute_params * params, const struct
 #define MM_BLOCK0      48   /* src0 rows per chunk, batched */
 #define MM_BLOCK1      24   /* src1 rows per chunk, batched */
 #define MM_BLOCK0_GEMV 32   /* src0 rows per chunk when src1 has one row */
-#define MM_X16_BLOCK1  64   /* src1 rows per chunk, repacked Q4_0 (with kiln_q8_0_aux) / Q4_K 16-row kernels */
+#define MM_X16_BLOCK1  64   /* src1 rows per chunk, repacked Q4_0 (with kiln_q8_0_aux) / Q4_K 16-row kernels, vec_dot_rows */
 /* the F16 widening path (wants_f16_widen): each chunk widens its src1 rows
  * and then each of its src0 rows once, so a row's conversion (no hardware
  * fp16 in wasm: ~13 vector operations per 4 values, several times a
@@ -386,8 +386,12 @@ enum kiln_status kiln_cpu_fwd_mul_mat(const struct kiln_compute_params * params,
 
     const bool gemv = ne11 == 1;
     int64_t bs0 = gemv ? MM_BLOCK0_GEMV : (pack ? MM_PACK_BLOCK0 : widen ? MM_WIDEN_BLOCK0 : MM_BLOCK0);
-    /* the 16-row kernels of repacked Q4_0 / Q4_K prepare each weight block once per call: more src1 rows per chunk */
-    const bool big1 = rep && (act.aux_off || (src0->type == KILN_TYPE_Q4_K && k->gemm_x16[KILN_TYPE_Q4_K]));
+    /* the 16-row kernels of repacked Q4_0 / Q4_K, the x86 rows' Q4_K gemm_x4
+     * (repack_q4_K_x86.h) and vec_dot_rows prepare each weight block once
+     * per call: more src1 rows per chunk */
+    const bool q4k_x86 = k->isa_id == KILN_ISA_AVX2 || k->isa_id == KILN_ISA_AVX512 || k->isa_id == KILN_ISA_AVXVNNI;
+    const bool big1 = (rep && (act.aux_off || (src0->type == KILN_TYPE_Q4_K && (k->gemm_x16[KILN_TYPE_Q4_K] || q4k_x86)))) ||
+                      (!rep && !gemv && k->vec_dot_rows[src0->type]);
     const int64_t bs1 = gemv ? 1 : (pack ? MM_PACK_BLOCK1 : widen ? MM_WIDEN_BLOCK1 : big1 ? MM_X16_BLOCK1 : MM_BLOCK1);
     const int64_t nbat = ne12 * ne13;
     int64_t nbl1 = (ne11 + bs1 - 1) / bs1;
@@ -406,6 +410,7 @@ enum kiln_status kiln_cpu_fwd_mul_mat(const struct kiln_compute_params * params,
     /* a single src1 row may sum in llama.cpp's mat-vec order (kernels.h) */
     const kiln_vec_dot_t dot = ne11 == 1 && k->vec_dot_1[src0->type] ? k->vec_dot_1[src0->type] : k->vec_dot[src0->type];
     const kiln_vec_dot_y4_t dot_y4 = gemv ? NULL : k->vec_dot_y4[src0->type];
+    const kiln_vec_dot_rows_t dot_rows = gemv || rep || dst->nb[1] % sizeof(float) ? NULL : k->vec_dot_rows[src0->type];
     /* rows below nfull are in groups of rep (4 or 8); blocks start at multiples of 8 */
     const int64_t nfull = rep ? ne01 - ne01 % rep : 0;
     char * unpacked = rep ? (char *) params->wdata + KILN_PAD(act_work, KILN_MM_ALIGN) + unpack_scratch_bytes(src0) * (size_t) params->ith : NULL;
@@ -458,6 +463,12 @@ enum kiln_status kiln_cpu_fwd_mul_mat(const struct kiln_compute_params * params,
         if (rep) {
             block_repacked(k, src0, dot, rep, nfull, a, i0, i1, b, act_stride, j0, j1, ne11 > 3 ? ne11 - ne11 % 4 : 0, d,
                            dst->nb[1], unpacked, kiln_mm_act_aux(params, src1, &act, 0, i12, i13), act.aux_row);
+            continue;
+        }
+        if (dot_rows) {
+            /* the whole block in one call (same sums as dot) */
+            dot_rows(ne00, (int) (i1 - i0), (int) (j1 - j0), (float *) (d + j0 * dst->nb[1]) + i0, dst->nb[1] / sizeof(float),
+                     a + i0 * src0->nb[1], src0->nb[1], b + j0 * act_stride, act_stride);
             continue;
         }
         int64_t j = j0;

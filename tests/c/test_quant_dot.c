@@ -416,6 +416,91 @@ static void test_vec_dot_y4(void) {
     printf("  vec_dot_y4 == vec_dot bit for bit: %d cases in %d tables\n", cases, tables);
 }
 
+/* vec_dot_rows (a block of weight rows against a block of activation rows):
+ * every output bit-identical to the same table's vec_dot, for 1, 3, 8, 9
+ * and 19 weight rows (the kernels' 8-row groups and tails) against 1..70
+ * activation rows (past their 32-row column chunks), at 1, 3 and 8 blocks,
+ * rows at odd strides off vector alignment, results at a stride (nothing
+ * written outside). Extremes included: one weight row of all-63 6-bit
+ * values with scales -128 / 127, activation rows of one repeated value
+ * (q8_K -128 throughout) and of +-max alternating, where the kernels' i16
+ * sums reach 4 * 63 * 128. */
+static void test_vec_dot_rows(void) {
+    int cases = 0, tables = 0;
+    static const int nblocks[] = { 1, 3, 8 };
+    static const int nrows[] = { 1, 3, 8, 9, 19 };
+    enum { NR = 19, NC = 70 };
+    for (int isa = 0; isa < KILN_ISA_COUNT; isa++) {
+        const struct kiln_kernels * kk = kiln_kernels_for_isa((enum kiln_isa) isa);
+        if (!kk) continue;
+        bool any = false;
+        tu_case = kk->isa;
+        tu_seed(800 + isa);
+        for (int ti = 0; ti < N_TYPES; ti++) {
+            const enum kiln_type t = qtypes[ti], vt = kk->vec_dot_type[t];
+            if (!kk->vec_dot_rows[t]) continue;
+            any = true;
+            const int64_t bs = kiln_blck_size(t) > kiln_blck_size(vt) ? kiln_blck_size(t) : kiln_blck_size(vt);
+            for (int li = 0; li < 3; li++) {
+                const int64_t n = bs * nblocks[li];
+                const size_t xs = kiln_row_size(t, n) + 6, ys = kiln_row_size(vt, n) + 4;
+                uint8_t * xb = malloc(NR * xs + 8), * yb = malloc(NC * ys + 8);
+                uint8_t * x = xb + 2, * y = yb + 4;
+                float * act = malloc(sizeof(float) * (size_t) n);
+                for (int r = 0; r < NR; r++) make_weights(t, n, x + (size_t) r * xs);
+                if (t == KILN_TYPE_Q6_K) {
+                    block_q6_K * b = (block_q6_K *) x;
+                    for (int64_t i = 0; i < n / QK_K; i++) {
+                        memset(b[i].ql, 0xff, sizeof b[i].ql);
+                        memset(b[i].qh, 0xff, sizeof b[i].qh);
+                        for (int j = 0; j < 16; j++) b[i].scales[j] = (int8_t) (j % 3 ? -128 : 127);
+                    }
+                }
+                for (int c = 0; c < NC; c++) {
+                    for (int64_t i = 0; i < n; i++) {
+                        act[i] = c % 7 == 1 ? 2.5f : c % 7 == 2 ? (i % 2 ? -3.0f : 3.0f) : tu_rand_uniform(-3, 3) * (float) (c % 5 + 1);
+                    }
+                    kk->from_float[vt](act, y + (size_t) c * ys, n);
+                }
+                float * want = malloc(sizeof(float) * NR * NC);
+                for (int c = 0; c < NC; c++) {
+                    for (int r = 0; r < NR; r++) kk->vec_dot[t](n, &want[c * NR + r], x + (size_t) r * xs, y + (size_t) c * ys);
+                }
+                float * s = malloc(sizeof(float) * (NR + 3) * NC);
+                int bad = 0;
+                for (int ri = 0; ri < 5 && !bad; ri++) {
+                    const int nr = nrows[ri];
+                    const size_t ss = (size_t) nr + 3;
+                    for (int nc = 1; nc <= NC && !bad; nc++) {
+                        for (size_t i = 0; i < ss * NC; i++) s[i] = -1.0f;
+                        kk->vec_dot_rows[t](n, nr, nc, s, ss, x, xs, y, ys);
+                        for (int c = 0; c < NC; c++) {
+                            for (size_t r = 0; r < ss; r++) {
+                                const float got = s[c * ss + r];
+                                if (c >= nc || (int) r >= nr) {
+                                    if (got != -1.0f) { CHECK(0, "%s %s rows: wrote outside (row %d col %d)", kk->isa, kiln_type_name(t), (int) r, c); bad = 1; }
+                                    continue;
+                                }
+                                if (memcmp(&got, &want[c * NR + r], sizeof got)) {
+                                    CHECK(0, "%s %s rows n=%lld nr %d nc %d: row %d col %d %.9g, vec_dot %.9g", kk->isa, kiln_type_name(t),
+                                          (long long) n, nr, nc, (int) r, c, got, want[c * NR + r]);
+                                    bad = 1;
+                                }
+                                cases++;
+                            }
+                        }
+                    }
+                }
+                CHECK(!bad, "%s %s vec_dot_rows n=%lld", kk->isa, kiln_type_name(t), (long long) n);
+                free(xb); free(yb); free(act); free(want); free(s);
+            }
+        }
+        tables += any;
+    }
+    printf("  vec_dot_rows == vec_dot bit for bit: %d outputs in %d tables\n", cases, tables);
+    if (!kiln_kernels_for_isa(KILN_ISA_AVX512)) printf("  avx512 vec_dot_rows NOT TESTED: this CPU/build has no AVX-512 F+BW+VL+VNNI\n");
+}
+
 /* Every table's activation quantizer for Q8_0 writes the bytes of
  * kiln_quantize_row_q8_0_act (ggml x86's rounding): random blocks, blocks
  * of exact rounding ties (amax 127, values k + 0.5), zeros, subnormals, huge
@@ -472,6 +557,7 @@ int main(void) {
     test_vnni_vs_avx2(KILN_ISA_AVX512, "AVX-512 F+BW+VL+VNNI");
     test_vnni_vs_avx2(KILN_ISA_AVXVNNI, "AVX-VNNI");
     test_vec_dot_y4();
+    test_vec_dot_rows();
     test_q8_0_act_quantizers();
     return tu_finish();
 }

@@ -8,7 +8,9 @@
  * bytes feed both), for every Kiln kernel row with Q4_K x8 kernels; and
  * every Kiln row's plain Q5_K and Q6_K dot (those types are not repacked on
  * x86) and plain Q4_K dot (Q4_K weights with a row count that is not a
- * multiple of 8) against the build's ggml_vec_dot_q{4,5,6}_K_q8_K.
+ * multiple of 8) against the build's ggml_vec_dot_q{4,5,6}_K_q8_K, and the
+ * batched q6_K kernel (vec_dot_rows, which llama.cpp's x86 batches stand for
+ * by calling that vec_dot per pair) against the same.
  *
  *   ggml_repack_check <dir with libggml-base.so> <libggml-cpu-VARIANT.so>
  *
@@ -115,6 +117,16 @@ static void check_plain_dots(void * cpu, ggml_qrow_t g_qrow) {
                 snprintf(what, sizeof what, "%s %s plain dot == %s (%d super-blocks, %d of %d rows)", k->isa,
                          kiln_type_name(types[t]), names[t], nb, same, rows);
                 check(same == rows, what);
+                if (k->vec_dot_rows[types[t]]) {
+                    /* the batched kernel, all 16 weight rows in one call */
+                    float got[16];
+                    k->vec_dot_rows[types[t]](n, rows, 1, got, (size_t) rows, w, bsz * (size_t) nb, y, sizeof(block_q8_K) * (size_t) nb);
+                    same = 0;
+                    for (int r = 0; r < rows; r++) same += memcmp(&got[r], &ref[r], sizeof got[r]) == 0;
+                    snprintf(what, sizeof what, "%s %s vec_dot_rows == %s (%d super-blocks, %d of %d rows)", k->isa,
+                             kiln_type_name(types[t]), names[t], nb, same, rows);
+                    check(same == rows, what);
+                }
             }
             {   /* the scalar reference's order is another one: say how often it differs */
                 const struct kiln_kernels * ks = kiln_kernels_for_isa(KILN_ISA_SCALAR);

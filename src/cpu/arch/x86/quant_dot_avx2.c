@@ -18,6 +18,7 @@
 #include "quants_impl.h"
 #include "quants.h"
 #include "quant_iq4nl_x86.h"
+#include "q6_K_x86.h"
 
 static inline int hsum_i32(__m256i v) {
     __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
@@ -136,16 +137,6 @@ static inline __m256i iq4nl_isums_avx2(const uint8_t * qs, const int8_t * yq) {
 KILN_IQ4NL_DOTS(avx2, iq4nl_isums_avx2)
 
 /* ---- k-quants ----------------------------------------------------------- */
-
-/* half a q6_K super-block's 128 6-bit values (0..63) from its 64 low-nibble
- * bytes l0, l1 and 32 high-bit bytes h, as 4 registers of 32 */
-static inline void q6_decode_half(__m256i l0, __m256i l1, __m256i h, __m256i q[4]) {
-    const __m256i m4 = _mm256_set1_epi8(0xF), m2 = _mm256_set1_epi8(3);
-    q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(h, m2), 4));
-    q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), m2), 4));
-    q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4), m2), 4));
-    q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), m2), 4));
-}
 
 /* i16 scale vector for 32 bytes after maddubs: lanes 0..7 cover elements
  * 0..15 (scale a), lanes 8..15 elements 16..31 (scale b) */
@@ -302,7 +293,7 @@ void q6_K_q8_K_vec_dot__avx2(int64_t n, float * s, const void * vx, const void *
         for (int half = 0; half < 2; ++half) {
             const __m256i l0 = load32(ql), l1 = load32(ql + 32), h = load32(qh);
             __m256i q[4];
-            q6_decode_half(l0, l1, h, q);
+            q6_decode_half256(l0, l1, h, q);
             for (int p = 0; p < 4; ++p) {
                 const __m256i y8 = load32(q8 + 32 * p);
                 sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(_mm256_maddubs_epi16(q[p], y8), scales_2x16(sc[2 * p], sc[2 * p + 1])));
@@ -332,7 +323,7 @@ void q6_K_q8_K_vec_dot_y4__avx2(int64_t n, float * s, size_t ss, const void * vx
             const int8_t * sc = x[i].scales + 8 * half;
             const __m256i l0 = load32(ql), l1 = load32(ql + 32), h = load32(qh);
             __m256i q[4];
-            q6_decode_half(l0, l1, h, q);
+            q6_decode_half256(l0, l1, h, q);
             for (int p = 0; p < 4; ++p) {
                 const __m256i scp = scales_2x16(sc[2 * p], sc[2 * p + 1]);
                 for (int c = 0; c < 4; ++c) {

@@ -21,6 +21,7 @@
 #include "../quant_dot.h"
 #include "blocks.h"
 #include "quants_impl.h"
+#include "q6_K_x86.h"
 
 /* the 8 lanes of AVX2's sumi: halves added */
 static inline __m256i fold_halves(__m512i v) {
@@ -174,3 +175,50 @@ void q6_K_q8_K_vec_dot_y4__avx512(int64_t n, float * s, size_t ss, const void * 
     }
     for (int c = 0; c < 4; ++c) s[(size_t) c * ss] = hsum_ps(acc[c]);
 }
+
+/* ---- batched q6_K (vec_dot_rows, kernels.h; driver and integer scheme in
+ * q6_K_x86.h): AVX2's chunk pairs (c, c + 4), two pairs per 512-bit
+ * register (pairs 2u | 2u + 1 in its halves), maddubs, vpdpwssd with the
+ * scale pairs, halves folded: the same lane integers; then AVX2's offset
+ * and float step. */
+struct q6kr_row512 { __m512i qx[2], qy[2], sc[2]; __m256i sc16; float dx; };
+
+static inline void q6kr_pair512(__m512i a, __m512i b, __m512i * x, __m512i * y) {
+    *x = _mm512_mask_blend_epi16(0xAAAAAAAAu, a, _mm512_slli_epi32(b, 16));
+    *y = _mm512_mask_blend_epi16(0xAAAAAAAAu, _mm512_srli_epi32(a, 16), b);
+}
+
+static inline void q6kr_decode_avx512(const block_q6_K * x, struct q6kr_row512 * o) {
+    const struct q6_half h0 = q6_decode_half(x->ql, x->qh, x->scales);
+    const struct q6_half h1 = q6_decode_half(x->ql + 64, x->qh + 32, x->scales + 8);
+    /* h0.q01 = chunks [0 | 1], h1.q01 = [4 | 5]: pairs (0, 4) | (1, 5) */
+    q6kr_pair512(h0.q01, h1.q01, &o->qx[0], &o->qy[0]);
+    q6kr_pair512(h0.q23, h1.q23, &o->qx[1], &o->qy[1]);
+    for (int u = 0; u < 2; u++) {
+        o->sc[u] = _mm512_inserti64x4(_mm512_castsi256_si512(q6kr_pair_scales(x->scales, 2 * u)), q6kr_pair_scales(x->scales, 2 * u + 1), 1);
+    }
+    o->sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *) x->scales));
+    o->dx = KQ_H2F(x->d);
+}
+
+static inline __attribute__((always_inline)) void q6kr_core_avx512(const struct q6kr_row512 * w, const int R, const block_q8_K * yb,
+                                                                   __m256 * acc, size_t as) {
+    __m512i yx[2], yy[2];
+    for (int u = 0; u < 2; u++) {
+        q6kr_pair512(_mm512_loadu_si512((const void *) (yb->qs + 64 * u)), _mm512_loadu_si512((const void *) (yb->qs + 128 + 64 * u)),
+                     &yx[u], &yy[u]);
+    }
+    const __m256i bs = _mm256_loadu_si256((const __m256i *) yb->bsums);
+    const float dy = yb->d;
+    for (int r = 0; r < R; r++) {
+        __m512i sum = _mm512_setzero_si512();
+        for (int u = 0; u < 2; u++) {
+            const __m512i d16 = _mm512_add_epi16(_mm512_maddubs_epi16(w[r].qx[u], yx[u]), _mm512_maddubs_epi16(w[r].qy[u], yy[u]));
+            sum = _mm512_dpwssd_epi32(sum, d16, w[r].sc[u]);
+        }
+        const __m256i lanes = _mm256_sub_epi32(fold_halves(sum), _mm256_slli_epi32(_mm256_madd_epi16(bs, w[r].sc16), 5));
+        acc[r * as] = _mm256_fmadd_ps(_mm256_set1_ps(w[r].dx * dy), _mm256_cvtepi32_ps(lanes), acc[r * as]);
+    }
+}
+
+KILN_Q6_K_ROWS(struct q6kr_row512, q6kr_decode_avx512, q6kr_core_avx512, avx512)

@@ -118,10 +118,11 @@ void q4_Kx8_q8_K_vec_dot__##S(int64_t n, float * s, const void * vx, const void 
  * pshufd and a qword unpack per 8-byte piece); scv[s] / sc32[s] the rows'
  * 6-bit scales in the same lanes as i16 pairs / i32. A per-ISA core
  * SUB(w, s, N, yb, off, out) gives, for N activation rows, each lane's
- * sc_s * dot_s (exact i32); the two sub-blocks of a pair are added and
- * the lanes put back in row order: the integers of the x8 cores. Mins
- * and float steps are q4kx8_mins / q4kx8_step_pairs per row in
- * super-block order, so every output is bit-identical to the batched
+ * sc_s * dot_s (exact i32); the two sub-blocks of a pair are added: the
+ * integers of the x8 cores, in that lane order. Mins and float steps are
+ * those of q4kx8_mins / q4kx8_step_pairs, per lane in the same lane order
+ * (q4kx8_sb_lanes below) and in super-block order, the results put back in
+ * row order at the end, so every output is bit-identical to the batched
  * order of repack.h (and to llama.cpp's AVX2 gemm). */
 struct q4kx8_prep { __m256i w[8][8]; __m256i scv[8]; __m256i sc32[8]; };
 
@@ -153,16 +154,34 @@ static inline void q4kx8_prep_wide(const block_q4_Kx8 * xb, const struct q4kx8_s
     }
 }
 
-#define Q4KX8_WIDE_NC 32 /* activation rows per column chunk (accumulators on the stack) */
+/* The batched float steps run in the cores' lane order (rows 0 1 4 5 2 3
+ * 6 7): the super-block's d, dmin and min pairs are put in that order once
+ * (q4kx8_sb_lanes), every step is per lane as in row order, and the
+ * results go back to row order once per column chunk. The min sums take
+ * the activation's 4 pair sums by broadcast loads. */
+static inline void q4kx8_sb_lanes(struct q4kx8_sb * sb) {
+    const __m256i lanes = _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7);
+    sb->d = _mm256_permutevar8x32_ps(sb->d, lanes);
+    sb->dmin = _mm256_permutevar8x32_ps(sb->dmin, lanes);
+    for (int p = 0; p < 4; p++) sb->mn[p] = _mm256_permutevar8x32_epi32(sb->mn[p], lanes);
+}
+
+static inline void q4kx8_mins_bc(const struct q4kx8_sb * sb, const block_q8_K * y, __m256i mp[4]) {
+    int32_t bs[4];
+    _mm_storeu_si128((__m128i *) bs, _mm_hadd_epi16(_mm_loadu_si128((const __m128i *) y->bsums), _mm_loadu_si128((const __m128i *) (y->bsums + 8))));
+    for (int p = 0; p < 4; p++) mp[p] = _mm256_madd_epi16(sb->mn[p], _mm256_set1_epi32(bs[p]));
+}
+
+#define Q4KX8_WIDE_NC 32 /* activation rows per column chunk (accumulators on the stack; with 32 a
+                          * super-block of them stays in L1 next to the prepared group) */
 #define KILN_Q4_KX8_GEMM_WIDE(SUB, S) \
 static inline __attribute__((always_inline)) void q4kx8_isums_##S(const struct q4kx8_prep * w, const int N, \
                                                                   const block_q8_K * const * yb, __m256i ip[][4]) { \
-    const __m256i lanes = _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7); \
     for (int p = 0; p < 4; p++) { \
         __m256i lo[2], hi[2]; \
         SUB(w, 2 * p, N, yb, 64 * p, lo); \
         SUB(w, 2 * p + 1, N, yb, 64 * p + 32, hi); \
-        for (int c = 0; c < N; c++) ip[c][p] = _mm256_permutevar8x32_epi32(_mm256_add_epi32(lo[c], hi[c]), lanes); \
+        for (int c = 0; c < N; c++) ip[c][p] = _mm256_add_epi32(lo[c], hi[c]); \
     } \
 } \
 void q4_Kx8_q8_K_gemm__##S(int64_t n, int ncols, float * s, size_t ss, const void * vx, const void * vy, size_t ys) { \
@@ -176,6 +195,7 @@ void q4_Kx8_q8_K_gemm__##S(int64_t n, int ncols, float * s, size_t ss, const voi
             struct q4kx8_sb sb; \
             q4kx8_decode(&x[b], &sb); \
             q4kx8_prep_wide(&x[b], &sb, &w); \
+            q4kx8_sb_lanes(&sb); \
             for (int c = 0; c < nc; c += 2) { \
                 const int N = nc - c >= 2 ? 2 : 1; \
                 const block_q8_K * yb[2]; \
@@ -184,12 +204,15 @@ void q4_Kx8_q8_K_gemm__##S(int64_t n, int ncols, float * s, size_t ss, const voi
                 if (N == 2) q4kx8_isums_##S(&w, 2, yb, ip); else q4kx8_isums_##S(&w, 1, yb, ip); \
                 for (int e = 0; e < N; e++) { \
                     __m256i mp[4]; \
-                    q4kx8_mins(&sb, yb[e], mp); \
+                    q4kx8_mins_bc(&sb, yb[e], mp); \
                     q4kx8_step_pairs(&sb, yb[e]->d, ip[e], mp, &acc[c + e], &accm[c + e]); \
                 } \
             } \
         } \
-        for (int c = 0; c < nc; c++) _mm256_storeu_ps(s + (size_t) (c0 + c) * ss, _mm256_sub_ps(acc[c], accm[c])); \
+        for (int c = 0; c < nc; c++) { \
+            const __m256i rows = _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7); \
+            _mm256_storeu_ps(s + (size_t) (c0 + c) * ss, _mm256_permutevar8x32_ps(_mm256_sub_ps(acc[c], accm[c]), rows)); \
+        } \
     } \
 }
 
