@@ -24,6 +24,7 @@ struct kiln_mm_act {
     size_t  aux_off;     /* > 0: each converted q8_0 row's kiln_q8_0_aux blocks (repack.h)
                             at wdata + aux_off + r * aux_row (kiln_mm_act_want_aux) */
     size_t  aux_row;
+    bool    aux8;        /* the aux blocks are kiln_q8_0_aux8 (Q8_0 weights) */
 };
 
 /* false (with the error set) when src0's type has no dot product or the
