@@ -33,12 +33,12 @@
 #include "../../repack.h"
 #include "blocks.h"
 
-/* Cache blocking: Q8_0X16_KB blocks' weights prepared once (2 KB) for up
- * to Q8_0X16_NC activation rows, whose 8 accumulators each (16 KB) stay in
+/* Cache blocking: Q8_0X16_KB blocks' weights prepared once (4 KB) for up
+ * to Q8_0X16_NC activation rows, whose 8 accumulators each (17 KB) stay in
  * memory between block ranges (the same FMA chain per lane: the same
  * results as one pass over all blocks). */
 #define Q8_0X16_KB 8
-#define Q8_0X16_NC 32
+#define Q8_0X16_NC 33 /* a multiple of the widest pass (3 rows) */
 
 /* lane 4 r + g <-> row 4 g + r (its own inverse) */
 static inline __m512i q8_0x16_lanes(void) { return _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15); }
@@ -96,18 +96,19 @@ static inline void q8_0x16_aux_prep(const char * y, size_t ys, int nc, int64_t i
     }
 }
 
-/* N activation rows against the prepared blocks i0 .. i0 + nb; the
- * accumulators (8 per row) continue from accm unless first */
+/* N <= 3 activation rows against the prepared blocks i0 .. i0 + nb; the
+ * accumulators (8 per row: 24 registers at N = 3) continue from accm
+ * unless first */
 static inline __attribute__((always_inline)) void q8_0x16_pass(int64_t i0, int nb, const int N, int first, __m512 * accm, const __m512i * w,
                                                                const __m512 * dx, const char * y, size_t ys, const char * a, size_t as) {
-    __m512 acc[2][8];
+    __m512 acc[3][8];
     for (int c = 0; c < N; c++) {
         for (int j = 0; j < 8; j++) acc[c][j] = first ? _mm512_setzero_ps() : accm[8 * c + j];
     }
     for (int b = 0; b < nb; b++) {
-        __m512 d[2];
-        const int8_t * yq[2];
-        const kiln_q8_0_aux8 * ya[2];
+        __m512 d[3];
+        const int8_t * yq[3];
+        const kiln_q8_0_aux8 * ya[3];
         for (int c = 0; c < N; c++) {
             ya[c] = (const kiln_q8_0_aux8 *) (a + (size_t) c * as) + b;
             d[c] = _mm512_mul_ps(dx[b], _mm512_set1_ps(ya[c]->d));
@@ -157,6 +158,7 @@ void q8_0x16_q8_0_gemm__avx512(int64_t n, int ncols, float * s, size_t ss, const
             if (!aux) q8_0x16_aux_prep(yc, ys, nc, i0, nb, own);
             int c = 0;
 #define Q8_0X16_PASS(N) q8_0x16_pass(i0, nb, N, i0 == 0, accm + 8 * c, w, dx, yc + (size_t) c * ys, ys, ab + (size_t) c * abs, abs)
+            for (; c + 3 <= nc; c += 3) Q8_0X16_PASS(3);
             for (; c + 2 <= nc; c += 2) Q8_0X16_PASS(2);
             if (c < nc) Q8_0X16_PASS(1);
 #undef Q8_0X16_PASS
