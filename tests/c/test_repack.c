@@ -493,6 +493,11 @@ int main(void) {
         test_mul_mat(t, 64, 9, 1, 2, 4);
         test_mul_mat(t, 2048, 70, 1, 1, 1);
         test_mul_mat(t, 256, 52, 27, 1, 1); /* 16-row calls, a 4-row group and 24 + 3 activation rows */
+        /* 48-row blocks ending in 16 + 4 + 1 rows, 5 blocks of 32 (not a whole
+         * range of the 16-row kernels), 64 + 6 activation rows; then batches
+         * (broadcast weights) with many activation rows each */
+        test_mul_mat(t, 160, 117, 70, 1, 1);
+        test_mul_mat(t, 96, 40, 5, 2, 4);
         amp = 1e-4f;
         test_mul_mat(t, 256, 52, 27, 1, 1);
         test_mul_mat(t, 256, 67, 1, 1, 1);
