@@ -56,9 +56,10 @@ typedef void (*kiln_gemm_x4_t)(int64_t n, int ncols, float * s, size_t ss, const
 /* The same for 16 weight rows: 16 / R consecutive groups of the type's R
  * rows (4; Q4_K: 8), group g at x + g * xs bytes: s[c * ss + R g + r],
  * bit-identical to 16 / R gemm_x4 calls. aux: for
- * Q8_0 activations, each row's kiln_q8_0_aux blocks (repack.h), row c at
- * aux + c * as bytes; a kernel that needs it (Q4_0's) is only called with
- * aux != NULL. */
+ * Q8_0 activations, each row's aux blocks (repack.h; Q4_0 weights:
+ * kiln_q8_0_aux, Q8_0 weights: kiln_q8_0_aux8), row c at aux + c * as
+ * bytes; a kernel that needs it (Q4_0's) is only called with aux != NULL,
+ * Q8_0's forms its own when aux is NULL. */
 typedef void (*kiln_gemm_x16_t)(int64_t n, int ncols, float * s, size_t ss, const void * x, size_t xs, const void * y, size_t ys,
                                 const void * aux, size_t as);
 /* One weight row against 4 activation rows y + c * ys bytes: s[c * ss]

@@ -46,10 +46,11 @@ bool kiln_mm_act_plan(const struct kiln_kernels * k, const char * op, const stru
 }
 
 void kiln_mm_act_want_aux(const struct kiln_kernels * k, const struct kiln_tensor * src0, struct kiln_mm_act * p) {
-    if (!p->convert || p->vdt != KILN_TYPE_Q8_0 || src0->type != KILN_TYPE_Q4_0 || !k->gemm_x16[KILN_TYPE_Q4_0] ||
-        kiln_repacked_rows(src0) == 0 || p->nrows < 2) return;
+    if (!p->convert || p->vdt != KILN_TYPE_Q8_0 || (src0->type != KILN_TYPE_Q4_0 && src0->type != KILN_TYPE_Q8_0) ||
+        !k->gemm_x16[src0->type] || kiln_repacked_rows(src0) == 0 || p->nrows < 2) return;
+    p->aux8 = src0->type == KILN_TYPE_Q8_0;
     p->aux_off = p->act_bytes;
-    p->aux_row = sizeof(kiln_q8_0_aux) * (size_t) (p->row_size / sizeof(block_q8_0));
+    p->aux_row = (p->aux8 ? sizeof(kiln_q8_0_aux8) : sizeof(kiln_q8_0_aux)) * (size_t) (p->row_size / sizeof(block_q8_0));
     p->act_bytes += KILN_PAD(p->aux_row * (size_t) p->nrows, KILN_MM_ALIGN);
 }
 
@@ -93,7 +94,9 @@ void kiln_mm_act_convert(const struct kiln_compute_params * params, const struct
         } else {
             k->from_float[p->vdt](x, out, ne10);
         }
-        if (p->aux_off) kiln_q8_0_aux_row(out, ne10, (kiln_q8_0_aux *) ((char *) params->wdata + p->aux_off + (size_t) r * p->aux_row));
+        char * aux = p->aux_off ? (char *) params->wdata + p->aux_off + (size_t) r * p->aux_row : NULL;
+        if (aux && p->aux8) kiln_q8_0_aux8_row(out, ne10, (kiln_q8_0_aux8 *) aux);
+        else if (aux) kiln_q8_0_aux_row(out, ne10, (kiln_q8_0_aux *) aux);
     }
 }
 
@@ -101,7 +104,7 @@ void kiln_mm_act_convert(const struct kiln_compute_params * params, const struct
 #define MM_BLOCK0      48   /* src0 rows per chunk, batched */
 #define MM_BLOCK1      24   /* src1 rows per chunk, batched */
 #define MM_BLOCK0_GEMV 32   /* src0 rows per chunk when src1 has one row */
-#define MM_X16_BLOCK1  64   /* src1 rows per chunk, repacked Q4_0 (with kiln_q8_0_aux) / Q4_K 16-row kernels, vec_dot_rows */
+#define MM_X16_BLOCK1  64   /* src1 rows per chunk, repacked Q4_0 / Q8_0 (with their aux) / Q4_K 16-row kernels, vec_dot_rows */
 /* the F16 widening path (wants_f16_widen): each chunk widens its src1 rows
  * and then each of its src0 rows once, so a row's conversion (no hardware
  * fp16 in wasm: ~13 vector operations per 4 values, several times a
@@ -386,9 +389,9 @@ enum kiln_status kiln_cpu_fwd_mul_mat(const struct kiln_compute_params * params,
 
     const bool gemv = ne11 == 1;
     int64_t bs0 = gemv ? MM_BLOCK0_GEMV : (pack ? MM_PACK_BLOCK0 : widen ? MM_WIDEN_BLOCK0 : MM_BLOCK0);
-    /* the 16-row kernels of repacked Q4_0 / Q4_K, the x86 rows' Q4_K gemm_x4
-     * (repack_q4_K_x86.h) and vec_dot_rows prepare each weight block once
-     * per call: more src1 rows per chunk */
+    /* the 16-row kernels of repacked Q4_0 / Q8_0 / Q4_K, the x86 rows' Q4_K
+     * gemm_x4 (repack_q4_K_x86.h) and vec_dot_rows prepare each weight
+     * block once per call: more src1 rows per chunk */
     const bool q4k_x86 = k->isa_id == KILN_ISA_AVX2 || k->isa_id == KILN_ISA_AVX512 || k->isa_id == KILN_ISA_AVXVNNI;
     const bool big1 = (rep && (act.aux_off || (src0->type == KILN_TYPE_Q4_K && (k->gemm_x16[KILN_TYPE_Q4_K] || q4k_x86)))) ||
                       (!rep && !gemv && k->vec_dot_rows[src0->type]);

@@ -21,9 +21,10 @@ struct kiln_mm_act {
     size_t  stage_bytes; /* one thread's f32 row, padded */
     bool    x4_rule;     /* rows in full groups of 4 quantize with kiln_quantize_row_q8_K_x4
                             (repacked Q4_K, repack.h) */
-    size_t  aux_off;     /* > 0: each converted q8_0 row's kiln_q8_0_aux blocks (repack.h)
+    size_t  aux_off;     /* > 0: each converted q8_0 row's aux blocks (kiln_q8_0_aux, or aux8; repack.h)
                             at wdata + aux_off + r * aux_row (kiln_mm_act_want_aux) */
     size_t  aux_row;
+    bool    aux8;        /* the aux blocks are kiln_q8_0_aux8 (Q8_0 weights) */
     bool    priv;        /* one row, converted by every thread into its own
                             slot of act_bytes (kiln_mm_act_want_private) */
 };
@@ -37,8 +38,9 @@ size_t kiln_mm_act_work(const struct kiln_mm_act * p, int n_threads);
  * converts it into its own slot (the same bytes), so the threads start
  * their dots without waiting for each other */
 void kiln_mm_act_want_private(struct kiln_mm_act * p);
-/* after a successful plan: also write each row's kiln_q8_0_aux blocks
- * (inside act_bytes), for a kernel table whose 16-row gemm needs them */
+/* after a successful plan: also write each row's aux blocks (inside
+ * act_bytes; kiln_q8_0_aux for Q4_0 weights, kiln_q8_0_aux8 for Q8_0), for
+ * a kernel table whose 16-row gemm of src0's type takes them */
 void kiln_mm_act_want_aux(const struct kiln_kernels * k, const struct kiln_tensor * src0, struct kiln_mm_act * p);
 /* thread ith's share of the conversion into wdata (no barrier) */
 /* Thread 0 sorts mul_mat_id's (slot, token) entries by expert (counting
@@ -60,7 +62,7 @@ static inline const char * kiln_mm_act_row(const struct kiln_compute_params * pa
     }
     return (const char *) src1->data + i11 * src1->nb[1] + i12 * src1->nb[2] + i13 * src1->nb[3];
 }
-/* row (i11, i12, i13)'s kiln_q8_0_aux blocks, NULL when not planned */
+/* row (i11, i12, i13)'s aux blocks, NULL when not planned */
 static inline const char * kiln_mm_act_aux(const struct kiln_compute_params * params, const struct kiln_tensor * src1,
                                            const struct kiln_mm_act * p, int64_t i11, int64_t i12, int64_t i13) {
     if (!p->aux_off) return NULL;

@@ -286,3 +286,14 @@ void kiln_q8_0_aux_row(const void * y, int64_t n, kiln_q8_0_aux * a) {
         a[i].d = kiln_fp16_to_fp32(b[i].d);
     }
 }
+
+void kiln_q8_0_aux8_row(const void * y, int64_t n, kiln_q8_0_aux8 * a) {
+    const block_q8_0 * b = y;
+    for (int64_t i = 0; i < n / QK8_0; i++) {
+        for (int j = 0; j < 8; j++) {
+            const int8_t * q = b[i].qs + 4 * j;
+            a[i].m128[j] = -128 * (q[0] + q[1] + q[2] + q[3]);
+        }
+        a[i].d = kiln_fp16_to_fp32(b[i].d);
+    }
+}

@@ -47,6 +47,12 @@ typedef block_q4_0x4 block_iq4_nlx4; /* same geometry: fp16 scale + 16 bytes of 
  * after row (kiln_q8_0_aux_row). */
 typedef struct { int32_t m8sum; float d; } kiln_q8_0_aux;
 void kiln_q8_0_aux_row(const void * y, int64_t n, kiln_q8_0_aux * a);
+/* What the Q8_0 16-row kernel (avx512) needs per activation block: -128
+ * times the sum of each 4 quants qs[4j..4j+3] (its unsigned weights' +128
+ * offset taken off: sum (x + 128) y + m128[j] = sum x y, exact) and the
+ * block's scale as f32 (exact). kiln_q8_0_aux8_row writes a row's. */
+typedef struct { int32_t m128[8]; float d; } kiln_q8_0_aux8;
+void kiln_q8_0_aux8_row(const void * y, int64_t n, kiln_q8_0_aux8 * a);
 
 /*
  * Q4_K, 8 rows per group ("x8"): byte for byte ggml's block_q4_Kx8 (its

@@ -142,16 +142,20 @@ static void test_gemm_x4(const struct kiln_kernels * k, enum kiln_type t, int64_
 
 /* the 16-row batched kernel (4 groups) against vec_dot_x4 per group, bit
  * for bit: 1..X16_NC activation rows at a misaligned stride (every pass width
- * and column chunk the kernels have), groups apart by their own bytes plus
- * 6, results at a stride; for Q8_0 activations the rows' kiln_q8_0_aux
- * blocks at a misaligned stride too. Rows 0 and 1 are constant (every
- * quant +127 / -127: the largest block sums). */
-#define X16_NC 37
+ * and column chunk the kernels have: Q8_0's chunks of 32 twice and a part),
+ * groups apart by their own bytes plus 6, results at a stride; for Q8_0
+ * activations the rows' aux blocks (Q4_0 weights: kiln_q8_0_aux; Q8_0:
+ * kiln_q8_0_aux8, or none: no_aux, the kernel forms them) at a misaligned
+ * stride too. Rows 0 and 1 are constant (every quant +127 / -127: the
+ * largest block sums). */
+#define X16_NC 70
 static int n_x16, n_x16_isa[KILN_ISA_COUNT]; /* gemm_x16 comparisons run (all, per row) */
-static void test_gemm_x16(const struct kiln_kernels * k, enum kiln_type t, int64_t n) {
+static void test_gemm_x16(const struct kiln_kernels * k, enum kiln_type t, int64_t n, bool no_aux) {
     const enum kiln_type vt = k->vec_dot_type[t];
     const size_t rs = kiln_row_size(t, n), gs = 4 * rs + 6, ys = kiln_row_size(vt, n) + 6, ss = 21;
-    const size_t as = vt == KILN_TYPE_Q8_0 ? sizeof(kiln_q8_0_aux) * (size_t) (n / QK8_0) + 4 : 0;
+    const bool aux8 = t == KILN_TYPE_Q8_0;
+    const size_t ab_size = aux8 ? sizeof(kiln_q8_0_aux8) : sizeof(kiln_q8_0_aux);
+    const size_t as = vt == KILN_TYPE_Q8_0 && !no_aux ? ab_size * (size_t) (n / QK8_0) + 4 : 0;
     struct kiln_context * ctx = tu_ctx(16 * rs + (1 << 20));
     struct kiln_tensor * w = kiln_new_tensor_2d(ctx, t, n, 16);
     fill_rows(t, n, 16, w->data);
@@ -164,26 +168,30 @@ static void test_gemm_x16(const struct kiln_kernels * k, enum kiln_type t, int64
         for (int64_t i = 0; i < n; i++) yf[i] = c == 0 ? 2.5f : c == 1 ? -2.5f : tu_rand_uniform(-3, 3);
         k->from_float[vt](yf, yp + c * ys, n);
         if (ap) {
-            kiln_q8_0_aux * a = malloc(sizeof(kiln_q8_0_aux) * (size_t) (n / QK8_0));
-            kiln_q8_0_aux_row(yp + c * ys, n, a);
-            memcpy(ap + c * as, a, sizeof(kiln_q8_0_aux) * (size_t) (n / QK8_0)); /* misaligned: copied */
+            void * a = malloc(ab_size * (size_t) (n / QK8_0));
+            if (aux8) kiln_q8_0_aux8_row(yp + c * ys, n, a);
+            else kiln_q8_0_aux_row(yp + c * ys, n, a);
+            memcpy(ap + c * as, a, ab_size * (size_t) (n / QK8_0)); /* misaligned: copied */
             free(a);
         }
+    }
+    float ex[X16_NC][16]; /* the x4 kernel's results */
+    for (int c = 0; c < X16_NC; c++) {
+        for (int g = 0; g < 4; g++) k->vec_dot_x4[t](n, ex[c] + 4 * g, xp + g * gs, yp + c * ys);
     }
     for (int ncols = 1; ncols <= X16_NC; ncols++) {
         float s[X16_NC * 21];
         for (int i = 0; i < X16_NC * 21; i++) s[i] = -1234.5f;
         k->gemm_x16[t](n, ncols, s, ss, xp, gs, yp, ys, ap, as);
         for (int c = 0; c < X16_NC; c++) {
-            float e[16];
-            for (int g = 0; g < 4; g++) k->vec_dot_x4[t](n, e + 4 * g, xp + g * gs, yp + c * ys);
+            const float * e = ex[c];
             for (int r = 0; r < 21; r++) {
                 const float got = s[c * ss + r];
                 if (c >= ncols || r >= 16) {
                     CHECK(got == -1234.5f, "%s gemm_x16 %s ncols %d wrote outside its results (col %d row %d)", k->isa, kiln_type_name(t), ncols, c, r);
                 } else {
-                    CHECK(memcmp(&got, &e[r], sizeof got) == 0, "%s gemm_x16 %s n=%lld ncols %d col %d row %d: %.9g vs x4 %.9g",
-                          k->isa, kiln_type_name(t), (long long) n, ncols, c, r, got, e[r]);
+                    CHECK(memcmp(&got, &e[r], sizeof got) == 0, "%s gemm_x16 %s%s n=%lld ncols %d col %d row %d: %.9g vs x4 %.9g",
+                          k->isa, kiln_type_name(t), no_aux ? " (no aux)" : "", (long long) n, ncols, c, r, got, e[r]);
                 }
             }
         }
@@ -303,7 +311,8 @@ static void test_kernels(void) {
                 }
                 free(xb); free(yb);
                 if (k->gemm_x4[t]) test_gemm_x4(k, t, n, w->data);
-                if (k->gemm_x16[t]) test_gemm_x16(k, t, n);
+                if (k->gemm_x16[t]) test_gemm_x16(k, t, n, false);
+                if (k->gemm_x16[t] && t == KILN_TYPE_Q8_0) test_gemm_x16(k, t, n, true);
             }
 #if defined(__wasm_relaxed_simd__)
             if (t != KILN_TYPE_IQ4_NL && kiln_wasm_relaxed_dot_add_direct()) check_relaxed_dotadd(t, n, plain, w->data, yf);
@@ -484,6 +493,11 @@ int main(void) {
         test_mul_mat(t, 64, 9, 1, 2, 4);
         test_mul_mat(t, 2048, 70, 1, 1, 1);
         test_mul_mat(t, 256, 52, 27, 1, 1); /* 16-row calls, a 4-row group and 24 + 3 activation rows */
+        /* 48-row blocks ending in 16 + 4 + 1 rows, 5 blocks of 32 (not a whole
+         * range of the 16-row kernels), 64 + 6 activation rows; then batches
+         * (broadcast weights) with many activation rows each */
+        test_mul_mat(t, 160, 117, 70, 1, 1);
+        test_mul_mat(t, 96, 40, 5, 2, 4);
         amp = 1e-4f;
         test_mul_mat(t, 256, 52, 27, 1, 1);
         test_mul_mat(t, 256, 67, 1, 1, 1);

@@ -137,65 +137,7 @@ void q8_0x4_q8_0_gemm__avx512(int64_t n, int ncols, float * s, size_t ss, const 
                           (const char *) y + (size_t) c * ys, ys);
 }
 
-/* ---- q8_0, 4 x4 groups (16 rows) per call ------------------------------- */
-
-/* Two groups (8 rows) against N <= 4 activation rows per pass: per block
- * the 8 rows' bytes are offset to unsigned once (x + 128) and every i32
- * lane starts from -128 times its 4 activation bytes' sum (one vpdpbusd
- * per activation row and block, shared by the 8 rows), so each lane is
- * the exact sum of its 4 products x * y, as in q8_0x4_4cols; the scale
- * d_x * d_y and the FMA per lane are q8_0x4_4cols' too, so every output is
- * bit-identical to it (and to AVX2's). */
-static inline __attribute__((always_inline)) void q8_0x8_cols(int64_t n, const int N, float * s, size_t ss, const char * x, size_t xs,
-                                                              const char * y, size_t ys) {
-    const __m512i off = _mm512_set1_epi8((char) 0x80);
-    const __m512i sel01 = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
-    const __m512i sel23 = _mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2);
-    const block_q8_0x4 * xg[2] = { (const block_q8_0x4 *) x, (const block_q8_0x4 *) (x + xs) };
-    __m512 a01[4][2], a23[4][2];
-    for (int c = 0; c < N; c++) {
-        for (int g = 0; g < 2; g++) a01[c][g] = a23[c][g] = _mm512_setzero_ps();
-    }
-    for (int64_t i = 0; i < n / QK8_0; i++) {
-        __m512i w01[2], w23[2];
-        __m512 dx01[2], dx23[2];
-        for (int g = 0; g < 2; g++) {
-            w01[g] = _mm512_xor_si512(_mm512_loadu_si512((const void *) xg[g][i].qs), off);
-            w23[g] = _mm512_xor_si512(_mm512_loadu_si512((const void *) (xg[g][i].qs + 64)), off);
-            const __m512 dx = _mm512_castps128_ps512(_mm_cvtph_ps(_mm_loadl_epi64((const __m128i *) xg[g][i].d)));
-            dx01[g] = _mm512_permutexvar_ps(sel01, dx);
-            dx23[g] = _mm512_permutexvar_ps(sel23, dx);
-        }
-        for (int c = 0; c < N; c++) {
-            const block_q8_0 * yb = (const block_q8_0 *) (y + (size_t) c * ys) + i;
-            const __m512i yq = bcast32(yb->qs);
-            const __m512i neg = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), off, yq));
-            const __m512 dy = _mm512_set1_ps(KQ_H2F(yb->d));
-            for (int g = 0; g < 2; g++) {
-                const __m512i p01 = _mm512_dpbusd_epi32(neg, w01[g], yq), p23 = _mm512_dpbusd_epi32(neg, w23[g], yq);
-                a01[c][g] = _mm512_fmadd_ps(_mm512_mul_ps(dx01[g], dy), _mm512_cvtepi32_ps(p01), a01[c][g]);
-                a23[c][g] = _mm512_fmadd_ps(_mm512_mul_ps(dx23[g], dy), _mm512_cvtepi32_ps(p23), a23[c][g]);
-            }
-        }
-    }
-    for (int c = 0; c < N; c++) {
-        for (int g = 0; g < 2; g++) store_rows(s + (size_t) c * ss + 4 * g, a01[c][g], a23[c][g]);
-    }
-}
-
-void q8_0x16_q8_0_gemm__avx512(int64_t n, int ncols, float * s, size_t ss, const void * x, size_t xs, const void * y, size_t ys,
-                               const void * aux, size_t as) {
-    (void) aux, (void) as; /* q8_0's lanes need no activation sums */
-    const char * yc = y;
-    for (int h = 0; h < 2; h++) {
-        const char * xh = (const char *) x + (size_t) (2 * h) * xs;
-        float * sh = s + 8 * h;
-        int c = 0;
-        for (; c + 4 <= ncols; c += 4) q8_0x8_cols(n, 4, sh + (size_t) c * ss, ss, xh, xs, yc + (size_t) c * ys, ys);
-        for (; c + 2 <= ncols; c += 2) q8_0x8_cols(n, 2, sh + (size_t) c * ss, ss, xh, xs, yc + (size_t) c * ys, ys);
-        if (c < ncols) q8_0x8_cols(n, 1, sh + (size_t) c * ss, ss, xh, xs, yc + (size_t) c * ys, ys);
-    }
-}
+/* q8_0, 4 x4 groups (16 rows) per call: repack_q8_0x16_avx512.c */
 
 /* ---- q4_0 x4 (llama.cpp's repacked order, as repack_avx2.c) ---------------- */
 
