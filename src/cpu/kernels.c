@@ -124,6 +124,7 @@ static void build_tables(void) {
         k->gemm_x16[KILN_TYPE_Q4_0] = q4_0x16_q8_0_gemm__avx2;
         k->vec_dot_x4[KILN_TYPE_Q4_K] = q4_Kx8_q8_K_vec_dot__avx2;
         k->gemm_x4[KILN_TYPE_Q4_K] = q4_Kx8_q8_K_gemm__avx2;
+        k->gemm_wide[KILN_TYPE_Q4_K] = true; /* the avxvnni and avx512 rows inherit it */
         k->f16_mad = f16_mad__avx2;
         k->f16_scale = f16_scale__avx2;
         k->f32_gemm_tile = f32_gemm_3x4__avx2; k->gemm_mr = 3; k->gemm_nr = 4;

@@ -170,6 +170,10 @@ struct kiln_kernels {
     /* the same for a whole block of weight rows and activation rows (each
      * weight block decoded once per block); NULL: vec_dot_y4 */
     kiln_vec_dot_rows_t vec_dot_rows[KILN_TYPE_COUNT];
+    /* true: the type's gemm_x4 prepares each weight block once per call
+     * for many activation rows (the x86 rows' Q4_K, repack_q4_K_x86.h), so
+     * mul_mat gives it as many src1 rows per chunk as a 16-row kernel */
+    bool gemm_wide[KILN_TYPE_COUNT];
 };
 
 /* The table in use (selected once, or forced). Never NULL. */

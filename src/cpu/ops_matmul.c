@@ -381,19 +381,20 @@ enum kiln_status kiln_cpu_fwd_mul_mat(const struct kiln_compute_params * params,
     const int64_t r2 = ne12 / src0->ne[2], r3 = ne13 / src0->ne[3];
 
     kiln_mm_act_convert(params, k, src1, &act);
-    /* the threads share the converted rows, unless each made its own */
-    if (!(act.priv || !act.convert) || !kiln_chunk_fresh(params)) {
+    /* the threads share the converted rows, unless each made its own or
+     * none were converted */
+    const bool shared_rows = act.convert && !act.priv;
+    if (shared_rows || !kiln_chunk_fresh(params)) {
         if (params->ith == 0) kiln_chunk_reset(params, 0);
         kiln_barrier(params);
     }
 
     const bool gemv = ne11 == 1;
     int64_t bs0 = gemv ? MM_BLOCK0_GEMV : (pack ? MM_PACK_BLOCK0 : widen ? MM_WIDEN_BLOCK0 : MM_BLOCK0);
-    /* the 16-row kernels of repacked Q4_0 / Q8_0 / Q4_K, the x86 rows' Q4_K
-     * gemm_x4 (repack_q4_K_x86.h) and vec_dot_rows prepare each weight
-     * block once per call: more src1 rows per chunk */
-    const bool q4k_x86 = k->isa_id == KILN_ISA_AVX2 || k->isa_id == KILN_ISA_AVX512 || k->isa_id == KILN_ISA_AVXVNNI;
-    const bool big1 = (rep && (act.aux_off || (src0->type == KILN_TYPE_Q4_K && (k->gemm_x16[KILN_TYPE_Q4_K] || q4k_x86)))) ||
+    /* the 16-row kernels of repacked Q4_0 / Q8_0 / Q4_K, a gemm_wide
+     * gemm_x4 and vec_dot_rows prepare each weight block once per call:
+     * more src1 rows per chunk */
+    const bool big1 = (rep && (act.aux_off || (src0->type == KILN_TYPE_Q4_K && k->gemm_x16[KILN_TYPE_Q4_K]) || k->gemm_wide[src0->type])) ||
                       (!rep && !gemv && k->vec_dot_rows[src0->type]);
     const int64_t bs1 = gemv ? 1 : (pack ? MM_PACK_BLOCK1 : widen ? MM_WIDEN_BLOCK1 : big1 ? MM_X16_BLOCK1 : MM_BLOCK1);
     const int64_t nbat = ne12 * ne13;

@@ -276,7 +276,6 @@ static void graph_compute_thread(struct kiln_threadpool * tp, int ith) {
      * graph only), so the barrier counts match */
     bool solo = false;
     int step = 0; /* barrier-separated steps walked: picks chunk_slot */
-    bool step_start = true;
     int i = 0;
     while (i < g->n_nodes && node_skipped(g->nodes[i])) i++;
     if (i < g->n_nodes) solo = node_solo(g->nodes[i]);
@@ -285,11 +284,6 @@ static void graph_compute_thread(struct kiln_threadpool * tp, int ith) {
         int next = i + 1;
         while (next < g->n_nodes && node_skipped(g->nodes[next])) next++;
         const bool next_solo = next < g->n_nodes && node_solo(g->nodes[next]);
-        /* every thread has passed the barrier before this step, so none
-         * still takes chunks from the previous step's counter: zero it for
-         * the next step (this thread reaches that step's barrier after) */
-        if (step_start && ith == 0) atomic_store(&tp->current_chunk[(step + 1) & 1], 0);
-        step_start = false;
         /* after a failure inside a barrier-free run, thread 0 only walks on
          * to the run's closing barrier, where every thread stops */
         if ((!solo || ith == 0) && !(solo && atomic_load(&tp->halt))) {
@@ -318,7 +312,11 @@ static void graph_compute_thread(struct kiln_threadpool * tp, int ith) {
             kiln_barrier(&params);
             if (atomic_load(&tp->halt)) break;
             step++;
-            step_start = true;
+            /* every thread has passed this barrier, so none still takes
+             * chunks from the previous step's counter: zero it for the next
+             * step (this thread reaches that step's barrier after). Step
+             * 1's counter starts at 0 (kiln_threadpool_run). */
+            if (ith == 0) atomic_store(&tp->current_chunk[(step + 1) & 1], 0);
         }
         i = next;
         solo = next_solo;
