@@ -449,6 +449,79 @@ static void test_shift_specials(void) {
     }
 }
 
+/* inf, nan and subnormal block scales, in the weights or the activations:
+ * every order-preserving x4 kernel and its batched form still equal the
+ * ISA's plain vec_dot per row (bits, or both nan). The wasm relaxed loops
+ * convert scales with a short form that is exact for finite values only and
+ * redo a call with the exact one when a scale was inf/nan
+ * (kernels_wasm_relaxed.c): this is what catches a wrong redo. */
+static bool same_or_nan(float a, float b) { return (isnan(a) && isnan(b)) || memcmp(&a, &b, sizeof a) == 0; }
+
+static void test_special_scales(void) {
+    /* {where: 0 weight row 2 block 3, 1 activation column 1 block 5; scale} */
+    static const struct { int where; kiln_fp16_t h; } cases[] = {
+        { 0, 0x7c00 }, { 0, 0xfc00 }, { 0, 0x7e01 }, { 1, 0x7c00 }, { 1, 0xfe00 }, { 1, 0x0003 }, { 1, 0x83ff }, { 0, 0x0001 },
+    };
+    const int64_t n = 32 * 9;
+    int n_cases = 0;
+    for (int ti = 0; ti < 2; ti++) {
+        const enum kiln_type t = types[ti]; /* q4_0, q8_0 */
+        const size_t rs = kiln_row_size(t, n), bs = t == KILN_TYPE_Q8_0 ? 34 : 18;
+        for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+            struct kiln_context * ctx = tu_ctx(1 << 20);
+            struct kiln_tensor * w = kiln_new_tensor_2d(ctx, t, n, 4);
+            fill_rows(t, n, 4, w->data);
+            if (cases[ci].where == 0) memcpy((char *) w->data + 2 * rs + 3 * bs, &cases[ci].h, sizeof(kiln_fp16_t));
+            char * plain = malloc(4 * rs);
+            memcpy(plain, w->data, 4 * rs);
+            CHECK(kiln_repack_tensor(w), "repack: %s", kiln_last_error());
+            const int shift = kiln_repack_scale_shift(w);
+            float * yf = malloc(sizeof(float) * (size_t) n);
+            for (int isa = 0; isa < KILN_ISA_COUNT; isa++) {
+                const struct kiln_kernels * k = kiln_kernels_for_isa((enum kiln_isa) isa);
+                if (!k || !k->vec_dot_x4[t] || blocksum_contract(t, (enum kiln_isa) isa)) continue;
+                const enum kiln_type vt = k->vec_dot_type[t];
+                const size_t ys = kiln_row_size(vt, n);
+                char * y = malloc(3 * ys);
+                for (int c = 0; c < 3; c++) {
+                    for (int64_t i = 0; i < n; i++) yf[i] = tu_rand_uniform(-2, 2);
+                    k->from_float[vt](yf, y + c * ys, n);
+                }
+                if (cases[ci].where == 1) memcpy(y + ys + 5 * 34, &cases[ci].h, sizeof(kiln_fp16_t));
+                for (int c = 0; c < 3; c++) {
+                    float s4[4];
+                    k->vec_dot_x4[t](n, s4, w->data, y + c * ys);
+                    for (int r = 0; r < 4; r++) {
+                        float s1;
+                        k->vec_dot[t](n, &s1, plain + r * rs, y + c * ys);
+                        const float got = ldexpf(s4[r], -shift);
+                        CHECK(same_or_nan(got, s1), "%s x4 %s scale 0x%04x (%s) col %d row %d: %.9g vs plain %.9g", k->isa,
+                              kiln_type_name(t), cases[ci].h, cases[ci].where ? "activation" : "weight", c, r, got, s1);
+                    }
+                }
+                if (k->gemm_x4[t]) {
+                    for (int ncols = 1; ncols <= 3; ncols++) {
+                        float s[3 * 4], e[4];
+                        k->gemm_x4[t](n, ncols, s, 4, w->data, y, ys);
+                        for (int c = 0; c < ncols; c++) {
+                            k->vec_dot_x4[t](n, e, w->data, y + c * ys);
+                            for (int r = 0; r < 4; r++) {
+                                CHECK(same_or_nan(s[c * 4 + r], e[r]), "%s gemm_x4 %s scale 0x%04x ncols %d col %d row %d: %.9g vs x4 %.9g",
+                                      k->isa, kiln_type_name(t), cases[ci].h, ncols, c, r, s[c * 4 + r], e[r]);
+                            }
+                        }
+                    }
+                }
+                n_cases++;
+                free(y);
+            }
+            free(yf); free(plain);
+            kiln_free(ctx);
+        }
+    }
+    printf("x4 / batched kernels with inf, nan and subnormal scales == plain: %d cases\n", n_cases);
+}
+
 static void test_bad_inputs(void) {
     struct kiln_context * ctx = tu_ctx(1 << 20);
     CHECK(!kiln_repack_tensor(NULL) && strstr(kiln_last_error(), "NULL"), "NULL tensor");
@@ -507,6 +580,7 @@ int main(void) {
         amp = 1.0f; spike = 0.0f;
     }
     test_shift_specials();
+    test_special_scales();
     test_bad_inputs();
 #if defined(__wasm_relaxed_simd__)
     const struct kiln_kernels * kr = kiln_kernels_for_isa(KILN_ISA_WASM_RELAXED);

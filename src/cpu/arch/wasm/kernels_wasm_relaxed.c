@@ -56,6 +56,63 @@ static inline v128_t ld(const void * p) { return wasm_v128_load(p); }
 
 #define RMADD(a, b, c) __builtin_wasm_relaxed_madd_f32x4(a, b, c)
 #define LANE(v, r) wasm_i32x4_shuffle(v, v, r, r, r, r)
+#define RDOT16(a, b) __builtin_wasm_relaxed_dot_i8x16_i7x16_s_i16x8(a, b)
+#define RDOTADD(a, b, c) __builtin_wasm_relaxed_dot_i8x16_i7x16_add_s_i32x4(a, b, c)
+#define RX_INLINE static inline __attribute__((always_inline))
+
+/* Constants of the x4 and batched loops, read through volatile once per
+ * call. V8 (x64) builds a v128.const anew at each use inside a loop, 2-3
+ * instructions each, and LLVM folds the shifts and masks it is given into
+ * such constants: in the q4_0 x4 loop they were about half of its ~140
+ * instructions per block. Values the engine cannot see through stay in a
+ * register (or one reload) for the whole loop. */
+static volatile const uint32_t rx_words[5] = { 0x0f0f0f0fu, 0x08080808u, 0x77800000u /* 2^112 */, 0x00010001u, 0x7fffu };
+struct rx_k { v128_t m4, eight, p112, ones16, k7fff; };
+
+RX_INLINE struct rx_k rx_k_load(void) {
+    const struct rx_k k = { wasm_i32x4_splat(rx_words[0]), wasm_i32x4_splat(rx_words[1]), wasm_i32x4_splat(rx_words[2]),
+                            wasm_i32x4_splat(rx_words[3]), wasm_i32x4_splat(rx_words[4]) };
+    return k;
+}
+
+/* fp16 (zero-extended u32 lanes) -> f32, exact for every finite value: the
+ * magnitude's bits in a float's place times 2^112 (a subnormal fp16 is a
+ * subnormal float operand there, still exact); *mx keeps the largest
+ * magnitude seen, so the caller can tell afterwards whether an inf/nan
+ * (>= 0x7c00) went through and redo that call with the exact conversion */
+RX_INLINE v128_t rx_h2f(v128_t h32, const struct rx_k * k, v128_t * mx) {
+    const v128_t mag = wasm_v128_and(h32, k->k7fff);
+    *mx = wasm_i32x4_max(*mx, mag);
+    return wasm_v128_or(wasm_f32x4_mul(wasm_i32x4_shl(mag, 13), k->p112), wasm_i32x4_shl(wasm_v128_xor(h32, mag), 16));
+}
+
+/* the fp16 at p, zero-extended into all 4 lanes */
+RX_INLINE v128_t rx_h_splat(const kiln_fp16_t * p) {
+    const v128_t h = wasm_u32x4_load16x4(p); /* reads 8 bytes: p is a block's scale, its quants follow */
+    return wasm_i32x4_shuffle(h, h, 0, 0, 0, 0);
+}
+
+/* d_x * d_y of an x4 block's 4 rows: kiln_simd128_scales4_fast (exact,
+ * branching per block) or, in the loops' fast form, rx_h2f's (its products
+ * equal for every finite scale) */
+RX_INLINE v128_t rx_scales4(const kiln_fp16_t * dx, const kiln_fp16_t * dy, const struct rx_k * k, v128_t * mx, bool exact) {
+    if (exact) return kiln_simd128_scales4_fast(dx, *dy);
+    return wasm_f32x4_mul(rx_h2f(wasm_u32x4_load16x4(dx), k, mx), rx_h2f(rx_h_splat(dy), k, mx));
+}
+
+RX_INLINE void rx_scales4x2(const kiln_fp16_t * dx, const kiln_fp16_t * dya, const kiln_fp16_t * dyb, const struct rx_k * k, v128_t * mx,
+                            bool exact, v128_t * da, v128_t * db) {
+    if (exact) {
+        kiln_simd128_scales4x2_fast(dx, *dya, *dyb, da, db);
+        return;
+    }
+    const v128_t xf = rx_h2f(wasm_u32x4_load16x4(dx), k, mx);
+    *da = wasm_f32x4_mul(xf, rx_h2f(rx_h_splat(dya), k, mx));
+    *db = wasm_f32x4_mul(xf, rx_h2f(rx_h_splat(dyb), k, mx));
+}
+
+/* whether the fast form's scales were all finite (else: redo it exactly) */
+RX_INLINE bool rx_finite(v128_t mx) { return wasm_i32x4_all_true(wasm_i32x4_lt(mx, wasm_i32x4_splat(0x7c00))); }
 
 /* ---- q4_0 -------------------------------------------------------------- */
 
@@ -72,82 +129,87 @@ static inline v128_t ld(const void * p) { return wasm_v128_load(p); }
  *    than the i16 way. kiln_wasm_relaxed_dot_add_direct() tells them apart.
  * The nibbles (0..15) are relaxed_dot's 7-bit operand, so results do not
  * depend on the engine. */
-#define RDOT16(a, b) __builtin_wasm_relaxed_dot_i8x16_i7x16_s_i16x8(a, b)
-#define RDOTADD(a, b, c) __builtin_wasm_relaxed_dot_i8x16_i7x16_add_s_i32x4(a, b, c)
-#define RX_INLINE static inline __attribute__((always_inline))
 
 /* the column's correction: 8 * the y values of each lane (i16 way), or its
  * negation (dotadd way, the accumulator the block's dot starts from) */
-RX_INLINE v128_t q4_corr(v128_t y0, v128_t y1, bool dotadd) {
-    if (dotadd) {
-        const v128_t eight = wasm_i8x16_splat(8);
-        return wasm_i32x4_neg(RDOTADD(y1, eight, RDOTADD(y0, eight, wasm_i32x4_splat(0))));
-    }
-    const v128_t s = wasm_i16x8_add(wasm_i16x8_extadd_pairwise_i8x16(y0), wasm_i16x8_extadd_pairwise_i8x16(y1));
-    return wasm_i32x4_shl(wasm_i32x4_extadd_pairwise_i16x8(s), 3);
+RX_INLINE v128_t q4_corr(v128_t y0, v128_t y1, const struct rx_k * k, bool dotadd) {
+    if (dotadd) return wasm_i32x4_neg(RDOTADD(y1, k->eight, RDOTADD(y0, k->eight, wasm_i32x4_splat(0))));
+    return wasm_i32x4_dot_i16x8(wasm_i16x8_add(RDOT16(y0, k->eight), RDOT16(y1, k->eight)), k->ones16);
 }
 
 /* sum over the block of (nibble - 8) * y: lo, hi the low and high nibbles */
-RX_INLINE v128_t q4_lanes(v128_t lo, v128_t hi, v128_t y0, v128_t y1, v128_t corr, bool dotadd) {
+RX_INLINE v128_t q4_lanes(v128_t lo, v128_t hi, v128_t y0, v128_t y1, v128_t corr, const struct rx_k * k, bool dotadd) {
     if (dotadd) return RDOTADD(y1, hi, RDOTADD(y0, lo, corr));
-    return wasm_i32x4_sub(wasm_i32x4_extadd_pairwise_i16x8(wasm_i16x8_add(RDOT16(y0, lo), RDOT16(y1, hi))), corr);
+    return wasm_i32x4_sub(wasm_i32x4_dot_i16x8(wasm_i16x8_add(RDOT16(y0, lo), RDOT16(y1, hi)), k->ones16), corr);
 }
 
-RX_INLINE v128_t q4_block(v128_t b, v128_t y0, v128_t y1, v128_t corr, bool dotadd) {
-    return q4_lanes(wasm_v128_and(b, wasm_i8x16_splat(0x0f)), wasm_u8x16_shr(b, 4), y0, y1, corr, dotadd);
+/* the low and high nibbles of 16 quant bytes (a 16-bit shift: its bits
+ * that cross bytes are masked off anyway) */
+RX_INLINE v128_t q4_lo(v128_t b, const struct rx_k * k) { return wasm_v128_and(b, k->m4); }
+RX_INLINE v128_t q4_hi(v128_t b, const struct rx_k * k) { return wasm_v128_and(wasm_u16x8_shr(b, 4), k->m4); }
+
+RX_INLINE v128_t q4_block(v128_t b, v128_t y0, v128_t y1, v128_t corr, const struct rx_k * k, bool dotadd) {
+    return q4_lanes(q4_lo(b, k), q4_hi(b, k), y0, y1, corr, k, dotadd);
 }
 
 RX_INLINE void q4_0_vec_dot(int64_t n, float * s, const void * vx, const void * vy, bool dotadd) {
     const block_q4_0 * x = vx;
     const block_q8_0 * y = vy;
+    const struct rx_k k = rx_k_load();
     v128_t acc = wasm_f32x4_splat(0);
     const int nb = (int) (n / QK8_0);
     for (int i = 0; i < nb; ++i) {
         const v128_t y0 = ld(y[i].qs), y1 = ld(y[i].qs + 16);
-        const v128_t p = q4_block(ld(x[i].qs), y0, y1, q4_corr(y0, y1, dotadd), dotadd);
+        const v128_t p = q4_block(ld(x[i].qs), y0, y1, q4_corr(y0, y1, &k, dotadd), &k, dotadd);
         acc = wasm_f32x4_add(acc, wasm_f32x4_mul(wasm_f32x4_convert_i32x4(p), wasm_f32x4_splat(KQ_H2F(x[i].d) * KQ_H2F(y[i].d))));
     }
     *s = hsum_f32(acc);
 }
 
-RX_INLINE void q4_0x4_vec_dot(int64_t n, float * s, const void * vx, const void * vy, bool dotadd) {
+/* exact: the scales through kiln_simd128_scales4_fast; otherwise the
+ * loop's fast form, which returns false where a scale was inf/nan (the
+ * caller then runs the exact form: same results for every finite input) */
+RX_INLINE bool q4_0x4_vec_dot(int64_t n, float * s, const void * vx, const void * vy, bool dotadd, bool exact) {
     const block_q4_0x4 * x = vx;
     const block_q8_0 * y = vy;
-    v128_t acc0 = wasm_f32x4_splat(0), acc1 = acc0, acc2 = acc0, acc3 = acc0;
+    const struct rx_k k = rx_k_load();
+    v128_t acc0 = wasm_f32x4_splat(0), acc1 = acc0, acc2 = acc0, acc3 = acc0, mx = wasm_i32x4_splat(0);
     const int nb = (int) (n / QK8_0);
     for (int i = 0; i < nb; ++i) {
         const v128_t y0 = ld(y[i].qs), y1 = ld(y[i].qs + 16);
-        const v128_t corr = q4_corr(y0, y1, dotadd);
-        const v128_t d = kiln_simd128_scales4_fast(x[i].d, y[i].d);
+        const v128_t corr = q4_corr(y0, y1, &k, dotadd);
+        const v128_t d = rx_scales4(x[i].d, &y[i].d, &k, &mx, exact);
 #define ROW(r, acc) do { \
-            const v128_t p = q4_block(ld(x[i].qs + 16 * (r)), y0, y1, corr, dotadd); \
+            const v128_t p = q4_block(ld(x[i].qs + 16 * (r)), y0, y1, corr, &k, dotadd); \
             acc = wasm_f32x4_add(acc, wasm_f32x4_mul(wasm_f32x4_convert_i32x4(p), LANE(d, r))); \
         } while (0)
         ROW(0, acc0); ROW(1, acc1); ROW(2, acc2); ROW(3, acc3);
 #undef ROW
     }
     s[0] = hsum_f32(acc0); s[1] = hsum_f32(acc1); s[2] = hsum_f32(acc2); s[3] = hsum_f32(acc3);
+    return exact || rx_finite(mx);
 }
 
 /* q4_0x4 against 2 activation rows (prompt processing): the nibbles are
  * split and the x scales converted once per block and row for both; per
  * row and column the very lanes and float steps of the x4 kernel above
- * (bit-identical) */
-RX_INLINE void q4_0x4_2cols(int64_t n, float * s0, float * s1, const block_q4_0x4 * x, const block_q8_0 * ya, const block_q8_0 * yb,
-                            bool dotadd) {
-    v128_t a0[4], a1[4];
+ * (bit-identical); exact as there */
+RX_INLINE bool q4_0x4_2cols(int64_t n, float * s0, float * s1, const block_q4_0x4 * x, const block_q8_0 * ya, const block_q8_0 * yb,
+                            bool dotadd, bool exact) {
+    const struct rx_k k = rx_k_load();
+    v128_t a0[4], a1[4], mx = wasm_i32x4_splat(0);
     for (int r = 0; r < 4; r++) a0[r] = a1[r] = wasm_f32x4_splat(0);
     const int nb = (int) (n / QK8_0);
     for (int i = 0; i < nb; ++i) {
         const v128_t ya0 = ld(ya[i].qs), ya1 = ld(ya[i].qs + 16), yb0 = ld(yb[i].qs), yb1 = ld(yb[i].qs + 16);
-        const v128_t ca = q4_corr(ya0, ya1, dotadd), cb = q4_corr(yb0, yb1, dotadd);
+        const v128_t ca = q4_corr(ya0, ya1, &k, dotadd), cb = q4_corr(yb0, yb1, &k, dotadd);
         v128_t da, db;
-        kiln_simd128_scales4x2_fast(x[i].d, ya[i].d, yb[i].d, &da, &db);
+        rx_scales4x2(x[i].d, &ya[i].d, &yb[i].d, &k, &mx, exact, &da, &db);
 #define ROW(r) do { \
             const v128_t b = ld(x[i].qs + 16 * (r)); \
-            const v128_t lo = wasm_v128_and(b, wasm_i8x16_splat(0x0f)), hi = wasm_u8x16_shr(b, 4); \
-            const v128_t pa = q4_lanes(lo, hi, ya0, ya1, ca, dotadd); \
-            const v128_t pb = q4_lanes(lo, hi, yb0, yb1, cb, dotadd); \
+            const v128_t lo = q4_lo(b, &k), hi = q4_hi(b, &k); \
+            const v128_t pa = q4_lanes(lo, hi, ya0, ya1, ca, &k, dotadd); \
+            const v128_t pb = q4_lanes(lo, hi, yb0, yb1, cb, &k, dotadd); \
             a0[r] = wasm_f32x4_add(a0[r], wasm_f32x4_mul(wasm_f32x4_convert_i32x4(pa), LANE(da, r))); \
             a1[r] = wasm_f32x4_add(a1[r], wasm_f32x4_mul(wasm_f32x4_convert_i32x4(pb), LANE(db, r))); \
         } while (0)
@@ -158,14 +220,15 @@ RX_INLINE void q4_0x4_2cols(int64_t n, float * s0, float * s1, const block_q4_0x
         s0[r] = hsum_f32(a0[r]);
         s1[r] = hsum_f32(a1[r]);
     }
+    return exact || rx_finite(mx);
 }
 
 static void q4_0x4_2cols_i16(int64_t n, float * s0, float * s1, const block_q4_0x4 * x, const block_q8_0 * ya, const block_q8_0 * yb) {
-    q4_0x4_2cols(n, s0, s1, x, ya, yb, false);
+    if (!q4_0x4_2cols(n, s0, s1, x, ya, yb, false, false)) q4_0x4_2cols(n, s0, s1, x, ya, yb, false, true);
 }
 
 static void q4_0x4_2cols_dotadd(int64_t n, float * s0, float * s1, const block_q4_0x4 * x, const block_q8_0 * ya, const block_q8_0 * yb) {
-    q4_0x4_2cols(n, s0, s1, x, ya, yb, true);
+    if (!q4_0x4_2cols(n, s0, s1, x, ya, yb, true, false)) q4_0x4_2cols(n, s0, s1, x, ya, yb, true, true);
 }
 
 void q4_0_q8_0_vec_dot__wasm_relaxed(int64_t n, float * s, const void * vx, const void * vy) {
@@ -173,7 +236,7 @@ void q4_0_q8_0_vec_dot__wasm_relaxed(int64_t n, float * s, const void * vx, cons
 }
 
 void q4_0x4_q8_0_vec_dot__wasm_relaxed(int64_t n, float * s, const void * vx, const void * vy) {
-    q4_0x4_vec_dot(n, s, vx, vy, false);
+    if (!q4_0x4_vec_dot(n, s, vx, vy, false, false)) q4_0x4_vec_dot(n, s, vx, vy, false, true);
 }
 
 void q4_0x4_q8_0_gemm__wasm_relaxed(int64_t n, int ncols, float * s, size_t ss, const void * x, const void * y, size_t ys) {
@@ -185,7 +248,7 @@ void q4_0_q8_0_vec_dot__wasm_relaxed_dotadd(int64_t n, float * s, const void * v
 }
 
 void q4_0x4_q8_0_vec_dot__wasm_relaxed_dotadd(int64_t n, float * s, const void * vx, const void * vy) {
-    q4_0x4_vec_dot(n, s, vx, vy, true);
+    if (!q4_0x4_vec_dot(n, s, vx, vy, true, false)) q4_0x4_vec_dot(n, s, vx, vy, true, true);
 }
 
 void q4_0x4_q8_0_gemm__wasm_relaxed_dotadd(int64_t n, int ncols, float * s, size_t ss, const void * x, const void * y, size_t ys) {
@@ -208,21 +271,22 @@ static inline struct q8_act q8_act_load(const int8_t * qs) {
  * dot (pairs of products, at most 2*128*127: no saturation), widened on its
  * own, as two halves together could overflow i16; the dotadd way: two i32
  * dot-adds (the q4_0 section says when each is faster). Exact either way. */
-RX_INLINE v128_t q8_dot(const int8_t * w, const struct q8_act * a, bool dotadd) {
+RX_INLINE v128_t q8_dot(const int8_t * w, const struct q8_act * a, const struct rx_k * k, bool dotadd) {
     const v128_t w0 = wasm_i8x16_sub(wasm_v128_xor(ld(w), a->m0), a->m0);
     const v128_t w1 = wasm_i8x16_sub(wasm_v128_xor(ld(w + 16), a->m1), a->m1);
     if (dotadd) return RDOTADD(w1, a->a1, RDOTADD(w0, a->a0, wasm_i32x4_splat(0)));
-    return wasm_i32x4_add(wasm_i32x4_extadd_pairwise_i16x8(RDOT16(w0, a->a0)), wasm_i32x4_extadd_pairwise_i16x8(RDOT16(w1, a->a1)));
+    return wasm_i32x4_add(wasm_i32x4_dot_i16x8(RDOT16(w0, a->a0), k->ones16), wasm_i32x4_dot_i16x8(RDOT16(w1, a->a1), k->ones16));
 }
 
 RX_INLINE void q8_0_vec_dot(int64_t n, float * s, const void * vx, const void * vy, bool dotadd) {
     const block_q8_0 * x = vx;
     const block_q8_0 * y = vy;
+    const struct rx_k k = rx_k_load();
     float sumf = 0;
     const int nb = (int) (n / QK8_0);
     for (int i = 0; i < nb; ++i) {
         const struct q8_act a = q8_act_load(y[i].qs);
-        sumf += (float) kiln_simd128_i32_hsum(q8_dot(x[i].qs, &a, dotadd)) * (KQ_H2F(x[i].d) * KQ_H2F(y[i].d));
+        sumf += (float) kiln_simd128_i32_hsum(q8_dot(x[i].qs, &a, &k, dotadd)) * (KQ_H2F(x[i].d) * KQ_H2F(y[i].d));
     }
     *s = sumf;
 }
@@ -231,54 +295,58 @@ RX_INLINE void q8_0_vec_dot(int64_t n, float * s, const void * vx, const void * 
  * to the row's float: the scalar reference's operations in its order, so
  * this kernel and the plain one above are bit-identical to
  * q8_0x4_q8_0_vec_dot__scalar. Summing the 4 rows' integers across lanes
- * first leaves one convert, multiply and add per block for all 4 rows, and
- * the scales take the short conversion unless one is inf, nan or subnormal:
- * together 7-8 % over per-row float lanes in Chromium (bench/peers). */
-RX_INLINE void q8_0x4_vec_dot(int64_t n, float * s, const void * vx, const void * vy, bool dotadd) {
+ * first leaves one convert, multiply and add per block for all 4 rows
+ * (7-8 % over per-row float lanes in Chromium, bench/peers). The scales:
+ * rx_scales4, fast or exact as in q4_0x4_vec_dot. */
+RX_INLINE bool q8_0x4_vec_dot(int64_t n, float * s, const void * vx, const void * vy, bool dotadd, bool exact) {
     const block_q8_0x4 * x = vx;
     const block_q8_0 * y = vy;
-    v128_t acc = wasm_f32x4_splat(0);
+    const struct rx_k k = rx_k_load();
+    v128_t acc = wasm_f32x4_splat(0), mx = wasm_i32x4_splat(0);
     const int nb = (int) (n / QK8_0);
     for (int i = 0; i < nb; ++i) {
         const struct q8_act a = q8_act_load(y[i].qs);
-        const v128_t d = kiln_simd128_scales4_fast(x[i].d, y[i].d);
-        const v128_t p = kiln_simd128_i32_hsum4(q8_dot(x[i].qs, &a, dotadd), q8_dot(x[i].qs + 32, &a, dotadd),
-                                                q8_dot(x[i].qs + 64, &a, dotadd), q8_dot(x[i].qs + 96, &a, dotadd));
+        const v128_t d = rx_scales4(x[i].d, &y[i].d, &k, &mx, exact);
+        const v128_t p = kiln_simd128_i32_hsum4(q8_dot(x[i].qs, &a, &k, dotadd), q8_dot(x[i].qs + 32, &a, &k, dotadd),
+                                                q8_dot(x[i].qs + 64, &a, &k, dotadd), q8_dot(x[i].qs + 96, &a, &k, dotadd));
         acc = wasm_f32x4_add(acc, wasm_f32x4_mul(wasm_f32x4_convert_i32x4(p), d));
     }
     wasm_v128_store(s, acc);
+    return exact || rx_finite(mx);
 }
 
 /* q8_0x4 against 2 activation rows (prompt processing): the weights are
  * loaded and the x scales converted once per block for both rows; per row
  * and column the integer sums (exact) and float steps of the x4 kernel
  * above, so the results are bit-identical to it */
-RX_INLINE void q8_0x4_2cols(int64_t n, float * s0, float * s1, const block_q8_0x4 * x, const block_q8_0 * ya, const block_q8_0 * yb,
-                            bool dotadd) {
-    v128_t acc0 = wasm_f32x4_splat(0), acc1 = acc0;
+RX_INLINE bool q8_0x4_2cols(int64_t n, float * s0, float * s1, const block_q8_0x4 * x, const block_q8_0 * ya, const block_q8_0 * yb,
+                            bool dotadd, bool exact) {
+    const struct rx_k k = rx_k_load();
+    v128_t acc0 = wasm_f32x4_splat(0), acc1 = acc0, mx = wasm_i32x4_splat(0);
     const int nb = (int) (n / QK8_0);
     for (int i = 0; i < nb; ++i) {
         const struct q8_act a = q8_act_load(ya[i].qs), b = q8_act_load(yb[i].qs);
         v128_t da, db;
-        kiln_simd128_scales4x2_fast(x[i].d, ya[i].d, yb[i].d, &da, &db);
+        rx_scales4x2(x[i].d, &ya[i].d, &yb[i].d, &k, &mx, exact, &da, &db);
         const int8_t * w = x[i].qs;
-        const v128_t pa = kiln_simd128_i32_hsum4(q8_dot(w, &a, dotadd), q8_dot(w + 32, &a, dotadd), q8_dot(w + 64, &a, dotadd),
-                                                 q8_dot(w + 96, &a, dotadd));
-        const v128_t pb = kiln_simd128_i32_hsum4(q8_dot(w, &b, dotadd), q8_dot(w + 32, &b, dotadd), q8_dot(w + 64, &b, dotadd),
-                                                 q8_dot(w + 96, &b, dotadd));
+        const v128_t pa = kiln_simd128_i32_hsum4(q8_dot(w, &a, &k, dotadd), q8_dot(w + 32, &a, &k, dotadd), q8_dot(w + 64, &a, &k, dotadd),
+                                                 q8_dot(w + 96, &a, &k, dotadd));
+        const v128_t pb = kiln_simd128_i32_hsum4(q8_dot(w, &b, &k, dotadd), q8_dot(w + 32, &b, &k, dotadd), q8_dot(w + 64, &b, &k, dotadd),
+                                                 q8_dot(w + 96, &b, &k, dotadd));
         acc0 = wasm_f32x4_add(acc0, wasm_f32x4_mul(wasm_f32x4_convert_i32x4(pa), da));
         acc1 = wasm_f32x4_add(acc1, wasm_f32x4_mul(wasm_f32x4_convert_i32x4(pb), db));
     }
     wasm_v128_store(s0, acc0);
     wasm_v128_store(s1, acc1);
+    return exact || rx_finite(mx);
 }
 
 static void q8_0x4_2cols_i16(int64_t n, float * s0, float * s1, const block_q8_0x4 * x, const block_q8_0 * ya, const block_q8_0 * yb) {
-    q8_0x4_2cols(n, s0, s1, x, ya, yb, false);
+    if (!q8_0x4_2cols(n, s0, s1, x, ya, yb, false, false)) q8_0x4_2cols(n, s0, s1, x, ya, yb, false, true);
 }
 
 static void q8_0x4_2cols_dotadd(int64_t n, float * s0, float * s1, const block_q8_0x4 * x, const block_q8_0 * ya, const block_q8_0 * yb) {
-    q8_0x4_2cols(n, s0, s1, x, ya, yb, true);
+    if (!q8_0x4_2cols(n, s0, s1, x, ya, yb, true, false)) q8_0x4_2cols(n, s0, s1, x, ya, yb, true, true);
 }
 
 void q8_0_q8_0_vec_dot__wasm_relaxed(int64_t n, float * s, const void * vx, const void * vy) {
@@ -286,7 +354,7 @@ void q8_0_q8_0_vec_dot__wasm_relaxed(int64_t n, float * s, const void * vx, cons
 }
 
 void q8_0x4_q8_0_vec_dot__wasm_relaxed(int64_t n, float * s, const void * vx, const void * vy) {
-    q8_0x4_vec_dot(n, s, vx, vy, false);
+    if (!q8_0x4_vec_dot(n, s, vx, vy, false, false)) q8_0x4_vec_dot(n, s, vx, vy, false, true);
 }
 
 void q8_0_q8_0_vec_dot__wasm_relaxed_dotadd(int64_t n, float * s, const void * vx, const void * vy) {
@@ -294,7 +362,7 @@ void q8_0_q8_0_vec_dot__wasm_relaxed_dotadd(int64_t n, float * s, const void * v
 }
 
 void q8_0x4_q8_0_vec_dot__wasm_relaxed_dotadd(int64_t n, float * s, const void * vx, const void * vy) {
-    q8_0x4_vec_dot(n, s, vx, vy, true);
+    if (!q8_0x4_vec_dot(n, s, vx, vy, true, false)) q8_0x4_vec_dot(n, s, vx, vy, true, true);
 }
 
 void q8_0x4_q8_0_gemm__wasm_relaxed(int64_t n, int ncols, float * s, size_t ss, const void * x, const void * y, size_t ys) {
