@@ -227,6 +227,7 @@ static void build_tables(void) {
     if (kiln_wasm_relaxed_madd_fuses()) {
         k->f16_mad = f16_mad__wasm_relaxed;
         k->f16val_mad = f16val_mad__wasm_relaxed;
+        k->f32_silu = f32_silu__wasm_relaxed;
         k->vec_dot_x4[KILN_TYPE_Q4_K] = q4_Kx8_q8_K_vec_dot__wasm_relaxed_fma;
         k->gemm_x4[KILN_TYPE_Q4_K] = q4_Kx8_q8_K_gemm__wasm_relaxed_fma;
     }

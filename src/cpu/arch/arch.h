@@ -71,6 +71,7 @@ void f16val_mad__wasm_relaxed(int64_t n, float * y, const float * x, float v);
 /* llama.cpp's x86 orders with relaxed_madd (exact where it fuses) */
 void f32_gemm8_2x2__wasm_relaxed(int64_t k, const float * a, int64_t lda, const float * b, int64_t ldb, float * c, int64_t ldc);
 float f32_dot8__wasm_relaxed(int64_t n, const float * x, const float * y);
+void f32_silu__wasm_relaxed(int64_t n, const float * x, float * y);
 float f32_dot_ggml__wasm_relaxed(int64_t n, const float * x, const float * y);
 /* whether this engine's f32x4.relaxed_madd rounds once (a real FMA) */
 bool kiln_wasm_relaxed_madd_fuses(void);

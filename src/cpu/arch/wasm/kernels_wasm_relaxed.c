@@ -442,6 +442,22 @@ float f32_dot_ggml__wasm_relaxed(int64_t n, const float * x, const float * y) {
     KILN_SIMD128_DOT_GGML_BODY(RMADD);
 }
 
+/* silu with llama.cpp's AVX2 floats (simd128_common.h's exp4), its FMAs
+ * as relaxed_madd: the table takes it only where the engine fuses, and
+ * then it equals SIMD128's silu (fmaf emulated in f64) bit for bit, at a
+ * fraction of the work */
+KILN_SIMD128_DEFINE_EXP4_GGML(exp4_ggml_rx, RMADD)
+
+void f32_silu__wasm_relaxed(int64_t n, const float * x, float * y) {
+    const int64_t nv = n - n % 8;
+    int64_t i = 0;
+    for (; i < nv; i += 4) {
+        const v128_t v = wasm_v128_load(x + i);
+        wasm_v128_store(y + i, wasm_f32x4_div(v, wasm_f32x4_add(wasm_f32x4_splat(1.0f), exp4_ggml_rx(wasm_f32x4_sub(wasm_f32x4_splat(0.0f), v)))));
+    }
+    for (; i < n; i++) y[i] = x[i] / (1.0f + expf(-x[i]));
+}
+
 /* ---- fp16 accumulator ---------------------------------------------------- */
 
 /* Engines fuse relaxed_madd where the CPU has FMA (V8 on x86 with FMA3, and

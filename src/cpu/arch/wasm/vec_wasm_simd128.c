@@ -206,36 +206,10 @@ void f32_to_f16__wasm_simd128(int64_t n, const float * x, kiln_fp16_t * y) {
 
 #define fma_f32x4 kiln_simd128_fma_f32x4
 
-/* exp(x) for 4 lanes with the arithmetic of llama.cpp's AVX2 build (ggml's
- * vector expf, exp8 in vec_avx2.c) and its fused multiply-adds through
- * fma_f32x4, so silu gets llama.cpp's floats: a SwiGLU FFN's output moved
- * by an ulp with the other exp4, enough to move a decoder's F16 KV cache
- * and fp16 V accumulator by a whole fp16 step now and then (stories260K's
- * embedding). Several times exp4's work; the decoders' silu only. */
-static inline v128_t exp4_ggml(v128_t x) {
-    const v128_t shift = wasm_f32x4_splat(0x1.8p23f);
-    const v128_t z = fma_f32x4(x, wasm_f32x4_splat(0x1.715476p+0f), shift);
-    const v128_t nn = wasm_f32x4_sub(z, shift);
-    const v128_t b = fma_f32x4(wasm_f32x4_neg(nn), wasm_f32x4_splat(0x1.7f7d1cp-20f),
-                               fma_f32x4(wasm_f32x4_neg(nn), wasm_f32x4_splat(0x1.62e4p-1f), x));
-    const v128_t e = wasm_i32x4_shl(z, 23);
-    const v128_t k = wasm_i32x4_add(e, wasm_i32x4_splat(0x3f800000));
-    const v128_t an = wasm_f32x4_abs(nn);
-    const v128_t big = wasm_f32x4_gt(an, wasm_f32x4_splat(126.0f));
-    const v128_t u = wasm_f32x4_mul(b, b);
-    const v128_t hi = fma_f32x4(wasm_f32x4_splat(0x1.0e4020p-7f), b, wasm_f32x4_splat(0x1.573e2ep-5f));
-    const v128_t lo = fma_f32x4(wasm_f32x4_splat(0x1.555e66p-3f), b, wasm_f32x4_splat(0x1.fffdb6p-2f));
-    const v128_t j = fma_f32x4(fma_f32x4(hi, u, lo), u, wasm_f32x4_mul(wasm_f32x4_splat(0x1.ffffecp-1f), b));
-    const v128_t normal = fma_f32x4(j, k, k);
-    if (!wasm_v128_any_true(big)) return normal;
-    /* 2^n = s1 * s2 with s1 = 2^127 or 2^-125 (by the sign of n) */
-    const v128_t g = wasm_v128_and(wasm_f32x4_le(nn, wasm_f32x4_splat(0.0f)), wasm_i32x4_splat((int32_t) 0x82000000u));
-    const v128_t s1 = wasm_i32x4_add(g, wasm_i32x4_splat(0x7f000000));
-    const v128_t s2 = wasm_i32x4_sub(e, g);
-    const v128_t huge = wasm_f32x4_gt(an, wasm_f32x4_splat(192.0f));
-    const v128_t scaled = wasm_f32x4_mul(fma_f32x4(s2, j, s2), s1);
-    return wasm_v128_bitselect(wasm_f32x4_mul(s1, s1), wasm_v128_bitselect(scaled, normal, big), huge);
-}
+/* exp(x) and silu with llama.cpp's AVX2 floats (simd128_common.h), their
+ * fused multiply-adds through fma_f32x4 (exact, emulated in f64); the
+ * relaxed build swaps in relaxed_madd where the engine fuses it */
+KILN_SIMD128_DEFINE_EXP4_GGML(exp4_ggml, fma_f32x4)
 
 static inline v128_t silu4(v128_t v) {
     return wasm_f32x4_div(v, wasm_f32x4_add(wasm_f32x4_splat(1.0f), exp4_ggml(wasm_f32x4_sub(wasm_f32x4_splat(0.0f), v))));
