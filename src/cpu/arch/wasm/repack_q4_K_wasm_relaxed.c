@@ -45,19 +45,32 @@ RX_INLINE v128_t fma4(v128_t a, v128_t b, v128_t c, bool fused) {
     return fused ? RMADD(a, b, c) : kiln_simd128_fma_f32x4(a, b, c);
 }
 
+/* the loops' masks, read once per call through volatile: as constants the
+ * compiler writes them out at each use in the loop, and V8 (x64) builds
+ * each one anew, 2-3 instructions (the x8 scale unpacking below has 7) */
+static const uint32_t k_words[6] = { 0x0f0f0f0fu, 0x3f3f3f3fu, 0x30303030u, 0u, 0x7fffu, 0x77800000u /* 2^112 */ };
+struct x8_k { v128_t m4, m63, m30, sel, k7fff, p112; };
+
+RX_INLINE struct x8_k x8_k_load(void) {
+    const volatile uint32_t * w = k_words;
+    const struct x8_k k = { wasm_i32x4_splat(w[0]), wasm_i32x4_splat(w[1]), wasm_i32x4_splat(w[2]),
+                            wasm_i32x4_make(~w[3], w[3], ~w[3], ~w[3]), wasm_i32x4_splat(w[4]), wasm_i32x4_splat(w[5]) };
+    return k;
+}
+
 /* the scales and mins of sub-block s of the 8 rows (repack.h's 12 bytes at
- * g) as u8 lanes 0..7 of *sc and *mn */
-RX_INLINE void x8_scales(const uint8_t * g, v128_t * sc, v128_t * mn) {
+ * g) as u8 lanes 0..7 of *sc and *mn (16-bit shifts: the masks keep each
+ * byte's own bits) */
+RX_INLINE void x8_scales(const uint8_t * g, const struct x8_k * k, v128_t * sc, v128_t * mn) {
     const v128_t v = wasm_v128_load64_zero(g);
     const v128_t w = wasm_v128_load32_zero(g + 8);
     /* lanes 0..7: sc[0..3], mn[0..3] */
-    const v128_t lo = wasm_v128_and(v, wasm_i8x16_splat(63));
+    const v128_t lo = wasm_v128_and(v, k->m63);
     /* lanes 0..7: g[8 + j] & 15 (j < 4), g[8 + j - 4] >> 4 (j >= 4), then
      * the top 2 bits of g[j] above them: sc[4..7], mn[4..7] */
     const v128_t t = wasm_i8x16_shuffle(w, w, 0, 1, 2, 3, 0, 1, 2, 3, 0, 0, 0, 0, 0, 0, 0, 0);
-    const v128_t nib = wasm_v128_bitselect(wasm_v128_and(t, wasm_i8x16_splat(15)), wasm_u8x16_shr(t, 4),
-                                           wasm_i32x4_make(-1, 0, -1, -1));
-    const v128_t hi = wasm_v128_or(nib, wasm_i8x16_shl(wasm_u8x16_shr(v, 6), 4));
+    const v128_t nib = wasm_v128_bitselect(wasm_v128_and(t, k->m4), wasm_v128_and(wasm_u16x8_shr(t, 4), k->m4), k->sel);
+    const v128_t hi = wasm_v128_or(nib, wasm_v128_and(wasm_u16x8_shr(v, 2), k->m30));
     *sc = wasm_i8x16_shuffle(lo, hi, 0, 1, 2, 3, 16, 17, 18, 19, 0, 0, 0, 0, 0, 0, 0, 0);
     *mn = wasm_i8x16_shuffle(lo, hi, 4, 5, 6, 7, 20, 21, 22, 23, 0, 0, 0, 0, 0, 0, 0, 0);
 }
@@ -110,20 +123,37 @@ RX_INLINE void x8_pair(const uint8_t * qs, const int8_t * q8, int p, v128_t sclo
     }
 }
 
-/* the 8 rows of an x8 group against one q8_K row, into s[0..7]; pairs: the
- * batched order (one fma per sub-block pair), else the mat-vec one */
-/* the nibble mask, read once through volatile: as a constant the compiler
- * writes it out at each of its uses in the loop, and V8 builds each one
- * anew (several instructions on x64) */
-static const v128_t k_m4 = { 0x0f0f0f0f, 0x0f0f0f0f, 0x0f0f0f0f, 0x0f0f0f0f }; /* v128_t: 4 x i32 */
+/* 8 fp16 -> f32: exact (kiln_simd128_load_f16x8) or the short form, exact
+ * for finite values (magnitude bits times 2^112), *mx keeping the largest
+ * magnitude so that a call that met an inf/nan can be redone exactly */
+RX_INLINE void x8_h2f(const kiln_fp16_t * p, const struct x8_k * k, v128_t * mx, bool exact, v128_t * lo, v128_t * hi) {
+    if (exact) {
+        kiln_simd128_load_f16x8(p, lo, hi);
+        return;
+    }
+    const v128_t v = wasm_v128_load(p);
+    const v128_t h[2] = { wasm_u32x4_extend_low_u16x8(v), wasm_u32x4_extend_high_u16x8(v) };
+    v128_t f[2];
+    for (int j = 0; j < 2; j++) {
+        const v128_t mag = wasm_v128_and(h[j], k->k7fff);
+        *mx = wasm_i32x4_max(*mx, mag);
+        f[j] = wasm_v128_or(wasm_f32x4_mul(wasm_i32x4_shl(mag, 13), k->p112), wasm_i32x4_shl(wasm_v128_xor(h[j], mag), 16));
+    }
+    *lo = f[0];
+    *hi = f[1];
+}
 
-RX_INLINE void x8_rows(int64_t n, float * s, const block_q4_Kx8 * x, const block_q8_K * y, bool pairs, bool fused) {
-    const v128_t m4 = *(const volatile v128_t *) &k_m4;
-    v128_t acc0 = wasm_f32x4_splat(0), acc1 = acc0, accm0 = acc0, accm1 = acc0;
+/* the 8 rows of an x8 group against one q8_K row, into s[0..7]; pairs: the
+ * batched order (one fma per sub-block pair), else the mat-vec one; false
+ * where the short scale conversion met an inf/nan (x8_h2f) */
+RX_INLINE bool x8_rows(int64_t n, float * s, const block_q4_Kx8 * x, const block_q8_K * y, bool pairs, bool fused, bool exact) {
+    const struct x8_k k = x8_k_load();
+    const v128_t m4 = k.m4;
+    v128_t acc0 = wasm_f32x4_splat(0), acc1 = acc0, accm0 = acc0, accm1 = acc0, mx = wasm_i32x4_splat(0);
     for (int64_t b = 0; b < n / QK_K; b++) {
         v128_t d0, d1, m0f, m1f;
-        kiln_simd128_load_f16x8(x[b].d, &d0, &d1);
-        kiln_simd128_load_f16x8(x[b].dmin, &m0f, &m1f);
+        x8_h2f(x[b].d, &k, &mx, exact, &d0, &d1);
+        x8_h2f(x[b].dmin, &k, &mx, exact, &m0f, &m1f);
         const v128_t yd = wasm_f32x4_splat(y[b].d);
         const v128_t dd0 = wasm_f32x4_mul(d0, yd), dd1 = wasm_f32x4_mul(d1, yd);
         const v128_t dm0 = wasm_f32x4_mul(m0f, yd), dm1 = wasm_f32x4_mul(m1f, yd);
@@ -137,8 +167,8 @@ RX_INLINE void x8_rows(int64_t n, float * s, const block_q4_Kx8 * x, const block
         for (int q = 0; q < 4; q++) a[q] = i0;
         for (int p = 0; p < 4; p++) {
             v128_t sclo, mnlo, schi, mnhi;
-            x8_scales(x[b].scales + 24 * p, &sclo, &mnlo);
-            x8_scales(x[b].scales + 24 * p + 12, &schi, &mnhi);
+            x8_scales(x[b].scales + 24 * p, &k, &sclo, &mnlo);
+            x8_scales(x[b].scales + 24 * p + 12, &k, &schi, &mnhi);
             x8_pair(x[b].qs, y[b].qs, p, sclo, schi, a, m4);
             const v128_t bs2 = wasm_v128_load32_splat(&bsw[p]); /* i16 lanes bs_2p, bs_2p+1 */
             mins2(mnlo, mnhi, bs2, &mm0, &mm1);
@@ -162,19 +192,24 @@ RX_INLINE void x8_rows(int64_t n, float * s, const block_q4_Kx8 * x, const block
     }
     wasm_v128_store(s, wasm_f32x4_sub(acc0, accm0));
     wasm_v128_store(s + 4, wasm_f32x4_sub(acc1, accm1));
+    return exact || wasm_i32x4_all_true(wasm_i32x4_lt(mx, wasm_i32x4_splat(0x7c00)));
+}
+
+RX_INLINE void x8_rows_any(int64_t n, float * s, const block_q4_Kx8 * x, const block_q8_K * y, bool pairs, bool fused) {
+    if (!x8_rows(n, s, x, y, pairs, fused, false)) x8_rows(n, s, x, y, pairs, fused, true);
 }
 
 RX_INLINE void x8_gemm(int64_t n, int ncols, float * s, size_t ss, const void * x, const void * y, size_t ys, bool fused) {
     for (int c = 0; c < ncols; c++) {
         float out[8];
-        x8_rows(n, out, x, (const block_q8_K *) ((const char *) y + (size_t) c * ys), true, fused);
+        x8_rows_any(n, out, x, (const block_q8_K *) ((const char *) y + (size_t) c * ys), true, fused);
         memcpy(s + (size_t) c * ss, out, sizeof out);
     }
 }
 
 void q4_Kx8_q8_K_vec_dot__wasm_relaxed(int64_t n, float * s, const void * x, const void * y) {
     float out[8];
-    x8_rows(n, out, x, y, false, false);
+    x8_rows_any(n, out, x, y, false, false);
     memcpy(s, out, sizeof out);
 }
 
@@ -184,7 +219,7 @@ void q4_Kx8_q8_K_gemm__wasm_relaxed(int64_t n, int ncols, float * s, size_t ss, 
 
 void q4_Kx8_q8_K_vec_dot__wasm_relaxed_fma(int64_t n, float * s, const void * x, const void * y) {
     float out[8];
-    x8_rows(n, out, x, y, false, true);
+    x8_rows_any(n, out, x, y, false, true);
     memcpy(s, out, sizeof out);
 }
 
@@ -194,15 +229,14 @@ void q4_Kx8_q8_K_gemm__wasm_relaxed_fma(int64_t n, int ncols, float * s, size_t 
 
 /* ---- q6_K ------------------------------------------------------------------ */
 
-static const v128_t k_m30 = { 0x30303030, 0x30303030, 0x30303030, 0x30303030 };
-
 void q6_K_q8_K_vec_dot__wasm_relaxed(int64_t n, float * s, const void * vx, const void * vy) {
     const block_q6_K * x = vx;
     const block_q8_K * y = vy;
     float sumf = 0;
-    /* masks through volatile (see k_m4); every shift is a 16-bit one and
-     * the mask keeps the bits of the lane's own byte */
-    const v128_t m4 = *(const volatile v128_t *) &k_m4, m30 = *(const volatile v128_t *) &k_m30;
+    /* masks through volatile (x8_k); every shift is a 16-bit one and the
+     * mask keeps the bits of the lane's own byte */
+    const struct x8_k k = x8_k_load();
+    const v128_t m4 = k.m4, m30 = k.m30;
     for (int64_t i = 0; i < n / QK_K; ++i) {
         const uint8_t * ql = x[i].ql;
         const uint8_t * qh = x[i].qh;
