@@ -271,4 +271,67 @@ void q6_K_q8_K_vec_dot__wasm_relaxed(int64_t n, float * s, const void * vx, cons
     *s = sumf;
 }
 
+/* q6_K batched (vec_dot_rows, kernels.h): each weight row's super-block is
+ * decoded once, into q + 32 (the 7-bit operand) and its 16 scales as i16
+ * splats, for every activation row of the call; then per activation row
+ * the very integer sum of q6_K_q8_K_vec_dot__wasm_relaxed (exact: only its
+ * grouping differs) and its float step, sumf += d * d_y * isum, per
+ * super-block in order: bit-identical to that vec_dot. Per 16 values and
+ * activation row: 2 loads, the i16 dot, the scale dot and an add, against
+ * the plain kernel's decode and scale splat for each. */
+struct q6r_dec { v128_t q[16], sc[16]; };
+
+RX_INLINE void q6r_decode(const block_q6_K * x, const struct x8_k * k, struct q6r_dec * o) {
+    const uint8_t * ql = x->ql, * qh = x->qh;
+    for (int half = 0; half < 2; ++half) {
+        for (int h16 = 0; h16 < 2; ++h16) {
+            const v128_t l0 = ld(ql + 16 * h16), l1 = ld(ql + 32 + 16 * h16), hb = ld(qh + 16 * h16);
+            v128_t * q = &o->q[8 * half + h16];
+            q[0] = wasm_v128_or(wasm_v128_and(l0, k->m4), wasm_v128_and(wasm_i16x8_shl(hb, 4), k->m30));
+            q[2] = wasm_v128_or(wasm_v128_and(l1, k->m4), wasm_v128_and(wasm_i16x8_shl(hb, 2), k->m30));
+            q[4] = wasm_v128_or(wasm_v128_and(wasm_u16x8_shr(l0, 4), k->m4), wasm_v128_and(hb, k->m30));
+            q[6] = wasm_v128_or(wasm_v128_and(wasm_u16x8_shr(l1, 4), k->m4), wasm_v128_and(wasm_u16x8_shr(hb, 2), k->m30));
+        }
+        ql += 64; qh += 32;
+    }
+    /* q[8 half + 2 p + h16] pairs with scale 8 half + 2 p + h16 and the
+     * activations at 128 half + 32 p + 16 h16, the plain kernel's chunks */
+    for (int j = 0; j < 16; j++) o->sc[j] = wasm_i16x8_splat(x->scales[j]);
+}
+
+RX_INLINE int32_t q6r_isum(const struct q6r_dec * w, const block_q6_K * x, const block_q8_K * y) {
+    v128_t acc = wasm_i32x4_splat(0);
+    for (int j = 0; j < 16; j++) acc = wasm_i32x4_add(acc, wasm_i32x4_dot_i16x8(RDOT16(ld(y->qs + 16 * j), w->q[j]), w->sc[j]));
+    const v128_t s8 = wasm_v128_load64_zero(x->scales), s8h = wasm_v128_load64_zero(x->scales + 8);
+    const v128_t off = wasm_i32x4_add(wasm_i32x4_dot_i16x8(wasm_i16x8_extend_low_i8x16(s8), ld(y->bsums)),
+                                      wasm_i32x4_dot_i16x8(wasm_i16x8_extend_low_i8x16(s8h), ld(y->bsums + 8)));
+    return kiln_simd128_i32_hsum(acc) - 32 * kiln_simd128_i32_hsum(off);
+}
+
+#define Q6R_NC 64 /* activation rows per pass: their float sums on the stack */
+
+void q6_K_q8_K_vec_dot_rows__wasm_relaxed(int64_t n, int nr, int nc, float * s, size_t ss, const void * vx, size_t xs,
+                                          const void * vy, size_t ys) {
+    const struct x8_k k = x8_k_load();
+    const int64_t nb = n / QK_K;
+    struct q6r_dec w;
+    float sumf[Q6R_NC];
+    for (int r = 0; r < nr; r++) {
+        const block_q6_K * x = (const block_q6_K *) ((const char *) vx + (size_t) r * xs);
+        for (int c0 = 0; c0 < nc; c0 += Q6R_NC) {
+            const int n1 = nc - c0 < Q6R_NC ? nc - c0 : Q6R_NC;
+            for (int c = 0; c < n1; c++) sumf[c] = 0;
+            for (int64_t b = 0; b < nb; b++) {
+                q6r_decode(&x[b], &k, &w);
+                const float dx = KQ_H2F(x[b].d);
+                for (int c = 0; c < n1; c++) {
+                    const block_q8_K * y = (const block_q8_K *) ((const char *) vy + (size_t) (c0 + c) * ys) + b;
+                    sumf[c] += dx * y->d * q6r_isum(&w, &x[b], y);
+                }
+            }
+            for (int c = 0; c < n1; c++) s[(size_t) (c0 + c) * ss + r] = sumf[c];
+        }
+    }
+}
+
 #endif /* __wasm_relaxed_simd__ */
