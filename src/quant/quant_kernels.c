@@ -92,7 +92,9 @@ void kiln_quant_register_kernels(struct kiln_kernels * k) {
                 SET(k, Q8_0, q8_0_q8_0_vec_dot__wasm_relaxed, Q8_0);
             }
             SET(k, Q6_K, q6_K_q8_K_vec_dot__wasm_relaxed, Q8_K);
+            SET(k, Q5_K, q5_K_q8_K_vec_dot__wasm_relaxed, Q8_K);
             k->vec_dot_rows[KILN_TYPE_Q6_K] = q6_K_q8_K_vec_dot_rows__wasm_relaxed;
+            k->vec_dot_rows[KILN_TYPE_Q5_K] = q5_K_q8_K_vec_dot_rows__wasm_relaxed;
             break;
 #endif
         default: break;

@@ -317,6 +317,36 @@ static void test_wasm_relaxed(void) {
     }
     CHECK(kr->vec_dot[KILN_TYPE_Q6_K] == q6_K_q8_K_vec_dot__wasm_relaxed, "q6_K: the relaxed table holds the relaxed kernel");
     CHECK(same6 == total6, "q6_K: relaxed == SIMD128 bit for bit (%d of %d)", same6, total6);
+    /* q5_K the same way: quantized rows, then 5-bit values 0 / 31 / random
+     * with scales and mins at 63, activations at -128 / 127 */
+    int same5 = 0, total5 = 0;
+    for (int rep = 0; rep < 24; rep++) {
+        block_q5_K * bx = (block_q5_K *) (x6 + 2);
+        block_q8_K * by = (block_q8_K *) (y6 + 4);
+        make_weights(KILN_TYPE_Q5_K, n6, x6 + 2);
+        for (int64_t i = 0; i < n6; i++) a6[i] = tu_rand_uniform(-1, 1) * (rep % 2 ? 30.f : 1.f);
+        ks->from_float[KILN_TYPE_Q8_K](a6, y6 + 4, n6);
+        if (rep >= 8) {
+            for (int64_t b = 0; b < n6 / 256; b++) {
+                for (int j = 0; j < 128; j++) bx[b].qs[j] = rep % 4 == 0 ? 0xff : rep % 4 == 1 ? 0 : (uint8_t) tu_rand_u64();
+                for (int j = 0; j < 32; j++) bx[b].qh[j] = rep % 4 == 0 ? 0xff : rep % 4 == 1 ? 0 : (uint8_t) tu_rand_u64();
+                for (int j = 0; j < 12; j++) bx[b].scales[j] = rep % 2 ? 0xff : (uint8_t) tu_rand_u64();
+                for (int j = 0; j < 256; j++) by[b].qs[j] = (int8_t) (rep % 3 == 0 ? -128 : rep % 3 == 1 ? 127 : (int8_t) tu_rand_u64());
+                for (int j = 0; j < 16; j++) {
+                    int s = 0;
+                    for (int k = 0; k < 16; k++) s += by[b].qs[16 * j + k];
+                    by[b].bsums[j] = (int16_t) s;
+                }
+            }
+        }
+        float a = 0, b = 0;
+        kr->vec_dot[KILN_TYPE_Q5_K](n6, &a, x6 + 2, y6 + 4);
+        kb->vec_dot[KILN_TYPE_Q5_K](n6, &b, x6 + 2, y6 + 4);
+        same5 += memcmp(&a, &b, sizeof a) == 0;
+        total5++;
+    }
+    CHECK(kr->vec_dot[KILN_TYPE_Q5_K] == q5_K_q8_K_vec_dot__wasm_relaxed, "q5_K: the relaxed table holds the relaxed kernel");
+    CHECK(same5 == total5, "q5_K: relaxed == SIMD128 bit for bit (%d of %d)", same5, total5);
     free(x6); free(y6); free(a6);
 #endif
 }

@@ -67,8 +67,12 @@ KILN_QDOT(q4_0_q8_0, wasm_relaxed)
 KILN_QDOT(q8_0_q8_0, wasm_relaxed)
 /* bit-identical to wasm_simd128's (repack_q4_K_wasm_relaxed.c) */
 KILN_QDOT(q6_K_q8_K, wasm_relaxed)
+KILN_QDOT(q5_K_q8_K, wasm_relaxed)
 /* q6_K batched (kernels.h vec_dot_rows), bit-identical to the one above */
 void q6_K_q8_K_vec_dot_rows__wasm_relaxed(int64_t n, int nr, int nc, float * s, size_t ss, const void * x, size_t xs, const void * y,
+                                          size_t ys);
+/* q5_K batched, bit-identical to q5_K_q8_K_vec_dot__wasm_simd128 (the table's) */
+void q5_K_q8_K_vec_dot_rows__wasm_relaxed(int64_t n, int nr, int nc, float * s, size_t ss, const void * x, size_t xs, const void * y,
                                           size_t ys);
 /* q4_0 and q8_0 through i32 dot-adds, for engines where each is one
  * instruction (kernels_wasm_relaxed.c); bit-identical to the ones above */

@@ -334,4 +334,82 @@ void q6_K_q8_K_vec_dot_rows__wasm_relaxed(int64_t n, int nr, int nc, float * s, 
     }
 }
 
+/* q5_K batched (vec_dot_rows), bit-identical to the table's q5_K vec_dot
+ * (q5_K_q8_K_vec_dot__wasm_simd128): each weight row's super-block is
+ * decoded once per call into its 5-bit values (0..31: relaxed_dot's 7-bit
+ * operand, so exact in any engine) and its 6-bit scales and mins; per
+ * activation row the same integers, isum = sum_j sc_j * dot_j and
+ * mins = sum_j mn_j * bsum_j, then that kernel's float step,
+ * sumf += d * d_y * isum - dmin * d_y * mins, per super-block in order.
+ * An i16 pair sum is at most 2 * 31 * 128, two of them fit in i16. */
+struct q5r_dec { v128_t q[16], sc[8]; uint8_t mn[8]; float d, dmin; };
+
+RX_INLINE void q5r_decode(const block_q5_K * x, const struct x8_k * k, struct q5r_dec * o) {
+    const v128_t qh0 = ld(x->qh), qh1 = ld(x->qh + 16), zero = wasm_i32x4_splat(0), h16 = wasm_i8x16_splat(0x10);
+    for (int j = 0; j < 4; ++j) {
+        const v128_t b0 = ld(x->qs + 32 * j), b1 = ld(x->qs + 32 * j + 16);
+        const v128_t ulo = wasm_i8x16_splat((int8_t) (1u << (2 * j))), uhi = wasm_i8x16_splat((int8_t) (2u << (2 * j)));
+        o->q[4 * j + 0] = wasm_v128_or(wasm_v128_and(b0, k->m4), wasm_v128_and(wasm_i8x16_ne(wasm_v128_and(qh0, ulo), zero), h16));
+        o->q[4 * j + 1] = wasm_v128_or(wasm_v128_and(b1, k->m4), wasm_v128_and(wasm_i8x16_ne(wasm_v128_and(qh1, ulo), zero), h16));
+        o->q[4 * j + 2] = wasm_v128_or(wasm_v128_and(wasm_u16x8_shr(b0, 4), k->m4), wasm_v128_and(wasm_i8x16_ne(wasm_v128_and(qh0, uhi), zero), h16));
+        o->q[4 * j + 3] = wasm_v128_or(wasm_v128_and(wasm_u16x8_shr(b1, 4), k->m4), wasm_v128_and(wasm_i8x16_ne(wasm_v128_and(qh1, uhi), zero), h16));
+    }
+    for (int j = 0; j < 8; ++j) {
+        uint8_t sc;
+        kq_get_scale_min_k4(j, x->scales, &sc, &o->mn[j]);
+        o->sc[j] = wasm_i16x8_splat(sc);
+    }
+    o->d = KQ_H2F(x->d);
+    o->dmin = KQ_H2F(x->dmin);
+}
+
+RX_INLINE void q5r_step(const struct q5r_dec * w, const block_q8_K * y, float * sumf) {
+    v128_t acc = wasm_i32x4_splat(0);
+    for (int j = 0; j < 4; ++j) {
+        const int8_t * q8 = y->qs + 64 * j;
+        const v128_t lo = wasm_i16x8_add(RDOT16(ld(q8), w->q[4 * j]), RDOT16(ld(q8 + 16), w->q[4 * j + 1]));
+        const v128_t hi = wasm_i16x8_add(RDOT16(ld(q8 + 32), w->q[4 * j + 2]), RDOT16(ld(q8 + 48), w->q[4 * j + 3]));
+        acc = wasm_i32x4_add(acc, wasm_i32x4_add(wasm_i32x4_dot_i16x8(lo, w->sc[2 * j]), wasm_i32x4_dot_i16x8(hi, w->sc[2 * j + 1])));
+    }
+    const int isum = kiln_simd128_i32_hsum(acc);
+    int mins = 0;
+    for (int j = 0; j < 8; ++j) mins += w->mn[j] * (y->bsums[2 * j] + y->bsums[2 * j + 1]);
+    *sumf += w->d * y->d * isum - w->dmin * y->d * mins;
+}
+
+/* the mat-vec form: decode and step per super-block (the relaxed dots in
+ * place of SIMD128's widening ones), the same bits as SIMD128's */
+void q5_K_q8_K_vec_dot__wasm_relaxed(int64_t n, float * s, const void * vx, const void * vy) {
+    const struct x8_k k = x8_k_load();
+    const block_q5_K * x = vx;
+    const block_q8_K * y = vy;
+    struct q5r_dec w;
+    float sumf = 0;
+    for (int64_t b = 0; b < n / QK_K; b++) {
+        q5r_decode(&x[b], &k, &w);
+        q5r_step(&w, &y[b], &sumf);
+    }
+    *s = sumf;
+}
+
+void q5_K_q8_K_vec_dot_rows__wasm_relaxed(int64_t n, int nr, int nc, float * s, size_t ss, const void * vx, size_t xs,
+                                          const void * vy, size_t ys) {
+    const struct x8_k k = x8_k_load();
+    const int64_t nb = n / QK_K;
+    struct q5r_dec w;
+    float sumf[Q6R_NC];
+    for (int r = 0; r < nr; r++) {
+        const block_q5_K * x = (const block_q5_K *) ((const char *) vx + (size_t) r * xs);
+        for (int c0 = 0; c0 < nc; c0 += Q6R_NC) {
+            const int n1 = nc - c0 < Q6R_NC ? nc - c0 : Q6R_NC;
+            for (int c = 0; c < n1; c++) sumf[c] = 0;
+            for (int64_t b = 0; b < nb; b++) {
+                q5r_decode(&x[b], &k, &w);
+                for (int c = 0; c < n1; c++) q5r_step(&w, (const block_q8_K *) ((const char *) vy + (size_t) (c0 + c) * ys) + b, &sumf[c]);
+            }
+            for (int c = 0; c < n1; c++) s[(size_t) (c0 + c) * ss + r] = sumf[c];
+        }
+    }
+}
+
 #endif /* __wasm_relaxed_simd__ */
