@@ -142,6 +142,17 @@ KILN_REPACK_Q4_K_KERNELS(avxvnni)
 void q4_0x16_q8_0_gemm__avxvnni(int64_t n, int ncols, float * s, size_t ss, const void * x, size_t xs, const void * y, size_t ys,
                                 const void * aux, size_t as);
 #endif
+#if defined(__aarch64__)
+/* arch/arm/repack_neon.c and its dotprod rebuild repack_dotprod.c */
+KILN_REPACK_KERNELS(neon)
+KILN_REPACK_KERNELS_BLOCKSUM(neon)
+KILN_REPACK_GEMM_KERNELS(neon)
+void iq4_nlx4_q8_0_gemm__neon(int64_t n, int ncols, float * s, size_t ss, const void * x, const void * y, size_t ys);
+KILN_REPACK_KERNELS(neon_dotprod)
+KILN_REPACK_KERNELS_BLOCKSUM(neon_dotprod)
+KILN_REPACK_GEMM_KERNELS(neon_dotprod)
+void iq4_nlx4_q8_0_gemm__neon_dotprod(int64_t n, int ncols, float * s, size_t ss, const void * x, const void * y, size_t ys);
+#endif
 #if defined(__wasm_simd128__)
 KILN_REPACK_KERNELS(wasm_simd128)
 #endif
