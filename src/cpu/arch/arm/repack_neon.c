@@ -208,7 +208,7 @@ void NEON_SFX(q8_0x4_q8_0_vec_dot)(int64_t n, float * s, const void * x, const v
     float * sc[K]; const block_q8_0 * yc[K]; \
     for (int q = 0; q < (K); q++) { sc[q] = s + (size_t) (c + q) * ss; yc[q] = (const block_q8_0 *) ((const char *) y + (size_t) (c + q) * ys); }
 
-static void nibbles_gemm(int64_t n, int ncols, float * s, size_t ss, const void * x, const void * y, size_t ys, int iq4) {
+ALWAYS_INLINE void nibbles_gemm(int64_t n, int ncols, float * s, size_t ss, const void * x, const void * y, size_t ys, int iq4) {
     int c = 0;
     for (; c + 4 <= ncols; c += 4) { COL_PTRS(4) nibbles_x4_cols(n, 4, iq4, sc, x, yc); }
     for (; c + 2 <= ncols; c += 2) { COL_PTRS(2) nibbles_x4_cols(n, 2, iq4, sc, x, yc); }
