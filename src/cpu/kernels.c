@@ -179,6 +179,11 @@ static void build_tables(void) {
     } while (0)
     if (kiln_cpu_has_dotprod()) NEON_X4(neon_dotprod);
     else NEON_X4(neon);
+    /* the batched 4-bit ones through SMMLA: the SDOT kernels' bits */
+    if (kiln_cpu_has_dotprod() && kiln_cpu_has_i8mm()) {
+        k->gemm_x4[KILN_TYPE_Q4_0] = q4_0x4_q8_0_gemm__neon_i8mm;
+        k->gemm_x4[KILN_TYPE_IQ4_NL] = iq4_nlx4_q8_0_gemm__neon_i8mm;
+    }
 #undef NEON_X4
     table_finish(k);
     g_available[KILN_ISA_NEON] = true;

@@ -512,16 +512,23 @@ int main(void) {
 #if defined(__aarch64__)
     {
         /* which NEON x4 kernels the table holds: the SDOT build exactly
-         * where the CPU has dotprod; KILN_EXPECT_DOTPROD (the qemu run on a
-         * CPU without it, CMakeLists.txt) says which this run must see */
+         * where the CPU has dotprod, its batched 4-bit kernels through SMMLA
+         * where it has i8mm too; KILN_EXPECT_DOTPROD / KILN_EXPECT_I8MM (the
+         * qemu runs, CMakeLists.txt) say which this run must see */
         const struct kiln_kernels * kn = kiln_kernels_for_isa(KILN_ISA_NEON);
-        const int dp = kiln_cpu_has_dotprod();
+        const int dp = kiln_cpu_has_dotprod(), mm = dp && kiln_cpu_has_i8mm();
         CHECK(kn && kn->vec_dot_x4[KILN_TYPE_Q4_0] == (dp ? q4_0x4_q8_0_vec_dot__neon_dotprod : q4_0x4_q8_0_vec_dot__neon) &&
               kn->gemm_x4[KILN_TYPE_Q8_0] == (dp ? q8_0x4_q8_0_gemm__neon_dotprod : q8_0x4_q8_0_gemm__neon),
               "neon table's x4 kernels follow kiln_cpu_has_dotprod()");
+        CHECK(kn && kn->gemm_x4[KILN_TYPE_Q4_0] == (mm ? q4_0x4_q8_0_gemm__neon_i8mm : dp ? q4_0x4_q8_0_gemm__neon_dotprod : q4_0x4_q8_0_gemm__neon) &&
+              kn->gemm_x4[KILN_TYPE_IQ4_NL] == (mm ? iq4_nlx4_q8_0_gemm__neon_i8mm : dp ? iq4_nlx4_q8_0_gemm__neon_dotprod : iq4_nlx4_q8_0_gemm__neon),
+              "neon table's batched 4-bit kernels follow kiln_cpu_has_i8mm()");
         const char * want = getenv("KILN_EXPECT_DOTPROD");
         if (want) CHECK(dp == atoi(want), "dotprod %d, KILN_EXPECT_DOTPROD=%s", dp, want);
-        printf("neon x4 / gemm_x4 kernels checked above: the %s build\n", dp ? "dotprod (SDOT)" : "baseline (no dotprod)");
+        want = getenv("KILN_EXPECT_I8MM");
+        if (want) CHECK(kiln_cpu_has_i8mm() == atoi(want), "i8mm %d, KILN_EXPECT_I8MM=%s", kiln_cpu_has_i8mm(), want);
+        printf("neon x4 / gemm_x4 kernels checked above: the %s build%s\n", dp ? "dotprod (SDOT)" : "baseline (no dotprod)",
+               mm ? ", batched q4_0 / iq4_nl through SMMLA (i8mm)" : "");
     }
 #endif
 #if defined(__wasm_relaxed_simd__)

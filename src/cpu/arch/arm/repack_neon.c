@@ -5,7 +5,9 @@
  * activation rows, each weight block loaded and unpacked once per pass
  * for 4, 2 or 1 of them). Baseline ARMv8-A here; repack_dotprod.c builds
  * this file again with KILN_NEON_DOTPROD (SDOT) under the suffix
- * neon_dotprod, which the table picks where kiln_cpu_has_dotprod().
+ * neon_dotprod, which the table picks where kiln_cpu_has_dotprod(), and
+ * repack_i8mm.c once more with KILN_NEON_I8MM for the batched Q4_0 /
+ * IQ4_NL kernels alone through SMMLA (where kiln_cpu_has_i8mm() too).
  *
  * Q4_0 and IQ4_NL: llama.cpp's repacked order, bit-identical to the scalar
  * x4 kernels (repack_scalar.c): per row and block the whole block's integer
@@ -183,6 +185,69 @@ ALWAYS_INLINE void q8_0x4_cols(int64_t n, const int N, float * const * s, const 
     }
 }
 
+#ifdef KILN_NEON_I8MM
+/* ---- batched 4-bit codes with SMMLA (repack_i8mm.c) ---------------------
+ * vmmlaq_s32(acc, a, b) adds the 2x2 products of a's two 8-byte halves
+ * with b's: [a0.b0, a0.b1, a1.b0, a1.b1]. The weights of rows 2p | 2p+1
+ * (m[4p + k], elements 8k..8k+7 of each) against the activations of
+ * columns c | c+1 (the same 8 elements) give per block, after 4 k steps,
+ * the 4 whole-block sums of rows 2p, 2p+1 x columns c, c+1, exact in i32;
+ * vuzp sorts them into [row 0..3] per column, and the float step is the
+ * SDOT kernels' (blocksum_fma): bit-identical to them. */
+ALWAYS_INLINE int8x16_t zip64(int8x16_t a, int8x16_t b, int hi) {
+    const int64x2_t x = vreinterpretq_s64_s8(a), y = vreinterpretq_s64_s8(b);
+    return vreinterpretq_s8_s64(hi ? vzip2q_s64(x, y) : vzip1q_s64(x, y));
+}
+
+ALWAYS_INLINE void mmla_x4_cols(int64_t n, const int N, int iq4, float * const * s, const block_q4_0x4 * x,
+                                const block_q8_0 * const * y) {
+    float32x4_t acc[4];
+    for (int c = 0; c < N; c++) acc[c] = vdupq_n_f32(0);
+    const int8x16_t lut = vld1q_s8(kiln_kvalues_iq4nl);
+    const int fbits4 = !iq4 && Q4_0_FBITS == 4;
+    for (int64_t i = 0; i < n / QK8_0; i++) {
+        int8x16_t w[8], m[8];
+        if (iq4) iq4_nl_weights(&x[i], lut, w);
+        else q4_0_weights(&x[i], w);
+        for (int p = 0; p < 2; p++) {
+            for (int k = 0; k < 4; k++) m[4 * p + k] = zip64(w[4 * p + k / 2], w[4 * p + 2 + k / 2], k & 1);
+        }
+        for (int c = 0; c < N; c += 2) {
+            const int8x16_t a0 = vld1q_s8(y[c][i].qs), a1 = vld1q_s8(y[c][i].qs + 16);
+            const int8x16_t b0 = vld1q_s8(y[c + 1][i].qs), b1 = vld1q_s8(y[c + 1][i].qs + 16);
+            int32x4_t p01 = vdupq_n_s32(0), p23 = vdupq_n_s32(0);
+            for (int k = 0; k < 4; k++) {
+                const int8x16_t a = zip64(k < 2 ? a0 : a1, k < 2 ? b0 : b1, k & 1);
+                p01 = vmmlaq_s32(p01, m[k], a);
+                p23 = vmmlaq_s32(p23, m[4 + k], a);
+            }
+            acc[c] = blocksum_fma(vuzp1q_s32(p01, p23), fbits4, x[i].d, y[c][i].d, acc[c]);
+            acc[c + 1] = blocksum_fma(vuzp2q_s32(p01, p23), fbits4, x[i].d, y[c + 1][i].d, acc[c + 1]);
+        }
+    }
+    for (int c = 0; c < N; c++) vst1q_f32(s[c], acc[c]);
+}
+
+#define COL_PTRS(K) \
+    float * sc[K]; const block_q8_0 * yc[K]; \
+    for (int q = 0; q < (K); q++) { sc[q] = s + (size_t) (c + q) * ss; yc[q] = (const block_q8_0 *) ((const char *) y + (size_t) (c + q) * ys); }
+
+/* 4 columns per pass, then 2; an odd last one through the SDOT x4 kernel */
+void q4_0x4_q8_0_gemm__neon_i8mm(int64_t n, int ncols, float * s, size_t ss, const void * x, const void * y, size_t ys) {
+    int c = 0;
+    for (; c + 4 <= ncols; c += 4) { COL_PTRS(4) mmla_x4_cols(n, 4, 0, sc, x, yc); }
+    for (; c + 2 <= ncols; c += 2) { COL_PTRS(2) mmla_x4_cols(n, 2, 0, sc, x, yc); }
+    if (c < ncols) q4_0x4_q8_0_vec_dot__neon_dotprod(n, s + (size_t) c * ss, x, (const char *) y + (size_t) c * ys);
+}
+
+void iq4_nlx4_q8_0_gemm__neon_i8mm(int64_t n, int ncols, float * s, size_t ss, const void * x, const void * y, size_t ys) {
+    int c = 0;
+    for (; c + 4 <= ncols; c += 4) { COL_PTRS(4) mmla_x4_cols(n, 4, 1, sc, x, yc); }
+    for (; c + 2 <= ncols; c += 2) { COL_PTRS(2) mmla_x4_cols(n, 2, 1, sc, x, yc); }
+    if (c < ncols) iq4_nlx4_q8_0_vec_dot__neon_dotprod(n, s + (size_t) c * ss, x, (const char *) y + (size_t) c * ys);
+}
+
+#else /* the SDOT and baseline builds */
 /* ---- entry points ------------------------------------------------------- */
 
 void NEON_SFX(q4_0x4_q8_0_vec_dot)(int64_t n, float * s, const void * x, const void * y) {
@@ -229,3 +294,4 @@ void NEON_SFX(q8_0x4_q8_0_gemm)(int64_t n, int ncols, float * s, size_t ss, cons
     for (; c + 2 <= ncols; c += 2) { COL_PTRS(2) q8_0x4_cols(n, 2, sc, x, yc); }
     if (c < ncols) { COL_PTRS(1) q8_0x4_cols(n, 1, sc, x, yc); }
 }
+#endif /* KILN_NEON_I8MM */
