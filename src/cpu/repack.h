@@ -157,6 +157,9 @@ KILN_REPACK_GEMM_KERNELS(neon_dotprod)
 void iq4_nlx4_q8_0_gemm__neon_dotprod(int64_t n, int ncols, float * s, size_t ss, const void * x, const void * y, size_t ys);
 void q4_0x4_q8_0_gemm__neon_i8mm(int64_t n, int ncols, float * s, size_t ss, const void * x, const void * y, size_t ys);
 void iq4_nlx4_q8_0_gemm__neon_i8mm(int64_t n, int ncols, float * s, size_t ss, const void * x, const void * y, size_t ys);
+/* arch/arm/repack_q4_K_neon.c and its dotprod rebuild */
+KILN_REPACK_Q4_K_KERNELS(neon)
+KILN_REPACK_Q4_K_KERNELS(neon_dotprod)
 #endif
 #if defined(__wasm_simd128__)
 KILN_REPACK_KERNELS(wasm_simd128)
