@@ -74,8 +74,45 @@ ALWAYS_INLINE void x8_fma(struct x8_col * st, const block_q4_Kx8 * xb, const blo
     }
 }
 
-/* one x8 group against N activation rows (N = 1, 2): each sub-block's
- * weights loaded and unpacked once for all N; pairs: the batched order */
+/* sub-block sb (values 32 sb.. of the 8 rows: pieces 4p..4p+3 of pair
+ * p = sb / 2, low nibbles for even sb, high for odd) against N activation
+ * rows: its weights loaded and unpacked once for all N; its integer sums
+ * into st, and the float step after each odd sub-block where pairs (the
+ * batched order) */
+ALWAYS_INLINE void x8_sub(const block_q4_Kx8 * xb, int64_t b, const int sb, const int hi, const int N, const int pairs,
+                          struct x8_col * st, const block_q8_K * const * y) {
+    const uint8x16_t m4 = vdupq_n_u8(0x0f);
+    const int p = sb / 2;
+    int32x4_t a[2][4];
+    for (int c = 0; c < N; c++) {
+        for (int q = 0; q < 4; q++) a[c][q] = vdupq_n_s32(0);
+    }
+    for (int k = 0; k < 4; k++) {
+        int8x16_t w[4];
+        for (int q = 0; q < 4; q++) {
+            const uint8x16_t v = vld1q_u8(xb->qs + (8 * (4 * p + k) + 2 * q) * 8);
+            w[q] = vreinterpretq_s8_u8(hi ? vshrq_n_u8(v, 4) : vandq_u8(v, m4));
+        }
+        for (int c = 0; c < N; c++) {
+            const int8x16_t yv = vreinterpretq_s8_s64(vld1q_dup_s64((const int64_t *) (y[c][b].qs + 32 * sb + 8 * k)));
+            for (int q = 0; q < 4; q++) a[c][q] = dot_rows2(a[c][q], w[q], yv);
+        }
+    }
+    int32x4_t sc[2];
+    int16x8_t mn;
+    x8_scales(xb->scales + 12 * sb, sc, &mn);
+    for (int c = 0; c < N; c++) {
+        const int16_t bs = (int16_t) (y[c][b].bsums[2 * sb] + y[c][b].bsums[2 * sb + 1]);
+        st[c].isum[0] = vmlaq_s32(st[c].isum[0], sc[0], vpaddq_s32(a[c][0], a[c][1]));
+        st[c].isum[1] = vmlaq_s32(st[c].isum[1], sc[1], vpaddq_s32(a[c][2], a[c][3]));
+        st[c].msum[0] = vmlal_n_s16(st[c].msum[0], vget_low_s16(mn), bs);
+        st[c].msum[1] = vmlal_n_s16(st[c].msum[1], vget_high_s16(mn), bs);
+        if (pairs && hi) x8_fma(&st[c], xb, &y[c][b]);
+    }
+}
+
+/* one x8 group against N activation rows (N = 1, 2); pairs: the batched
+ * order, else the mat-vec one */
 ALWAYS_INLINE void q4_Kx8_cols(int64_t n, const int N, const int pairs, float * const * s, const block_q4_Kx8 * x,
                                const block_q8_K * const * y) {
     struct x8_col st[2];
@@ -85,41 +122,21 @@ ALWAYS_INLINE void q4_Kx8_cols(int64_t n, const int N, const int pairs, float * 
             st[c].acc[h] = st[c].accm[h] = vdupq_n_f32(0);
         }
     }
-    const uint8x16_t m4 = vdupq_n_u8(0x0f);
     for (int64_t b = 0; b < n / QK_K; b++) {
-        const block_q4_Kx8 * xb = &x[b];
-        for (int sb = 0; sb < 8; sb++) {
-            const int p = sb / 2, hi = sb % 2;
-            int32x4_t a[2][4];
-            for (int c = 0; c < N; c++) {
-                for (int q = 0; q < 4; q++) a[c][q] = vdupq_n_s32(0);
+        if (N == 1) {
+            /* the two sub-blocks of a pair with their nibble half fixed */
+            for (int p = 0; p < 4; p++) {
+                x8_sub(&x[b], b, 2 * p, 0, N, pairs, st, y);
+                x8_sub(&x[b], b, 2 * p + 1, 1, N, pairs, st, y);
             }
-            /* pieces 4p..4p+3: the sub-block's values 8k..8k+7 of the 8 rows */
-            for (int k = 0; k < 4; k++) {
-                int8x16_t w[4];
-                for (int q = 0; q < 4; q++) {
-                    const uint8x16_t v = vld1q_u8(xb->qs + (8 * (4 * p + k) + 2 * q) * 8);
-                    w[q] = vreinterpretq_s8_u8(hi ? vshrq_n_u8(v, 4) : vandq_u8(v, m4));
-                }
-                for (int c = 0; c < N; c++) {
-                    const int8x16_t yv = vreinterpretq_s8_s64(vld1q_dup_s64((const int64_t *) (y[c][b].qs + 32 * sb + 8 * k)));
-                    for (int q = 0; q < 4; q++) a[c][q] = dot_rows2(a[c][q], w[q], yv);
-                }
-            }
-            int32x4_t sc[2];
-            int16x8_t mn;
-            x8_scales(xb->scales + 12 * sb, sc, &mn);
-            for (int c = 0; c < N; c++) {
-                const int16_t bs = (int16_t) (y[c][b].bsums[2 * sb] + y[c][b].bsums[2 * sb + 1]);
-                st[c].isum[0] = vmlaq_s32(st[c].isum[0], sc[0], vpaddq_s32(a[c][0], a[c][1]));
-                st[c].isum[1] = vmlaq_s32(st[c].isum[1], sc[1], vpaddq_s32(a[c][2], a[c][3]));
-                st[c].msum[0] = vmlal_n_s16(st[c].msum[0], vget_low_s16(mn), bs);
-                st[c].msum[1] = vmlal_n_s16(st[c].msum[1], vget_high_s16(mn), bs);
-                if (pairs && hi) x8_fma(&st[c], xb, &y[c][b]);
-            }
+        } else {
+            /* one sub-block per iteration: fewer registers live (the form
+             * above spills with 2 columns: +5 % instructions with SDOT,
+             * +40 % without, counted under qemu) */
+            for (int sb = 0; sb < 8; sb++) x8_sub(&x[b], b, sb, sb % 2, N, pairs, st, y);
         }
         if (!pairs) {
-            for (int c = 0; c < N; c++) x8_fma(&st[c], xb, &y[c][b]);
+            for (int c = 0; c < N; c++) x8_fma(&st[c], &x[b], &y[c][b]);
         }
     }
     for (int c = 0; c < N; c++) {
