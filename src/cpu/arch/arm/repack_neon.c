@@ -12,20 +12,28 @@
  * Q4_0 and IQ4_NL: llama.cpp's repacked order, bit-identical to the scalar
  * x4 kernels (repack_scalar.c): per row and block the whole block's integer
  * dot, then one fused acc = fma((float) isum, d_x * d_y, acc), the 4 rows
- * in the 4 lanes of one accumulator. llama.cpp's own ARM build (arch/arm/
- * repack.cpp, ggml_gemv / ggml_gemm_q4_0_4x4_q8_0, with dotprod) sums the
- * same way: its block_q4_0x4 interleaves 4-byte pieces with the nibbles
- * xor 0x88, and its SDOTs give 16 * isum per row, which vcvtq_n_f32_s32
- * (.., 4) turns into exactly (float) isum before vfmaq_f32 with
- * d_y * d_x; integer sums are exact in any grouping, so its results equal
- * these bit for bit although its layout differs from Kiln's.
+ * in the 4 lanes of one accumulator. llama.cpp's own ARM build repacks
+ * Q4_0 and IQ4_NL (4 rows, ne[1] % 4 == 0) where the CPU has dotprod, and
+ * its mat-vec kernels (arch/arm/repack.cpp, ggml_gemv_q4_0_4x4_q8_0,
+ * ..._4x8_ with i8mm, ggml_gemv_iq4_nl_4x4_q8_0) sum the same way, read
+ * from the source: its block_q4_0x4 interleaves 4- or 8-byte pieces with
+ * the nibbles xor 0x88, its SDOTs give 16 * isum per row, which
+ * vcvtq_n_f32_s32(.., 4) turns into exactly (float) isum, then one
+ * vfmaq_f32 with d_y * d_x per block. Integer sums are exact in any
+ * grouping, so on the same q8_0 activations the two agree bit for bit
+ * although the layouts differ (not run here: no arm64 llama.cpp under
+ * qemu). Without dotprod llama.cpp does not repack; Kiln's plain NEON
+ * kernels do not follow its ARM order either, so nothing is lost there.
  *
  * Q8_0: per row the float operations of q8_0_q8_0_vec_dot__neon (or its
  * dotprod rebuild) exactly: the same 4 i32 lane sums, acc += (float) p *
  * (d_x * d_y) unfused (-ffp-contract=off; vmlaq is a multiply then an
  * add) in block order, then vaddvq_f32; so bit-identical to the plain
- * path (llama.cpp's ARM q8_0_4x4 kernel fuses per block instead; Kiln
- * keeps the plain order for Q8_0, as on x86).
+ * path (llama.cpp's ARM q8_0_4x4 kernel fuses whole-block sums instead;
+ * Kiln keeps the plain order for Q8_0, as on x86). That is also why Q8_0
+ * has no SMMLA form: SMMLA yields whole 8-byte dots, not the plain
+ * kernel's lane sums (the i32 sums would be the same, but the float
+ * accumulation is per lane).
  */
 #include <arm_neon.h>
 #include <string.h>
