@@ -94,7 +94,9 @@ ALWAYS_INLINE void x8_sub(const block_q4_Kx8 * xb, int64_t b, const int sb, cons
             w[q] = vreinterpretq_s8_u8(hi ? vshrq_n_u8(v, 4) : vandq_u8(v, m4));
         }
         for (int c = 0; c < N; c++) {
-            const int8x16_t yv = vreinterpretq_s8_s64(vld1q_dup_s64((const int64_t *) (y[c][b].qs + 32 * sb + 8 * k)));
+            int64_t y8; /* activation rows need not be 8-byte aligned */
+            memcpy(&y8, y[c][b].qs + 32 * sb + 8 * k, 8);
+            const int8x16_t yv = vreinterpretq_s8_s64(vdupq_n_s64(y8));
             for (int q = 0; q < 4; q++) a[c][q] = dot_rows2(a[c][q], w[q], yv);
         }
     }
