@@ -31,9 +31,9 @@
  * add) in block order, then vaddvq_f32; so bit-identical to the plain
  * path (llama.cpp's ARM q8_0_4x4 kernel fuses whole-block sums instead;
  * Kiln keeps the plain order for Q8_0, as on x86). That is also why Q8_0
- * has no SMMLA form: SMMLA yields whole 8-byte dots, not the plain
- * kernel's lane sums (the i32 sums would be the same, but the float
- * accumulation is per lane).
+ * has no SMMLA form: SMMLA yields dots of 8-byte pieces, from which the
+ * plain kernel's per-lane sums (4-byte pieces, each lane accumulated in
+ * float on its own) cannot be formed.
  */
 #include <arm_neon.h>
 #include <string.h>
