@@ -74,11 +74,16 @@ int kiln_cpu_has_avxvnni(void) { return 0; }
 #ifndef HWCAP_FPHP
 #define HWCAP_FPHP (1 << 9)
 #endif
+#ifndef HWCAP2_I8MM
+#define HWCAP2_I8MM (1 << 13)
+#endif
 int kiln_cpu_has_dotprod(void) { return (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0; }
 int kiln_cpu_has_fp16_va(void) { return (getauxval(AT_HWCAP) & HWCAP_FPHP) != 0; }
+int kiln_cpu_has_i8mm(void)    { return (getauxval(AT_HWCAP2) & HWCAP2_I8MM) != 0; }
 #else
 int kiln_cpu_has_dotprod(void) { return 0; }
 int kiln_cpu_has_fp16_va(void) { return 0; }
+int kiln_cpu_has_i8mm(void)    { return 0; }
 #endif
 int kiln_cpu_has_neon(void)    { return 1; }
 int kiln_cpu_has_arm_fma(void) { return 1; }
@@ -87,6 +92,7 @@ int kiln_cpu_has_neon(void)    { return 0; }
 int kiln_cpu_has_arm_fma(void) { return 0; }
 int kiln_cpu_has_dotprod(void) { return 0; }
 int kiln_cpu_has_fp16_va(void) { return 0; }
+int kiln_cpu_has_i8mm(void)    { return 0; }
 #endif
 
 int kiln_cpu_has_wasm_simd(void) {

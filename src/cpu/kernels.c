@@ -170,6 +170,23 @@ static void build_tables(void) {
     FILL_VEC(k, neon);
     FILL_TYPES(k, neon);
     k->f32_gemm_tile = f32_gemm_4x4__neon; k->gemm_mr = 4; k->gemm_nr = 4;
+    /* x4 / x8 kernels (arch/arm/repack_neon.c, repack_q4_K_neon.c), the
+     * SDOT builds where the plain dotprod kernels run too (q8_0 matches the
+     * plain kernel of its build) */
+#define NEON_X4(S) do { \
+        k->vec_dot_x4[KILN_TYPE_Q4_0] = q4_0x4_q8_0_vec_dot__##S; k->gemm_x4[KILN_TYPE_Q4_0] = q4_0x4_q8_0_gemm__##S; \
+        k->vec_dot_x4[KILN_TYPE_Q8_0] = q8_0x4_q8_0_vec_dot__##S; k->gemm_x4[KILN_TYPE_Q8_0] = q8_0x4_q8_0_gemm__##S; \
+        k->vec_dot_x4[KILN_TYPE_IQ4_NL] = iq4_nlx4_q8_0_vec_dot__##S; k->gemm_x4[KILN_TYPE_IQ4_NL] = iq4_nlx4_q8_0_gemm__##S; \
+        k->vec_dot_x4[KILN_TYPE_Q4_K] = q4_Kx8_q8_K_vec_dot__##S; k->gemm_x4[KILN_TYPE_Q4_K] = q4_Kx8_q8_K_gemm__##S; \
+    } while (0)
+    if (kiln_cpu_has_dotprod()) NEON_X4(neon_dotprod);
+    else NEON_X4(neon);
+    /* the batched 4-bit ones through SMMLA: the SDOT kernels' bits */
+    if (kiln_cpu_has_dotprod() && kiln_cpu_has_i8mm()) {
+        k->gemm_x4[KILN_TYPE_Q4_0] = q4_0x4_q8_0_gemm__neon_i8mm;
+        k->gemm_x4[KILN_TYPE_IQ4_NL] = iq4_nlx4_q8_0_gemm__neon_i8mm;
+    }
+#undef NEON_X4
     table_finish(k);
     g_available[KILN_ISA_NEON] = true;
 #endif

@@ -17,9 +17,11 @@
  * AVX2 (8 rows, when ne[1] % 8 == 0) and its kernels then add, per row and
  * block, the block's whole integer dot with one FMA:
  *     acc = fma((float) isum_b, d_x * d_y, acc)
- * instead of the plain kernel's 8 lane accumulators. The scalar and AVX2 x4
- * kernels of those two types follow that order (bit-identical to each
- * other), so Kiln's greedy output equals llama.cpp's on such models; the
+ * instead of the plain kernel's 8 lane accumulators. The scalar, AVX2 and
+ * NEON x4 kernels of those two types follow that order (bit-identical to
+ * each other; llama.cpp's ARM build repacks Q4_0 / IQ4_NL 4x4 with dotprod
+ * and sums the same way), so Kiln's greedy output equals llama.cpp's on
+ * such models; the
  * wasm x4 kernels of Q4_0 keep their plain kernel's order (that of ggml's
  * wasm kernel, so wllama's results).
  *
@@ -141,6 +143,23 @@ void q4_Kx16_q8_K_gemm__avx512(int64_t n, int ncols, float * s, size_t ss, const
 KILN_REPACK_Q4_K_KERNELS(avxvnni)
 void q4_0x16_q8_0_gemm__avxvnni(int64_t n, int ncols, float * s, size_t ss, const void * x, size_t xs, const void * y, size_t ys,
                                 const void * aux, size_t as);
+#endif
+#if defined(__aarch64__)
+/* arch/arm/repack_neon.c, its dotprod rebuild repack_dotprod.c and the
+ * batched SMMLA kernels of repack_i8mm.c */
+KILN_REPACK_KERNELS(neon)
+KILN_REPACK_KERNELS_BLOCKSUM(neon)
+KILN_REPACK_GEMM_KERNELS(neon)
+void iq4_nlx4_q8_0_gemm__neon(int64_t n, int ncols, float * s, size_t ss, const void * x, const void * y, size_t ys);
+KILN_REPACK_KERNELS(neon_dotprod)
+KILN_REPACK_KERNELS_BLOCKSUM(neon_dotprod)
+KILN_REPACK_GEMM_KERNELS(neon_dotprod)
+void iq4_nlx4_q8_0_gemm__neon_dotprod(int64_t n, int ncols, float * s, size_t ss, const void * x, const void * y, size_t ys);
+void q4_0x4_q8_0_gemm__neon_i8mm(int64_t n, int ncols, float * s, size_t ss, const void * x, const void * y, size_t ys);
+void iq4_nlx4_q8_0_gemm__neon_i8mm(int64_t n, int ncols, float * s, size_t ss, const void * x, const void * y, size_t ys);
+/* arch/arm/repack_q4_K_neon.c and its dotprod rebuild */
+KILN_REPACK_Q4_K_KERNELS(neon)
+KILN_REPACK_Q4_K_KERNELS(neon_dotprod)
 #endif
 #if defined(__wasm_simd128__)
 KILN_REPACK_KERNELS(wasm_simd128)

@@ -746,6 +746,7 @@ KILN_API int kiln_cpu_has_neon       (void);
 KILN_API int kiln_cpu_has_arm_fma    (void);
 KILN_API int kiln_cpu_has_fp16_va    (void);
 KILN_API int kiln_cpu_has_dotprod    (void);
+KILN_API int kiln_cpu_has_i8mm       (void); /* arm64 FEAT_I8MM (SMMLA) */
 KILN_API int kiln_cpu_has_wasm_simd  (void);
 KILN_API int kiln_cpu_has_wasm_relaxed_simd(void);
 /* The ISA the kernel table selected: "avx512", "avx2", "neon", "wasm_simd128",

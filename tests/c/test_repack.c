@@ -3,7 +3,7 @@
  * contracts (src/cpu/repack.h):
  *  - order-preserving x4 kernels (q8_0 everywhere, q4_0 on wasm): bit-
  *    identical to the ISA's own plain vec_dot;
- *  - llama.cpp's repacked order (q4_0 and iq4_nl on scalar and AVX2): bit-
+ *  - llama.cpp's repacked order (q4_0 and iq4_nl on scalar, x86, NEON): bit-
  *    identical to blocksum_ref below — the whole block's integer dot, then
  *    acc = fmaf(isum, d_x * d_y, acc) — written here from the block layout.
  * Misaligned pointers, 1..9 and 130 blocks; mul_mat on repacked weights for
@@ -24,7 +24,8 @@ static const enum kiln_type types[] = { KILN_TYPE_Q4_0, KILN_TYPE_Q8_0, KILN_TYP
 static const int iq4nl_levels[16] = { -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113 };
 
 static bool blocksum_contract(enum kiln_type t, enum kiln_isa isa) {
-    return t != KILN_TYPE_Q8_0 && (isa == KILN_ISA_SCALAR || isa == KILN_ISA_AVX2 || isa == KILN_ISA_AVX512 || isa == KILN_ISA_AVXVNNI);
+    return t != KILN_TYPE_Q8_0 && (isa == KILN_ISA_SCALAR || isa == KILN_ISA_AVX2 || isa == KILN_ISA_AVX512 || isa == KILN_ISA_AVXVNNI ||
+                                   isa == KILN_ISA_NEON);
 }
 
 static float h2f(const void * p) {
@@ -407,7 +408,7 @@ static void test_mul_mat(enum kiln_type t, int64_t K, int64_t N, int64_t M, int6
             free(out);
         }
     }
-    /* a table without x4 kernels (NEON today) unpacks rows into scratch:
+    /* a table without x4 kernels for the type (wasm's for IQ4_NL) unpacks rows into scratch:
      * exercised here by taking the scalar table's x4 entries away */
     {
         struct kiln_kernels * ks = (struct kiln_kernels *) kiln_kernels_for_isa(KILN_ISA_SCALAR);
@@ -582,6 +583,28 @@ int main(void) {
     test_shift_specials();
     test_special_scales();
     test_bad_inputs();
+#if defined(__aarch64__)
+    {
+        /* which NEON x4 kernels the table holds: the SDOT build exactly
+         * where the CPU has dotprod, its batched 4-bit kernels through SMMLA
+         * where it has i8mm too; KILN_EXPECT_DOTPROD / KILN_EXPECT_I8MM (the
+         * qemu runs, CMakeLists.txt) say which this run must see */
+        const struct kiln_kernels * kn = kiln_kernels_for_isa(KILN_ISA_NEON);
+        const int dp = kiln_cpu_has_dotprod(), mm = dp && kiln_cpu_has_i8mm();
+        CHECK(kn && kn->vec_dot_x4[KILN_TYPE_Q4_0] == (dp ? q4_0x4_q8_0_vec_dot__neon_dotprod : q4_0x4_q8_0_vec_dot__neon) &&
+              kn->gemm_x4[KILN_TYPE_Q8_0] == (dp ? q8_0x4_q8_0_gemm__neon_dotprod : q8_0x4_q8_0_gemm__neon),
+              "neon table's x4 kernels follow kiln_cpu_has_dotprod()");
+        CHECK(kn && kn->gemm_x4[KILN_TYPE_Q4_0] == (mm ? q4_0x4_q8_0_gemm__neon_i8mm : dp ? q4_0x4_q8_0_gemm__neon_dotprod : q4_0x4_q8_0_gemm__neon) &&
+              kn->gemm_x4[KILN_TYPE_IQ4_NL] == (mm ? iq4_nlx4_q8_0_gemm__neon_i8mm : dp ? iq4_nlx4_q8_0_gemm__neon_dotprod : iq4_nlx4_q8_0_gemm__neon),
+              "neon table's batched 4-bit kernels follow kiln_cpu_has_i8mm()");
+        const char * want = getenv("KILN_EXPECT_DOTPROD");
+        if (want) CHECK(dp == atoi(want), "dotprod %d, KILN_EXPECT_DOTPROD=%s", dp, want);
+        want = getenv("KILN_EXPECT_I8MM");
+        if (want) CHECK(kiln_cpu_has_i8mm() == atoi(want), "i8mm %d, KILN_EXPECT_I8MM=%s", kiln_cpu_has_i8mm(), want);
+        printf("neon x4 / gemm_x4 kernels checked above: the %s build%s\n", dp ? "dotprod (SDOT)" : "baseline (no dotprod)",
+               mm ? ", batched q4_0 / iq4_nl through SMMLA (i8mm)" : "");
+    }
+#endif
 #if defined(__wasm_relaxed_simd__)
     const struct kiln_kernels * kr = kiln_kernels_for_isa(KILN_ISA_WASM_RELAXED);
     CHECK(kr && (kr->gemm_x4[KILN_TYPE_Q4_0] == q4_0x4_q8_0_gemm__wasm_relaxed_dotadd) == kiln_wasm_relaxed_dot_add_direct(),

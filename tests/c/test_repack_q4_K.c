@@ -403,6 +403,25 @@ int main(void) {
         }
     }
 #endif
+#if defined(__aarch64__)
+    {
+        /* the NEON table holds the SDOT kernels where the CPU has dotprod:
+         * the baseline ones (any arm64) are checked here as well */
+        struct kiln_kernels kn = *kiln_kernels_for_isa(KILN_ISA_NEON);
+        const int dp = kiln_cpu_has_dotprod();
+        CHECK(kn.vec_dot_x4[KILN_TYPE_Q4_K] == (dp ? q4_Kx8_q8_K_vec_dot__neon_dotprod : q4_Kx8_q8_K_vec_dot__neon) &&
+              kn.gemm_x4[KILN_TYPE_Q4_K] == (dp ? q4_Kx8_q8_K_gemm__neon_dotprod : q4_Kx8_q8_K_gemm__neon),
+              "neon table's q4_K x8 kernels follow kiln_cpu_has_dotprod()");
+        if (dp) {
+            kn.isa = "neon (baseline)";
+            kn.vec_dot_x4[KILN_TYPE_Q4_K] = q4_Kx8_q8_K_vec_dot__neon;
+            kn.gemm_x4[KILN_TYPE_Q4_K] = q4_Kx8_q8_K_gemm__neon;
+            for (int nb = 1; nb <= 9; nb++) test_kernels(&kn, nb);
+            test_kernels(&kn, 40);
+        }
+        printf("neon q4_K x8 kernels checked: %s\n", dp ? "dotprod (the table's) and baseline" : "baseline (no dotprod here)");
+    }
+#endif
     printf("q4_K x8 kernels checked: %d cases\n", n_checked);
     printf("q4_K gemm_x16 (16-row) kernels == the batched order bit for bit: %d cases\n", n_x16);
     if (!kiln_kernels_for_isa(KILN_ISA_AVX512)) printf("avx512 row NOT TESTED: this CPU/build has no AVX-512 F+BW+VL+VNNI\n");
