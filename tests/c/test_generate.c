@@ -484,7 +484,8 @@ static void context_shift_cases(void) {
         int32_t nc = 0;
         const kiln_token * rec = kiln_gen_tokens(g, &nc);
         CHECK(t.stop == KILN_GEN_MAX_TOKENS && st.generated_tokens == 192 && st.shifted_tokens > 0 && nc == kiln_model_n_past(a) &&
-              nc <= 64 && rec[0] == ids[0], "192 tokens in a context of 64 (%d shifted, %d cached, BOS kept)", st.shifted_tokens, nc);
+              nc <= 64 && rec[0] == ids[0], "192 tokens in a context of 64 (%d steps, %d shifted, %d cached, BOS kept)", steps,
+              st.shifted_tokens, nc);
         gp.context_shift = false;
         CHECK(kiln_gen_start(g, smpl, ids, np, gp) == KILN_STATUS_SUCCESS, "start without shift");
         do { if (kiln_gen_step(g, &t) != KILN_STATUS_SUCCESS) break; } while (t.stop == KILN_GEN_RUNNING);
