@@ -128,6 +128,8 @@ KILN_REPACK_GEMM_KERNELS(avx2)
 void iq4_nlx4_q8_0_gemm__avx2(int64_t n, int ncols, float * s, size_t ss, const void * x, const void * y, size_t ys);
 void q4_0x16_q8_0_gemm__avx2(int64_t n, int ncols, float * s, size_t ss, const void * x, size_t xs, const void * y, size_t ys,
                              const void * aux, size_t as);
+void q8_0x16_q8_0_gemm__avx2(int64_t n, int ncols, float * s, size_t ss, const void * x, size_t xs, const void * y, size_t ys,
+                             const void * aux, size_t as);
 KILN_REPACK_Q4_K_KERNELS(avx2)
 KILN_REPACK_KERNELS(avx512)
 KILN_REPACK_GEMM_KERNELS(avx512)
