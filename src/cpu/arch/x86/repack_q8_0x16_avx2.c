@@ -19,9 +19,8 @@
  * broadcast 4-byte load of y, vpsignb, vpmaddubsw, vpmaddwd, one
  * conversion and one FMA into that row's accumulator for lane j, the
  * scale (the 8 rows' d_x times d_y) formed once per activation row, block
- * and half. No lane permute. The lanes are independent FMA chains, so a
- * pass may take any subset of them: Q8_0X16A_L lanes of one half for
- * Q8_0X16A_N activation rows at once (their accumulators in registers).
+ * and half. No lane permute. The d_y comes from the caller's
+ * kiln_q8_0_aux8 (mul_mat forms it for the Q8_0 16-row kernels) when given.
  * Every output is bit-identical to q8_0x4_q8_0_vec_dot__avx2 for its row;
  * tests/c/test_repack.c checks it.
  */
@@ -34,21 +33,10 @@
 
 /* Cache blocking: Q8_0X16A_KB blocks' weights prepared once (8 KB: x and
  * |x| of 16 rows) for up to Q8_0X16A_NC activation rows, whose 16
- * accumulators each stay in memory between block ranges (the same FMA
- * chain per lane: the same results as one pass over all blocks). */
-#ifndef Q8_0X16A_KB
+ * accumulators each (32 KB) stay in memory between block ranges (the same
+ * FMA chain per lane: the same results as one pass over all blocks). */
 #define Q8_0X16A_KB 8
-#endif
-#ifndef Q8_0X16A_NC
-#define Q8_0X16A_NC 32
-#endif
-/* a pass: Q8_0X16A_L lanes (of 8) of one half for Q8_0X16A_N activation rows */
-#ifndef Q8_0X16A_N
-#define Q8_0X16A_N 2
-#endif
-#ifndef Q8_0X16A_L
-#define Q8_0X16A_L 4
-#endif
+#define Q8_0X16A_NC 64
 
 static inline __m256i q8_0x16a_bcast4(const int8_t * p) {
     int32_t v;
@@ -88,50 +76,29 @@ static inline void q8_0x16a_prep(const char * x, size_t xs, int64_t i0, int nb, 
     }
 }
 
-/* N activation rows, lanes j0 .. j0 + L - 1 of half h, blocks i0 .. i0 + nb;
- * the accumulators continue from accm (row c's 16 at accm + 16 c, index 8 h
- * + j) unless first. dd[N * (2 b + h) + c]: the 8 rows' d_x times row c's d_y */
-static inline __attribute__((always_inline)) void q8_0x16a_pass(int64_t i0, int nb, const int N, const int L, int h, int j0, int first,
-                                                                __m256 * accm, const __m256i * w, const __m256 * dd, const char * y, size_t ys) {
+/* one activation row against half h of the prepared blocks i0 .. i0 + nb:
+ * its 8 accumulators (one per lane j, the half's 8 rows in each) continue
+ * from acc unless first. Per block and lane: broadcast y's bytes 4j..4j+3,
+ * sign them by x, vpmaddubsw with |x|, vpmaddwd to i32, convert, one FMA
+ * with the 8 rows' d_x * d_y. (Measured alternatives on the 2-core Zen 5
+ * VM: 2..4 activation rows per pass over 2 or 4 lanes, y widened to i16
+ * with vpmaddwd only, the sign as xor/sub: all slower.) */
+static inline void q8_0x16a_pass(int64_t i0, int nb, int h, int first, __m256 * acc8, const __m256i * w, const __m256 * dx,
+                                 const block_q8_0 * y, const kiln_q8_0_aux8 * a) {
     const __m256i ones16 = _mm256_set1_epi16(1);
-    __m256 acc[Q8_0X16A_N][Q8_0X16A_L];
-    for (int c = 0; c < N; c++) {
-        for (int l = 0; l < L; l++) acc[c][l] = first ? _mm256_setzero_ps() : accm[16 * c + 8 * h + j0 + l];
-    }
+    __m256 acc[8];
+    for (int j = 0; j < 8; j++) acc[j] = first ? _mm256_setzero_ps() : acc8[j];
     for (int b = 0; b < nb; b++) {
-        const int8_t * yq[Q8_0X16A_N];
-        for (int c = 0; c < N; c++) yq[c] = ((const block_q8_0 *) (y + (size_t) c * ys) + i0 + b)->qs;
+        const block_q8_0 * yb = y + i0 + b;
+        const __m256 d = _mm256_mul_ps(dx[2 * b + h], _mm256_set1_ps(a ? a[i0 + b].d : KQ_H2F(yb->d)));
         const __m256i * wb = w + 32 * b + 16 * h;
-        const __m256 * d = dd + N * (2 * b + h);
-        for (int l = 0; l < L; l++) {
-            const int j = j0 + l;
-            const __m256i aw = wb[j], sw = wb[8 + j];
-            for (int c = 0; c < N; c++) {
-                const __m256i yv = _mm256_sign_epi8(q8_0x16a_bcast4(yq[c] + 4 * j), sw);
-                const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, yv), ones16);
-                acc[c][l] = _mm256_fmadd_ps(d[c], _mm256_cvtepi32_ps(p), acc[c][l]);
-            }
+        for (int j = 0; j < 8; j++) {
+            const __m256i yv = _mm256_sign_epi8(q8_0x16a_bcast4(yb->qs + 4 * j), wb[8 + j]);
+            const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(wb[j], yv), ones16);
+            acc[j] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc[j]);
         }
     }
-    for (int c = 0; c < N; c++) {
-        for (int l = 0; l < L; l++) accm[16 * c + 8 * h + j0 + l] = acc[c][l];
-    }
-}
-
-/* N activation rows (c .. c + N - 1 of the chunk) through every lane of both halves */
-static inline __attribute__((always_inline)) void q8_0x16a_rows(int64_t i0, int nb, const int N, int first, __m256 * accm, const __m256i * w,
-                                                                const __m256 * dx, const char * y, size_t ys, const char * a, size_t as) {
-    __m256 dd[Q8_0X16A_N * 2 * Q8_0X16A_KB];
-    for (int c = 0; c < N; c++) {
-        for (int b = 0; b < nb; b++) {
-            const float dy = a ? ((const kiln_q8_0_aux8 *) (a + (size_t) c * as) + i0 + b)->d
-                               : KQ_H2F(((const block_q8_0 *) (y + (size_t) c * ys) + i0 + b)->d);
-            for (int h = 0; h < 2; h++) dd[N * (2 * b + h) + c] = _mm256_mul_ps(dx[2 * b + h], _mm256_set1_ps(dy));
-        }
-    }
-    for (int h = 0; h < 2; h++) {
-        for (int j0 = 0; j0 < 8; j0 += Q8_0X16A_L) q8_0x16a_pass(i0, nb, N, Q8_0X16A_L, h, j0, first, accm, w, dd, y, ys);
-    }
+    for (int j = 0; j < 8; j++) acc8[j] = acc[j];
 }
 
 void q8_0x16_q8_0_gemm__avx2(int64_t n, int ncols, float * s, size_t ss, const void * x, size_t xs, const void * y, size_t ys,
@@ -161,17 +128,11 @@ void q8_0x16_q8_0_gemm__avx2(int64_t n, int ncols, float * s, size_t ss, const v
                     for (size_t o = 0; o < nn * sizeof(block_q8_0x4); o += 64) _mm_prefetch(nx + o, _MM_HINT_T0);
                 }
             }
-            int c = 0;
-#define Q8_0X16A_ROWS(N) q8_0x16a_rows(i0, nb, N, i0 == 0, accm + 16 * c, w, dx, yc + (size_t) c * ys, ys, ac ? ac + (size_t) c * as : NULL, as)
-            for (; c + Q8_0X16A_N <= nc; c += Q8_0X16A_N) Q8_0X16A_ROWS(Q8_0X16A_N);
-#if Q8_0X16A_N > 3
-            for (; c + 3 <= nc; c += 3) Q8_0X16A_ROWS(3);
-#endif
-#if Q8_0X16A_N > 2
-            for (; c + 2 <= nc; c += 2) Q8_0X16A_ROWS(2);
-#endif
-            for (; c < nc; c++) Q8_0X16A_ROWS(1);
-#undef Q8_0X16A_ROWS
+            for (int c = 0; c < nc; c++) {
+                const block_q8_0 * yr = (const block_q8_0 *) (yc + (size_t) c * ys);
+                const kiln_q8_0_aux8 * ar = ac ? (const kiln_q8_0_aux8 *) (ac + (size_t) c * as) : NULL;
+                for (int h = 0; h < 2; h++) q8_0x16a_pass(i0, nb, h, i0 == 0, accm + 16 * c + 8 * h, w, dx, yr, ar);
+            }
         }
         for (int c = 0; c < nc; c++) {
             for (int h = 0; h < 2; h++) {
