@@ -33,8 +33,9 @@
 
 /* Cache blocking: Q8_0X16A_KB blocks' weights prepared once (8 KB: x and
  * |x| of 16 rows) for up to Q8_0X16A_NC activation rows, whose 16
- * accumulators each (32 KB) stay in memory between block ranges (the same
- * FMA chain per lane: the same results as one pass over all blocks). */
+ * accumulators each (32 KB in all) stay in memory between block ranges
+ * (the same FMA chain per lane: the same results as one pass over all
+ * blocks). */
 #define Q8_0X16A_KB 8
 #define Q8_0X16A_NC 64
 
