@@ -122,6 +122,7 @@ static void build_tables(void) {
         k->gemm_x4[KILN_TYPE_Q8_0] = q8_0x4_q8_0_gemm__avx2;
         k->gemm_x4[KILN_TYPE_IQ4_NL] = iq4_nlx4_q8_0_gemm__avx2;
         k->gemm_x16[KILN_TYPE_Q4_0] = q4_0x16_q8_0_gemm__avx2;
+        k->gemm_x16[KILN_TYPE_Q8_0] = q8_0x16_q8_0_gemm__avx2;
         k->vec_dot_x4[KILN_TYPE_Q4_K] = q4_Kx8_q8_K_vec_dot__avx2;
         k->gemm_x4[KILN_TYPE_Q4_K] = q4_Kx8_q8_K_gemm__avx2;
         k->gemm_wide[KILN_TYPE_Q4_K] = true; /* the avxvnni and avx512 rows inherit it */

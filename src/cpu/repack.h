@@ -52,7 +52,8 @@ void kiln_q8_0_aux_row(const void * y, int64_t n, kiln_q8_0_aux * a);
 /* What the Q8_0 16-row kernel (avx512) needs per activation block: -128
  * times the sum of each 4 quants qs[4j..4j+3] (its unsigned weights' +128
  * offset taken off: sum (x + 128) y + m128[j] = sum x y, exact) and the
- * block's scale as f32 (exact). kiln_q8_0_aux8_row writes a row's. */
+ * block's scale as f32 (exact; the avx2 16-row kernel reads only this).
+ * kiln_q8_0_aux8_row writes a row's. */
 typedef struct { int32_t m128[8]; float d; } kiln_q8_0_aux8;
 void kiln_q8_0_aux8_row(const void * y, int64_t n, kiln_q8_0_aux8 * a);
 
@@ -129,6 +130,8 @@ KILN_REPACK_KERNELS_BLOCKSUM(avx2)
 KILN_REPACK_GEMM_KERNELS(avx2)
 void iq4_nlx4_q8_0_gemm__avx2(int64_t n, int ncols, float * s, size_t ss, const void * x, const void * y, size_t ys);
 void q4_0x16_q8_0_gemm__avx2(int64_t n, int ncols, float * s, size_t ss, const void * x, size_t xs, const void * y, size_t ys,
+                             const void * aux, size_t as);
+void q8_0x16_q8_0_gemm__avx2(int64_t n, int ncols, float * s, size_t ss, const void * x, size_t xs, const void * y, size_t ys,
                              const void * aux, size_t as);
 KILN_REPACK_Q4_K_KERNELS(avx2)
 KILN_REPACK_KERNELS(avx512)

@@ -143,12 +143,14 @@ static void test_gemm_x4(const struct kiln_kernels * k, enum kiln_type t, int64_
 
 /* the 16-row batched kernel (4 groups) against vec_dot_x4 per group, bit
  * for bit: 1..X16_NC activation rows at a misaligned stride (every pass width
- * and column chunk the kernels have: Q8_0's chunks of 32 twice and a part),
+ * and column chunk the kernels have: Q8_0's chunks of 33 (avx512) twice
+ * and a part, of 64 (avx2) and a part),
  * groups apart by their own bytes plus 6, results at a stride; for Q8_0
  * activations the rows' aux blocks (Q4_0 weights: kiln_q8_0_aux; Q8_0:
  * kiln_q8_0_aux8, or none: no_aux, the kernel forms them) at a misaligned
- * stride too. Rows 0 and 1 are constant (every quant +127 / -127: the
- * largest block sums). */
+ * stride too. Activation rows 0 and 1 are constant (every quant +127 /
+ * -127: the largest block sums); for Q8_0 two weight rows are extreme
+ * too (-128s; +-127). */
 #define X16_NC 70
 static int n_x16, n_x16_isa[KILN_ISA_COUNT]; /* gemm_x16 comparisons run (all, per row) */
 static void test_gemm_x16(const struct kiln_kernels * k, enum kiln_type t, int64_t n, bool no_aux) {
@@ -164,6 +166,14 @@ static void test_gemm_x16(const struct kiln_kernels * k, enum kiln_type t, int64
     char * xb = malloc(4 * gs + 2 + 64), * yb = malloc(X16_NC * ys + 2 + 64), * ab = malloc(X16_NC * as + 4 + 64);
     char * xp = xb + 2, * yp = yb + 2, * ap = as ? ab + 4 : NULL;
     for (int g = 0; g < 4; g++) memcpy(xp + g * gs, (const char *) w->data + g * 4 * rs, 4 * rs);
+    if (t == KILN_TYPE_Q8_0) {
+        /* extreme weights: row 5 (group 1, row 1) all -128 (|x| = 128 as
+         * an unsigned byte), row 14 (group 3, row 2) alternating +127/-127 */
+        for (int64_t b = 0; b < n / QK8_0; b++) {
+            memset(((block_q8_0x4 *) (xp + gs) + b)->qs + 32, -128, 32);
+            for (int i = 0; i < 32; i++) ((block_q8_0x4 *) (xp + 3 * gs) + b)->qs[64 + i] = (int8_t) (i % 2 ? 127 : -127);
+        }
+    }
     float * yf = malloc(sizeof(float) * (size_t) n);
     for (int c = 0; c < X16_NC; c++) {
         for (int64_t i = 0; i < n; i++) yf[i] = c == 0 ? 2.5f : c == 1 ? -2.5f : tu_rand_uniform(-3, 3);
