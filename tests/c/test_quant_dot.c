@@ -243,6 +243,55 @@ static void test_q8_0_reference_order(const struct kiln_kernels * k, const struc
  * makes the SIMD128 kernel's i32 lanes, so the two agree bit for bit; its
  * q8_0 dot must stay exact at the extremes of the 8-bit range, where the
  * i16 pair sums of relaxed_dot come closest to saturating (2 * 127 * 127). */
+#if defined(__wasm_relaxed_simd__)
+/* A q6_K or q5_K relaxed kernel against SIMD128's, bit for bit, 9
+ * super-blocks, 24 rows: quantized rows, then random bytes with the values,
+ * scales and activations at their extremes (q6_K: quants 0 / 63, scales
+ * -128 / 127, i16 pair sums up to 16128; q5_K: values 0 / 31, scales and
+ * mins 63; activations -128 / 127 for both) */
+static void relaxed_k_vs_simd128(const struct kiln_kernels * kr, const struct kiln_kernels * kb, const struct kiln_kernels * ks,
+                                 enum kiln_type t) {
+    const int64_t n = 256 * 9;
+    uint8_t * xm = malloc(kiln_row_size(t, n) + 2), * ym = malloc(kiln_row_size(KILN_TYPE_Q8_K, n) + 4);
+    uint8_t * x = xm + 2, * y = ym + 4;
+    float * act = malloc(sizeof(float) * n);
+    int same = 0;
+    for (int rep = 0; rep < 24; rep++) {
+        make_weights(t, n, x);
+        for (int64_t i = 0; i < n; i++) act[i] = tu_rand_uniform(-1, 1) * (rep % 2 ? 30.f : 1.f);
+        ks->from_float[KILN_TYPE_Q8_K](act, y, n);
+        const uint8_t v = rep % 4 == 0 ? 0xff : 0;
+        const bool rnd = rep % 4 > 1;
+        for (int64_t b = 0; rep >= 8 && b < n / 256; b++) {
+            if (t == KILN_TYPE_Q6_K) {
+                block_q6_K * bx = (block_q6_K *) x + b;
+                for (int j = 0; j < 128; j++) bx->ql[j] = rnd ? (uint8_t) tu_rand_u64() : v;
+                for (int j = 0; j < 64; j++) bx->qh[j] = rnd ? (uint8_t) tu_rand_u64() : v;
+                for (int j = 0; j < 16; j++) bx->scales[j] = (int8_t) (j % 3 == 0 ? -128 : j % 3 == 1 ? 127 : (int8_t) tu_rand_u64());
+            } else {
+                block_q5_K * bx = (block_q5_K *) x + b;
+                for (int j = 0; j < 128; j++) bx->qs[j] = rnd ? (uint8_t) tu_rand_u64() : v;
+                for (int j = 0; j < 32; j++) bx->qh[j] = rnd ? (uint8_t) tu_rand_u64() : v;
+                for (int j = 0; j < 12; j++) bx->scales[j] = rep % 2 ? 0xff : (uint8_t) tu_rand_u64();
+            }
+            block_q8_K * by = (block_q8_K *) y + b;
+            for (int j = 0; j < 256; j++) by->qs[j] = (int8_t) (rep % 3 == 0 ? -128 : rep % 3 == 1 ? 127 : (int8_t) tu_rand_u64());
+            for (int j = 0; j < 16; j++) {
+                int sum = 0;
+                for (int k = 0; k < 16; k++) sum += by->qs[16 * j + k];
+                by->bsums[j] = (int16_t) sum;
+            }
+        }
+        float a = 0, b = 0;
+        kr->vec_dot[t](n, &a, x, y);
+        kb->vec_dot[t](n, &b, x, y);
+        same += memcmp(&a, &b, sizeof a) == 0;
+    }
+    CHECK(same == 24, "%s: relaxed == SIMD128 bit for bit (%d of 24)", kiln_type_name(t), same);
+    free(xm); free(ym); free(act);
+}
+#endif
+
 static void test_wasm_relaxed(void) {
 #if defined(__wasm_relaxed_simd__)
     tu_case = "wasm_relaxed";
@@ -281,73 +330,12 @@ static void test_wasm_relaxed(void) {
         CHECK(r == s0, "q8_0 extremes %d x %d: relaxed %.9g, scalar %.9g", vals[c][0], vals[c][1], r, s0);
     }
     free(x); free(y); free(act);
-    /* q6_K: the relaxed kernel's integer sums (q + 32 through relaxed_dot, the
-     * offset taken off with the bsums) give SIMD128's floats bit for bit:
-     * quantized rows, then random bytes with scales and activations at their
-     * extremes (-128..127 both, quants 0 and 63, i16 pair sums up to 16128) */
-    const int64_t n6 = 256 * 9;
-    uint8_t * x6 = malloc(kiln_row_size(KILN_TYPE_Q6_K, n6) + 2);
-    uint8_t * y6 = malloc(kiln_row_size(KILN_TYPE_Q8_K, n6) + 4);
-    float * a6 = malloc(sizeof(float) * n6);
-    int same6 = 0, total6 = 0;
-    for (int rep = 0; rep < 24; rep++) {
-        block_q6_K * bx = (block_q6_K *) (x6 + 2);
-        block_q8_K * by = (block_q8_K *) (y6 + 4);
-        make_weights(KILN_TYPE_Q6_K, n6, x6 + 2);
-        for (int64_t i = 0; i < n6; i++) a6[i] = tu_rand_uniform(-1, 1) * (rep % 2 ? 30.f : 1.f);
-        ks->from_float[KILN_TYPE_Q8_K](a6, y6 + 4, n6);
-        if (rep >= 8) {
-            for (int64_t b = 0; b < n6 / 256; b++) {
-                for (int j = 0; j < 128; j++) bx[b].ql[j] = rep % 4 == 0 ? 0xff : rep % 4 == 1 ? 0 : (uint8_t) tu_rand_u64();
-                for (int j = 0; j < 64; j++) bx[b].qh[j] = rep % 4 == 0 ? 0xff : rep % 4 == 1 ? 0 : (uint8_t) tu_rand_u64();
-                for (int j = 0; j < 16; j++) bx[b].scales[j] = (int8_t) (j % 3 == 0 ? -128 : j % 3 == 1 ? 127 : (int8_t) tu_rand_u64());
-                for (int j = 0; j < 256; j++) by[b].qs[j] = (int8_t) (rep % 3 == 0 ? -128 : rep % 3 == 1 ? 127 : (int8_t) tu_rand_u64());
-                for (int j = 0; j < 16; j++) {
-                    int s = 0;
-                    for (int k = 0; k < 16; k++) s += by[b].qs[16 * j + k];
-                    by[b].bsums[j] = (int16_t) s;
-                }
-            }
-        }
-        float a = 0, b = 0;
-        kr->vec_dot[KILN_TYPE_Q6_K](n6, &a, x6 + 2, y6 + 4);
-        kb->vec_dot[KILN_TYPE_Q6_K](n6, &b, x6 + 2, y6 + 4);
-        same6 += memcmp(&a, &b, sizeof a) == 0;
-        total6++;
-    }
+    /* q6_K and q5_K: the relaxed kernels' integer sums give SIMD128's floats
+     * bit for bit (relaxed_k_vs_simd128) */
+    relaxed_k_vs_simd128(kr, kb, ks, KILN_TYPE_Q6_K);
     CHECK(kr->vec_dot[KILN_TYPE_Q6_K] == q6_K_q8_K_vec_dot__wasm_relaxed, "q6_K: the relaxed table holds the relaxed kernel");
-    CHECK(same6 == total6, "q6_K: relaxed == SIMD128 bit for bit (%d of %d)", same6, total6);
-    /* q5_K the same way: quantized rows, then 5-bit values 0 / 31 / random
-     * with scales and mins at 63, activations at -128 / 127 */
-    int same5 = 0, total5 = 0;
-    for (int rep = 0; rep < 24; rep++) {
-        block_q5_K * bx = (block_q5_K *) (x6 + 2);
-        block_q8_K * by = (block_q8_K *) (y6 + 4);
-        make_weights(KILN_TYPE_Q5_K, n6, x6 + 2);
-        for (int64_t i = 0; i < n6; i++) a6[i] = tu_rand_uniform(-1, 1) * (rep % 2 ? 30.f : 1.f);
-        ks->from_float[KILN_TYPE_Q8_K](a6, y6 + 4, n6);
-        if (rep >= 8) {
-            for (int64_t b = 0; b < n6 / 256; b++) {
-                for (int j = 0; j < 128; j++) bx[b].qs[j] = rep % 4 == 0 ? 0xff : rep % 4 == 1 ? 0 : (uint8_t) tu_rand_u64();
-                for (int j = 0; j < 32; j++) bx[b].qh[j] = rep % 4 == 0 ? 0xff : rep % 4 == 1 ? 0 : (uint8_t) tu_rand_u64();
-                for (int j = 0; j < 12; j++) bx[b].scales[j] = rep % 2 ? 0xff : (uint8_t) tu_rand_u64();
-                for (int j = 0; j < 256; j++) by[b].qs[j] = (int8_t) (rep % 3 == 0 ? -128 : rep % 3 == 1 ? 127 : (int8_t) tu_rand_u64());
-                for (int j = 0; j < 16; j++) {
-                    int s = 0;
-                    for (int k = 0; k < 16; k++) s += by[b].qs[16 * j + k];
-                    by[b].bsums[j] = (int16_t) s;
-                }
-            }
-        }
-        float a = 0, b = 0;
-        kr->vec_dot[KILN_TYPE_Q5_K](n6, &a, x6 + 2, y6 + 4);
-        kb->vec_dot[KILN_TYPE_Q5_K](n6, &b, x6 + 2, y6 + 4);
-        same5 += memcmp(&a, &b, sizeof a) == 0;
-        total5++;
-    }
+    relaxed_k_vs_simd128(kr, kb, ks, KILN_TYPE_Q5_K);
     CHECK(kr->vec_dot[KILN_TYPE_Q5_K] == q5_K_q8_K_vec_dot__wasm_relaxed, "q5_K: the relaxed table holds the relaxed kernel");
-    CHECK(same5 == total5, "q5_K: relaxed == SIMD128 bit for bit (%d of %d)", same5, total5);
-    free(x6); free(y6); free(a6);
 #endif
 }
 

@@ -17,16 +17,7 @@ static inline float neon_h2f(uint16_t h) { __fp16 v; memcpy(&v, &h, 2); return (
 #include "../quant_dot.h"
 #include "blocks.h"
 #include "quants_impl.h"
-
-/* acc += sums of a[i] * b[i] over 16 signed bytes (spread over the lanes) */
-static inline int32x4_t dot16(int32x4_t acc, int8x16_t a, int8x16_t b) {
-#ifdef KILN_NEON_DOTPROD
-    return vdotq_s32(acc, a, b);
-#else
-    acc = vpadalq_s16(acc, vmull_s8(vget_low_s8(a), vget_low_s8(b)));
-    return vpadalq_s16(acc, vmull_s8(vget_high_s8(a), vget_high_s8(b)));
-#endif
-}
+#include "neon_common.h"
 
 static inline int dot16_sum(int8x16_t a, int8x16_t b) {
     return vaddvq_s32(dot16(vdupq_n_s32(0), a, b));

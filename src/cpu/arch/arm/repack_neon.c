@@ -41,14 +41,7 @@
 #include "../../repack.h"
 #include "blocks.h"
 #include "quants_impl.h"
-
-#ifdef KILN_NEON_DOTPROD
-#define NEON_SFX(name) name##__neon_dotprod
-#else
-#define NEON_SFX(name) name##__neon
-#endif
-
-#define ALWAYS_INLINE static inline __attribute__((always_inline))
+#include "neon_common.h"
 
 /* the 4 rows' d_x * d_y (exact f16 -> f32, one rounding: the scalar and
  * plain kernels' product) */
@@ -56,17 +49,6 @@ ALWAYS_INLINE float32x4_t scales_x4(const kiln_fp16_t * d, kiln_fp16_t dy) {
     const float32x4_t dx = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(d)));
     const float32x4_t fy = vcvt_f32_f16(vreinterpret_f16_u16(vdup_n_u16(dy)));
     return vmulq_f32(dx, fy);
-}
-
-/* acc += sums of a[i] * b[i] over 16 signed bytes (spread over the lanes),
- * the plain kernels' dot16 (quant_dot_neon.c): the same lane sums */
-ALWAYS_INLINE int32x4_t dot16(int32x4_t acc, int8x16_t a, int8x16_t b) {
-#ifdef KILN_NEON_DOTPROD
-    return vdotq_s32(acc, a, b);
-#else
-    acc = vpadalq_s16(acc, vmull_s8(vget_low_s8(a), vget_low_s8(b)));
-    return vpadalq_s16(acc, vmull_s8(vget_high_s8(a), vget_high_s8(b)));
-#endif
 }
 
 /* [sum p0, sum p1, sum p2, sum p3] (exact i32 adds) */

@@ -19,14 +19,7 @@
 #include "../../repack.h"
 #include "blocks.h"
 #include "quants_impl.h"
-
-#ifdef KILN_NEON_DOTPROD
-#define NEON_SFX(name) name##__neon_dotprod
-#else
-#define NEON_SFX(name) name##__neon
-#endif
-
-#define ALWAYS_INLINE static inline __attribute__((always_inline))
+#include "neon_common.h"
 
 /* sub-block s's 6-bit scales of the 8 rows as i32 (sc[0] rows 0..3, sc[1]
  * rows 4..7) and its mins as i16, from its 12 bytes g (repack.h) */

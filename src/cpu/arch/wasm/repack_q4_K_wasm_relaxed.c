@@ -279,7 +279,7 @@ void q6_K_q8_K_vec_dot__wasm_relaxed(int64_t n, float * s, const void * vx, cons
  * super-block in order: bit-identical to that vec_dot. Per 16 values and
  * activation row: 2 loads, the i16 dot, the scale dot and an add, against
  * the plain kernel's decode and scale splat for each. */
-struct q6r_dec { v128_t q[16], sc[16]; };
+struct q6r_dec { v128_t q[16], sc[16]; const block_q6_K * x; float d; };
 
 RX_INLINE void q6r_decode(const block_q6_K * x, const struct x8_k * k, struct q6r_dec * o) {
     const uint8_t * ql = x->ql, * qh = x->qh;
@@ -297,42 +297,47 @@ RX_INLINE void q6r_decode(const block_q6_K * x, const struct x8_k * k, struct q6
     /* q[8 half + 2 p + h16] pairs with scale 8 half + 2 p + h16 and the
      * activations at 128 half + 32 p + 16 h16, the plain kernel's chunks */
     for (int j = 0; j < 16; j++) o->sc[j] = wasm_i16x8_splat(x->scales[j]);
+    o->x = x;
+    o->d = KQ_H2F(x->d);
 }
 
-RX_INLINE int32_t q6r_isum(const struct q6r_dec * w, const block_q6_K * x, const block_q8_K * y) {
+RX_INLINE void q6r_step(const struct q6r_dec * w, const block_q8_K * y, float * sumf) {
+    const block_q6_K * x = w->x;
     v128_t acc = wasm_i32x4_splat(0);
     for (int j = 0; j < 16; j++) acc = wasm_i32x4_add(acc, wasm_i32x4_dot_i16x8(RDOT16(ld(y->qs + 16 * j), w->q[j]), w->sc[j]));
     const v128_t s8 = wasm_v128_load64_zero(x->scales), s8h = wasm_v128_load64_zero(x->scales + 8);
     const v128_t off = wasm_i32x4_add(wasm_i32x4_dot_i16x8(wasm_i16x8_extend_low_i8x16(s8), ld(y->bsums)),
                                       wasm_i32x4_dot_i16x8(wasm_i16x8_extend_low_i8x16(s8h), ld(y->bsums + 8)));
-    return kiln_simd128_i32_hsum(acc) - 32 * kiln_simd128_i32_hsum(off);
+    const int isum = kiln_simd128_i32_hsum(acc) - 32 * kiln_simd128_i32_hsum(off);
+    *sumf += w->d * y->d * isum;
 }
 
-#define Q6R_NC 64 /* activation rows per pass: their float sums on the stack */
-
-void q6_K_q8_K_vec_dot_rows__wasm_relaxed(int64_t n, int nr, int nc, float * s, size_t ss, const void * vx, size_t xs,
-                                          const void * vy, size_t ys) {
-    const struct x8_k k = x8_k_load();
-    const int64_t nb = n / QK_K;
-    struct q6r_dec w;
-    float sumf[Q6R_NC];
-    for (int r = 0; r < nr; r++) {
-        const block_q6_K * x = (const block_q6_K *) ((const char *) vx + (size_t) r * xs);
-        for (int c0 = 0; c0 < nc; c0 += Q6R_NC) {
-            const int n1 = nc - c0 < Q6R_NC ? nc - c0 : Q6R_NC;
-            for (int c = 0; c < n1; c++) sumf[c] = 0;
-            for (int64_t b = 0; b < nb; b++) {
-                q6r_decode(&x[b], &k, &w);
-                const float dx = KQ_H2F(x[b].d);
-                for (int c = 0; c < n1; c++) {
-                    const block_q8_K * y = (const block_q8_K *) ((const char *) vy + (size_t) (c0 + c) * ys) + b;
-                    sumf[c] += dx * y->d * q6r_isum(&w, &x[b], y);
-                }
-            }
-            for (int c = 0; c < n1; c++) s[(size_t) (c0 + c) * ss + r] = sumf[c];
-        }
-    }
+/* the batched kernels' loop (vec_dot_rows, kernels.h): per weight row, up
+ * to RX_ROWS_NC activation rows at a time (their float sums on the stack),
+ * each super-block decoded once (DECODE) and stepped through for each of
+ * them (STEP) in super-block order */
+#define RX_ROWS_NC 64
+#define RX_ROWS(NAME, XT, DEC_T, DECODE, STEP) \
+void NAME(int64_t n, int nr, int nc, float * s, size_t ss, const void * vx, size_t xs, const void * vy, size_t ys) { \
+    const struct x8_k k = x8_k_load(); \
+    const int64_t nb = n / QK_K; \
+    DEC_T w; \
+    float sumf[RX_ROWS_NC]; \
+    for (int r = 0; r < nr; r++) { \
+        const XT * x = (const XT *) ((const char *) vx + (size_t) r * xs); \
+        for (int c0 = 0; c0 < nc; c0 += RX_ROWS_NC) { \
+            const int n1 = nc - c0 < RX_ROWS_NC ? nc - c0 : RX_ROWS_NC; \
+            for (int c = 0; c < n1; c++) sumf[c] = 0; \
+            for (int64_t b = 0; b < nb; b++) { \
+                DECODE(&x[b], &k, &w); \
+                for (int c = 0; c < n1; c++) STEP(&w, (const block_q8_K *) ((const char *) vy + (size_t) (c0 + c) * ys) + b, &sumf[c]); \
+            } \
+            for (int c = 0; c < n1; c++) s[(size_t) (c0 + c) * ss + r] = sumf[c]; \
+        } \
+    } \
 }
+
+RX_ROWS(q6_K_q8_K_vec_dot_rows__wasm_relaxed, block_q6_K, struct q6r_dec, q6r_decode, q6r_step)
 
 /* q5_K batched (vec_dot_rows), bit-identical to the table's q5_K vec_dot
  * (q5_K_q8_K_vec_dot__wasm_simd128): each weight row's super-block is
@@ -392,24 +397,6 @@ void q5_K_q8_K_vec_dot__wasm_relaxed(int64_t n, float * s, const void * vx, cons
     *s = sumf;
 }
 
-void q5_K_q8_K_vec_dot_rows__wasm_relaxed(int64_t n, int nr, int nc, float * s, size_t ss, const void * vx, size_t xs,
-                                          const void * vy, size_t ys) {
-    const struct x8_k k = x8_k_load();
-    const int64_t nb = n / QK_K;
-    struct q5r_dec w;
-    float sumf[Q6R_NC];
-    for (int r = 0; r < nr; r++) {
-        const block_q5_K * x = (const block_q5_K *) ((const char *) vx + (size_t) r * xs);
-        for (int c0 = 0; c0 < nc; c0 += Q6R_NC) {
-            const int n1 = nc - c0 < Q6R_NC ? nc - c0 : Q6R_NC;
-            for (int c = 0; c < n1; c++) sumf[c] = 0;
-            for (int64_t b = 0; b < nb; b++) {
-                q5r_decode(&x[b], &k, &w);
-                for (int c = 0; c < n1; c++) q5r_step(&w, (const block_q8_K *) ((const char *) vy + (size_t) (c0 + c) * ys) + b, &sumf[c]);
-            }
-            for (int c = 0; c < n1; c++) s[(size_t) (c0 + c) * ss + r] = sumf[c];
-        }
-    }
-}
+RX_ROWS(q5_K_q8_K_vec_dot_rows__wasm_relaxed, block_q5_K, struct q5r_dec, q5r_decode, q5r_step)
 
 #endif /* __wasm_relaxed_simd__ */
