@@ -96,6 +96,13 @@ ALWAYS_INLINE void iq4_nl_weights(const block_iq4_nlx4 * xb, int8x16_t lut, int8
     }
 }
 
+/* a block's 4-bit codes of the 4 rows as signed bytes: IQ4_NL's levels
+ * (iq4) or Q4_0's */
+ALWAYS_INLINE void codes_x4(const block_q4_0x4 * xb, int iq4, int8x16_t lut, int8x16_t w[8]) {
+    if (iq4) iq4_nl_weights(xb, lut, w);
+    else q4_0_weights(xb, w);
+}
+
 /* [isum row 0..3] of one block against activations ya (0..15), yh (16..31) */
 ALWAYS_INLINE int32x4_t isums_x4(const int8x16_t w[8], int8x16_t ya, int8x16_t yh, int small) {
 #ifdef KILN_NEON_DOTPROD
@@ -139,8 +146,7 @@ ALWAYS_INLINE void nibbles_x4_cols(int64_t n, const int N, int iq4, float * cons
     const int fbits4 = !iq4 && Q4_0_FBITS == 4;
     for (int64_t i = 0; i < n / QK8_0; i++) {
         int8x16_t w[8];
-        if (iq4) iq4_nl_weights(&x[i], lut, w);
-        else q4_0_weights(&x[i], w);
+        codes_x4(&x[i], iq4, lut, w);
         for (int c = 0; c < N; c++) {
             const int32x4_t isum = isums_x4(w, vld1q_s8(y[c][i].qs), vld1q_s8(y[c][i].qs + 16), !iq4);
             acc[c] = blocksum_fma(isum, fbits4, x[i].d, y[c][i].d, acc[c]);
@@ -197,8 +203,7 @@ ALWAYS_INLINE void mmla_x4_cols(int64_t n, const int N, int iq4, float * const *
     const int fbits4 = !iq4 && Q4_0_FBITS == 4;
     for (int64_t i = 0; i < n / QK8_0; i++) {
         int8x16_t w[8], m[8];
-        if (iq4) iq4_nl_weights(&x[i], lut, w);
-        else q4_0_weights(&x[i], w);
+        codes_x4(&x[i], iq4, lut, w);
         for (int p = 0; p < 2; p++) {
             for (int k = 0; k < 4; k++) m[4 * p + k] = zip64(w[4 * p + k / 2], w[4 * p + 2 + k / 2], k & 1);
         }

@@ -60,34 +60,6 @@ static inline v128_t ld(const void * p) { return wasm_v128_load(p); }
 #define RDOTADD(a, b, c) __builtin_wasm_relaxed_dot_i8x16_i7x16_add_s_i32x4(a, b, c)
 #define RX_INLINE static inline __attribute__((always_inline))
 
-/* Constants of the x4 and batched loops, read through volatile once per
- * call. V8 (x64) builds a v128.const anew at each use inside a loop, 2-3
- * instructions each, and LLVM folds the shifts and masks it is given into
- * such constants: in the q4_0 x4 loop they were about half of its ~140
- * instructions per block. Values the engine cannot see through stay in a
- * register (or one reload) for the whole loop. Not for loops short of
- * registers: SIMD128's q4_0 x4 kernel (4 live activation vectors) measured
- * 9.1 -> 6.3 GB/s with them in Node 20 (spills) and keeps its constants. */
-static volatile const uint32_t rx_words[5] = { 0x0f0f0f0fu, 0x08080808u, 0x77800000u /* 2^112 */, 0x00010001u, 0x7fffu };
-struct rx_k { v128_t m4, eight, p112, ones16, k7fff; };
-
-RX_INLINE struct rx_k rx_k_load(void) {
-    const struct rx_k k = { wasm_i32x4_splat(rx_words[0]), wasm_i32x4_splat(rx_words[1]), wasm_i32x4_splat(rx_words[2]),
-                            wasm_i32x4_splat(rx_words[3]), wasm_i32x4_splat(rx_words[4]) };
-    return k;
-}
-
-/* fp16 (zero-extended u32 lanes) -> f32, exact for every finite value: the
- * magnitude's bits in a float's place times 2^112 (a subnormal fp16 is a
- * subnormal float operand there, still exact); *mx keeps the largest
- * magnitude seen, so the caller can tell afterwards whether an inf/nan
- * (>= 0x7c00) went through and redo that call with the exact conversion */
-RX_INLINE v128_t rx_h2f(v128_t h32, const struct rx_k * k, v128_t * mx) {
-    const v128_t mag = wasm_v128_and(h32, k->k7fff);
-    *mx = wasm_i32x4_max(*mx, mag);
-    return wasm_v128_or(wasm_f32x4_mul(wasm_i32x4_shl(mag, 13), k->p112), wasm_i32x4_shl(wasm_v128_xor(h32, mag), 16));
-}
-
 /* the fp16 at p, zero-extended into all 4 lanes */
 RX_INLINE v128_t rx_h_splat(const kiln_fp16_t * p) {
     const v128_t h = wasm_u32x4_load16x4(p); /* reads 8 bytes: p is a block's scale, its quants follow */
@@ -95,26 +67,24 @@ RX_INLINE v128_t rx_h_splat(const kiln_fp16_t * p) {
 }
 
 /* d_x * d_y of an x4 block's 4 rows: kiln_simd128_scales4_fast (exact,
- * branching per block) or, in the loops' fast form, rx_h2f's (its products
- * equal for every finite scale) */
-RX_INLINE v128_t rx_scales4(const kiln_fp16_t * dx, const kiln_fp16_t * dy, const struct rx_k * k, v128_t * mx, bool exact) {
+ * branching per block) or, in the loops' fast form, kiln_simd128_h2f_finite's
+ * (its products equal for every finite scale) */
+RX_INLINE v128_t rx_scales4(const kiln_fp16_t * dx, const kiln_fp16_t * dy, const struct kiln_simd128_k * k, v128_t * mx, bool exact) {
     if (exact) return kiln_simd128_scales4_fast(dx, *dy);
-    return wasm_f32x4_mul(rx_h2f(wasm_u32x4_load16x4(dx), k, mx), rx_h2f(rx_h_splat(dy), k, mx));
+    return wasm_f32x4_mul(kiln_simd128_h2f_finite(wasm_u32x4_load16x4(dx), k, mx), kiln_simd128_h2f_finite(rx_h_splat(dy), k, mx));
 }
 
-RX_INLINE void rx_scales4x2(const kiln_fp16_t * dx, const kiln_fp16_t * dya, const kiln_fp16_t * dyb, const struct rx_k * k, v128_t * mx,
+RX_INLINE void rx_scales4x2(const kiln_fp16_t * dx, const kiln_fp16_t * dya, const kiln_fp16_t * dyb, const struct kiln_simd128_k * k, v128_t * mx,
                             bool exact, v128_t * da, v128_t * db) {
     if (exact) {
         kiln_simd128_scales4x2_fast(dx, *dya, *dyb, da, db);
         return;
     }
-    const v128_t xf = rx_h2f(wasm_u32x4_load16x4(dx), k, mx);
-    *da = wasm_f32x4_mul(xf, rx_h2f(rx_h_splat(dya), k, mx));
-    *db = wasm_f32x4_mul(xf, rx_h2f(rx_h_splat(dyb), k, mx));
+    const v128_t xf = kiln_simd128_h2f_finite(wasm_u32x4_load16x4(dx), k, mx);
+    *da = wasm_f32x4_mul(xf, kiln_simd128_h2f_finite(rx_h_splat(dya), k, mx));
+    *db = wasm_f32x4_mul(xf, kiln_simd128_h2f_finite(rx_h_splat(dyb), k, mx));
 }
 
-/* whether the fast form's scales were all finite (else: redo it exactly) */
-RX_INLINE bool rx_finite(v128_t mx) { return wasm_i32x4_all_true(wasm_i32x4_lt(mx, wasm_i32x4_splat(0x7c00))); }
 
 /* ---- q4_0 -------------------------------------------------------------- */
 
@@ -134,30 +104,30 @@ RX_INLINE bool rx_finite(v128_t mx) { return wasm_i32x4_all_true(wasm_i32x4_lt(m
 
 /* the column's correction: 8 * the y values of each lane (i16 way), or its
  * negation (dotadd way, the accumulator the block's dot starts from) */
-RX_INLINE v128_t q4_corr(v128_t y0, v128_t y1, const struct rx_k * k, bool dotadd) {
+RX_INLINE v128_t q4_corr(v128_t y0, v128_t y1, const struct kiln_simd128_k * k, bool dotadd) {
     if (dotadd) return wasm_i32x4_neg(RDOTADD(y1, k->eight, RDOTADD(y0, k->eight, wasm_i32x4_splat(0))));
     return wasm_i32x4_dot_i16x8(wasm_i16x8_add(RDOT16(y0, k->eight), RDOT16(y1, k->eight)), k->ones16);
 }
 
 /* sum over the block of (nibble - 8) * y: lo, hi the low and high nibbles */
-RX_INLINE v128_t q4_lanes(v128_t lo, v128_t hi, v128_t y0, v128_t y1, v128_t corr, const struct rx_k * k, bool dotadd) {
+RX_INLINE v128_t q4_lanes(v128_t lo, v128_t hi, v128_t y0, v128_t y1, v128_t corr, const struct kiln_simd128_k * k, bool dotadd) {
     if (dotadd) return RDOTADD(y1, hi, RDOTADD(y0, lo, corr));
     return wasm_i32x4_sub(wasm_i32x4_dot_i16x8(wasm_i16x8_add(RDOT16(y0, lo), RDOT16(y1, hi)), k->ones16), corr);
 }
 
 /* the low and high nibbles of 16 quant bytes (a 16-bit shift: its bits
  * that cross bytes are masked off anyway) */
-RX_INLINE v128_t q4_lo(v128_t b, const struct rx_k * k) { return wasm_v128_and(b, k->m4); }
-RX_INLINE v128_t q4_hi(v128_t b, const struct rx_k * k) { return wasm_v128_and(wasm_u16x8_shr(b, 4), k->m4); }
+RX_INLINE v128_t q4_lo(v128_t b, const struct kiln_simd128_k * k) { return wasm_v128_and(b, k->m4); }
+RX_INLINE v128_t q4_hi(v128_t b, const struct kiln_simd128_k * k) { return wasm_v128_and(wasm_u16x8_shr(b, 4), k->m4); }
 
-RX_INLINE v128_t q4_block(v128_t b, v128_t y0, v128_t y1, v128_t corr, const struct rx_k * k, bool dotadd) {
+RX_INLINE v128_t q4_block(v128_t b, v128_t y0, v128_t y1, v128_t corr, const struct kiln_simd128_k * k, bool dotadd) {
     return q4_lanes(q4_lo(b, k), q4_hi(b, k), y0, y1, corr, k, dotadd);
 }
 
 RX_INLINE void q4_0_vec_dot(int64_t n, float * s, const void * vx, const void * vy, bool dotadd) {
     const block_q4_0 * x = vx;
     const block_q8_0 * y = vy;
-    const struct rx_k k = rx_k_load();
+    const struct kiln_simd128_k k = kiln_simd128_k_load();
     v128_t acc = wasm_f32x4_splat(0);
     const int nb = (int) (n / QK8_0);
     for (int i = 0; i < nb; ++i) {
@@ -174,7 +144,7 @@ RX_INLINE void q4_0_vec_dot(int64_t n, float * s, const void * vx, const void * 
 RX_INLINE bool q4_0x4_vec_dot(int64_t n, float * s, const void * vx, const void * vy, bool dotadd, bool exact) {
     const block_q4_0x4 * x = vx;
     const block_q8_0 * y = vy;
-    const struct rx_k k = rx_k_load();
+    const struct kiln_simd128_k k = kiln_simd128_k_load();
     v128_t acc0 = wasm_f32x4_splat(0), acc1 = acc0, acc2 = acc0, acc3 = acc0, mx = wasm_i32x4_splat(0);
     const int nb = (int) (n / QK8_0);
     for (int i = 0; i < nb; ++i) {
@@ -189,7 +159,7 @@ RX_INLINE bool q4_0x4_vec_dot(int64_t n, float * s, const void * vx, const void 
 #undef ROW
     }
     s[0] = hsum_f32(acc0); s[1] = hsum_f32(acc1); s[2] = hsum_f32(acc2); s[3] = hsum_f32(acc3);
-    return exact || rx_finite(mx);
+    return exact || kiln_simd128_finite(mx);
 }
 
 /* q4_0x4 against 2 activation rows (prompt processing): the nibbles are
@@ -198,7 +168,7 @@ RX_INLINE bool q4_0x4_vec_dot(int64_t n, float * s, const void * vx, const void 
  * (bit-identical); exact as there */
 RX_INLINE bool q4_0x4_2cols(int64_t n, float * s0, float * s1, const block_q4_0x4 * x, const block_q8_0 * ya, const block_q8_0 * yb,
                             bool dotadd, bool exact) {
-    const struct rx_k k = rx_k_load();
+    const struct kiln_simd128_k k = kiln_simd128_k_load();
     v128_t a0[4], a1[4], mx = wasm_i32x4_splat(0);
     for (int r = 0; r < 4; r++) a0[r] = a1[r] = wasm_f32x4_splat(0);
     const int nb = (int) (n / QK8_0);
@@ -222,7 +192,7 @@ RX_INLINE bool q4_0x4_2cols(int64_t n, float * s0, float * s1, const block_q4_0x
         s0[r] = hsum_f32(a0[r]);
         s1[r] = hsum_f32(a1[r]);
     }
-    return exact || rx_finite(mx);
+    return exact || kiln_simd128_finite(mx);
 }
 
 static void q4_0x4_2cols_i16(int64_t n, float * s0, float * s1, const block_q4_0x4 * x, const block_q8_0 * ya, const block_q8_0 * yb) {
@@ -273,7 +243,7 @@ static inline struct q8_act q8_act_load(const int8_t * qs) {
  * dot (pairs of products, at most 2*128*127: no saturation), widened on its
  * own, as two halves together could overflow i16; the dotadd way: two i32
  * dot-adds (the q4_0 section says when each is faster). Exact either way. */
-RX_INLINE v128_t q8_dot(const int8_t * w, const struct q8_act * a, const struct rx_k * k, bool dotadd) {
+RX_INLINE v128_t q8_dot(const int8_t * w, const struct q8_act * a, const struct kiln_simd128_k * k, bool dotadd) {
     const v128_t w0 = wasm_i8x16_sub(wasm_v128_xor(ld(w), a->m0), a->m0);
     const v128_t w1 = wasm_i8x16_sub(wasm_v128_xor(ld(w + 16), a->m1), a->m1);
     if (dotadd) return RDOTADD(w1, a->a1, RDOTADD(w0, a->a0, wasm_i32x4_splat(0)));
@@ -283,7 +253,7 @@ RX_INLINE v128_t q8_dot(const int8_t * w, const struct q8_act * a, const struct 
 RX_INLINE void q8_0_vec_dot(int64_t n, float * s, const void * vx, const void * vy, bool dotadd) {
     const block_q8_0 * x = vx;
     const block_q8_0 * y = vy;
-    const struct rx_k k = rx_k_load();
+    const struct kiln_simd128_k k = kiln_simd128_k_load();
     float sumf = 0;
     const int nb = (int) (n / QK8_0);
     for (int i = 0; i < nb; ++i) {
@@ -303,7 +273,7 @@ RX_INLINE void q8_0_vec_dot(int64_t n, float * s, const void * vx, const void * 
 RX_INLINE bool q8_0x4_vec_dot(int64_t n, float * s, const void * vx, const void * vy, bool dotadd, bool exact) {
     const block_q8_0x4 * x = vx;
     const block_q8_0 * y = vy;
-    const struct rx_k k = rx_k_load();
+    const struct kiln_simd128_k k = kiln_simd128_k_load();
     v128_t acc = wasm_f32x4_splat(0), mx = wasm_i32x4_splat(0);
     const int nb = (int) (n / QK8_0);
     for (int i = 0; i < nb; ++i) {
@@ -314,7 +284,7 @@ RX_INLINE bool q8_0x4_vec_dot(int64_t n, float * s, const void * vx, const void 
         acc = wasm_f32x4_add(acc, wasm_f32x4_mul(wasm_f32x4_convert_i32x4(p), d));
     }
     wasm_v128_store(s, acc);
-    return exact || rx_finite(mx);
+    return exact || kiln_simd128_finite(mx);
 }
 
 /* q8_0x4 against 2 activation rows (prompt processing): the weights are
@@ -323,7 +293,7 @@ RX_INLINE bool q8_0x4_vec_dot(int64_t n, float * s, const void * vx, const void 
  * above, so the results are bit-identical to it */
 RX_INLINE bool q8_0x4_2cols(int64_t n, float * s0, float * s1, const block_q8_0x4 * x, const block_q8_0 * ya, const block_q8_0 * yb,
                             bool dotadd, bool exact) {
-    const struct rx_k k = rx_k_load();
+    const struct kiln_simd128_k k = kiln_simd128_k_load();
     v128_t acc0 = wasm_f32x4_splat(0), acc1 = acc0, mx = wasm_i32x4_splat(0);
     const int nb = (int) (n / QK8_0);
     for (int i = 0; i < nb; ++i) {
@@ -340,7 +310,7 @@ RX_INLINE bool q8_0x4_2cols(int64_t n, float * s0, float * s1, const block_q8_0x
     }
     wasm_v128_store(s0, acc0);
     wasm_v128_store(s1, acc1);
-    return exact || rx_finite(mx);
+    return exact || kiln_simd128_finite(mx);
 }
 
 static void q8_0x4_2cols_i16(int64_t n, float * s0, float * s1, const block_q8_0x4 * x, const block_q8_0 * ya, const block_q8_0 * yb) {

@@ -45,23 +45,10 @@ RX_INLINE v128_t fma4(v128_t a, v128_t b, v128_t c, bool fused) {
     return fused ? RMADD(a, b, c) : kiln_simd128_fma_f32x4(a, b, c);
 }
 
-/* the loops' masks, read once per call through volatile: as constants the
- * compiler writes them out at each use in the loop, and V8 (x64) builds
- * each one anew, 2-3 instructions (the x8 scale unpacking below has 7) */
-static const uint32_t k_words[6] = { 0x0f0f0f0fu, 0x3f3f3f3fu, 0x30303030u, 0u, 0x7fffu, 0x77800000u /* 2^112 */ };
-struct x8_k { v128_t m4, m63, m30, sel, k7fff, p112; };
-
-RX_INLINE struct x8_k x8_k_load(void) {
-    const volatile uint32_t * w = k_words;
-    const struct x8_k k = { wasm_i32x4_splat(w[0]), wasm_i32x4_splat(w[1]), wasm_i32x4_splat(w[2]),
-                            wasm_i32x4_make(~w[3], w[3], ~w[3], ~w[3]), wasm_i32x4_splat(w[4]), wasm_i32x4_splat(w[5]) };
-    return k;
-}
-
 /* the scales and mins of sub-block s of the 8 rows (repack.h's 12 bytes at
  * g) as u8 lanes 0..7 of *sc and *mn (16-bit shifts: the masks keep each
  * byte's own bits) */
-RX_INLINE void x8_scales(const uint8_t * g, const struct x8_k * k, v128_t * sc, v128_t * mn) {
+RX_INLINE void x8_scales(const uint8_t * g, const struct kiln_simd128_k * k, v128_t * sc, v128_t * mn) {
     const v128_t v = wasm_v128_load64_zero(g);
     const v128_t w = wasm_v128_load32_zero(g + 8);
     /* lanes 0..7: sc[0..3], mn[0..3] */
@@ -123,31 +110,23 @@ RX_INLINE void x8_pair(const uint8_t * qs, const int8_t * q8, int p, v128_t sclo
     }
 }
 
-/* 8 fp16 -> f32: exact (kiln_simd128_load_f16x8) or the short form, exact
- * for finite values (magnitude bits times 2^112), *mx keeping the largest
- * magnitude so that a call that met an inf/nan can be redone exactly */
-RX_INLINE void x8_h2f(const kiln_fp16_t * p, const struct x8_k * k, v128_t * mx, bool exact, v128_t * lo, v128_t * hi) {
+/* 8 fp16 -> f32: exact (kiln_simd128_load_f16x8) or the short form
+ * (kiln_simd128_h2f_finite), a call that met an inf/nan redone exactly */
+RX_INLINE void x8_h2f(const kiln_fp16_t * p, const struct kiln_simd128_k * k, v128_t * mx, bool exact, v128_t * lo, v128_t * hi) {
     if (exact) {
         kiln_simd128_load_f16x8(p, lo, hi);
         return;
     }
     const v128_t v = wasm_v128_load(p);
-    const v128_t h[2] = { wasm_u32x4_extend_low_u16x8(v), wasm_u32x4_extend_high_u16x8(v) };
-    v128_t f[2];
-    for (int j = 0; j < 2; j++) {
-        const v128_t mag = wasm_v128_and(h[j], k->k7fff);
-        *mx = wasm_i32x4_max(*mx, mag);
-        f[j] = wasm_v128_or(wasm_f32x4_mul(wasm_i32x4_shl(mag, 13), k->p112), wasm_i32x4_shl(wasm_v128_xor(h[j], mag), 16));
-    }
-    *lo = f[0];
-    *hi = f[1];
+    *lo = kiln_simd128_h2f_finite(wasm_u32x4_extend_low_u16x8(v), k, mx);
+    *hi = kiln_simd128_h2f_finite(wasm_u32x4_extend_high_u16x8(v), k, mx);
 }
 
 /* the 8 rows of an x8 group against one q8_K row, into s[0..7]; pairs: the
  * batched order (one fma per sub-block pair), else the mat-vec one; false
  * where the short scale conversion met an inf/nan (x8_h2f) */
 RX_INLINE bool x8_rows(int64_t n, float * s, const block_q4_Kx8 * x, const block_q8_K * y, bool pairs, bool fused, bool exact) {
-    const struct x8_k k = x8_k_load();
+    const struct kiln_simd128_k k = kiln_simd128_k_load();
     const v128_t m4 = k.m4;
     v128_t acc0 = wasm_f32x4_splat(0), acc1 = acc0, accm0 = acc0, accm1 = acc0, mx = wasm_i32x4_splat(0);
     for (int64_t b = 0; b < n / QK_K; b++) {
@@ -192,7 +171,7 @@ RX_INLINE bool x8_rows(int64_t n, float * s, const block_q4_Kx8 * x, const block
     }
     wasm_v128_store(s, wasm_f32x4_sub(acc0, accm0));
     wasm_v128_store(s + 4, wasm_f32x4_sub(acc1, accm1));
-    return exact || wasm_i32x4_all_true(wasm_i32x4_lt(mx, wasm_i32x4_splat(0x7c00)));
+    return exact || kiln_simd128_finite(mx);
 }
 
 RX_INLINE void x8_rows_any(int64_t n, float * s, const block_q4_Kx8 * x, const block_q8_K * y, bool pairs, bool fused) {
@@ -233,9 +212,9 @@ void q6_K_q8_K_vec_dot__wasm_relaxed(int64_t n, float * s, const void * vx, cons
     const block_q6_K * x = vx;
     const block_q8_K * y = vy;
     float sumf = 0;
-    /* masks through volatile (x8_k); every shift is a 16-bit one and the
-     * mask keeps the bits of the lane's own byte */
-    const struct x8_k k = x8_k_load();
+    /* masks through volatile (kiln_simd128_k_load); every shift is a 16-bit
+     * one and the mask keeps the bits of the lane's own byte */
+    const struct kiln_simd128_k k = kiln_simd128_k_load();
     const v128_t m4 = k.m4, m30 = k.m30;
     for (int64_t i = 0; i < n / QK_K; ++i) {
         const uint8_t * ql = x[i].ql;
@@ -279,9 +258,9 @@ void q6_K_q8_K_vec_dot__wasm_relaxed(int64_t n, float * s, const void * vx, cons
  * super-block in order: bit-identical to that vec_dot. Per 16 values and
  * activation row: 2 loads, the i16 dot, the scale dot and an add, against
  * the plain kernel's decode and scale splat for each. */
-struct q6r_dec { v128_t q[16], sc[16]; const block_q6_K * x; float d; };
+struct q6r_dec { v128_t q[16], sc[16], sc16[2]; float d; };
 
-RX_INLINE void q6r_decode(const block_q6_K * x, const struct x8_k * k, struct q6r_dec * o) {
+RX_INLINE void q6r_decode(const block_q6_K * x, const struct kiln_simd128_k * k, struct q6r_dec * o) {
     const uint8_t * ql = x->ql, * qh = x->qh;
     for (int half = 0; half < 2; ++half) {
         for (int h16 = 0; h16 < 2; ++h16) {
@@ -297,17 +276,16 @@ RX_INLINE void q6r_decode(const block_q6_K * x, const struct x8_k * k, struct q6
     /* q[8 half + 2 p + h16] pairs with scale 8 half + 2 p + h16 and the
      * activations at 128 half + 32 p + 16 h16, the plain kernel's chunks */
     for (int j = 0; j < 16; j++) o->sc[j] = wasm_i16x8_splat(x->scales[j]);
-    o->x = x;
+    /* the 16 scales as i16, for the +32 offset against the bsums */
+    o->sc16[0] = wasm_i16x8_extend_low_i8x16(wasm_v128_load64_zero(x->scales));
+    o->sc16[1] = wasm_i16x8_extend_low_i8x16(wasm_v128_load64_zero(x->scales + 8));
     o->d = KQ_H2F(x->d);
 }
 
 RX_INLINE void q6r_step(const struct q6r_dec * w, const block_q8_K * y, float * sumf) {
-    const block_q6_K * x = w->x;
     v128_t acc = wasm_i32x4_splat(0);
     for (int j = 0; j < 16; j++) acc = wasm_i32x4_add(acc, wasm_i32x4_dot_i16x8(RDOT16(ld(y->qs + 16 * j), w->q[j]), w->sc[j]));
-    const v128_t s8 = wasm_v128_load64_zero(x->scales), s8h = wasm_v128_load64_zero(x->scales + 8);
-    const v128_t off = wasm_i32x4_add(wasm_i32x4_dot_i16x8(wasm_i16x8_extend_low_i8x16(s8), ld(y->bsums)),
-                                      wasm_i32x4_dot_i16x8(wasm_i16x8_extend_low_i8x16(s8h), ld(y->bsums + 8)));
+    const v128_t off = wasm_i32x4_add(wasm_i32x4_dot_i16x8(w->sc16[0], ld(y->bsums)), wasm_i32x4_dot_i16x8(w->sc16[1], ld(y->bsums + 8)));
     const int isum = kiln_simd128_i32_hsum(acc) - 32 * kiln_simd128_i32_hsum(off);
     *sumf += w->d * y->d * isum;
 }
@@ -319,7 +297,7 @@ RX_INLINE void q6r_step(const struct q6r_dec * w, const block_q8_K * y, float * 
 #define RX_ROWS_NC 64
 #define RX_ROWS(NAME, XT, DEC_T, DECODE, STEP) \
 void NAME(int64_t n, int nr, int nc, float * s, size_t ss, const void * vx, size_t xs, const void * vy, size_t ys) { \
-    const struct x8_k k = x8_k_load(); \
+    const struct kiln_simd128_k k = kiln_simd128_k_load(); \
     const int64_t nb = n / QK_K; \
     DEC_T w; \
     float sumf[RX_ROWS_NC]; \
@@ -349,7 +327,7 @@ RX_ROWS(q6_K_q8_K_vec_dot_rows__wasm_relaxed, block_q6_K, struct q6r_dec, q6r_de
  * An i16 pair sum is at most 2 * 31 * 128, two of them fit in i16. */
 struct q5r_dec { v128_t q[16], sc[8]; uint8_t mn[8]; float d, dmin; };
 
-RX_INLINE void q5r_decode(const block_q5_K * x, const struct x8_k * k, struct q5r_dec * o) {
+RX_INLINE void q5r_decode(const block_q5_K * x, const struct kiln_simd128_k * k, struct q5r_dec * o) {
     const v128_t qh0 = ld(x->qh), qh1 = ld(x->qh + 16), zero = wasm_i32x4_splat(0), h16 = wasm_i8x16_splat(0x10);
     for (int j = 0; j < 4; ++j) {
         const v128_t b0 = ld(x->qs + 32 * j), b1 = ld(x->qs + 32 * j + 16);
@@ -385,7 +363,7 @@ RX_INLINE void q5r_step(const struct q5r_dec * w, const block_q8_K * y, float * 
 /* the mat-vec form: decode and step per super-block (the relaxed dots in
  * place of SIMD128's widening ones), the same bits as SIMD128's */
 void q5_K_q8_K_vec_dot__wasm_relaxed(int64_t n, float * s, const void * vx, const void * vy) {
-    const struct x8_k k = x8_k_load();
+    const struct kiln_simd128_k k = kiln_simd128_k_load();
     const block_q5_K * x = vx;
     const block_q8_K * y = vy;
     struct q5r_dec w;

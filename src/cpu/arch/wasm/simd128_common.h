@@ -258,6 +258,43 @@ static inline void kiln_simd128_scales4x2_fast(const kiln_fp16_t * dx, kiln_fp16
     *db = wasm_f32x4_mul(xf, kiln_simd128_f16x4_normal_to_f32(wasm_i32x4_splat(dyb)));
 }
 
+/* Constants of the relaxed kernels' loops (kernels_wasm_relaxed.c,
+ * repack_q4_K_wasm_relaxed.c), read through volatile once per call. V8
+ * (x64) builds a v128.const anew at each use inside a loop, 2-3
+ * instructions each, and LLVM folds the shifts and masks it is given into
+ * such constants: in the relaxed q4_0 x4 loop they were about half of its
+ * ~140 instructions per block. Values the engine cannot see through stay
+ * in a register (or one reload) for the whole loop. Not for loops short of
+ * registers: SIMD128's q4_0 x4 kernel (4 live activation vectors) measured
+ * 9.1 -> 6.3 GB/s with them in Node 20 (spills) and keeps its constants.
+ * m4, eight, m63, m30: 0x0f, 8, 0x3f, 0x30 in every byte; ones16: 1 in
+ * every i16 lane; k7fff, p112: 0x7fff and 2^112 (f32) in every u32 lane;
+ * sel: lanes -1, 0, -1, -1. */
+struct kiln_simd128_k { v128_t m4, eight, m63, m30, ones16, k7fff, p112, sel; };
+
+static inline __attribute__((always_inline)) struct kiln_simd128_k kiln_simd128_k_load(void) {
+    static volatile const uint32_t w[8] = { 0x0f0f0f0fu, 0x08080808u, 0x3f3f3f3fu, 0x30303030u, 0x00010001u, 0x7fffu, 0x77800000u, 0u };
+    const struct kiln_simd128_k k = { wasm_i32x4_splat(w[0]), wasm_i32x4_splat(w[1]), wasm_i32x4_splat(w[2]), wasm_i32x4_splat(w[3]),
+                                      wasm_i32x4_splat(w[4]), wasm_i32x4_splat(w[5]), wasm_i32x4_splat(w[6]),
+                                      wasm_i32x4_make(~w[7], w[7], ~w[7], ~w[7]) };
+    return k;
+}
+
+/* fp16 (zero-extended u32 lanes) -> f32, exact for every finite value: the
+ * magnitude's bits in a float's place times 2^112 (a subnormal fp16 is a
+ * subnormal float operand there, still exact); *mx keeps the largest
+ * magnitude seen, so the caller can tell afterwards (kiln_simd128_finite)
+ * whether an inf/nan (>= 0x7c00) went through and redo that work with the
+ * exact conversion */
+static inline __attribute__((always_inline)) v128_t kiln_simd128_h2f_finite(v128_t h32, const struct kiln_simd128_k * k, v128_t * mx) {
+    const v128_t mag = wasm_v128_and(h32, k->k7fff);
+    *mx = wasm_i32x4_max(*mx, mag);
+    return wasm_v128_or(wasm_f32x4_mul(wasm_i32x4_shl(mag, 13), k->p112), wasm_i32x4_shl(wasm_v128_xor(h32, mag), 16));
+}
+
+/* whether the magnitudes kiln_simd128_h2f_finite saw were all finite */
+static inline bool kiln_simd128_finite(v128_t mx) { return wasm_i32x4_all_true(wasm_i32x4_lt(mx, wasm_i32x4_splat(0x7c00))); }
+
 /* The q4_0 x q8_0 block product in 16-bit lanes, shared by the plain and
  * the x4 kernel so both make the same i32 lanes (bit-identical floats).
  *
