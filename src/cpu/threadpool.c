@@ -11,10 +11,14 @@
  * Every thread walks every node; a node is followed by a barrier. Anything
  * that makes the threads stop early (an abort, a kernel error) is decided
  * before that barrier and read after it, so all threads agree on where the
- * walk ends.
+ * walk ends. The decision names the barrier step it belongs to (halt_step):
+ * a thread that leaves barrier s late, after a faster thread has already
+ * decided to stop at step s + 1, must still walk on to barrier s + 1, or the
+ * others wait there for it forever.
  */
 #include "../core/graph_internal.h"
 
+#include <limits.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 
@@ -37,7 +41,7 @@ struct kiln_threadpool {
     _Alignas(KILN_CACHE_LINE) atomic_int current_chunk[2]; /* kiln_compute_params.chunk_slot */
     _Alignas(KILN_CACHE_LINE) atomic_int gen;         /* job generation */
     _Alignas(KILN_CACHE_LINE) atomic_int n_sleepers;  /* threads blocked on cond */
-    _Alignas(KILN_CACHE_LINE) atomic_int halt;        /* stop after the current node */
+    _Alignas(KILN_CACHE_LINE) atomic_int halt_step;   /* first barrier step the walk ends at (INT_MAX: none) */
     atomic_int stop;                             /* pool shutting down */
     atomic_int n_done;                           /* workers finished this job */
 
@@ -179,7 +183,15 @@ static bool job_should_abort(struct kiln_cplan * cplan) {
     return false;
 }
 
-static void record_failure(struct kiln_threadpool * tp, enum kiln_status st, const struct kiln_tensor * node) {
+/* The walk ends at barrier step `step` (or earlier, if already decided). */
+static void halt_at(struct kiln_threadpool * tp, int step) {
+    int cur = atomic_load(&tp->halt_step);
+    while (step < cur && !atomic_compare_exchange_weak(&tp->halt_step, &cur, step)) {}
+}
+
+static bool halted(struct kiln_threadpool * tp, int step) { return atomic_load(&tp->halt_step) <= step; }
+
+static void record_failure(struct kiln_threadpool * tp, enum kiln_status st, const struct kiln_tensor * node, int step) {
 #ifndef KILN_NO_THREADS
     pthread_mutex_lock(&tp->mu);
 #endif
@@ -190,7 +202,7 @@ static void record_failure(struct kiln_threadpool * tp, enum kiln_status st, con
 #ifndef KILN_NO_THREADS
     pthread_mutex_unlock(&tp->mu);
 #endif
-    atomic_store(&tp->halt, 1);
+    halt_at(tp, step);
 }
 
 /* Nodes this small run on thread 0 alone (nth = 1, which every kernel
@@ -286,31 +298,37 @@ static void graph_compute_thread(struct kiln_threadpool * tp, int ith) {
         const bool next_solo = next < g->n_nodes && node_solo(g->nodes[next]);
         /* after a failure inside a barrier-free run, thread 0 only walks on
          * to the run's closing barrier, where every thread stops */
-        if ((!solo || ith == 0) && !(solo && atomic_load(&tp->halt))) {
+        if ((!solo || ith == 0) && !(solo && halted(tp, step))) {
             if (!node->data) {
                 if (ith == 0) {
                     kiln_set_error("tensor has no data (allocate the graph with kiln_gallocr_alloc_graph or use a context with no_alloc = false)");
-                    record_failure(tp, KILN_STATUS_FAILED, node);
+                    record_failure(tp, KILN_STATUS_FAILED, node, step);
                 }
             } else {
                 struct kiln_compute_params p = params;
                 if (solo) p.ith = 0, p.nth = 1;
                 p.chunk_slot = step & 1;
                 const enum kiln_status st = fwd_table[node->op](&p, node);
-                if (st != KILN_STATUS_SUCCESS) record_failure(tp, st, node);
+                if (st != KILN_STATUS_SUCCESS) record_failure(tp, st, node, step);
             }
         }
         if (ith == 0 && job_should_abort(cplan)) {
+#ifndef KILN_NO_THREADS
+            pthread_mutex_lock(&tp->mu);
+#endif
             if (tp->status == KILN_STATUS_SUCCESS) {
                 tp->status = KILN_STATUS_ABORTED;
                 snprintf(tp->error, sizeof(tp->error), "compute aborted after node %d of %d", i + 1, g->n_nodes);
             }
-            atomic_store(&tp->halt, 1);
+#ifndef KILN_NO_THREADS
+            pthread_mutex_unlock(&tp->mu);
+#endif
+            halt_at(tp, step);
         }
         const bool barrier = !multi || !(solo && next_solo) || next >= g->n_nodes;
         if (barrier) {
             kiln_barrier(&params);
-            if (atomic_load(&tp->halt)) break;
+            if (halted(tp, step)) break;
             step++;
             /* every thread has passed this barrier, so none still takes
              * chunks from the previous step's counter: zero it for the next
@@ -433,7 +451,7 @@ enum kiln_status kiln_threadpool_run(struct kiln_threadpool * tp, struct kiln_cg
     /* a graph of solo nodes only (a small model's token) runs on the
      * caller: waking the workers would cost more than the whole job */
     if (tp->n_active > 1 && graph_all_solo(g)) tp->n_active = 1;
-    atomic_store(&tp->halt, 0);
+    atomic_store(&tp->halt_step, INT_MAX);
     atomic_store(&tp->n_barrier, 0);
     atomic_store(&tp->current_chunk[0], 0);
     atomic_store(&tp->current_chunk[1], 0);

@@ -3,7 +3,10 @@
  * bit-identical results with 1, 2, 4 and 8 threads; so does a chain of
  * one-row products, which also match a double reference; 8 threads finish
  * (no livelock) with the same numbers while another process keeps a CPU
- * busy. No timing assertions: the machine is shared.
+ * busy; an abort at any node of a multi-threaded graph, with more threads
+ * than cores, always returns ABORTED (never hangs a thread at a barrier) and
+ * the pool runs the next graph to the same numbers. No timing assertions:
+ * the machine is shared.
  */
 #include "util/test_util.h"
 
@@ -189,6 +192,71 @@ static void test_matvec_chain(void) {
     free(ref);
 }
 
+
+/* Aborts at every node position of a graph whose nodes are each split over
+ * all threads (one barrier per node), on a private pool with more threads
+ * than cores so that threads are preempted between a barrier and the next
+ * node. A thread that left a barrier late used to read the stop decision
+ * a faster thread had made for the following node, leave the walk one
+ * barrier early, and leave the others waiting there forever. */
+struct abort_at { int calls, at; };
+static bool abort_after_calls(void * data) {
+    struct abort_at * a = (struct abort_at *) data;
+    return ++a->calls >= a->at;
+}
+
+static void test_abort_every_node(void) {
+    tu_case = "abort at every node, threads > cores";
+    enum { N = 256 * 256, DEPTH = 48 };
+    struct kiln_context * ctx = tu_ctx(64 << 20);
+    tu_seed(7);
+    struct kiln_tensor * x0 = kiln_new_tensor_1d(ctx, KILN_TYPE_F32, N);
+    struct kiln_tensor * w = kiln_new_tensor_1d(ctx, KILN_TYPE_F32, N);
+    tu_fill_uniform(x0, -1, 1);
+    tu_fill_uniform(w, 0.9f, 1.1f);
+    struct kiln_tensor * x = x0;
+    for (int d = 0; d < DEPTH; d++) x = (d & 1) ? kiln_tanh(ctx, kiln_mul(ctx, x, w)) : kiln_add(ctx, x, w);
+    struct kiln_cgraph * g = kiln_new_graph_custom(ctx, 256, false);
+    CHECK(kiln_build_forward_expand(g, x) == KILN_STATUS_SUCCESS, "build");
+    const int n_nodes = kiln_graph_n_nodes(g);
+    float * ref = (float *) malloc(sizeof(float) * N);
+    CHECK(kiln_graph_compute_with_ctx(ctx, g, 1) == KILN_STATUS_SUCCESS, "reference");
+    memcpy(ref, x->data, sizeof(float) * N);
+    static const int nts[] = { 3, 6 };
+    for (size_t t = 0; t < sizeof(nts) / sizeof(nts[0]); t++) {
+        struct kiln_threadpool * tp = kiln_threadpool_new(kiln_threadpool_params_default(nts[t]));
+        CHECK(tp != NULL, "pool of %d", nts[t]);
+        if (!tp) continue;
+        int n_aborted = 0;
+        for (int rep = 0; rep < 2; rep++) {
+            for (int at = 1; at <= n_nodes; at++) {
+                struct kiln_cplan plan = kiln_graph_plan(g, nts[t], tp);
+                struct abort_at a = { 0, at };
+                plan.abort_callback = abort_after_calls;
+                plan.abort_callback_data = &a;
+                uint8_t * work = plan.work_size ? (uint8_t *) malloc(plan.work_size) : NULL;
+                plan.work_data = work;
+                /* a hang here is the failure: the ctest timeout reports it */
+                const enum kiln_status st = kiln_graph_compute(g, &plan);
+                free(work);
+                n_aborted += st == KILN_STATUS_ABORTED;
+                if (st != KILN_STATUS_ABORTED) CHECK(false, "%d threads, abort at node %d: status %d", nts[t], at, (int) st);
+            }
+        }
+        CHECK(n_aborted == 2 * n_nodes, "%d threads: %d of %d computes aborted", nts[t], n_aborted, 2 * n_nodes);
+        /* the pool still runs whole graphs, to the same numbers */
+        struct kiln_cplan plan = kiln_graph_plan(g, nts[t], tp);
+        uint8_t * work = plan.work_size ? (uint8_t *) malloc(plan.work_size) : NULL;
+        plan.work_data = work;
+        CHECK(kiln_graph_compute(g, &plan) == KILN_STATUS_SUCCESS, "%d threads after the aborts: %s", nts[t], kiln_last_error());
+        CHECK(memcmp(x->data, ref, sizeof(float) * N) == 0, "%d threads after the aborts: same numbers", nts[t]);
+        free(work);
+        kiln_threadpool_free(tp);
+    }
+    free(ref);
+    kiln_free(ctx);
+}
+
 #ifdef HAVE_FORK
 static void test_busy_machine(void) {
     tu_case = "8 threads on a busy machine";
@@ -227,5 +295,6 @@ int main(void) {
     test_bit_identical();
     test_matvec_chain();
     test_busy_machine();
+    test_abort_every_node();
     return tu_finish();
 }
