@@ -413,6 +413,93 @@ static float ref_dot_f16(int64_t n, const kiln_fp16_t * hx0, const kiln_fp16_t *
 
 static bool same_float(float a, float b) { return memcmp(&a, &b, sizeof a) == 0; }
 
+/* ggml_vec_dot_f32 / ggml_vec_dot_f16 in llama.cpp's arm64 NEON build (f16
+ * without FP16 vector arithmetic): 4 x 4-lane fused accumulators over steps
+ * of 16, reduced (0 + 2) + (1 + 3), the lanes as vaddvq_f32 adds them,
+ * (l0 + l1) + (l2 + l3); then the tail: f32 one fused product at a time,
+ * f16 its float products in double */
+static float ref_reduce16(int64_t n, const float * x, const float * y, int64_t * end) {
+    float a[4][4] = { { 0 } };
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        for (int q = 0; q < 4; q++) {
+            for (int j = 0; j < 4; j++) a[q][j] = fmaf(x[i + 4 * q + j], y[i + 4 * q + j], a[q][j]);
+        }
+    }
+    float t[4];
+    for (int j = 0; j < 4; j++) t[j] = (a[0][j] + a[2][j]) + (a[1][j] + a[3][j]);
+    *end = i;
+    return (t[0] + t[1]) + (t[2] + t[3]);
+}
+
+static float ref_dot_neon(int64_t n, const float * x, const float * y) {
+    int64_t i;
+    float s = ref_reduce16(n, x, y, &i);
+    for (; i < n; i++) s = fmaf(x[i], y[i], s);
+    return s;
+}
+
+static float ref_dot_f16_neon(int64_t n, const kiln_fp16_t * hx0, const kiln_fp16_t * hy0) {
+    float * x = malloc(sizeof(float) * (size_t) (n + 1)), * y = malloc(sizeof(float) * (size_t) (n + 1));
+    for (int64_t i = 0; i < n; i++) { x[i] = kiln_fp16_to_fp32(hx0[i]); y[i] = kiln_fp16_to_fp32(hy0[i]); }
+    int64_t i;
+    double s = ref_reduce16(n, x, y, &i);
+    for (; i < n; i++) s += (double) (x[i] * y[i]);
+    free(x); free(y);
+    return (float) s;
+}
+
+
+/* ggml's vector expf (after Arm's optimized-routines expf) as its AVX2 and
+ * arm64 NEON builds compute it, lane by lane with fmaf: the silu and the
+ * softmax exponentials of every SIMD table must give these bits (x86 and
+ * wasm in vectors of 8, NEON of 4; the rest of a row by expf; softmax on
+ * x86 and NEON) */
+static float bits_f(uint32_t u) { float f; memcpy(&f, &u, sizeof f); return f; }
+static float ref_expf_ggml(float x) {
+    const float shift = 0x1.8p23f;
+    const float z = fmaf(x, 0x1.715476p+0f, shift);
+    const float n = z - shift;
+    const float b = fmaf(-n, 0x1.7f7d1cp-20f, fmaf(-n, 0x1.62e4p-1f, x));
+    uint32_t zi;
+    memcpy(&zi, &z, sizeof zi);
+    const uint32_t e = zi << 23;
+    const float k = bits_f(e + 0x3f800000u);
+    const float u = b * b;
+    const float j = fmaf(fmaf(fmaf(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u, fmaf(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)), u, 0x1.ffffecp-1f * b);
+    if (!(fabsf(n) > 126.0f)) return fmaf(j, k, k);
+    const uint32_t g = n <= 0.0f ? 0x82000000u : 0u;
+    const float s1 = bits_f(g + 0x7f000000u), s2 = bits_f(e - g);
+    if (fabsf(n) > 192.0f) return s1 * s1;
+    return fmaf(s2, j, s2) * s1;
+}
+
+static void test_ggml_expf(const struct kiln_kernels * k) {
+    if (k->isa_id == KILN_ISA_SCALAR) return;
+    const int64_t w = k->isa_id == KILN_ISA_NEON ? 4 : 8;
+    enum { N = 4099 };
+    static float x[N], y[N], e[N];
+    for (int i = 0; i < N; i++) x[i] = i < 3000 ? tu_rand_uniform(-30.0f, 30.0f) : tu_rand_uniform(-200.0f, 200.0f);
+    x[7] = INFINITY; x[8] = -INFINITY; x[9] = NAN; x[10] = -0.0f; x[11] = 1e-40f; x[N - 2] = 95.0f;
+    const int64_t nv = N - N % w;
+    int bad = 0;
+    k->f32_silu(N, x, y);
+    for (int64_t i = 0; i < N; i++) {
+        const float want = i < nv ? x[i] / (1.0f + ref_expf_ggml(0.0f - x[i])) : x[i] / (1.0f + expf(-x[i]));
+        bad += !((isnan(want) && isnan(y[i])) || same_float(want, y[i]));
+    }
+    CHECK(!bad, "%s f32_silu is ggml's (vector expf in %d lanes, expf after): %d differ", k->isa, (int) w, bad);
+    /* softmax: finite inputs below the row maximum; x86 and NEON (wasm's
+     * keeps an exponential of its own: ggml's wasm build has no vector one) */
+    if (k->isa_id == KILN_ISA_WASM_SIMD128 || k->isa_id == KILN_ISA_WASM_RELAXED) return;
+    for (int i = 0; i < N; i++) x[i] = tu_rand_uniform(-120.0f, 0.0f);
+    x[5] = 0.0f;
+    k->f32_softmax_exp(N, x, e, 0.0f);
+    bad = 0;
+    for (int64_t i = 0; i < N; i++) bad += !same_float(i < nv ? ref_expf_ggml(x[i] - 0.0f) : expf(x[i] - 0.0f), e[i]);
+    CHECK(!bad, "%s f32_softmax_exp values are ggml's: %d differ", k->isa, bad);
+}
+
 static void test_ggml_orders(const struct kiln_kernels * k) {
     const bool x86_or_wasm = k->isa_id != KILN_ISA_SCALAR && k->isa_id != KILN_ISA_NEON;
     CHECK(!x86_or_wasm || (k->f32_gemm_tile8 && k->f32_dot8 && k->f32_dot_ggml), "%s has llama.cpp's f32 orders", k->isa);
@@ -437,16 +524,18 @@ static void test_ggml_orders(const struct kiln_kernels * k) {
                 const float g = k->f32_dot8(n8, x, y);
                 bad += !same_float(g, ref_dot8(n8, x, y, fused));
             }
-            if (x86_or_wasm) {
+            if (x86_or_wasm || k->isa_id == KILN_ISA_NEON) {
                 kiln_fp16_t * hxp = hx + off, * hyp = hy + off;
                 kiln_fp32_to_fp16_row(x, hxp, n); kiln_fp32_to_fp16_row(y, hyp, n);
-                bad16 += !same_float(k->f16_dot(n, hxp, hyp), ref_dot_f16(n, hxp, hyp));
+                const float want = k->isa_id == KILN_ISA_NEON ? ref_dot_f16_neon(n, hxp, hyp) : ref_dot_f16(n, hxp, hyp);
+                bad16 += !same_float(k->f16_dot(n, hxp, hyp), want);
             }
+            if (k->isa_id == KILN_ISA_NEON) bad += !same_float(k->f32_dot(n, x, y), ref_dot_neon(n, x, y));
         }
     }
-    CHECK(!bad && !badtol, "%s f32_dot_ggml / f32_dot8 equal the references (fused %d): %d differ, %d out of tolerance",
+    CHECK(!bad && !badtol, "%s f32_dot_ggml / f32_dot8 (NEON: f32_dot) equal the references (fused %d): %d differ, %d out of tolerance",
           k->isa, fused, bad, badtol);
-    CHECK(!bad16, "%s f16_dot sums in ggml's AVX2 order (%d differ)", k->isa, bad16);
+    CHECK(!bad16, "%s f16_dot sums in ggml's order (%s; %d differ)", k->isa, k->isa_id == KILN_ISA_NEON ? "arm64" : "AVX2", bad16);
     if (!k->f32_gemm_tile8) return;
     /* the tile: each output its tinyBLAS product, nothing written past MR */
     const int MR = k->tile8_mr, NR = k->tile8_nr;
@@ -704,6 +793,7 @@ int main(void) {
         test_maps(s, k);
         test_gemm_tile(k);
         test_ggml_orders(k);
+        test_ggml_expf(k);
         test_gemm_packed(k);
         test_gemm_packed_vs_avx2(k);
         test_gemm_pack(k);

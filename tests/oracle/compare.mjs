@@ -2,9 +2,14 @@
 import { spawnSync } from "node:child_process";
 import path from "node:path";
 
+// KILN_TOOL_PREFIX: a command the tools run under, e.g. "qemu-aarch64-static
+// -cpu neoverse-n1" for an aarch64 build (scripts/test-arm-oracle.sh)
+const TOOL_PREFIX = (process.env.KILN_TOOL_PREFIX ?? "").split(/\s+/).filter((x) => x !== "");
+
 /** a native tool's stdout (input: its stdin, if any); throws with its stderr when it fails */
 export function runTool(cmd, argv, input = undefined) {
-    const r = spawnSync(cmd, argv, { encoding: "utf8", maxBuffer: 512 << 20, input });
+    const [c, a] = TOOL_PREFIX.length ? [TOOL_PREFIX[0], [...TOOL_PREFIX.slice(1), cmd, ...argv]] : [cmd, argv];
+    const r = spawnSync(c, a, { encoding: "utf8", maxBuffer: 512 << 20, input });
     if (r.error) throw r.error;
     if (r.status !== 0) throw new Error(`${path.basename(cmd)} ${argv.join(" ")} exited ${r.status}: ${r.stderr}`);
     return r.stdout;

@@ -20,6 +20,11 @@
 //   KILN_ORACLE_GGML_CPU=zen4|skylakex|...   pin another variant (debugging)
 //   KILN_ORACLE_GGML_CPU=auto                ggml's own choice (unpinned)
 //   KILN_ORACLE_ISA=avx512|avx2|scalar       the Kiln row to compare
+//
+// On linux-arm64 (scripts/test-arm-oracle.sh runs this under qemu) nothing
+// is pinned unless KILN_ORACLE_GGML_CPU names a variant (armv8.0_1,
+// armv8.2_2, ...); KILN_ORACLE_LLAMA_BINS may name the directory holding
+// @node-llama-cpp/linux-arm64's llama-addon.node and its libraries.
 import { copyFileSync, existsSync, mkdirSync, readFileSync, readdirSync, renameSync, statSync } from "node:fs";
 import { createRequire } from "node:module";
 import path from "node:path";
@@ -33,6 +38,7 @@ const require = createRequire(import.meta.url);
 export const PINNED_GGML_CPU = "haswell";
 
 const isX64Linux = process.platform === "linux" && process.arch === "x64";
+const isArm64Linux = process.platform === "linux" && process.arch === "arm64";
 
 /** The variant to load: null means ggml's own choice. */
 export function wantedGgmlCpu(choice = undefined) {
@@ -59,14 +65,15 @@ export function loadedGgmlCpuVariants() {
     if (process.platform !== "linux") return [];
     const maps = readFileSync("/proc/self/maps", "utf8");
     const found = new Set();
-    for (const m of maps.matchAll(/libggml-cpu-([A-Za-z0-9_]+)\.so/g)) found.add(m[1]);
+    for (const m of maps.matchAll(/libggml-cpu-([A-Za-z0-9_.]+)\.so/g)) found.add(m[1]);
     return [...found].sort();
 }
 
 function prebuiltBinsDir() {
-    // the package's main is dist/index.js; its binaries are in bins/linux-x64
-    const pkg = path.resolve(path.dirname(require.resolve("@node-llama-cpp/linux-x64")), "..");
-    const dir = path.join(pkg, "bins", "linux-x64");
+    // the package's main is dist/index.js; its binaries are in bins/linux-<arch>
+    const plat = `linux-${process.arch}`;
+    const dir = process.env.KILN_ORACLE_LLAMA_BINS ??
+        path.join(path.resolve(path.dirname(require.resolve(`@node-llama-cpp/${plat}`)), ".."), "bins", plat);
     if (!existsSync(path.join(dir, "llama-addon.node"))) throw new Error(`llamacpp: no llama-addon.node in ${dir}`);
     return dir;
 }
@@ -110,7 +117,7 @@ export async function loadOracleLlama(opts = {}) {
     const base = { logLevel: LlamaLogLevel.error, ...rest };
     const variant = wantedGgmlCpu(ggmlCpu);
     if (!variant) return getLlama({ gpu: false, build: "never", ...base });
-    if (!isX64Linux) throw new Error(`llamacpp: pinning a ggml CPU variant is implemented for linux-x64 only (KILN_ORACLE_GGML_CPU=auto)`);
+    if (!isX64Linux && !isArm64Linux) throw new Error(`llamacpp: pinning a ggml CPU variant is implemented for linux-x64 and linux-arm64 only (KILN_ORACLE_GGML_CPU=auto)`);
     const dir = pinnedBinsDir(variant);
     const bindingPath = path.join(dir, "llama-addon.node");
     const buildMetadata = JSON.parse(readFileSync(path.join(dir, "_nlcBuildMetadata.json"), "utf8"));

@@ -7,30 +7,45 @@
 #include <arm_neon.h>
 #include <math.h>
 
-/* exp(x) for 4 lanes: same scheme as exp8 in vec_avx2.c (Cody-Waite range
- * reduction, Cephes polynomial, 2^n in two halves). */
+/* exp(x) for 4 lanes with the arithmetic of llama.cpp's arm64 build
+ * (ggml's NEON vector expf, after Arm's optimized-routines expf), so silu
+ * and softmax match it bit for bit (scripts/test-arm-oracle.sh): n =
+ * round(x / ln2) by the 1.5 * 2^23 trick, b = x - n ln2 in two parts, e^b
+ * by a degree-5 polynomial, times 2^n from n's bits; |n| > 126 splits the
+ * scale in two factors, |n| > 192 saturates to 0 or inf. The same steps as
+ * vec_avx2.c's exp8 (ggml's AVX2 one), fused the same way. */
 static inline float32x4_t exp4(float32x4_t x) {
-    const uint32x4_t not_nan = vceqq_f32(x, x);
-    const float32x4_t xc = vminq_f32(vmaxq_f32(x, vdupq_n_f32(-104.0f)), vdupq_n_f32(88.8f));
-    const float32x4_t n = vrndnq_f32(vmulq_n_f32(xc, 1.44269504088896341f));
-    float32x4_t r = vfmsq_f32(xc, n, vdupq_n_f32(0.693359375f));
-    r = vfmsq_f32(r, n, vdupq_n_f32(-2.12194440e-4f));
-    float32x4_t p = vdupq_n_f32(1.9875691500e-4f);
-    p = vfmaq_f32(vdupq_n_f32(1.3981999507e-3f), p, r);
-    p = vfmaq_f32(vdupq_n_f32(8.3334519073e-3f), p, r);
-    p = vfmaq_f32(vdupq_n_f32(4.1665795894e-2f), p, r);
-    p = vfmaq_f32(vdupq_n_f32(1.6666665459e-1f), p, r);
-    p = vfmaq_f32(vdupq_n_f32(5.0000001201e-1f), p, r);
-    p = vfmaq_f32(vaddq_f32(r, vdupq_n_f32(1.0f)), p, vmulq_f32(r, r));
-    const int32x4_t ni = vcvtq_s32_f32(n);
-    const int32x4_t n1 = vshrq_n_s32(ni, 1);
-    const int32x4_t n2 = vsubq_s32(ni, n1);
-    const float32x4_t s1 = vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(n1, vdupq_n_s32(127)), 23));
-    const float32x4_t s2 = vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(n2, vdupq_n_s32(127)), 23));
-    const float32x4_t y = vmulq_f32(vmulq_f32(p, s1), s2);
-    return vbslq_f32(not_nan, y, x);
+    const float32x4_t shift = vdupq_n_f32(0x1.8p23f);
+    const float32x4_t z = vfmaq_f32(shift, x, vdupq_n_f32(0x1.715476p+0f));
+    const float32x4_t n = vsubq_f32(z, shift);
+    const float32x4_t b = vfmsq_f32(vfmsq_f32(x, n, vdupq_n_f32(0x1.62e4p-1f)), n, vdupq_n_f32(0x1.7f7d1cp-20f));
+    const uint32x4_t e = vshlq_n_u32(vreinterpretq_u32_f32(z), 23);
+    const float32x4_t k = vreinterpretq_f32_u32(vaddq_u32(e, vreinterpretq_u32_f32(vdupq_n_f32(1.0f))));
+    const uint32x4_t big = vcagtq_f32(n, vdupq_n_f32(126.0f));
+    const float32x4_t u = vmulq_f32(b, b);
+    const float32x4_t j = vfmaq_f32(vmulq_f32(vdupq_n_f32(0x1.ffffecp-1f), b),
+                                    vfmaq_f32(vfmaq_f32(vdupq_n_f32(0x1.fffdb6p-2f), vdupq_n_f32(0x1.555e66p-3f), b),
+                                              vfmaq_f32(vdupq_n_f32(0x1.573e2ep-5f), vdupq_n_f32(0x1.0e4020p-7f), b), u),
+                                    u);
+    if (vmaxvq_u32(big) == 0) return vfmaq_f32(k, j, k);
+    /* 2^n = s1 * s2 with s1 = 2^127 or 2^-125 (by the sign of n) */
+    const uint32x4_t g = vandq_u32(vclezq_f32(n), vdupq_n_u32(0x82000000u));
+    const float32x4_t s1 = vreinterpretq_f32_u32(vaddq_u32(g, vdupq_n_u32(0x7f000000u)));
+    const float32x4_t s2 = vreinterpretq_f32_u32(vsubq_u32(e, g));
+    return vbslq_f32(vcagtq_f32(n, vdupq_n_f32(192.0f)), vmulq_f32(s1, s1),
+                     vbslq_f32(big, vmulq_f32(vfmaq_f32(s2, s2, j), s1), vfmaq_f32(k, k, j)));
 }
 
+/* The reduction of llama.cpp's arm64 dot products (GGML_F32x4_REDUCE over
+ * 4 accumulators): 0 + 2 and 1 + 3, then their sum, then across lanes. */
+static inline float reduce4(float32x4_t a0, float32x4_t a1, float32x4_t a2, float32x4_t a3) {
+    return vaddvq_f32(vaddq_f32(vaddq_f32(a0, a2), vaddq_f32(a1, a3)));
+}
+
+/* llama.cpp's order (ggml_vec_dot_f32 on arm64 NEON): 4 accumulators over
+ * steps of 16, reduced, then the last n % 16 products one by one into the
+ * float sum (fused here: what a compiler contracting sum += x * y makes of
+ * that loop; llama.cpp's models have rows of a multiple of 16) */
 float f32_dot__neon(int64_t n, const float * x, const float * y) {
     float32x4_t a0 = vdupq_n_f32(0), a1 = vdupq_n_f32(0), a2 = vdupq_n_f32(0), a3 = vdupq_n_f32(0);
     int64_t i = 0;
@@ -40,9 +55,8 @@ float f32_dot__neon(int64_t n, const float * x, const float * y) {
         a2 = vfmaq_f32(a2, vld1q_f32(x + i + 8),  vld1q_f32(y + i + 8));
         a3 = vfmaq_f32(a3, vld1q_f32(x + i + 12), vld1q_f32(y + i + 12));
     }
-    for (; i + 4 <= n; i += 4) a0 = vfmaq_f32(a0, vld1q_f32(x + i), vld1q_f32(y + i));
-    float s = vaddvq_f32(vaddq_f32(vaddq_f32(a0, a1), vaddq_f32(a2, a3)));
-    for (; i < n; i++) s += x[i] * y[i];
+    float s = reduce4(a0, a1, a2, a3);
+    for (; i < n; i++) s = fmaf(x[i], y[i], s);
     return s;
 }
 
@@ -53,6 +67,10 @@ static inline float32x4_t load_bf16x4(const kiln_bf16_t * p) {
     return vreinterpretq_f32_u32(vshll_n_u16(vld1_u16((const uint16_t *) p), 16));
 }
 
+/* llama.cpp's order (ggml_vec_dot_f16 on arm64 without FP16 vector
+ * arithmetic: its fp16 values widened to f32): 4 accumulators over steps of
+ * 16, reduced as f32_dot's; the sum then in double, with each of the last
+ * n % 16 products (rounded to float) added in double */
 float f16_dot__neon(int64_t n, const kiln_fp16_t * x, const kiln_fp16_t * y) {
     float32x4_t a0 = vdupq_n_f32(0), a1 = vdupq_n_f32(0), a2 = vdupq_n_f32(0), a3 = vdupq_n_f32(0);
     int64_t i = 0;
@@ -62,10 +80,9 @@ float f16_dot__neon(int64_t n, const kiln_fp16_t * x, const kiln_fp16_t * y) {
         a2 = vfmaq_f32(a2, load_f16x4(x + i + 8),  load_f16x4(y + i + 8));
         a3 = vfmaq_f32(a3, load_f16x4(x + i + 12), load_f16x4(y + i + 12));
     }
-    for (; i + 4 <= n; i += 4) a0 = vfmaq_f32(a0, load_f16x4(x + i), load_f16x4(y + i));
-    float s = vaddvq_f32(vaddq_f32(vaddq_f32(a0, a1), vaddq_f32(a2, a3)));
-    for (; i < n; i++) s += kiln_fp16_to_fp32(x[i]) * kiln_fp16_to_fp32(y[i]);
-    return s;
+    double s = reduce4(a0, a1, a2, a3);
+    for (; i < n; i++) s += (double) (kiln_fp16_to_fp32(x[i]) * kiln_fp16_to_fp32(y[i]));
+    return (float) s;
 }
 
 float bf16_dot__neon(int64_t n, const kiln_bf16_t * x, const kiln_bf16_t * y) {
@@ -138,13 +155,14 @@ void f32_exp__neon(int64_t n, const float * x, float * y) {
 }
 
 static inline float32x4_t silu4(float32x4_t v) {
-    return vdivq_f32(v, vaddq_f32(vdupq_n_f32(1.0f), exp4(vnegq_f32(v))));
+    return vdivq_f32(v, vaddq_f32(vdupq_n_f32(1.0f), exp4(vsubq_f32(vdupq_n_f32(0.0f), v))));
 }
 
+/* as llama.cpp: vectors of 4, then the scalar formula with expf */
 void f32_silu__neon(int64_t n, const float * x, float * y) {
     int64_t i = 0;
     for (; i + 4 <= n; i += 4) vst1q_f32(y + i, silu4(vld1q_f32(x + i)));
-    MAP_TAIL(n, i, x, y, silu4(v))
+    for (; i < n; i++) y[i] = x[i] / (1.0f + expf(-x[i]));
 }
 
 static inline float32x4_t gelu4(float32x4_t v) {
