@@ -437,7 +437,7 @@ static void test_vec_dot_y4(void) {
 /* vec_dot_rows (a block of weight rows against a block of activation rows):
  * every output bit-identical to the same table's vec_dot, for 1, 3, 8, 9
  * and 19 weight rows (the kernels' 8-row groups and tails) against 1..70
- * activation rows (past their 32-row column chunks), at 1, 3 and 8 blocks,
+ * activation rows (past their 32- / 64-row column chunks), at 1, 3 and 8 blocks,
  * rows at odd strides off vector alignment, results at a stride (nothing
  * written outside). Extremes included: one weight row of all-63 6-bit
  * values with scales -128 / 127 (Q6_K), of all-31 5-bit values with every

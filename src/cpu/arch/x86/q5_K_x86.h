@@ -49,7 +49,7 @@
 #include "q6_K_x86.h"
 
 #define Q5KR_R  8   /* weight rows decoded together (one mins vector) */
-#define Q5KR_NC 32  /* activation rows per column chunk (accumulators on the stack) */
+#define Q5KR_NC 64  /* activation rows per column chunk (accumulators on the stack): mul_mat's block, so one decode per block */
 
 /* a group's mins, transposed (lane r = weight row r), and dmin per lane */
 struct q5kr_group { __m256i mn[4]; __m256 dmin; };
