@@ -27,6 +27,7 @@ export function findModels(root, which) {
     { name: 'synth-q4_0', path: path.join(root, 'bench/peers/data/synth-q4_0.gguf'), key: 'q4_0' },
     { name: 'synth-q8_0', path: path.join(root, 'bench/peers/data/synth-q8_0.gguf'), key: 'q8_0' },
     { name: 'synth-q4_K_M', path: path.join(root, 'bench/peers/data/synth-q4_K_M.gguf'), key: 'q4_k_m' },
+    { name: 'synth-q5_K_M', path: path.join(root, 'bench/peers/data/synth-q5_K_M.gguf'), key: 'q5_k_m' },
   ];
   const local = path.join(root, 'models/stories260K.gguf');
   if (existsSync(local)) all[0].path = local;

@@ -8,7 +8,7 @@
 // (default build/peers.jsonl). The last line is the summary object.
 // A benchmark, not a test: run by hand, never from scripts/test.sh.
 //
-//   node bench/peers/run.mjs [--only kernels,bw,native,browser] [--models stories,q4_0,q8_0,q4_k_m]
+//   node bench/peers/run.mjs [--only kernels,bw,native,browser] [--models stories,q4_0,q8_0,q4_k_m,q5_k_m]
 //        [--long N (native: a second prompt of ~N tokens, default 512, 0: none)]
 //        [--threads 1,2] [--gen N] [--prompt TEXT] [--reps N] [--warmup N] [--rounds N] [--browser-reps N]
 //        [--engines wllama,kiln-mt,wllama-1t,kiln-st] [--kernel-reps N] [--budget S]
@@ -92,6 +92,7 @@ const summary = {
   bw_browser_q4_0: null, bw_browser_q8_0: null,
   gen_native_vs_llamacpp_q4_0: null, gemm_vs_tfjs: null,
   pp_native_vs_llamacpp_q4_0: null, pp_native_vs_llamacpp_q4_k_m: null, gen_native_vs_llamacpp_q4_k_m: null,
+  pp_native_vs_llamacpp_q5_k_m: null,
 };
 const sections = [];
 const notes = [];
@@ -160,6 +161,7 @@ if (only.includes('native')) {
     ['model', 'thr', 'pp kiln', 'pp llama.cpp', 'pp ratio', 'same tokens']));
     summary.pp_native_vs_llamacpp_q4_0 = atMax(nl, 'synth-q4_0')?.ratio_pp.median ?? null;
     summary.pp_native_vs_llamacpp_q4_k_m = atMax(nl, 'synth-q4_K_M')?.ratio_pp.median ?? null;
+    summary.pp_native_vs_llamacpp_q5_k_m = atMax(nl, 'synth-q5_K_M')?.ratio_pp.median ?? null;
   }
 }
 

@@ -44,6 +44,7 @@ void kiln_quant_register_kernels(struct kiln_kernels * k) {
             k->vec_dot_1[KILN_TYPE_IQ4_NL] = iq4_nl_q8_0_vec_dot_gemv__avx2;
             k->vec_dot_y4[KILN_TYPE_Q6_K] = q6_K_q8_K_vec_dot_y4__avx2;
             k->vec_dot_rows[KILN_TYPE_Q6_K] = q6_K_q8_K_vec_dot_rows__avx2;
+            k->vec_dot_rows[KILN_TYPE_Q5_K] = q5_K_q8_K_vec_dot_rows__avx2;
             break;
         case KILN_ISA_AVX512:
         case KILN_ISA_AVXVNNI:
@@ -53,6 +54,7 @@ void kiln_quant_register_kernels(struct kiln_kernels * k) {
             k->vec_dot_1[KILN_TYPE_IQ4_NL] = iq4_nl_q8_0_vec_dot_gemv__avx2;
             k->vec_dot_y4[KILN_TYPE_Q6_K] = q6_K_q8_K_vec_dot_y4__avx2;
             k->vec_dot_rows[KILN_TYPE_Q6_K] = q6_K_q8_K_vec_dot_rows__avx2;
+            k->vec_dot_rows[KILN_TYPE_Q5_K] = q5_K_q8_K_vec_dot_rows__avx2;
             if (k->isa_id == KILN_ISA_AVX512) {
                 SET(k, Q4_0, q4_0_q8_0_vec_dot__avx512, Q8_0);
                 SET(k, Q8_0, q8_0_q8_0_vec_dot__avx512, Q8_0);
@@ -61,6 +63,7 @@ void kiln_quant_register_kernels(struct kiln_kernels * k) {
                 SET(k, Q6_K, q6_K_q8_K_vec_dot__avx512, Q8_K);
                 k->vec_dot_y4[KILN_TYPE_Q6_K] = q6_K_q8_K_vec_dot_y4__avx512;
                 k->vec_dot_rows[KILN_TYPE_Q6_K] = q6_K_q8_K_vec_dot_rows__avx512;
+                k->vec_dot_rows[KILN_TYPE_Q5_K] = q5_K_q8_K_vec_dot_rows__avx512;
                 SET(k, IQ4_NL, iq4_nl_q8_0_vec_dot__avx512, Q8_0);
                 k->vec_dot_1[KILN_TYPE_IQ4_NL] = iq4_nl_q8_0_vec_dot_gemv__avx512;
             } else {

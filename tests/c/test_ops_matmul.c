@@ -554,7 +554,7 @@ static void test_mul_mat_f16_exact(void) {
     }
 }
 
-/* K-quant weights that are not repacked (Q6_K: the batched kernels
+/* K-quant weights that are not repacked (Q6_K, Q5_K: the batched kernels
  * vec_dot_y4 / vec_dot_rows, kernels.h) sum every element as the table's
  * vec_dot does on that row and the row's q8_K activations: every table,
  * 1/2/4 threads, 53 weight rows (a 48-row block and a 5-row one, past the
@@ -562,10 +562,12 @@ static void test_mul_mat_f16_exact(void) {
  * one weight matrix broadcast over 2 batches, and a small case */
 static void test_mul_mat_kquant_exact(void) {
     static const int64_t shape[2][4] = { { 768, 53, 70, 2 }, { 256, 8, 5, 1 } }; /* K, N, M, batches */
-    for (int si = 0; si < 2; si++) {
-        const int64_t K = shape[si][0], N = shape[si][1], M = shape[si][2], nb2 = shape[si][3];
+    static const enum kiln_type types[2] = { KILN_TYPE_Q6_K, KILN_TYPE_Q5_K };
+    for (int si = 0; si < 4; si++) {
+        const enum kiln_type wt = types[si / 2];
+        const int64_t K = shape[si % 2][0], N = shape[si % 2][1], M = shape[si % 2][2], nb2 = shape[si % 2][3];
         struct kiln_context * ctx = tu_ctx((size_t) (K * N + K * M * nb2) * 8 + (8 << 20));
-        struct kiln_tensor * a = kiln_new_tensor_2d(ctx, KILN_TYPE_Q6_K, K, N);
+        struct kiln_tensor * a = kiln_new_tensor_2d(ctx, wt, K, N);
         struct kiln_tensor * b = kiln_new_tensor_3d(ctx, KILN_TYPE_F32, K, M, nb2);
         fill_weights(a);
         tu_fill_uniform(b, -2.0f, 2.0f);
@@ -573,26 +575,26 @@ static void test_mul_mat_kquant_exact(void) {
         void * yq = malloc(kiln_row_size(KILN_TYPE_Q8_K, K));
         for (int isa = 0; isa < KILN_ISA_COUNT; isa++) {
             const struct kiln_kernels * k = kiln_kernels_for_isa((enum kiln_isa) isa);
-            if (!k || !k->vec_dot[KILN_TYPE_Q6_K]) continue;
+            if (!k || !k->vec_dot[wt]) continue;
             kiln_cpu_force_isa(k->isa);
             for (int ti = 0; ti < 3; ti++) {
                 const enum kiln_status st = tu_compute(ctx, out, threads[ti]);
-                if (!CHECK(st == KILN_STATUS_SUCCESS, "q6_K exact: %s", kiln_last_error())) continue;
+                if (!CHECK(st == KILN_STATUS_SUCCESS, "%s exact: %s", kiln_type_name(wt), kiln_last_error())) continue;
                 int bad = 0;
                 for (int64_t bb = 0; bb < nb2; bb++) {
                     for (int64_t j = 0; j < M; j++) {
                         k->from_float[KILN_TYPE_Q8_K]((const float *) ((const char *) b->data + bb * b->nb[2] + j * b->nb[1]), yq, K);
                         for (int64_t i = 0; i < N; i++) {
                             float want;
-                            k->vec_dot[KILN_TYPE_Q6_K](K, &want, (const char *) a->data + i * a->nb[1], yq);
+                            k->vec_dot[wt](K, &want, (const char *) a->data + i * a->nb[1], yq);
                             const float got = ((const float *) ((const char *) out->data + bb * out->nb[2] + j * out->nb[1]))[i];
                             bad += memcmp(&got, &want, sizeof(float)) != 0;
                         }
                     }
                 }
-                CHECK(bad == 0, "%s: q6_K mul_mat K=%lld N=%lld M=%lld x%lld, %d threads, equals vec_dot bit for bit (%d of %lld differ)%s",
-                      k->isa, (long long) K, (long long) N, (long long) M, (long long) nb2, threads[ti], bad, (long long) (N * M * nb2),
-                      k->vec_dot_rows[KILN_TYPE_Q6_K] ? " [vec_dot_rows]" : "");
+                CHECK(bad == 0, "%s: %s mul_mat K=%lld N=%lld M=%lld x%lld, %d threads, equals vec_dot bit for bit (%d of %lld differ)%s",
+                      k->isa, kiln_type_name(wt), (long long) K, (long long) N, (long long) M, (long long) nb2, threads[ti], bad, (long long) (N * M * nb2),
+                      k->vec_dot_rows[wt] ? " [vec_dot_rows]" : "");
             }
         }
         kiln_cpu_force_isa(NULL);

@@ -437,14 +437,16 @@ static void test_vec_dot_y4(void) {
 /* vec_dot_rows (a block of weight rows against a block of activation rows):
  * every output bit-identical to the same table's vec_dot, for 1, 3, 8, 9
  * and 19 weight rows (the kernels' 8-row groups and tails) against 1..70
- * activation rows (past their 32-row column chunks), at 1, 3 and 8 blocks,
+ * activation rows (past their 32- / 64-row column chunks), at 1, 3 and 8 blocks,
  * rows at odd strides off vector alignment, results at a stride (nothing
  * written outside). Extremes included: one weight row of all-63 6-bit
- * values with scales -128 / 127, activation rows of one repeated value
- * (q8_K -128 throughout) and of +-max alternating, where the kernels' i16
- * sums reach 4 * 63 * 128. */
+ * values with scales -128 / 127 (Q6_K), of all-31 5-bit values with every
+ * scale and min 63 (Q5_K), activation rows of one repeated value (q8_K
+ * -128 throughout) and of +-max alternating, where the kernels' i16 sums
+ * reach 4 * 63 * 128 (4 * 31 * 128); Q5_K also rows of random bytes and
+ * rows with fp16 d / dmin at 65504 and the smallest subnormal. */
 static void test_vec_dot_rows(void) {
-    int cases = 0, tables = 0;
+    int cases = 0, tables = 0, type_cases[N_TYPES] = { 0 };
     static const int nblocks[] = { 1, 3, 8 };
     static const int nrows[] = { 1, 3, 8, 9, 19 };
     enum { NR = 19, NC = 70 };
@@ -472,6 +474,31 @@ static void test_vec_dot_rows(void) {
                         memset(b[i].ql, 0xff, sizeof b[i].ql);
                         memset(b[i].qh, 0xff, sizeof b[i].qh);
                         for (int j = 0; j < 16; j++) b[i].scales[j] = (int8_t) (j % 3 ? -128 : 127);
+                    }
+                }
+                if (t == KILN_TYPE_Q5_K) {
+                    /* row 0: every value 31, every scale and min 63 (the
+                     * i16 bound 4 * 31 * 128 against the -128 rows); rows
+                     * 4..6: random bytes (every 6-bit scale / min pattern,
+                     * every qh bit); row 9 (the first tail row of 9 and
+                     * 19): d = 65504, dmin the smallest subnormal; row 17:
+                     * d the smallest subnormal, dmin = -65504 */
+                    for (int64_t i = 0; i < n / QK_K; i++) {
+                        block_q5_K * b0 = (block_q5_K *) x + i;
+                        memset(b0->qs, 0xff, sizeof b0->qs);
+                        memset(b0->qh, 0xff, sizeof b0->qh);
+                        memset(b0->scales, 0xff, sizeof b0->scales);
+                        for (int r = 4; r <= 6; r++) {
+                            block_q5_K * br = (block_q5_K *) (x + (size_t) r * xs) + i;
+                            uint8_t * raw = (uint8_t *) br;
+                            for (size_t j = 0; j < sizeof *br; j++) raw[j] = (uint8_t) tu_rand_u64();
+                            br->d = (kiln_fp16_t) (0x2c00 | (tu_rand_u64() & 0x83ff));
+                            br->dmin = (kiln_fp16_t) (0x2000 | (tu_rand_u64() & 0x83ff));
+                        }
+                        ((block_q5_K *) (x + 9 * xs) + i)->d = 0x7bff;
+                        ((block_q5_K *) (x + 9 * xs) + i)->dmin = 0x0001;
+                        ((block_q5_K *) (x + 17 * xs) + i)->d = 0x0001;
+                        ((block_q5_K *) (x + 17 * xs) + i)->dmin = 0xfbff;
                     }
                 }
                 for (int c = 0; c < NC; c++) {
@@ -505,6 +532,7 @@ static void test_vec_dot_rows(void) {
                                     bad = 1;
                                 }
                                 cases++;
+                                type_cases[ti]++;
                             }
                         }
                     }
@@ -516,6 +544,9 @@ static void test_vec_dot_rows(void) {
         tables += any;
     }
     printf("  vec_dot_rows == vec_dot bit for bit: %d outputs in %d tables\n", cases, tables);
+    for (int ti = 0; ti < N_TYPES; ti++) {
+        if (type_cases[ti]) printf("    %s: %d outputs\n", kiln_type_name(qtypes[ti]), type_cases[ti]);
+    }
     if (!kiln_kernels_for_isa(KILN_ISA_AVX512)) printf("  avx512 vec_dot_rows NOT TESTED: this CPU/build has no AVX-512 F+BW+VL+VNNI\n");
 }
 

@@ -46,6 +46,8 @@ void q6_K_q8_K_vec_dot_y4__avx2(int64_t n, float * s, size_t ss, const void * x,
 void q6_K_q8_K_vec_dot_y4__avx512(int64_t n, float * s, size_t ss, const void * x, const void * y, size_t ys);
 void q6_K_q8_K_vec_dot_rows__avx2(int64_t n, int nr, int nc, float * s, size_t ss, const void * x, size_t xs, const void * y, size_t ys);
 void q6_K_q8_K_vec_dot_rows__avx512(int64_t n, int nr, int nc, float * s, size_t ss, const void * x, size_t xs, const void * y, size_t ys);
+void q5_K_q8_K_vec_dot_rows__avx2(int64_t n, int nr, int nc, float * s, size_t ss, const void * x, size_t xs, const void * y, size_t ys);
+void q5_K_q8_K_vec_dot_rows__avx512(int64_t n, int nr, int nc, float * s, size_t ss, const void * x, size_t xs, const void * y, size_t ys);
 KILN_QDOT(iq4_nl_q8_0, avx512)
 void iq4_nl_q8_0_vec_dot_gemv__avx512(int64_t n, float * s, const void * vx, const void * vy);
 /* the avxvnni row (AVX2 + AVX-VNNI, no AVX-512): q4_0, q8_0, iq4_nl */
