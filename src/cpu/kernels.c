@@ -75,6 +75,8 @@ static void table_base(struct kiln_kernels * k, enum kiln_isa isa) {
     for (int t = 0; t < KILN_TYPE_COUNT; t++) k->vec_dot_type[t] = KILN_TYPE_COUNT; /* none */
     k->f16_mad = f16_mad__scalar;
     k->f16_scale = f16_scale__scalar;
+    k->repack_rows[KILN_TYPE_Q4_0] = k->repack_rows[KILN_TYPE_IQ4_NL] = k->repack_rows[KILN_TYPE_Q4_K] = 8;
+    k->repack_rows[KILN_TYPE_Q8_0] = 1;
 }
 
 static void table_finish(struct kiln_kernels * k) {
@@ -172,16 +174,22 @@ static void build_tables(void) {
     FILL_TYPES(k, neon);
     k->f32_gemm_tile = f32_gemm_4x4__neon; k->gemm_mr = 4; k->gemm_nr = 4;
     /* x4 / x8 kernels (arch/arm/repack_neon.c, repack_q4_K_neon.c), the
-     * SDOT builds where the plain dotprod kernels run too (q8_0 matches the
-     * plain kernel of its build) */
+     * SDOT builds where the plain dotprod kernels run too (q8_0: the plain
+     * kernel's order without dotprod, llama.cpp's repacked one with it) */
 #define NEON_X4(S) do { \
         k->vec_dot_x4[KILN_TYPE_Q4_0] = q4_0x4_q8_0_vec_dot__##S; k->gemm_x4[KILN_TYPE_Q4_0] = q4_0x4_q8_0_gemm__##S; \
         k->vec_dot_x4[KILN_TYPE_Q8_0] = q8_0x4_q8_0_vec_dot__##S; k->gemm_x4[KILN_TYPE_Q8_0] = q8_0x4_q8_0_gemm__##S; \
         k->vec_dot_x4[KILN_TYPE_IQ4_NL] = iq4_nlx4_q8_0_vec_dot__##S; k->gemm_x4[KILN_TYPE_IQ4_NL] = iq4_nlx4_q8_0_gemm__##S; \
         k->vec_dot_x4[KILN_TYPE_Q4_K] = q4_Kx8_q8_K_vec_dot__##S; k->gemm_x4[KILN_TYPE_Q4_K] = q4_Kx8_q8_K_gemm__##S; \
     } while (0)
-    if (kiln_cpu_has_dotprod()) NEON_X4(neon_dotprod);
-    else NEON_X4(neon);
+    if (kiln_cpu_has_dotprod()) {
+        NEON_X4(neon_dotprod);
+        k->repack_rows[KILN_TYPE_Q4_0] = k->repack_rows[KILN_TYPE_IQ4_NL] = k->repack_rows[KILN_TYPE_Q8_0] = 4;
+    } else {
+        /* llama.cpp repacks nothing here: its plain kernels' orders */
+        NEON_X4(neon);
+        k->repack_rows[KILN_TYPE_Q4_0] = k->repack_rows[KILN_TYPE_IQ4_NL] = k->repack_rows[KILN_TYPE_Q4_K] = 0;
+    }
     /* the batched 4-bit ones through SMMLA: the SDOT kernels' bits */
     if (kiln_cpu_has_dotprod() && kiln_cpu_has_i8mm()) {
         k->gemm_x4[KILN_TYPE_Q4_0] = q4_0x4_q8_0_gemm__neon_i8mm;

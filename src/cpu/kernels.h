@@ -170,6 +170,14 @@ struct kiln_kernels {
     /* the same for a whole block of weight rows and activation rows (each
      * weight block decoded once per block); NULL: vec_dot_y4 */
     kiln_vec_dot_rows_t vec_dot_rows[KILN_TYPE_COUNT];
+    /* per weight type: the row counts kiln_repack_wanted() repacks, a
+     * multiple of this (0: never): where llama.cpp's CPU build for this
+     * ISA repacks the type, so that the x4 kernels' order is its order
+     * (x86: Q4_0 / IQ4_NL / Q4_K when ne[1] % 8 == 0; arm64 with dotprod:
+     * Q4_0 / IQ4_NL / Q8_0 when % 4, Q4_K when % 8; arm64 without: none
+     * but Q8_0, whose x4 order there is the plain one). Q8_0 elsewhere: 1
+     * (its x4 kernels keep the plain order). */
+    uint8_t repack_rows[KILN_TYPE_COUNT];
     /* true: the type's gemm_x4 prepares each weight block once per call
      * for many activation rows (the x86 rows' Q4_K, repack_q4_K_x86.h), so
      * mul_mat gives it as many src1 rows per chunk as a 16-row kernel */

@@ -87,6 +87,12 @@ bool kiln_repack_has_kernel(enum kiln_type type) {
     return k && k->vec_dot_x4[type] != NULL;
 }
 
+bool kiln_repack_wanted(const struct kiln_tensor * t) {
+    if (!t || !kiln_repack_has_kernel(t->type)) return false;
+    const int m = kiln_kernels()->repack_rows[t->type];
+    return m > 0 && t->ne[1] % m == 0;
+}
+
 /* bytes of one block's scale, and of its quants */
 static void geometry(enum kiln_type type, size_t * qbytes) {
     *qbytes = type == KILN_TYPE_Q8_0 ? QK8_0 : QK4_0 / 2; /* q4_0, iq4_nl: 16 bytes of nibbles */

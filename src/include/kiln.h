@@ -327,6 +327,13 @@ KILN_API bool    kiln_tensor_is_repacked(const struct kiln_tensor * tensor);
  * type (repacking a type without one still works, through a slower
  * unpacking path) */
 KILN_API bool    kiln_repack_has_kernel(enum kiln_type type);
+/* true when the kernels in use would repack this weight matrix where
+ * llama.cpp's CPU build on this CPU repacks it (its type and row count:
+ * x86 Q4_0 / IQ4_NL / Q4_K with ne[1] % 8 == 0; arm64 with dotprod Q4_0 /
+ * IQ4_NL / Q8_0 with ne[1] % 4 == 0 and Q4_K with % 8; Q8_0 on the rest,
+ * where its interleaved kernels keep the plain order), so that the
+ * results stay llama.cpp's */
+KILN_API bool    kiln_repack_wanted(const struct kiln_tensor * tensor);
 KILN_API bool    kiln_is_contiguous(const struct kiln_tensor * tensor);
 KILN_API bool    kiln_is_contiguous_0(const struct kiln_tensor * tensor);
 KILN_API bool    kiln_is_contiguous_1(const struct kiln_tensor * tensor);

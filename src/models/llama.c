@@ -215,17 +215,14 @@ static bool alloc_cache(struct kiln_model * m) {
 }
 
 /* matmul weights to the interleaved mat-vec layout (faster generation;
- * kiln_repack_tensor, src/cpu/repack.h), where the kernels in use have an
- * interleaved kernel for the type. q8_0: same results. q4_0 / iq4_nl: then
- * summed in llama.cpp's repacked order, so only where llama.cpp repacks too
- * (ne[1] % 8 == 0), which keeps greedy output equal to its; q4_K likewise,
- * its 3-D expert tensors included. Never the token
- * embedding (get_rows reads it, also when the output is tied to it).
+ * kiln_repack_tensor, src/cpu/repack.h) where llama.cpp's CPU build on this
+ * CPU repacks them too (kiln_repack_wanted: by type and row count), whose
+ * repacked kernels sum in another order than its plain ones; that keeps
+ * greedy output equal to its. Q4_K's 3-D expert tensors likewise. Never the
+ * token embedding (get_rows reads it, also when the output is tied to it).
  * KILN_NO_REPACK=1 keeps the file layout (for A/B benchmarks). */
 static void repack_one(struct kiln_tensor * w) {
-    if (!w || !kiln_repack_has_kernel(w->type)) return;
-    if (w->type != KILN_TYPE_Q8_0 && w->ne[1] % 8 != 0) return;
-    kiln_repack_tensor(w);
+    if (kiln_repack_wanted(w)) kiln_repack_tensor(w);
 }
 
 static void repack_weights(struct kiln_model * m) {

@@ -1,10 +1,10 @@
 /*
  * test_repack.c — kiln_repack_tensor and the x4 mat-vec kernels. Two
  * contracts (src/cpu/repack.h):
- *  - order-preserving x4 kernels (q8_0 everywhere, q4_0 on wasm): bit-
- *    identical to the ISA's own plain vec_dot;
- *  - llama.cpp's repacked order (q4_0 and iq4_nl on scalar, x86, NEON): bit-
- *    identical to blocksum_ref below — the whole block's integer dot, then
+ *  - order-preserving x4 kernels (q8_0 but on NEON with dotprod, q4_0 on
+ *    wasm): bit-identical to the ISA's own plain vec_dot;
+ *  - llama.cpp's repacked order (q4_0 and iq4_nl on scalar, x86, NEON; q8_0
+ *    on NEON with dotprod): bit-identical to blocksum_ref below — the whole block's integer dot, then
  *    acc = fmaf(isum, d_x * d_y, acc) — written here from the block layout.
  * Misaligned pointers, 1..9 and 130 blocks; mul_mat on repacked weights for
  * every ISA, odd row counts (tail rows stay plain), batch 1 and 3, broadcast
@@ -24,8 +24,9 @@ static const enum kiln_type types[] = { KILN_TYPE_Q4_0, KILN_TYPE_Q8_0, KILN_TYP
 static const int iq4nl_levels[16] = { -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113 };
 
 static bool blocksum_contract(enum kiln_type t, enum kiln_isa isa) {
-    return t != KILN_TYPE_Q8_0 && (isa == KILN_ISA_SCALAR || isa == KILN_ISA_AVX2 || isa == KILN_ISA_AVX512 || isa == KILN_ISA_AVXVNNI ||
-                                   isa == KILN_ISA_NEON);
+    /* q8_0: llama.cpp repacks it on arm64 with dotprod (and sums as q4_0) */
+    if (t == KILN_TYPE_Q8_0) return isa == KILN_ISA_NEON && kiln_cpu_has_dotprod();
+    return isa == KILN_ISA_SCALAR || isa == KILN_ISA_AVX2 || isa == KILN_ISA_AVX512 || isa == KILN_ISA_AVXVNNI || isa == KILN_ISA_NEON;
 }
 
 static float h2f(const void * p) {
@@ -34,15 +35,17 @@ static float h2f(const void * p) {
     return kiln_fp16_to_fp32(h);
 }
 
-/* llama.cpp's repacked order for one plain q4_0 / iq4_nl row against q8_0 y */
+/* llama.cpp's repacked order for one plain q4_0 / iq4_nl / q8_0 row against q8_0 y */
 static float blocksum_ref(enum kiln_type t, int64_t n, const char * row, const char * y) {
     float acc = 0;
+    const size_t bs = t == KILN_TYPE_Q8_0 ? 34 : 18;
     for (int64_t b = 0; b < n / 32; b++) {
-        const char * xb = row + b * 18, * yb = y + b * 34;
+        const char * xb = row + b * bs, * yb = y + b * 34;
         const uint8_t * q = (const uint8_t *) xb + 2;
         const int8_t * yq = (const int8_t *) yb + 2;
         int isum = 0;
-        for (int j = 0; j < 16; j++) {
+        for (int j = 0; j < 32 && t == KILN_TYPE_Q8_0; j++) isum += ((const int8_t *) q)[j] * yq[j];
+        for (int j = 0; j < 16 && t != KILN_TYPE_Q8_0; j++) {
             const int lo = q[j] & 15, hi = q[j] >> 4;
             isum += (t == KILN_TYPE_Q4_0 ? lo - 8 : iq4nl_levels[lo]) * yq[j];
             isum += (t == KILN_TYPE_Q4_0 ? hi - 8 : iq4nl_levels[hi]) * yq[j + 16];
@@ -557,8 +560,37 @@ static void test_bad_inputs(void) {
     kiln_free(ctx);
 }
 
+
+/* kiln_repack_wanted: llama.cpp's repack rule of the CPU's own build, by
+ * type and row count (kernels.h repack_rows) */
+static void test_repack_wanted(void) {
+    struct kiln_context * ctx = tu_ctx(1 << 20);
+    const struct kiln_kernels * k = kiln_kernels();
+    const bool arm = k->isa_id == KILN_ISA_NEON, dp = arm && kiln_cpu_has_dotprod();
+    static const int64_t rows[] = { 4, 8, 12, 16, 6 };
+    int bad = 0;
+    for (int ti = 0; ti < NTYPES; ti++) {
+        for (size_t ri = 0; ri < sizeof rows / sizeof rows[0]; ri++) {
+            const enum kiln_type t = types[ti];
+            struct kiln_tensor * w = kiln_new_tensor_2d(ctx, t, 64, rows[ri]);
+            int m = t == KILN_TYPE_Q8_0 ? 1 : 8; /* x86, scalar, wasm */
+            if (dp) m = 4;
+            else if (arm && t != KILN_TYPE_Q8_0) m = 0;
+            const bool want = k->vec_dot_x4[t] && m > 0 && rows[ri] % m == 0;
+            if (kiln_repack_wanted(w) != want) {
+                bad++;
+                printf("  %s %s rows %lld: wanted %d, expected %d\n", k->isa, kiln_type_name(t), (long long) rows[ri], kiln_repack_wanted(w), want);
+            }
+        }
+    }
+    struct kiln_tensor * f = kiln_new_tensor_2d(ctx, KILN_TYPE_F32, 64, 8);
+    CHECK(!bad && !kiln_repack_wanted(f) && !kiln_repack_wanted(NULL), "kiln_repack_wanted follows %s's rule (%d wrong)", k->isa, bad);
+    kiln_free(ctx);
+}
+
 int main(void) {
     tu_seed(7);
+    test_repack_wanted();
     test_kernels();
     /* subnormal block scales, raised by a power of two at repack and taken
      * off after the kernel: same bits as the plain path (repack.h) */

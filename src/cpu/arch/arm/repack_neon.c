@@ -25,15 +25,16 @@
  * qemu). Without dotprod llama.cpp does not repack; Kiln's plain NEON
  * kernels do not follow its ARM order either, so nothing is lost there.
  *
- * Q8_0: per row the float operations of q8_0_q8_0_vec_dot__neon (or its
- * dotprod rebuild) exactly: the same 4 i32 lane sums, acc += (float) p *
- * (d_x * d_y) unfused (-ffp-contract=off; vmlaq is a multiply then an
- * add) in block order, then vaddvq_f32; so bit-identical to the plain
- * path (llama.cpp's ARM q8_0_4x4 kernel fuses whole-block sums instead;
- * Kiln keeps the plain order for Q8_0, as on x86). That is also why Q8_0
- * has no SMMLA form: SMMLA yields dots of 8-byte pieces, from which the
- * plain kernel's per-lane sums (4-byte pieces, each lane accumulated in
- * float on its own) cannot be formed.
+ * Q8_0: llama.cpp's arm64 build repacks it too where the CPU has dotprod
+ * (4 rows, ne[1] % 4 == 0; kernels.c's repack_rows) and its mat-vec
+ * (ggml_gemv_q8_0_4x4_q8_0, ..._4x8_ with i8mm) sums as for Q4_0: one fused
+ * acc = fma((float) isum, d_y * d_x, acc) per block; its batched kernel
+ * (ggml_gemm_q8_0_4x4_q8_0) the same per column. The SDOT build here does
+ * that. The baseline build (llama.cpp does not repack there) keeps per row
+ * the float operations of q8_0_q8_0_vec_dot__neon exactly: the same 4 i32
+ * lane sums, acc += (float) p * (d_x * d_y) unfused (-ffp-contract=off;
+ * vmlaq is a multiply then an add) in block order, then vaddvq_f32; so
+ * bit-identical to the plain path.
  */
 #include <arm_neon.h>
 #include <string.h>
@@ -155,7 +156,27 @@ ALWAYS_INLINE void nibbles_x4_cols(int64_t n, const int N, int iq4, float * cons
     for (int c = 0; c < N; c++) vst1q_f32(s[c], acc[c]);
 }
 
-/* ---- Q8_0: 4 rows, each the plain kernel's operations ------------------ */
+#ifdef KILN_NEON_DOTPROD
+/* ---- Q8_0, SDOT build: llama.cpp's repacked order (blocksum_fma) -------- */
+
+ALWAYS_INLINE void q8_0x4_cols(int64_t n, const int N, float * const * s, const block_q8_0x4 * x, const block_q8_0 * const * y) {
+    float32x4_t acc[2];
+    for (int c = 0; c < N; c++) acc[c] = vdupq_n_f32(0);
+    for (int64_t i = 0; i < n / QK8_0; i++) {
+        int8x16_t w[8];
+        for (int j = 0; j < 8; j++) w[j] = vld1q_s8(x[i].qs + 16 * j);
+        for (int c = 0; c < N; c++) {
+            const int8x16_t ya = vld1q_s8(y[c][i].qs), yh = vld1q_s8(y[c][i].qs + 16);
+#define Q8_ROW(r) dot16(dot16(vdupq_n_s32(0), w[2 * (r)], ya), w[2 * (r) + 1], yh)
+            const int32x4_t isum = hsum_x4(Q8_ROW(0), Q8_ROW(1), Q8_ROW(2), Q8_ROW(3));
+#undef Q8_ROW
+            acc[c] = blocksum_fma(isum, 0, x[i].d, y[c][i].d, acc[c]);
+        }
+    }
+    for (int c = 0; c < N; c++) vst1q_f32(s[c], acc[c]);
+}
+#else
+/* ---- Q8_0, baseline build: 4 rows, each the plain kernel's operations --- */
 
 ALWAYS_INLINE void q8_0x4_cols(int64_t n, const int N, float * const * s, const block_q8_0x4 * x, const block_q8_0 * const * y) {
     float32x4_t acc[2][4];
@@ -180,6 +201,7 @@ ALWAYS_INLINE void q8_0x4_cols(int64_t n, const int N, float * const * s, const 
         for (int r = 0; r < 4; r++) s[c][r] = vaddvq_f32(acc[c][r]);
     }
 }
+#endif
 
 #ifdef KILN_NEON_I8MM
 /* ---- batched 4-bit codes with SMMLA (repack_i8mm.c) ---------------------
