@@ -108,6 +108,11 @@ void kiln_quant_register_kernels(struct kiln_kernels * k) {
     k->from_float[KILN_TYPE_Q8_0] = kiln_quantize_row_q8_0_act;
     k->from_float[KILN_TYPE_Q8_1] = kiln_quantize_row_q8_1_act;
     k->from_float[KILN_TYPE_Q8_K] = kiln_quantize_row_q8_K_ref;
+    /* llama.cpp's arm64 build scales by 1 / (amax / 127) */
+    if (k->isa_id == KILN_ISA_NEON) {
+        k->from_float[KILN_TYPE_Q8_0] = kiln_quantize_row_q8_0_act_arm;
+        k->from_float[KILN_TYPE_Q8_1] = kiln_quantize_row_q8_1_act_arm;
+    }
 #if defined(__x86_64__) && !defined(__EMSCRIPTEN__)
     /* the same bytes on 8-lane vectors */
     if (k->isa_id == KILN_ISA_AVX2 || k->isa_id == KILN_ISA_AVX512 || k->isa_id == KILN_ISA_AVXVNNI) {

@@ -192,6 +192,46 @@ void kiln_quantize_row_q8_1_act(const float * x, void * vy, int64_t k) {
     }
 }
 
+/* The same for llama.cpp's arm64 build (its NEON quantize_row_q8_0/q8_1):
+ * d = amax / 127 first and the values scaled by 1 / d (not 127 / amax:
+ * a rounding apart), rounded half to even. */
+void kiln_quantize_row_q8_0_act_arm(const float * x, void * vy, int64_t k) {
+    block_q8_0 * y = (block_q8_0 *) vy;
+    const int64_t nb = k / QK8_0;
+    for (int64_t i = 0; i < nb; i++) {
+        const float * xb = x + i * QK8_0;
+        float amax = 0.0f;
+        for (int j = 0; j < QK8_0; j++) amax = KQ_MAX(amax, fabsf(xb[j]));
+        const float d = amax / 127.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        y[i].d = KQ_F2H(d);
+        for (int j = 0; j < QK8_0; ++j) {
+            const float v = xb[j] * id;
+            y[i].qs[j] = (int8_t) (fabsf(v) <= 128.0f ? rintf(v) : 0.0f);
+        }
+    }
+}
+
+void kiln_quantize_row_q8_1_act_arm(const float * x, void * vy, int64_t k) {
+    block_q8_1 * y = (block_q8_1 *) vy;
+    const int64_t nb = k / QK8_1;
+    for (int64_t i = 0; i < nb; i++) {
+        const float * xb = x + i * QK8_1;
+        float amax = 0.0f;
+        for (int j = 0; j < QK8_1; j++) amax = KQ_MAX(amax, fabsf(xb[j]));
+        const float d = amax / 127.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        y[i].d = KQ_F2H(d);
+        int sum = 0;
+        for (int j = 0; j < QK8_1; ++j) {
+            const float v = xb[j] * id;
+            y[i].qs[j] = (int8_t) (fabsf(v) <= 128.0f ? rintf(v) : 0.0f);
+            sum += y[i].qs[j];
+        }
+        y[i].s = KQ_F2H(d * sum);
+    }
+}
+
 void kiln_dequantize_row_q4_0(const void * vx, float * y, int64_t k) {
     const block_q4_0 * x = (const block_q4_0 *) vx;
     const int64_t nb = k / QK4_0;

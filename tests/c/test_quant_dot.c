@@ -551,7 +551,7 @@ static void test_vec_dot_rows(void) {
 }
 
 /* Every table's activation quantizer for Q8_0 writes the bytes of
- * kiln_quantize_row_q8_0_act (ggml x86's rounding): random blocks, blocks
+ * kiln_quantize_row_q8_0_act (ggml x86's rounding; NEON: ..._act_arm): random blocks, blocks
  * of exact rounding ties (amax 127, values k + 0.5), zeros, subnormals, huge
  * values, inf and NaN, input and output off vector alignment. */
 static void test_q8_0_act_quantizers(void) {
@@ -582,14 +582,31 @@ static void test_q8_0_act_quantizers(void) {
                 if (kind == 6) xb[(5 * b + round) % 32] = NAN;
                 if (kind == 7 && round >= 2) xb[31] = NAN;
             }
-            kiln_quantize_row_q8_0_act(xs, want, N);
+            (kk->isa_id == KILN_ISA_NEON ? kiln_quantize_row_q8_0_act_arm : kiln_quantize_row_q8_0_act)(xs, want, N);
             kk->from_float[KILN_TYPE_Q8_0](xs, got + 2, N); /* blocks are 2-byte aligned: off vector alignment */
             CHECK(memcmp(want, got + 2, kiln_row_size(KILN_TYPE_Q8_0, N)) == 0, "%s q8_0 activation bytes differ (round %d)", kk->isa, round);
             cases++;
         }
     }
+    /* the two roundings (x86: v * (127 / amax); arm64: v * (1 / (amax /
+     * 127))) part on some inputs: the tables must pick the right one */
+    int differ = 0;
+    tu_seed(77);
+    for (int rep = 0; rep < 64; rep++) {
+        /* values near the rounding ties of each block's scale */
+        for (int b = 0; b < NB; b++) {
+            const float amax = tu_rand_uniform(0.5f, 3.0f);
+            x[32 * b] = amax;
+            for (int j = 1; j < 32; j++) x[32 * b + j] = ((float) (int) tu_rand_uniform(-126, 126) + 0.5f) * (amax / 127.0f);
+        }
+        kiln_quantize_row_q8_0_act(x, want, N);
+        kiln_quantize_row_q8_0_act_arm(x, got, N);
+        differ += memcmp(want, got, kiln_row_size(KILN_TYPE_Q8_0, N)) != 0;
+    }
+    CHECK(differ > 0, "the x86 and arm64 q8_0 activation roundings differ on some of 64 random rows (%d)", differ);
     free(x); free(want); free(got);
-    printf("  q8_0 activation quantizers == kiln_quantize_row_q8_0_act: %d rows of %d blocks\n", cases, (int) NB);
+    printf("  q8_0 activation quantizers == kiln_quantize_row_q8_0_act (NEON: _arm): %d rows of %d blocks; the two part on %d of 64 rows\n",
+           cases, (int) NB, differ);
 }
 
 int main(void) {
