@@ -49,20 +49,22 @@ static inline v128_t ld(const void * p) { return wasm_v128_load(p); }
 #define RSWZ(t, i) __builtin_wasm_relaxed_swizzle_i8x16(t, i)
 #define RX_INLINE static inline __attribute__((always_inline))
 
-/* The loops' two constants besides kiln_simd128_k's: the 16 levels
- * (kiln_kvalues_iq4nl) and PERM, byte 4k + t <- byte 2k + (t & 1) + 8 (t >> 1).
- * Read through volatile once per call, for kiln_simd128_k_load's reason
- * (V8 rebuilds a v128.const at each use inside a loop). */
-struct iq4_k { v128_t levels, perm; };
+/* The loops' constants besides kiln_simd128_k's: the 16 levels
+ * (kiln_kvalues_iq4nl), PERM, byte 4k + t <- byte 2k + (t & 1) + 8 (t >> 1),
+ * and zero. Read through volatile once per call, for kiln_simd128_k_load's
+ * reason (V8 rebuilds a v128.const at each use inside a loop); zero so that
+ * y < 0 stays a compare (pcmpgtb): against a literal 0, LLVM makes it an
+ * arithmetic shift by 7, which V8 on x64 emulates in 5 instructions. */
+struct iq4_k { v128_t levels, perm, zero; };
 
 #define B4(a, b, c, d) ((uint32_t) (uint8_t) (a) | (uint32_t) (uint8_t) (b) << 8 | (uint32_t) (uint8_t) (c) << 16 | (uint32_t) (uint8_t) (d) << 24)
 
 RX_INLINE struct iq4_k iq4_k_load(void) {
-    static volatile const uint32_t w[8] = {
+    static volatile const uint32_t w[9] = {
         B4(-127, -104, -83, -65), B4(-49, -35, -22, -10), B4(1, 13, 25, 38), B4(53, 69, 89, 113),
-        B4(0, 1, 8, 9), B4(2, 3, 10, 11), B4(4, 5, 12, 13), B4(6, 7, 14, 15),
+        B4(0, 1, 8, 9), B4(2, 3, 10, 11), B4(4, 5, 12, 13), B4(6, 7, 14, 15), 0,
     };
-    const struct iq4_k c = { wasm_i32x4_make(w[0], w[1], w[2], w[3]), wasm_i32x4_make(w[4], w[5], w[6], w[7]) };
+    const struct iq4_k c = { wasm_i32x4_make(w[0], w[1], w[2], w[3]), wasm_i32x4_make(w[4], w[5], w[6], w[7]), wasm_i32x4_splat(w[8]) };
     return c;
 }
 
@@ -70,8 +72,8 @@ RX_INLINE struct iq4_k iq4_k_load(void) {
 struct iq4_act { v128_t a0, m0, a1, m1; };
 
 RX_INLINE struct iq4_act iq4_act_load(const int8_t * qs, const struct iq4_k * c) {
-    const v128_t y0 = RSWZ(ld(qs), c->perm), y1 = RSWZ(ld(qs + 16), c->perm), zero = wasm_i8x16_splat(0);
-    const struct iq4_act r = { wasm_i8x16_abs(y0), wasm_i8x16_lt(y0, zero), wasm_i8x16_abs(y1), wasm_i8x16_lt(y1, zero) };
+    const v128_t y0 = RSWZ(ld(qs), c->perm), y1 = RSWZ(ld(qs + 16), c->perm);
+    const struct iq4_act r = { wasm_i8x16_abs(y0), wasm_i8x16_gt(c->zero, y0), wasm_i8x16_abs(y1), wasm_i8x16_gt(c->zero, y1) };
     return r;
 }
 
