@@ -35,10 +35,10 @@ globalThis.x4kernRun = async (bytes, now, o) => {
   const r3 = (x) => +x.toFixed(3);
   return [
     { what: 'x4kern_matvec', type: o.type, isa, K: o.K, N: o.N, rounds: o.rounds, ms_plain: r3(m[0]), ms_x4: r3(m[1]),
-      GBps_plain: r3(wbytes / m[0] / 1e6), GBps_x4: r3(wbytes / m[1] / 1e6), x4_vs_plain: r3(m[0] / m[1]), same_bits: h[0] === h[1] },
+      GBps_plain: r3(wbytes / m[0] / 1e6), GBps_x4: r3(wbytes / m[1] / 1e6), x4_vs_plain: r3(m[0] / m[1]), same_bits: h[0] === h[1], hash: h[1] },
     { what: 'x4kern_batch', type: o.type, isa, K: o.K, N: o.N, cols: o.NC, rounds: o.rounds, has_gemm: !!e.has_gemm(),
       us_per_col_plain: r3(m[2] * 1e3 / o.NC), us_per_col_x4: r3(m[3] * 1e3 / o.NC), us_per_col_batched: r3(m[4] * 1e3 / o.NC),
       x4_vs_plain: r3(m[2] / m[3]), batched_vs_plain: r3(m[2] / m[4]), batched_vs_x4: r3(m[3] / m[4]),
-      same_bits: h[2] === h[3] && h[3] === h[4] },
+      same_bits: h[2] === h[3] && h[3] === h[4], hash: h[4] },
   ];
 };

@@ -207,9 +207,9 @@ void q4_0x4_q8_0_gemm__wasm_relaxed_dotadd(int64_t n, int ncols, float * s, size
 /* the activation side of a q8_0 block: |y| and y's sign mask, per half */
 struct q8_act { v128_t a0, m0, a1, m1; };
 
-static inline struct q8_act q8_act_load(const int8_t * qs) {
-    const v128_t y0 = ld(qs), y1 = ld(qs + 16), zero = wasm_i8x16_splat(0);
-    struct q8_act r = { wasm_i8x16_abs(y0), wasm_i8x16_lt(y0, zero), wasm_i8x16_abs(y1), wasm_i8x16_lt(y1, zero) };
+static inline struct q8_act q8_act_load(const int8_t * qs, const struct kiln_simd128_k * k) {
+    const v128_t y0 = ld(qs), y1 = ld(qs + 16);
+    struct q8_act r = { wasm_i8x16_abs(y0), wasm_i8x16_gt(k->zero, y0), wasm_i8x16_abs(y1), wasm_i8x16_gt(k->zero, y1) };
     return r;
 }
 
@@ -232,7 +232,7 @@ RX_INLINE void q8_0_vec_dot(int64_t n, float * s, const void * vx, const void * 
     float sumf = 0;
     const int nb = (int) (n / QK8_0);
     for (int i = 0; i < nb; ++i) {
-        const struct q8_act a = q8_act_load(y[i].qs);
+        const struct q8_act a = q8_act_load(y[i].qs, &k);
         sumf += (float) kiln_simd128_i32_hsum(q8_dot(x[i].qs, &a, &k, dotadd)) * (KQ_H2F(x[i].d) * KQ_H2F(y[i].d));
     }
     *s = sumf;
@@ -252,7 +252,7 @@ RX_INLINE bool q8_0x4_vec_dot(int64_t n, float * s, const void * vx, const void 
     v128_t acc = wasm_f32x4_splat(0), mx = wasm_i32x4_splat(0);
     const int nb = (int) (n / QK8_0);
     for (int i = 0; i < nb; ++i) {
-        const struct q8_act a = q8_act_load(y[i].qs);
+        const struct q8_act a = q8_act_load(y[i].qs, &k);
         const v128_t d = kiln_simd128_x4_scales(x[i].d, &y[i].d, &k, &mx, exact);
         const v128_t p = kiln_simd128_i32_hsum4(q8_dot(x[i].qs, &a, &k, dotadd), q8_dot(x[i].qs + 32, &a, &k, dotadd),
                                                 q8_dot(x[i].qs + 64, &a, &k, dotadd), q8_dot(x[i].qs + 96, &a, &k, dotadd));
@@ -272,7 +272,7 @@ RX_INLINE bool q8_0x4_2cols(int64_t n, float * s0, float * s1, const block_q8_0x
     v128_t acc0 = wasm_f32x4_splat(0), acc1 = acc0, mx = wasm_i32x4_splat(0);
     const int nb = (int) (n / QK8_0);
     for (int i = 0; i < nb; ++i) {
-        const struct q8_act a = q8_act_load(ya[i].qs), b = q8_act_load(yb[i].qs);
+        const struct q8_act a = q8_act_load(ya[i].qs, &k), b = q8_act_load(yb[i].qs, &k);
         v128_t da, db;
         kiln_simd128_x4_scales2(x[i].d, &ya[i].d, &yb[i].d, &k, &mx, exact, &da, &db);
         const int8_t * w = x[i].qs;

@@ -50,30 +50,29 @@ static inline v128_t ld(const void * p) { return wasm_v128_load(p); }
 #define RX_INLINE static inline __attribute__((always_inline))
 
 /* The loops' constants besides kiln_simd128_k's: the 16 levels
- * (kiln_kvalues_iq4nl), PERM, byte 4k + t <- byte 2k + (t & 1) + 8 (t >> 1),
- * and zero. Read through volatile once per call, for kiln_simd128_k_load's
- * reason (V8 rebuilds a v128.const at each use inside a loop); zero so that
- * y < 0 stays a compare (pcmpgtb): against a literal 0, LLVM makes it an
- * arithmetic shift by 7, which V8 on x64 emulates in 5 instructions. */
-struct iq4_k { v128_t levels, perm, zero; };
+ * (kiln_kvalues_iq4nl) and PERM, byte 4k + t <- byte 2k + (t & 1) + 8 (t >> 1).
+ * Read through volatile once per call, for kiln_simd128_k_load's reason
+ * (V8 rebuilds a v128.const at each use inside a loop). */
+struct iq4_k { v128_t levels, perm; };
 
 #define B4(a, b, c, d) ((uint32_t) (uint8_t) (a) | (uint32_t) (uint8_t) (b) << 8 | (uint32_t) (uint8_t) (c) << 16 | (uint32_t) (uint8_t) (d) << 24)
 
 RX_INLINE struct iq4_k iq4_k_load(void) {
-    static volatile const uint32_t w[9] = {
+    static volatile const uint32_t w[8] = {
         B4(-127, -104, -83, -65), B4(-49, -35, -22, -10), B4(1, 13, 25, 38), B4(53, 69, 89, 113),
-        B4(0, 1, 8, 9), B4(2, 3, 10, 11), B4(4, 5, 12, 13), B4(6, 7, 14, 15), 0,
+        B4(0, 1, 8, 9), B4(2, 3, 10, 11), B4(4, 5, 12, 13), B4(6, 7, 14, 15),
     };
-    const struct iq4_k c = { wasm_i32x4_make(w[0], w[1], w[2], w[3]), wasm_i32x4_make(w[4], w[5], w[6], w[7]), wasm_i32x4_splat(w[8]) };
+    const struct iq4_k c = { wasm_i32x4_make(w[0], w[1], w[2], w[3]), wasm_i32x4_make(w[4], w[5], w[6], w[7]) };
     return c;
 }
 
 /* the activation side of a q8_0 block in PERM order: |y| and y's sign mask, per half */
 struct iq4_act { v128_t a0, m0, a1, m1; };
 
-RX_INLINE struct iq4_act iq4_act_load(const int8_t * qs, const struct iq4_k * c) {
+RX_INLINE struct iq4_act iq4_act_load(const int8_t * qs, const struct iq4_k * c, const struct kiln_simd128_k * k) {
     const v128_t y0 = RSWZ(ld(qs), c->perm), y1 = RSWZ(ld(qs + 16), c->perm);
-    const struct iq4_act r = { wasm_i8x16_abs(y0), wasm_i8x16_gt(c->zero, y0), wasm_i8x16_abs(y1), wasm_i8x16_gt(c->zero, y1) };
+    /* y < 0 against kiln_simd128_k's zero: a compare, not a shift */
+    const struct iq4_act r = { wasm_i8x16_abs(y0), wasm_i8x16_gt(k->zero, y0), wasm_i8x16_abs(y1), wasm_i8x16_gt(k->zero, y1) };
     return r;
 }
 
@@ -107,7 +106,7 @@ RX_INLINE bool iq4_nlx4_vec_dot(int64_t n, float * s, const void * vx, const voi
     v128_t acc0 = wasm_f32x4_splat(0), acc1 = acc0, acc2 = acc0, acc3 = acc0, mx = wasm_i32x4_splat(0);
     const int nb = (int) (n / QK4_NL);
     for (int i = 0; i < nb; ++i) {
-        const struct iq4_act a = iq4_act_load(y[i].qs, &c);
+        const struct iq4_act a = iq4_act_load(y[i].qs, &c, &k);
         const v128_t d = kiln_simd128_x4_scales(x[i].d, &y[i].d, &k, &mx, exact);
 #define ROW(r, acc) do { \
             v128_t lo, hi; \
@@ -134,7 +133,7 @@ RX_INLINE bool iq4_nlx4_2cols(int64_t n, float * s0, float * s1, const block_iq4
     for (int r = 0; r < 4; r++) a0[r] = a1[r] = wasm_f32x4_splat(0);
     const int nb = (int) (n / QK4_NL);
     for (int i = 0; i < nb; ++i) {
-        const struct iq4_act aa = iq4_act_load(ya[i].qs, &c), ab = iq4_act_load(yb[i].qs, &c);
+        const struct iq4_act aa = iq4_act_load(ya[i].qs, &c, &k), ab = iq4_act_load(yb[i].qs, &c, &k);
         v128_t da, db;
         kiln_simd128_x4_scales2(x[i].d, &ya[i].d, &yb[i].d, &k, &mx, exact, &da, &db);
 #define ROW(r) do { \

@@ -269,14 +269,16 @@ static inline void kiln_simd128_scales4x2_fast(const kiln_fp16_t * dx, kiln_fp16
  * 9.1 -> 6.3 GB/s with them in Node 20 (spills) and keeps its constants.
  * m4, eight, m63, m30: 0x0f, 8, 0x3f, 0x30 in every byte; ones16: 1 in
  * every i16 lane; k7fff, p112: 0x7fff and 2^112 (f32) in every u32 lane;
- * sel: lanes -1, 0, -1, -1. */
-struct kiln_simd128_k { v128_t m4, eight, m63, m30, ones16, k7fff, p112, sel; };
+ * sel: lanes -1, 0, -1, -1; zero: for y < 0 as a compare (pcmpgtb), which
+ * against a literal 0 LLVM turns into an arithmetic shift by 7, emulated
+ * by V8 on x64 in 5 instructions. */
+struct kiln_simd128_k { v128_t m4, eight, m63, m30, ones16, k7fff, p112, sel, zero; };
 
 static inline __attribute__((always_inline)) struct kiln_simd128_k kiln_simd128_k_load(void) {
     static volatile const uint32_t w[8] = { 0x0f0f0f0fu, 0x08080808u, 0x3f3f3f3fu, 0x30303030u, 0x00010001u, 0x7fffu, 0x77800000u, 0u };
     const struct kiln_simd128_k k = { wasm_i32x4_splat(w[0]), wasm_i32x4_splat(w[1]), wasm_i32x4_splat(w[2]), wasm_i32x4_splat(w[3]),
                                       wasm_i32x4_splat(w[4]), wasm_i32x4_splat(w[5]), wasm_i32x4_splat(w[6]),
-                                      wasm_i32x4_make(~w[7], w[7], ~w[7], ~w[7]) };
+                                      wasm_i32x4_make(~w[7], w[7], ~w[7], ~w[7]), wasm_i32x4_splat(w[7]) };
     return k;
 }
 
