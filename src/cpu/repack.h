@@ -167,6 +167,8 @@ KILN_REPACK_Q4_K_KERNELS(neon_dotprod)
 #endif
 #if defined(__wasm_simd128__)
 KILN_REPACK_KERNELS(wasm_simd128)
+/* IQ4_NL x4: the plain wasm kernel's order (as Q4_0's) */
+void iq4_nlx4_q8_0_vec_dot__wasm_simd128(int64_t n, float * s, const void * x, const void * y);
 #endif
 #if defined(__wasm_simd128__) && defined(__wasm_relaxed_simd__)
 KILN_REPACK_KERNELS(wasm_relaxed)
@@ -182,8 +184,8 @@ KILN_REPACK_Q4_K_KERNELS(wasm_relaxed)
 KILN_REPACK_Q4_K_KERNELS(wasm_relaxed_fma)
 /* IQ4_NL x4 (repack_iq4_nl_wasm_relaxed.c): the plain wasm kernel's order,
  * in an i16 and a dot-add version like q4_0's */
-KILN_REPACK_KERNELS_BLOCKSUM(wasm_relaxed)
-KILN_REPACK_KERNELS_BLOCKSUM(wasm_relaxed_dotadd)
+void iq4_nlx4_q8_0_vec_dot__wasm_relaxed(int64_t n, float * s, const void * x, const void * y);
+void iq4_nlx4_q8_0_vec_dot__wasm_relaxed_dotadd(int64_t n, float * s, const void * x, const void * y);
 void iq4_nlx4_q8_0_gemm__wasm_relaxed(int64_t n, int ncols, float * s, size_t ss, const void * x, const void * y, size_t ys);
 void iq4_nlx4_q8_0_gemm__wasm_relaxed_dotadd(int64_t n, int ncols, float * s, size_t ss, const void * x, const void * y, size_t ys);
 #endif

@@ -438,7 +438,7 @@ static void test_mul_mat(enum kiln_type t, int64_t K, int64_t N, int64_t M, int6
             free(out);
         }
     }
-    /* a table without x4 kernels for the type (wasm SIMD128's for IQ4_NL) unpacks rows into scratch:
+    /* a table without x4 kernels for the type (none has gaps among these three now) unpacks rows into scratch:
      * exercised here by taking the scalar table's x4 entries away */
     {
         struct kiln_kernels * ks = (struct kiln_kernels *) kiln_kernels_for_isa(KILN_ISA_SCALAR);

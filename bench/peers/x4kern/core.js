@@ -13,6 +13,7 @@ globalThis.x4kernRun = async (bytes, now, o) => {
   const e = inst.exports;
   if (e._initialize) e._initialize();
   const types = { q4_0: 2, q8_0: 8, iq4_nl: 20 };
+  if (o.isa === 'wasm_simd128') e.use_simd128();
   const rc = e.setup(types[o.type], o.K, o.N, o.NC);
   if (rc !== 0) throw new Error(`setup: ${rc}`);
   const mem = new Uint8Array(e.memory.buffer);

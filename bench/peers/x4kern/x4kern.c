@@ -81,6 +81,9 @@ EXPORT("setup") int setup(int t, int k_, int n_, int nc) {
 
 EXPORT("isa") const char * isa(void) { return k->isa; }
 
+/* before setup: the SIMD128 table instead of the best one */
+EXPORT("use_simd128") void use_simd128(void) { kiln_cpu_force_isa("wasm_simd128"); }
+
 EXPORT("run") void run(int v) {
     float * o = out[v];
     switch (v) {
