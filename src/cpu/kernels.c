@@ -198,8 +198,8 @@ static void build_tables(void) {
     FILL_TYPES(k, wasm_simd128);
     k->vec_dot_x4[KILN_TYPE_Q4_0] = q4_0x4_q8_0_vec_dot__wasm_simd128;
     k->vec_dot_x4[KILN_TYPE_Q8_0] = q8_0x4_q8_0_vec_dot__wasm_simd128;
-    /* iq4_nl x4: the plain SIMD128 kernel's bits (llama.cpp's wasm build
-     * does not repack it), 1.14-1.37x its speed (bench/peers/x4kern) */
+    /* iq4_nl x4: the plain SIMD128 kernel's bits (repack.h on its order),
+     * 1.14-1.37x its speed (bench/peers/x4kern) */
     k->vec_dot_x4[KILN_TYPE_IQ4_NL] = iq4_nlx4_q8_0_vec_dot__wasm_simd128;
     k->f16_mad = f16_mad__wasm_simd128;
     k->f16_scale = f16_scale__wasm_simd128;
@@ -227,7 +227,7 @@ static void build_tables(void) {
      * and were left out */
     k->gemm_x4[KILN_TYPE_Q4_0] = q4_0x4_q8_0_gemm__wasm_relaxed;
     /* iq4_nl x4 and batched (repack_iq4_nl_wasm_relaxed.c): the plain
-     * SIMD128 kernel's bits, as llama.cpp's wasm build (no repacking) */
+     * SIMD128 kernel's bits */
     k->vec_dot_x4[KILN_TYPE_IQ4_NL] = iq4_nlx4_q8_0_vec_dot__wasm_relaxed;
     k->gemm_x4[KILN_TYPE_IQ4_NL] = iq4_nlx4_q8_0_gemm__wasm_relaxed;
     /* q4_0, q8_0 and iq4_nl through i32 dot-adds where the engine makes each one

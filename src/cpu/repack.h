@@ -22,9 +22,13 @@
  * each other; llama.cpp's ARM build repacks Q4_0 / IQ4_NL 4x4 with dotprod
  * and sums the same way), so Kiln's greedy output equals llama.cpp's on
  * such models; the
- * wasm x4 kernels of Q4_0 and IQ4_NL keep their plain kernel's order (that
- * of ggml's wasm kernel, so wllama's results: llama.cpp's wasm build does
- * not repack either type).
+ * wasm x4 kernels of Q4_0 and IQ4_NL keep their plain kernel's order
+ * (llama.cpp's wasm build repacks neither). For Q4_0 that is ggml's wasm
+ * kernel's, so wllama's results; for IQ4_NL it is not: ggml's wasm build
+ * has no IQ4_NL kernel and runs its generic loop (one float sum, sum +=
+ * (dy * dx) * isum per block: Kiln's scalar order), while Kiln's wasm
+ * IQ4_NL kernels keep 4 float lanes per row, so they round differently
+ * from wllama (bench/peers/RESULTS-2026-12-03-s15-iq4wasm.txt).
  *
  * The layout is ISA-independent (one repacked model serves every kernel
  * table); an ISA without x4 kernels unpacks a group's rows into scratch and

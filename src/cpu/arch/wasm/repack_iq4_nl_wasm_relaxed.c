@@ -6,11 +6,12 @@
  * kernels_wasm_relaxed.c's q4_0 / q8_0 ones (kiln_wasm_relaxed_dot_add_direct()
  * picks).
  *
- * Summation order: llama.cpp's wasm build (wllama) does not repack IQ4_NL,
- * so each result here equals, bit for bit, the table's plain kernel,
- * iq4_nl_q8_0_vec_dot__wasm_simd128 (quant_dot_wasm_simd128.c), for that
- * row: the same i32 lanes, then per block acc += (float) lanes * (d_x * d_y)
- * in 4 float lanes, summed left to right at the end. The plain kernel's
+ * Summation order: each result here equals, bit for bit, the table's plain
+ * kernel, iq4_nl_q8_0_vec_dot__wasm_simd128 (quant_dot_wasm_simd128.c), for
+ * that row: the same i32 lanes, then per block acc += (float) lanes *
+ * (d_x * d_y) in 4 float lanes, summed left to right at the end (so a
+ * repacked model gives the results of a plain one). That is not
+ * llama.cpp's wasm order for IQ4_NL (repack.h). The plain kernel's
  * lane k holds elements {2k, 2k+1, 8+2k, 9+2k} of each 16-value half (the
  * i16 widening of bytes 0-7 and 8-15 before i32x4.dot_i16x8_s); relaxed_dot
  * sums 4 consecutive bytes into lane k, so the weights' bytes and the

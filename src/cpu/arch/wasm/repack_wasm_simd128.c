@@ -71,8 +71,7 @@ void q8_0x4_q8_0_vec_dot__wasm_simd128(int64_t n, float * s, const void * vx, co
  * per block: the same i32 lanes (lane k: values 2k, 2k+1, 8+2k, 9+2k of
  * each half), so bit-identical to iq4_nl_q8_0_vec_dot__wasm_simd128; its
  * two scalar fp16 conversions per row and block become one vector one for
- * the 4 rows (llama.cpp's wasm build does not repack IQ4_NL: these are its
- * plain kernel's results) */
+ * the 4 rows (repack.h on this order) */
 void iq4_nlx4_q8_0_vec_dot__wasm_simd128(int64_t n, float * s, const void * vx, const void * vy) {
     const block_iq4_nlx4 * x = vx;
     const block_q8_0 * y = vy;
