@@ -5,6 +5,7 @@
 // e.g. build/abA/). Prints each round and a JSON line of medians.
 //   node bench/peers/ab.mjs MODEL.gguf [ROUNDS (4)] [TOKENS (32)] [ENGINES JSON]
 //   ENGINES: [{"name":"A2","threads":2,"wasmUrl":"/build/abA/"},{"name":"B2","threads":2,"wasmUrl":"/wasm/dist/"}, ...]
+//   (an engine may also give "build": "st" and "simd": "simd128" / "relaxed"; default mt, auto)
 import { rmSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -20,7 +21,7 @@ for (const e of engines) {
   const page = await context.newPage();
   await page.goto(`${url}/bench/peers/web/index.html`);
   await page.waitForFunction(() => window.__peers?.ready);
-  const r = await page.evaluate((o) => window.__peers.open(o), { engine: 'kiln', url: '/gguf/m.gguf', threads: e.threads, build: e.build ?? 'mt', ctx: 256, warmup: 1, wasmUrl: e.wasmUrl });
+  const r = await page.evaluate((o) => window.__peers.open(o), { engine: 'kiln', url: '/gguf/m.gguf', threads: e.threads, build: e.build ?? 'mt', simd: e.simd, ctx: 256, warmup: 1, wasmUrl: e.wasmUrl });
   console.error(e.name, 'loaded', Math.round(r.loadMs), 'ms', r.info.isa, r.info.build, r.info.threads);
   pages.push(page);
 }

@@ -206,6 +206,9 @@ static void build_tables(void) {
     FILL_TYPES(k, wasm_simd128);
     k->vec_dot_x4[KILN_TYPE_Q4_0] = q4_0x4_q8_0_vec_dot__wasm_simd128;
     k->vec_dot_x4[KILN_TYPE_Q8_0] = q8_0x4_q8_0_vec_dot__wasm_simd128;
+    /* iq4_nl x4: the plain SIMD128 kernel's bits (repack.h on its order),
+     * 1.14-1.37x its speed (bench/peers/x4kern) */
+    k->vec_dot_x4[KILN_TYPE_IQ4_NL] = iq4_nlx4_q8_0_vec_dot__wasm_simd128;
     k->f16_mad = f16_mad__wasm_simd128;
     k->f16_scale = f16_scale__wasm_simd128;
     k->f16val_dot = f16val_dot__wasm_simd128;
@@ -231,12 +234,18 @@ static void build_tables(void) {
      * L2-resident); SIMD128 versions of it and of q8_0 measured 0.96-1.08x
      * and were left out */
     k->gemm_x4[KILN_TYPE_Q4_0] = q4_0x4_q8_0_gemm__wasm_relaxed;
-    /* q4_0 and q8_0 through i32 dot-adds where the engine makes each one
+    /* iq4_nl x4 and batched (repack_iq4_nl_wasm_relaxed.c): the plain
+     * SIMD128 kernel's bits */
+    k->vec_dot_x4[KILN_TYPE_IQ4_NL] = iq4_nlx4_q8_0_vec_dot__wasm_relaxed;
+    k->gemm_x4[KILN_TYPE_IQ4_NL] = iq4_nlx4_q8_0_gemm__wasm_relaxed;
+    /* q4_0, q8_0 and iq4_nl through i32 dot-adds where the engine makes each one
      * instruction (AVX-VNNI, arm64 sdot); the same bits either way */
     if (kiln_wasm_relaxed_dot_add_direct()) {
         k->vec_dot_x4[KILN_TYPE_Q4_0] = q4_0x4_q8_0_vec_dot__wasm_relaxed_dotadd;
         k->gemm_x4[KILN_TYPE_Q4_0] = q4_0x4_q8_0_gemm__wasm_relaxed_dotadd;
         k->vec_dot_x4[KILN_TYPE_Q8_0] = q8_0x4_q8_0_vec_dot__wasm_relaxed_dotadd;
+        k->vec_dot_x4[KILN_TYPE_IQ4_NL] = iq4_nlx4_q8_0_vec_dot__wasm_relaxed_dotadd;
+        k->gemm_x4[KILN_TYPE_IQ4_NL] = iq4_nlx4_q8_0_gemm__wasm_relaxed_dotadd;
         /* batched q8_0 only in this form: 1.11-1.29x over x4 per column in
          * Chromium; the i16 form measured 0.90x (Node 20) and stays out */
         k->gemm_x4[KILN_TYPE_Q8_0] = q8_0x4_q8_0_gemm__wasm_relaxed_dotadd;

@@ -22,8 +22,13 @@
  * each other; llama.cpp's ARM build repacks Q4_0 / IQ4_NL 4x4 with dotprod
  * and sums the same way), so Kiln's greedy output equals llama.cpp's on
  * such models; the
- * wasm x4 kernels of Q4_0 keep their plain kernel's order (that of ggml's
- * wasm kernel, so wllama's results).
+ * wasm x4 kernels of Q4_0 and IQ4_NL keep their plain kernel's order
+ * (llama.cpp's wasm build repacks neither). For Q4_0 that is ggml's wasm
+ * kernel's, so wllama's results; for IQ4_NL it is not: ggml's wasm build
+ * has no IQ4_NL kernel and runs its generic loop (one float sum, sum +=
+ * (dy * dx) * isum per block: Kiln's scalar order), while Kiln's wasm
+ * IQ4_NL kernels keep 4 float lanes per row, so they round differently
+ * from wllama (bench/peers/RESULTS-2026-12-03-s15-iq4wasm.txt).
  *
  * The layout is ISA-independent (one repacked model serves every kernel
  * table); an ISA without x4 kernels unpacks a group's rows into scratch and
@@ -166,6 +171,8 @@ KILN_REPACK_Q4_K_KERNELS(neon_dotprod)
 #endif
 #if defined(__wasm_simd128__)
 KILN_REPACK_KERNELS(wasm_simd128)
+/* IQ4_NL x4: the plain wasm kernel's order (as Q4_0's) */
+void iq4_nlx4_q8_0_vec_dot__wasm_simd128(int64_t n, float * s, const void * x, const void * y);
 #endif
 #if defined(__wasm_simd128__) && defined(__wasm_relaxed_simd__)
 KILN_REPACK_KERNELS(wasm_relaxed)
@@ -179,6 +186,12 @@ void q8_0x4_q8_0_gemm__wasm_relaxed_dotadd(int64_t n, int ncols, float * s, size
  * where the engine fuses it (_fma); the same bits either way */
 KILN_REPACK_Q4_K_KERNELS(wasm_relaxed)
 KILN_REPACK_Q4_K_KERNELS(wasm_relaxed_fma)
+/* IQ4_NL x4 (repack_iq4_nl_wasm_relaxed.c): the plain wasm kernel's order,
+ * in an i16 and a dot-add version like q4_0's */
+void iq4_nlx4_q8_0_vec_dot__wasm_relaxed(int64_t n, float * s, const void * x, const void * y);
+void iq4_nlx4_q8_0_vec_dot__wasm_relaxed_dotadd(int64_t n, float * s, const void * x, const void * y);
+void iq4_nlx4_q8_0_gemm__wasm_relaxed(int64_t n, int ncols, float * s, size_t ss, const void * x, const void * y, size_t ys);
+void iq4_nlx4_q8_0_gemm__wasm_relaxed_dotadd(int64_t n, int ncols, float * s, size_t ss, const void * x, const void * y, size_t ys);
 #endif
 
 /* f32 row -> q8_K like quantize_row_q8_K, except the sign of the scale:

@@ -1,10 +1,11 @@
 /*
  * test_repack.c — kiln_repack_tensor and the x4 mat-vec kernels. Two
  * contracts (src/cpu/repack.h):
- *  - order-preserving x4 kernels (q8_0 but on NEON with dotprod, q4_0 on
- *    wasm): bit-identical to the ISA's own plain vec_dot;
+ *  - order-preserving x4 kernels (q8_0 but on NEON with dotprod, q4_0 and
+ *    iq4_nl on wasm): bit-identical to the ISA's own plain vec_dot;
  *  - llama.cpp's repacked order (q4_0 and iq4_nl on scalar, x86, NEON; q8_0
- *    on NEON with dotprod): bit-identical to blocksum_ref below — the whole block's integer dot, then
+ *    on NEON with dotprod): bit-identical to blocksum_ref below — the whole
+ *    block's integer dot, then
  *    acc = fmaf(isum, d_x * d_y, acc) — written here from the block layout.
  * Misaligned pointers, 1..9 and 130 blocks; mul_mat on repacked weights for
  * every ISA, odd row counts (tail rows stay plain), batch 1 and 3, broadcast
@@ -221,14 +222,22 @@ static int n_avx512; /* avx512 x4 comparisons run */
 #if defined(__wasm_relaxed_simd__)
 #include "cpu/arch/quant_dot.h"
 #include "quants.h"
-/* The relaxed table's q4_0 and q8_0 kernels come in two versions, by how
- * the engine lowers i32x4.relaxed_dot_i8x16_i7x16_add_s
+/* The relaxed table's q4_0, q8_0 and iq4_nl kernels come in two versions,
+ * by how the engine lowers i32x4.relaxed_dot_i8x16_i7x16_add_s
  * (kernels_wasm_relaxed.c); the table holds one, chosen at load. Both must
- * give the same bits, whichever this engine would choose: plain, x4 and
- * batched (1..5 activation rows). */
-static void check_relaxed_dotadd(enum kiln_type t, int64_t n, const char * plain, const void * group, const float * yf) {
-    const bool q4 = t == KILN_TYPE_Q4_0;
+ * give the same bits, whichever this engine would choose: plain (iq4_nl:
+ * the SIMD128 kernel, per row of the x4 ones), x4 and batched (1..5
+ * activation rows). */
+static int n_dotadd[2]; /* check_relaxed_dotadd runs: q4_0 / q8_0, iq4_nl */
+static void check_relaxed_dotadd(enum kiln_type t, int64_t n, const char * plain, const void * group, int shift, const float * yf) {
+    const bool q4 = t == KILN_TYPE_Q4_0, iq4 = t == KILN_TYPE_IQ4_NL;
     const size_t rs = kiln_row_size(t, n), ys = kiln_row_size(KILN_TYPE_Q8_0, n);
+    const kiln_vec_dot_t x4a = iq4 ? iq4_nlx4_q8_0_vec_dot__wasm_relaxed : q4 ? q4_0x4_q8_0_vec_dot__wasm_relaxed : q8_0x4_q8_0_vec_dot__wasm_relaxed;
+    const kiln_vec_dot_t x4b = iq4 ? iq4_nlx4_q8_0_vec_dot__wasm_relaxed_dotadd
+                               : q4 ? q4_0x4_q8_0_vec_dot__wasm_relaxed_dotadd : q8_0x4_q8_0_vec_dot__wasm_relaxed_dotadd;
+    const kiln_gemm_x4_t ga = iq4 ? iq4_nlx4_q8_0_gemm__wasm_relaxed : q4 ? q4_0x4_q8_0_gemm__wasm_relaxed : q8_0x4_q8_0_gemm__wasm_relaxed;
+    const kiln_gemm_x4_t gb = iq4 ? iq4_nlx4_q8_0_gemm__wasm_relaxed_dotadd
+                              : q4 ? q4_0x4_q8_0_gemm__wasm_relaxed_dotadd : q8_0x4_q8_0_gemm__wasm_relaxed_dotadd;
     char * y = malloc(5 * ys);
     float * yc = malloc(sizeof(float) * (size_t) n);
     for (int c = 0; c < 5; c++) {
@@ -236,23 +245,35 @@ static void check_relaxed_dotadd(enum kiln_type t, int64_t n, const char * plain
         kiln_quantize_row_q8_0_act(yc, y + c * ys, n);
     }
     int bad = 0;
+    float a4[4], b4[4];
+    x4a(n, a4, group, y);
+    x4b(n, b4, group, y);
+    bad += memcmp(a4, b4, sizeof a4) != 0;
     for (int r = 0; r < 4; r++) {
         float a, b;
-        (q4 ? q4_0_q8_0_vec_dot__wasm_relaxed : q8_0_q8_0_vec_dot__wasm_relaxed)(n, &a, plain + r * rs, y);
-        (q4 ? q4_0_q8_0_vec_dot__wasm_relaxed_dotadd : q8_0_q8_0_vec_dot__wasm_relaxed_dotadd)(n, &b, plain + r * rs, y);
+        if (iq4) {
+            /* the i16 x4 kernel against the plain one: the dot-add table's
+             * test_kernels checks only its own */
+            iq4_nl_q8_0_vec_dot__wasm_simd128(n, &a, plain + r * rs, y);
+            b = ldexpf(a4[r], -shift);
+        } else {
+            (q4 ? q4_0_q8_0_vec_dot__wasm_relaxed : q8_0_q8_0_vec_dot__wasm_relaxed)(n, &a, plain + r * rs, y);
+            (q4 ? q4_0_q8_0_vec_dot__wasm_relaxed_dotadd : q8_0_q8_0_vec_dot__wasm_relaxed_dotadd)(n, &b, plain + r * rs, y);
+        }
         bad += memcmp(&a, &b, sizeof a) != 0;
     }
-    float a4[4], b4[4];
-    (q4 ? q4_0x4_q8_0_vec_dot__wasm_relaxed : q8_0x4_q8_0_vec_dot__wasm_relaxed)(n, a4, group, y);
-    (q4 ? q4_0x4_q8_0_vec_dot__wasm_relaxed_dotadd : q8_0x4_q8_0_vec_dot__wasm_relaxed_dotadd)(n, b4, group, y);
-    bad += memcmp(a4, b4, sizeof a4) != 0;
     for (int ncols = 1; ncols <= 5; ncols++) {
         float sa[5 * 4], sb[5 * 4];
-        (q4 ? q4_0x4_q8_0_gemm__wasm_relaxed : q8_0x4_q8_0_gemm__wasm_relaxed)(n, ncols, sa, 4, group, y, ys);
-        (q4 ? q4_0x4_q8_0_gemm__wasm_relaxed_dotadd : q8_0x4_q8_0_gemm__wasm_relaxed_dotadd)(n, ncols, sb, 4, group, y, ys);
+        ga(n, ncols, sa, 4, group, y, ys);
+        gb(n, ncols, sb, 4, group, y, ys);
         bad += memcmp(sa, sb, sizeof(float) * 4 * (size_t) ncols) != 0;
+        for (int c = 0; c < ncols; c++) {
+            x4a(n, a4, group, y + c * ys);
+            bad += memcmp(sa + 4 * c, a4, sizeof a4) != 0;
+        }
     }
     CHECK(!bad, "wasm_relaxed %s n=%lld: dotadd kernels == i16 kernels bit for bit (%d differ)", kiln_type_name(t), (long long) n, bad);
+    n_dotadd[t == KILN_TYPE_IQ4_NL]++;
     free(yc); free(y);
 }
 #endif
@@ -329,7 +350,7 @@ static void test_kernels(void) {
                 if (k->gemm_x16[t] && t == KILN_TYPE_Q8_0) test_gemm_x16(k, t, n, true);
             }
 #if defined(__wasm_relaxed_simd__)
-            if (t != KILN_TYPE_IQ4_NL && kiln_wasm_relaxed_dot_add_direct()) check_relaxed_dotadd(t, n, plain, w->data, yf);
+            if (kiln_wasm_relaxed_dot_add_direct()) check_relaxed_dotadd(t, n, plain, w->data, shift, yf);
 #endif
             free(yf);
             free(plain);
@@ -421,7 +442,7 @@ static void test_mul_mat(enum kiln_type t, int64_t K, int64_t N, int64_t M, int6
             free(out);
         }
     }
-    /* a table without x4 kernels for the type (wasm's for IQ4_NL) unpacks rows into scratch:
+    /* a table without x4 kernels for the type (none has gaps among these three now) unpacks rows into scratch:
      * exercised here by taking the scalar table's x4 entries away */
     {
         struct kiln_kernels * ks = (struct kiln_kernels *) kiln_kernels_for_isa(KILN_ISA_SCALAR);
@@ -477,9 +498,9 @@ static void test_special_scales(void) {
         { 0, 0x7c00 }, { 0, 0xfc00 }, { 0, 0x7e01 }, { 1, 0x7c00 }, { 1, 0xfe00 }, { 1, 0x0003 }, { 1, 0x83ff }, { 0, 0x0001 },
     };
     const int64_t n = 32 * 9;
-    int n_cases = 0;
-    for (int ti = 0; ti < 2; ti++) {
-        const enum kiln_type t = types[ti]; /* q4_0, q8_0 */
+    int n_cases = 0, n_iq4 = 0;
+    for (int ti = 0; ti < NTYPES; ti++) {
+        const enum kiln_type t = types[ti];
         const size_t rs = kiln_row_size(t, n), bs = t == KILN_TYPE_Q8_0 ? 34 : 18;
         for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
             struct kiln_context * ctx = tu_ctx(1 << 20);
@@ -491,9 +512,26 @@ static void test_special_scales(void) {
             CHECK(kiln_repack_tensor(w), "repack: %s", kiln_last_error());
             const int shift = kiln_repack_scale_shift(w);
             float * yf = malloc(sizeof(float) * (size_t) n);
-            for (int isa = 0; isa < KILN_ISA_COUNT; isa++) {
-                const struct kiln_kernels * k = kiln_kernels_for_isa((enum kiln_isa) isa);
-                if (!k || !k->vec_dot_x4[t] || blocksum_contract(t, (enum kiln_isa) isa)) continue;
+            /* the tables, and (wasm relaxed) a copy with the x4 / batched
+             * kernels the table did not take (i16 or dot-add: where the
+             * dot-add is one instruction both are right) */
+            for (int isa = 0; isa <= KILN_ISA_COUNT; isa++) {
+                const struct kiln_kernels * k = isa < KILN_ISA_COUNT ? kiln_kernels_for_isa((enum kiln_isa) isa) : NULL;
+#if defined(__wasm_relaxed_simd__)
+                struct kiln_kernels kalt;
+                if (isa == KILN_ISA_COUNT && kiln_wasm_relaxed_dot_add_direct()) {
+                    kalt = *kiln_kernels_for_isa(KILN_ISA_WASM_RELAXED);
+                    kalt.vec_dot_x4[KILN_TYPE_Q4_0] = q4_0x4_q8_0_vec_dot__wasm_relaxed;
+                    kalt.gemm_x4[KILN_TYPE_Q4_0] = q4_0x4_q8_0_gemm__wasm_relaxed;
+                    kalt.vec_dot_x4[KILN_TYPE_Q8_0] = q8_0x4_q8_0_vec_dot__wasm_relaxed;
+                    kalt.gemm_x4[KILN_TYPE_Q8_0] = q8_0x4_q8_0_gemm__wasm_relaxed;
+                    kalt.vec_dot_x4[KILN_TYPE_IQ4_NL] = iq4_nlx4_q8_0_vec_dot__wasm_relaxed;
+                    kalt.gemm_x4[KILN_TYPE_IQ4_NL] = iq4_nlx4_q8_0_gemm__wasm_relaxed;
+                    kalt.isa = "wasm_relaxed (i16 kernels)";
+                    k = &kalt;
+                }
+#endif
+                if (!k || !k->vec_dot_x4[t] || (isa < KILN_ISA_COUNT && blocksum_contract(t, (enum kiln_isa) isa))) continue;
                 const enum kiln_type vt = k->vec_dot_type[t];
                 const size_t ys = kiln_row_size(vt, n);
                 char * y = malloc(3 * ys);
@@ -527,13 +565,14 @@ static void test_special_scales(void) {
                     }
                 }
                 n_cases++;
+                n_iq4 += t == KILN_TYPE_IQ4_NL;
                 free(y);
             }
             free(yf); free(plain);
             kiln_free(ctx);
         }
     }
-    printf("x4 / batched kernels with inf, nan and subnormal scales == plain: %d cases\n", n_cases);
+    printf("x4 / batched kernels with inf, nan and subnormal scales == plain: %d cases (iq4_nl %d)\n", n_cases, n_iq4);
 }
 
 static void test_bad_inputs(void) {
@@ -653,6 +692,10 @@ int main(void) {
           "the relaxed table's q4_0 kernels follow the dot-add probe");
     CHECK(kr && (kr->gemm_x4[KILN_TYPE_Q8_0] == q8_0x4_q8_0_gemm__wasm_relaxed_dotadd) == kiln_wasm_relaxed_dot_add_direct(),
           "the relaxed table's batched q8_0 kernel follows the dot-add probe");
+    CHECK(kr && kr->vec_dot_x4[KILN_TYPE_IQ4_NL] && kr->gemm_x4[KILN_TYPE_IQ4_NL] &&
+              (kr->vec_dot_x4[KILN_TYPE_IQ4_NL] == iq4_nlx4_q8_0_vec_dot__wasm_relaxed_dotadd) == kiln_wasm_relaxed_dot_add_direct() &&
+              (kr->gemm_x4[KILN_TYPE_IQ4_NL] == iq4_nlx4_q8_0_gemm__wasm_relaxed_dotadd) == kiln_wasm_relaxed_dot_add_direct(),
+          "the relaxed table has iq4_nl x4 / batched kernels, following the dot-add probe");
     {
         /* the batched q8_0 kernel's i16 form (not in the table) against the
          * table's i16 x4 kernel: the structure it shares with the dot-add
@@ -671,8 +714,11 @@ int main(void) {
             free(g);
         }
     }
-    if (kiln_wasm_relaxed_dot_add_direct()) printf("relaxed dot-add is one instruction here: the table has the dotadd q4_0/q8_0 kernels, checked above\n");
-    else printf("relaxed dot-add is NOT one instruction in this engine: the table has the i16 q4_0/q8_0 kernels; dotadd kernels NOT TESTED "
+    if (kiln_wasm_relaxed_dot_add_direct()) {
+        printf("relaxed dot-add is one instruction here: the table has the dotadd q4_0/q8_0/iq4_nl kernels, checked above; "
+               "i16 == dotadd kernels: %d q4_0/q8_0 and %d iq4_nl cases\n", n_dotadd[0], n_dotadd[1]);
+    }
+    else printf("relaxed dot-add is NOT one instruction in this engine: the table has the i16 q4_0/q8_0/iq4_nl kernels; dotadd kernels NOT TESTED "
                 "here (V8's fallback for it is slower, and wrong in Node 20's V8 11.3; Chromium on AVX-VNNI or arm64 runs them)\n");
 #endif
     printf("gemm_x16 (16-row batched) kernels == their table's x4 bit for bit: %d cases (", n_x16);

@@ -41,6 +41,7 @@
  * must equal the scalar fmaf ones bit for bit.
  */
 #if defined(__wasm_relaxed_simd__)
+#include <string.h>
 #include <wasm_simd128.h>
 
 #include "../arch.h"
@@ -55,36 +56,10 @@ static inline v128_t ld(const void * p) { return wasm_v128_load(p); }
 #define hsum_f32 kiln_simd128_hsum_f32
 
 #define RMADD(a, b, c) __builtin_wasm_relaxed_madd_f32x4(a, b, c)
-#define LANE(v, r) wasm_i32x4_shuffle(v, v, r, r, r, r)
+#define LANE KILN_SIMD128_LANE
 #define RDOT16(a, b) __builtin_wasm_relaxed_dot_i8x16_i7x16_s_i16x8(a, b)
 #define RDOTADD(a, b, c) __builtin_wasm_relaxed_dot_i8x16_i7x16_add_s_i32x4(a, b, c)
 #define RX_INLINE static inline __attribute__((always_inline))
-
-/* the fp16 at p, zero-extended into all 4 lanes */
-RX_INLINE v128_t rx_h_splat(const kiln_fp16_t * p) {
-    const v128_t h = wasm_u32x4_load16x4(p); /* reads 8 bytes: p is a block's scale, its quants follow */
-    return wasm_i32x4_shuffle(h, h, 0, 0, 0, 0);
-}
-
-/* d_x * d_y of an x4 block's 4 rows: kiln_simd128_scales4_fast (exact,
- * branching per block) or, in the loops' fast form, kiln_simd128_h2f_finite's
- * (its products equal for every finite scale) */
-RX_INLINE v128_t rx_scales4(const kiln_fp16_t * dx, const kiln_fp16_t * dy, const struct kiln_simd128_k * k, v128_t * mx, bool exact) {
-    if (exact) return kiln_simd128_scales4_fast(dx, *dy);
-    return wasm_f32x4_mul(kiln_simd128_h2f_finite(wasm_u32x4_load16x4(dx), k, mx), kiln_simd128_h2f_finite(rx_h_splat(dy), k, mx));
-}
-
-RX_INLINE void rx_scales4x2(const kiln_fp16_t * dx, const kiln_fp16_t * dya, const kiln_fp16_t * dyb, const struct kiln_simd128_k * k, v128_t * mx,
-                            bool exact, v128_t * da, v128_t * db) {
-    if (exact) {
-        kiln_simd128_scales4x2_fast(dx, *dya, *dyb, da, db);
-        return;
-    }
-    const v128_t xf = kiln_simd128_h2f_finite(wasm_u32x4_load16x4(dx), k, mx);
-    *da = wasm_f32x4_mul(xf, kiln_simd128_h2f_finite(rx_h_splat(dya), k, mx));
-    *db = wasm_f32x4_mul(xf, kiln_simd128_h2f_finite(rx_h_splat(dyb), k, mx));
-}
-
 
 /* ---- q4_0 -------------------------------------------------------------- */
 
@@ -150,7 +125,7 @@ RX_INLINE bool q4_0x4_vec_dot(int64_t n, float * s, const void * vx, const void 
     for (int i = 0; i < nb; ++i) {
         const v128_t y0 = ld(y[i].qs), y1 = ld(y[i].qs + 16);
         const v128_t corr = q4_corr(y0, y1, &k, dotadd);
-        const v128_t d = rx_scales4(x[i].d, &y[i].d, &k, &mx, exact);
+        const v128_t d = kiln_simd128_x4_scales(x[i].d, &y[i].d, &k, &mx, exact);
 #define ROW(r, acc) do { \
             const v128_t p = q4_block(ld(x[i].qs + 16 * (r)), y0, y1, corr, &k, dotadd); \
             acc = wasm_f32x4_add(acc, wasm_f32x4_mul(wasm_f32x4_convert_i32x4(p), LANE(d, r))); \
@@ -176,7 +151,7 @@ RX_INLINE bool q4_0x4_2cols(int64_t n, float * s0, float * s1, const block_q4_0x
         const v128_t ya0 = ld(ya[i].qs), ya1 = ld(ya[i].qs + 16), yb0 = ld(yb[i].qs), yb1 = ld(yb[i].qs + 16);
         const v128_t ca = q4_corr(ya0, ya1, &k, dotadd), cb = q4_corr(yb0, yb1, &k, dotadd);
         v128_t da, db;
-        rx_scales4x2(x[i].d, &ya[i].d, &yb[i].d, &k, &mx, exact, &da, &db);
+        kiln_simd128_x4_scales2(x[i].d, &ya[i].d, &yb[i].d, &k, &mx, exact, &da, &db);
 #define ROW(r) do { \
             const v128_t b = ld(x[i].qs + 16 * (r)); \
             const v128_t lo = q4_lo(b, &k), hi = q4_hi(b, &k); \
@@ -232,9 +207,9 @@ void q4_0x4_q8_0_gemm__wasm_relaxed_dotadd(int64_t n, int ncols, float * s, size
 /* the activation side of a q8_0 block: |y| and y's sign mask, per half */
 struct q8_act { v128_t a0, m0, a1, m1; };
 
-static inline struct q8_act q8_act_load(const int8_t * qs) {
-    const v128_t y0 = ld(qs), y1 = ld(qs + 16), zero = wasm_i8x16_splat(0);
-    struct q8_act r = { wasm_i8x16_abs(y0), wasm_i8x16_lt(y0, zero), wasm_i8x16_abs(y1), wasm_i8x16_lt(y1, zero) };
+static inline struct q8_act q8_act_load(const int8_t * qs, const struct kiln_simd128_k * k) {
+    const v128_t y0 = ld(qs), y1 = ld(qs + 16);
+    struct q8_act r = { wasm_i8x16_abs(y0), wasm_i8x16_gt(k->zero, y0), wasm_i8x16_abs(y1), wasm_i8x16_gt(k->zero, y1) };
     return r;
 }
 
@@ -257,7 +232,7 @@ RX_INLINE void q8_0_vec_dot(int64_t n, float * s, const void * vx, const void * 
     float sumf = 0;
     const int nb = (int) (n / QK8_0);
     for (int i = 0; i < nb; ++i) {
-        const struct q8_act a = q8_act_load(y[i].qs);
+        const struct q8_act a = q8_act_load(y[i].qs, &k);
         sumf += (float) kiln_simd128_i32_hsum(q8_dot(x[i].qs, &a, &k, dotadd)) * (KQ_H2F(x[i].d) * KQ_H2F(y[i].d));
     }
     *s = sumf;
@@ -269,7 +244,7 @@ RX_INLINE void q8_0_vec_dot(int64_t n, float * s, const void * vx, const void * 
  * q8_0x4_q8_0_vec_dot__scalar. Summing the 4 rows' integers across lanes
  * first leaves one convert, multiply and add per block for all 4 rows
  * (7-8 % over per-row float lanes in Chromium, bench/peers). The scales:
- * rx_scales4, fast or exact as in q4_0x4_vec_dot. */
+ * kiln_simd128_x4_scales, fast or exact as in q4_0x4_vec_dot. */
 RX_INLINE bool q8_0x4_vec_dot(int64_t n, float * s, const void * vx, const void * vy, bool dotadd, bool exact) {
     const block_q8_0x4 * x = vx;
     const block_q8_0 * y = vy;
@@ -277,8 +252,8 @@ RX_INLINE bool q8_0x4_vec_dot(int64_t n, float * s, const void * vx, const void 
     v128_t acc = wasm_f32x4_splat(0), mx = wasm_i32x4_splat(0);
     const int nb = (int) (n / QK8_0);
     for (int i = 0; i < nb; ++i) {
-        const struct q8_act a = q8_act_load(y[i].qs);
-        const v128_t d = rx_scales4(x[i].d, &y[i].d, &k, &mx, exact);
+        const struct q8_act a = q8_act_load(y[i].qs, &k);
+        const v128_t d = kiln_simd128_x4_scales(x[i].d, &y[i].d, &k, &mx, exact);
         const v128_t p = kiln_simd128_i32_hsum4(q8_dot(x[i].qs, &a, &k, dotadd), q8_dot(x[i].qs + 32, &a, &k, dotadd),
                                                 q8_dot(x[i].qs + 64, &a, &k, dotadd), q8_dot(x[i].qs + 96, &a, &k, dotadd));
         acc = wasm_f32x4_add(acc, wasm_f32x4_mul(wasm_f32x4_convert_i32x4(p), d));
@@ -297,9 +272,9 @@ RX_INLINE bool q8_0x4_2cols(int64_t n, float * s0, float * s1, const block_q8_0x
     v128_t acc0 = wasm_f32x4_splat(0), acc1 = acc0, mx = wasm_i32x4_splat(0);
     const int nb = (int) (n / QK8_0);
     for (int i = 0; i < nb; ++i) {
-        const struct q8_act a = q8_act_load(ya[i].qs), b = q8_act_load(yb[i].qs);
+        const struct q8_act a = q8_act_load(ya[i].qs, &k), b = q8_act_load(yb[i].qs, &k);
         v128_t da, db;
-        rx_scales4x2(x[i].d, &ya[i].d, &yb[i].d, &k, &mx, exact, &da, &db);
+        kiln_simd128_x4_scales2(x[i].d, &ya[i].d, &yb[i].d, &k, &mx, exact, &da, &db);
         const int8_t * w = x[i].qs;
         const v128_t pa = kiln_simd128_i32_hsum4(q8_dot(w, &a, &k, dotadd), q8_dot(w + 32, &a, &k, dotadd), q8_dot(w + 64, &a, &k, dotadd),
                                                  q8_dot(w + 96, &a, &k, dotadd));
@@ -381,7 +356,19 @@ bool kiln_wasm_relaxed_dot_add_direct(void) {
     float a, c, e, f;
     q4_0_vec_dot(64, &a, x4, y, false); q4_0_vec_dot(64, &c, x4, y, true);
     q8_0_vec_dot(64, &e, x8, y, false); q8_0_vec_dot(64, &f, x8, y, true);
-    return a == c && e == f;
+    /* and iq4_nl's x4 (repack_iq4_nl_wasm_relaxed.c), its 4 rows the q4_0
+     * nibbles rotated */
+    block_iq4_nlx4 g[2];
+    for (int b = 0; b < 2; b++) {
+        for (int r = 0; r < 4; r++) {
+            g[b].d[r] = 0x3c00;
+            for (int j = 0; j < 16; j++) g[b].qs[16 * r + j] = x4[b].qs[(j + 5 * r) % 16];
+        }
+    }
+    float ga[4], gc[4];
+    iq4_nlx4_q8_0_vec_dot__wasm_relaxed(64, ga, g, y);
+    iq4_nlx4_q8_0_vec_dot__wasm_relaxed_dotadd(64, gc, g, y);
+    return a == c && e == f && memcmp(ga, gc, sizeof ga) == 0;
 }
 
 /* ---- f32 ---------------------------------------------------------------- */

@@ -269,14 +269,16 @@ static inline void kiln_simd128_scales4x2_fast(const kiln_fp16_t * dx, kiln_fp16
  * 9.1 -> 6.3 GB/s with them in Node 20 (spills) and keeps its constants.
  * m4, eight, m63, m30: 0x0f, 8, 0x3f, 0x30 in every byte; ones16: 1 in
  * every i16 lane; k7fff, p112: 0x7fff and 2^112 (f32) in every u32 lane;
- * sel: lanes -1, 0, -1, -1. */
-struct kiln_simd128_k { v128_t m4, eight, m63, m30, ones16, k7fff, p112, sel; };
+ * sel: lanes -1, 0, -1, -1; zero: for y < 0 as a compare (pcmpgtb), which
+ * against a literal 0 LLVM turns into an arithmetic shift by 7, emulated
+ * by V8 on x64 in 5 instructions. */
+struct kiln_simd128_k { v128_t m4, eight, m63, m30, ones16, k7fff, p112, sel, zero; };
 
 static inline __attribute__((always_inline)) struct kiln_simd128_k kiln_simd128_k_load(void) {
     static volatile const uint32_t w[8] = { 0x0f0f0f0fu, 0x08080808u, 0x3f3f3f3fu, 0x30303030u, 0x00010001u, 0x7fffu, 0x77800000u, 0u };
     const struct kiln_simd128_k k = { wasm_i32x4_splat(w[0]), wasm_i32x4_splat(w[1]), wasm_i32x4_splat(w[2]), wasm_i32x4_splat(w[3]),
                                       wasm_i32x4_splat(w[4]), wasm_i32x4_splat(w[5]), wasm_i32x4_splat(w[6]),
-                                      wasm_i32x4_make(~w[7], w[7], ~w[7], ~w[7]) };
+                                      wasm_i32x4_make(~w[7], w[7], ~w[7], ~w[7]), wasm_i32x4_splat(w[7]) };
     return k;
 }
 
@@ -294,6 +296,40 @@ static inline __attribute__((always_inline)) v128_t kiln_simd128_h2f_finite(v128
 
 /* whether the magnitudes kiln_simd128_h2f_finite saw were all finite */
 static inline bool kiln_simd128_finite(v128_t mx) { return wasm_i32x4_all_true(wasm_i32x4_lt(mx, wasm_i32x4_splat(0x7c00))); }
+
+/* lane r of v in all 4 lanes */
+#define KILN_SIMD128_LANE(v, r) wasm_i32x4_shuffle(v, v, r, r, r, r)
+
+/* the fp16 at p, zero-extended into all 4 lanes */
+static inline __attribute__((always_inline)) v128_t kiln_simd128_h_splat(const kiln_fp16_t * p) {
+    const v128_t h = wasm_u32x4_load16x4(p); /* reads 8 bytes: p is a block's scale, its quants follow */
+    return wasm_i32x4_shuffle(h, h, 0, 0, 0, 0);
+}
+
+/* d_x * d_y of an x4 block's 4 rows (the relaxed x4 kernels):
+ * kiln_simd128_scales4_fast (exact, branching per block) or, in the loops'
+ * fast form, kiln_simd128_h2f_finite's (its products equal for every
+ * finite scale; *mx tells the caller afterwards whether to redo the call
+ * exactly) */
+static inline __attribute__((always_inline)) v128_t kiln_simd128_x4_scales(const kiln_fp16_t * dx, const kiln_fp16_t * dy,
+                                                                           const struct kiln_simd128_k * k, v128_t * mx, bool exact) {
+    if (exact) return kiln_simd128_scales4_fast(dx, *dy);
+    return wasm_f32x4_mul(kiln_simd128_h2f_finite(wasm_u32x4_load16x4(dx), k, mx), kiln_simd128_h2f_finite(kiln_simd128_h_splat(dy), k, mx));
+}
+
+/* the same against two activation blocks (a batched kernel's two columns),
+ * the x scales converted once */
+static inline __attribute__((always_inline)) void kiln_simd128_x4_scales2(const kiln_fp16_t * dx, const kiln_fp16_t * dya, const kiln_fp16_t * dyb,
+                                                                          const struct kiln_simd128_k * k, v128_t * mx, bool exact, v128_t * da,
+                                                                          v128_t * db) {
+    if (exact) {
+        kiln_simd128_scales4x2_fast(dx, *dya, *dyb, da, db);
+        return;
+    }
+    const v128_t xf = kiln_simd128_h2f_finite(wasm_u32x4_load16x4(dx), k, mx);
+    *da = wasm_f32x4_mul(xf, kiln_simd128_h2f_finite(kiln_simd128_h_splat(dya), k, mx));
+    *db = wasm_f32x4_mul(xf, kiln_simd128_h2f_finite(kiln_simd128_h_splat(dyb), k, mx));
+}
 
 /* The q4_0 x q8_0 block product in 16-bit lanes, shared by the plain and
  * the x4 kernel so both make the same i32 lanes (bit-identical floats).
