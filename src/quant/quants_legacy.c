@@ -154,83 +154,57 @@ void kiln_quantize_row_q8_1_ref(const float * x, void * vy, int64_t k) {
  * from zero. Exact ties occur in real models, and each one that rounds the
  * other way moves an activation by one step; tests/oracle saw whole greedy
  * continuations diverge from llama.cpp on that alone. Weights keep the
- * reference quantizers (kiln-quantize must write ggml's bytes). */
-void kiln_quantize_row_q8_0_act(const float * x, void * vy, int64_t k) {
-    block_q8_0 * y = (block_q8_0 *) vy;
-    const int64_t nb = k / QK8_0;
-    for (int64_t i = 0; i < nb; i++) {
-        const float * xb = x + i * QK8_0;
-        float amax = 0.0f;
-        for (int j = 0; j < QK8_0; j++) amax = KQ_MAX(amax, fabsf(xb[j]));
-        const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
-        y[i].d = KQ_F2H(amax / 127.0f);
-        for (int j = 0; j < QK8_0; ++j) {
-            /* |v| <= 127 for finite blocks; an inf or NaN activation (a
-             * degenerate model) becomes 0 instead of an undefined conversion */
-            const float v = xb[j] * id;
-            y[i].qs[j] = (int8_t) (fabsf(v) <= 128.0f ? rintf(v) : 0.0f);
-        }
+ * reference quantizers (kiln-quantize must write ggml's bytes). llama.cpp's
+ * arm64 build (its NEON quantize_row_q8_0/q8_1) scales by 1 / (amax / 127)
+ * instead: the _arm versions.
+ *
+ * The scale's inverse, x86's or arm64's (a rounding apart) */
+static inline float act_inverse(float amax, bool arm) {
+    if (arm) {
+        const float d = amax / 127.0f;
+        return d != 0.0f ? 1.0f / d : 0.0f;
     }
+    return amax != 0.0f ? 127.0f / amax : 0.0f;
 }
 
-void kiln_quantize_row_q8_1_act(const float * x, void * vy, int64_t k) {
+/* one block of 32 values: the quants (half to even) and the scale; s: the
+ * quants' sum, when not NULL */
+static inline float act_block(const float * xb, int8_t * qs, bool arm, int * s) {
+    float amax = 0.0f;
+    for (int j = 0; j < 32; j++) amax = KQ_MAX(amax, fabsf(xb[j]));
+    const float id = act_inverse(amax, arm);
+    int sum = 0;
+    for (int j = 0; j < 32; ++j) {
+        /* |v| <= 127 for finite blocks; an inf or NaN activation (a
+         * degenerate model) becomes 0 instead of an undefined conversion */
+        const float v = xb[j] * id;
+        qs[j] = (int8_t) (fabsf(v) <= 128.0f ? rintf(v) : 0.0f);
+        sum += qs[j];
+    }
+    if (s) *s = sum;
+    return amax / 127.0f;
+}
+
+static void q8_0_act(const float * x, void * vy, int64_t k, bool arm) {
+    block_q8_0 * y = (block_q8_0 *) vy;
+    for (int64_t i = 0; i < k / QK8_0; i++) y[i].d = KQ_F2H(act_block(x + i * QK8_0, y[i].qs, arm, NULL));
+}
+
+static void q8_1_act(const float * x, void * vy, int64_t k, bool arm) {
     block_q8_1 * y = (block_q8_1 *) vy;
-    const int64_t nb = k / QK8_1;
-    for (int64_t i = 0; i < nb; i++) {
-        const float * xb = x + i * QK8_1;
-        float amax = 0.0f;
-        for (int j = 0; j < QK8_1; j++) amax = KQ_MAX(amax, fabsf(xb[j]));
-        const float d = amax / 127.0f;
-        const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
-        y[i].d = KQ_F2H(d);
+    for (int64_t i = 0; i < k / QK8_1; i++) {
         int sum = 0;
-        for (int j = 0; j < QK8_1; ++j) {
-            y[i].qs[j] = (int8_t) rintf(xb[j] * id);
-            sum += y[i].qs[j];
-        }
+        const float d = act_block(x + i * QK8_1, y[i].qs, arm, &sum);
+        y[i].d = KQ_F2H(d);
         y[i].s = KQ_F2H(sum * d);
     }
 }
 
-/* The same for llama.cpp's arm64 build (its NEON quantize_row_q8_0/q8_1):
- * d = amax / 127 first and the values scaled by 1 / d (not 127 / amax:
- * a rounding apart), rounded half to even. */
-void kiln_quantize_row_q8_0_act_arm(const float * x, void * vy, int64_t k) {
-    block_q8_0 * y = (block_q8_0 *) vy;
-    const int64_t nb = k / QK8_0;
-    for (int64_t i = 0; i < nb; i++) {
-        const float * xb = x + i * QK8_0;
-        float amax = 0.0f;
-        for (int j = 0; j < QK8_0; j++) amax = KQ_MAX(amax, fabsf(xb[j]));
-        const float d = amax / 127.0f;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        y[i].d = KQ_F2H(d);
-        for (int j = 0; j < QK8_0; ++j) {
-            const float v = xb[j] * id;
-            y[i].qs[j] = (int8_t) (fabsf(v) <= 128.0f ? rintf(v) : 0.0f);
-        }
-    }
-}
-
-void kiln_quantize_row_q8_1_act_arm(const float * x, void * vy, int64_t k) {
-    block_q8_1 * y = (block_q8_1 *) vy;
-    const int64_t nb = k / QK8_1;
-    for (int64_t i = 0; i < nb; i++) {
-        const float * xb = x + i * QK8_1;
-        float amax = 0.0f;
-        for (int j = 0; j < QK8_1; j++) amax = KQ_MAX(amax, fabsf(xb[j]));
-        const float d = amax / 127.0f;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        y[i].d = KQ_F2H(d);
-        int sum = 0;
-        for (int j = 0; j < QK8_1; ++j) {
-            const float v = xb[j] * id;
-            y[i].qs[j] = (int8_t) (fabsf(v) <= 128.0f ? rintf(v) : 0.0f);
-            sum += y[i].qs[j];
-        }
-        y[i].s = KQ_F2H(d * sum);
-    }
-}
+void kiln_quantize_row_q8_0_act(const float * x, void * vy, int64_t k) { q8_0_act(x, vy, k, false); }
+void kiln_quantize_row_q8_1_act(const float * x, void * vy, int64_t k) { q8_1_act(x, vy, k, false); }
+/* llama.cpp's arm64 build (its NEON quantize_row_q8_0/q8_1) */
+void kiln_quantize_row_q8_0_act_arm(const float * x, void * vy, int64_t k) { q8_0_act(x, vy, k, true); }
+void kiln_quantize_row_q8_1_act_arm(const float * x, void * vy, int64_t k) { q8_1_act(x, vy, k, true); }
 
 void kiln_dequantize_row_q4_0(const void * vx, float * y, int64_t k) {
     const block_q4_0 * x = (const block_q4_0 *) vx;
