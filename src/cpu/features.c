@@ -80,7 +80,18 @@ int kiln_cpu_has_avxvnni(void) { return 0; }
 int kiln_cpu_has_dotprod(void) { return (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0; }
 int kiln_cpu_has_fp16_va(void) { return (getauxval(AT_HWCAP) & HWCAP_FPHP) != 0; }
 int kiln_cpu_has_i8mm(void)    { return (getauxval(AT_HWCAP2) & HWCAP2_I8MM) != 0; }
+#ifndef HWCAP_ASIMDHP
+#define HWCAP_ASIMDHP (1 << 10)
+#endif
+#ifndef HWCAP_SVE
+#define HWCAP_SVE (1 << 22)
+#endif
+int kiln_cpu_arm_f16_arith(void) {
+    const unsigned long h = getauxval(AT_HWCAP);
+    return (h & HWCAP_ASIMDDP) && (h & HWCAP_FPHP) && (h & HWCAP_ASIMDHP) && !(h & HWCAP_SVE);
+}
 #else
+int kiln_cpu_arm_f16_arith(void) { return 0; }
 int kiln_cpu_has_dotprod(void) { return 0; }
 int kiln_cpu_has_fp16_va(void) { return 0; }
 int kiln_cpu_has_i8mm(void)    { return 0; }

@@ -35,6 +35,9 @@ DEFINE_TYPE_DOTS(avx2)
 #endif
 #ifdef KILN_ARCH_ARM
 DEFINE_TYPE_DOTS(neon)
+static void vec_dot_f16__neon_fp16(int64_t n, float * s, const void * x, const void * y) {
+    *s = f16_dot__neon_fp16(n, (const kiln_fp16_t *) x, (const kiln_fp16_t *) y);
+}
 #endif
 #ifdef KILN_ARCH_WASM_SIMD
 DEFINE_TYPE_DOTS(wasm_simd128)
@@ -196,6 +199,14 @@ static void build_tables(void) {
         k->gemm_x4[KILN_TYPE_IQ4_NL] = iq4_nlx4_q8_0_gemm__neon_i8mm;
     }
 #undef NEON_X4
+    /* F16 dots and flash attention's fp16 accumulator in fp16 arithmetic
+     * where llama.cpp's arm64 build does (its armv8.2_2 variant) */
+    if (kiln_cpu_arm_f16_arith()) {
+        k->f16_dot = f16_dot__neon_fp16;
+        k->vec_dot[KILN_TYPE_F16] = vec_dot_f16__neon_fp16;
+        k->f16_mad = f16_mad__neon_fp16;
+        k->f16_scale = f16_scale__neon_fp16;
+    }
     table_finish(k);
     g_available[KILN_ISA_NEON] = true;
 #endif

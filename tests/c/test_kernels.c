@@ -13,6 +13,68 @@
 
 static const int64_t lengths[] = { 0, 1, 3, 7, 8, 15, 16, 17, 31, 32, 33, 64, 100, 1000, 4099 };
 #define N_LEN ((int) (sizeof(lengths) / sizeof(lengths[0])))
+
+/* fp16 arithmetic as llama.cpp's armv8.2_2 arm64 build does it (the NEON
+ * table's fp16 kernels, vec_fp16arith.c): a double rounded once to fp16
+ * (through float with round-to-odd, so no double rounding) */
+static kiln_fp16_t d2h(double d) {
+    float f = (float) d;
+    if ((double) f != d) {
+        if (fabs((double) f) > fabs(d)) f = nextafterf(f, 0.0f);
+        uint32_t u;
+        memcpy(&u, &f, sizeof u);
+        u |= 1u;
+        memcpy(&f, &u, sizeof f);
+    }
+    return kiln_fp32_to_fp16(f);
+}
+static double h2d(kiln_fp16_t h) { return kiln_fp16_to_fp32(h); }
+/* the table computes F16 in fp16 arithmetic (vec_fp16arith.c) */
+static bool f16_arith(const struct kiln_kernels * k) {
+#if defined(__aarch64__)
+    return k->isa_id == KILN_ISA_NEON && k->f16_dot == f16_dot__neon_fp16;
+#else
+    (void) k;
+    return false;
+#endif
+}
+/* ggml_vec_mad_f16 / _scale_f16 there: fp16 steps over whole 32s, v rounded
+ * to fp16; the rest in f32 (fused) */
+static void ref_mad_fp16(int64_t n, kiln_fp16_t * y, const kiln_fp16_t * x, float v) {
+    const kiln_fp16_t v16 = kiln_fp32_to_fp16(v);
+    const int64_t np = n - n % 32;
+    for (int64_t i = 0; i < n; i++) {
+        y[i] = i < np ? d2h(h2d(y[i]) + h2d(x[i]) * h2d(v16))
+                      : kiln_fp32_to_fp16(fmaf(kiln_fp16_to_fp32(x[i]), v, kiln_fp16_to_fp32(y[i])));
+    }
+}
+static void ref_scale_fp16(int64_t n, kiln_fp16_t * y, float v) {
+    const kiln_fp16_t v16 = kiln_fp32_to_fp16(v);
+    const int64_t np = n - n % 32;
+    for (int64_t i = 0; i < n; i++) y[i] = i < np ? d2h(h2d(y[i]) * h2d(v16)) : kiln_fp32_to_fp16(kiln_fp16_to_fp32(y[i]) * v);
+}
+/* ggml_vec_dot_f16 there: 4 x 8 fp16 fused accumulators over steps of 32,
+ * (0 + 2) + (1 + 3) in fp16, widened, halves added, lanes (l0 + l1) +
+ * (l2 + l3); the rest (float products) in double */
+static float ref_dot_f16_fp16(int64_t n, const kiln_fp16_t * x, const kiln_fp16_t * y) {
+    kiln_fp16_t a[4][8];
+    for (int q = 0; q < 4; q++) for (int j = 0; j < 8; j++) a[q][j] = 0;
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        for (int q = 0; q < 4; q++) {
+            for (int j = 0; j < 8; j++) a[q][j] = d2h(h2d(a[q][j]) + h2d(x[i + 8 * q + j]) * h2d(y[i + 8 * q + j]));
+        }
+    }
+    float w[8];
+    for (int j = 0; j < 8; j++) {
+        const kiln_fp16_t t02 = d2h(h2d(a[0][j]) + h2d(a[2][j])), t13 = d2h(h2d(a[1][j]) + h2d(a[3][j]));
+        w[j] = kiln_fp16_to_fp32(d2h(h2d(t02) + h2d(t13)));
+    }
+    const float l0 = w[0] + w[4], l1 = w[1] + w[5], l2 = w[2] + w[6], l3 = w[3] + w[7];
+    double s = (l0 + l1) + (l2 + l3);
+    for (; i < n; i++) s += (double) (kiln_fp16_to_fp32(x[i]) * kiln_fp16_to_fp32(y[i]));
+    return (float) s;
+}
 #define MAXN 4099
 #define PAD 16
 
@@ -42,7 +104,17 @@ static void test_fill(const struct kiln_kernels * k) {
         case KILN_ISA_AVX2: case KILN_ISA_AVX512: case KILN_ISA_AVXVNNI: KILN_VEC_LIST(CHECK_FILLED, avx2) break;
 #endif
 #ifdef KILN_ARCH_ARM
-        case KILN_ISA_NEON: KILN_VEC_LIST(CHECK_FILLED, neon) break;
+        case KILN_ISA_NEON: {
+            /* NEON's list but f16_dot, in fp16 arithmetic where the CPU
+             * has it (main checks which) */
+            struct kiln_kernels c = *k;
+            if (c.f16_dot == f16_dot__neon_fp16) c.f16_dot = f16_dot__neon;
+            const struct kiln_kernels * kk = k;
+            k = &c;
+            KILN_VEC_LIST(CHECK_FILLED, neon)
+            k = kk;
+            break;
+        }
 #endif
 #ifdef KILN_ARCH_WASM_SIMD
         case KILN_ISA_WASM_SIMD128: KILN_VEC_LIST(CHECK_FILLED, wasm_simd128) break;
@@ -96,7 +168,8 @@ static void test_reductions(const struct kiln_kernels * s, const struct kiln_ker
                 const double pb = (double) kiln_bf16_to_fp32(bxp[i]) * kiln_bf16_to_fp32(byp[i]);
                 rh += ph; mh += fabs(ph); rbf += pb; mbf += fabs(pb);
             }
-            CHECK(close_rel(k->f16_dot(n, hxp, hyp), rh, mh, tol), "%s f16_dot n=%lld off=%d", k->isa, (long long) n, off);
+            /* (fp16 accumulators: test_ggml_orders checks those bit for bit) */
+            CHECK(f16_arith(k) || close_rel(k->f16_dot(n, hxp, hyp), rh, mh, tol), "%s f16_dot n=%lld off=%d", k->isa, (long long) n, off);
             CHECK(close_rel(k->bf16_dot(n, bxp, byp), rbf, mbf, tol), "%s bf16_dot n=%lld off=%d", k->isa, (long long) n, off);
         }
     }
@@ -191,10 +264,14 @@ static void test_maps(const struct kiln_kernels * s, const struct kiln_kernels *
             bad = 0;
             for (int64_t i = 0; i < n; i++) {
                 const float ref = (float) ((double) kiln_fp16_to_fp32(hxp[i]) * vm + (double) kiln_fp16_to_fp32(hyp[i]));
-                bad += ha[i] != hb[i] || hb[i] != kiln_fp32_to_fp16(ref);
+                bad += hb[i] != kiln_fp32_to_fp16(ref);
             }
+            /* the fp16-arithmetic table: its own reference */
+            if (f16_arith(k)) { memcpy(hb, hyp, sizeof(kiln_fp16_t) * (size_t) n); ref_mad_fp16(n, hb, hxp, vm); }
+            for (int64_t i = 0; i < n; i++) bad += ha[i] != hb[i];
             CHECK(!bad, "%s f16_mad n=%lld off=%d (%d bad)", k->isa, (long long) n, off, bad);
-            k->f16_scale(n, ha, vm); s->f16_scale(n, hb, vm);
+            if (f16_arith(k)) { memcpy(hb, ha, sizeof(kiln_fp16_t) * (size_t) n); k->f16_scale(n, ha, vm); ref_scale_fp16(n, hb, vm); }
+            else { k->f16_scale(n, ha, vm); s->f16_scale(n, hb, vm); }
             bad = 0; for (int64_t i = 0; i < n; i++) bad += ha[i] != hb[i];
             CHECK(!bad, "%s f16_scale n=%lld off=%d (%d bad)", k->isa, (long long) n, off, bad);
             free(ha); free(hb);
@@ -255,7 +332,9 @@ static void test_maps(const struct kiln_kernels * s, const struct kiln_kernels *
     bad = 0;
     for (int vi = 0; vi < 5; vi++) {
         for (int i = 0; i < 65536; i++) ya[i] = yb[i] = (kiln_fp16_t) ((i * 40503u + (unsigned) vi * 7919u) & 0xffff);
-        k->f16_mad(65536, ya, all, vs[vi]); s->f16_mad(65536, yb, all, vs[vi]);
+        k->f16_mad(65536, ya, all, vs[vi]);
+        if (f16_arith(k)) ref_mad_fp16(65536, yb, all, vs[vi]);
+        else s->f16_mad(65536, yb, all, vs[vi]);
         for (int i = 0; i < 65536; i++) {
             const int an = (ya[i] & 0x7c00) == 0x7c00 && (ya[i] & 0x3ff), bn = (yb[i] & 0x7c00) == 0x7c00 && (yb[i] & 0x3ff);
             bad += (an || bn) ? an != bn : ya[i] != yb[i];
@@ -270,7 +349,9 @@ static void test_maps(const struct kiln_kernels * s, const struct kiln_kernels *
             all[i] = kiln_fp32_to_fp16(tu_rand_uniform(-1.0f, 1.0f) * ldexpf(1.0f, (int) (tu_rand_u64() % 30) - 15));
             ya[i] = yb[i] = kiln_fp32_to_fp16(tu_rand_uniform(-1.0f, 1.0f) * ldexpf(1.0f, (int) (tu_rand_u64() % 30) - 15));
         }
-        k->f16_mad(4096, ya, all, v); s->f16_mad(4096, yb, all, v);
+        k->f16_mad(4096, ya, all, v);
+        if (f16_arith(k)) ref_mad_fp16(4096, yb, all, v);
+        else s->f16_mad(4096, yb, all, v);
         for (int i = 0; i < 4096; i++) bad += ya[i] != yb[i];
     }
     for (int i = 0; i < 65536; i++) all[i] = (kiln_fp16_t) i;
@@ -527,7 +608,8 @@ static void test_ggml_orders(const struct kiln_kernels * k) {
             if (x86_or_wasm || k->isa_id == KILN_ISA_NEON) {
                 kiln_fp16_t * hxp = hx + off, * hyp = hy + off;
                 kiln_fp32_to_fp16_row(x, hxp, n); kiln_fp32_to_fp16_row(y, hyp, n);
-                const float want = k->isa_id == KILN_ISA_NEON ? ref_dot_f16_neon(n, hxp, hyp) : ref_dot_f16(n, hxp, hyp);
+                const float want = f16_arith(k) ? ref_dot_f16_fp16(n, hxp, hyp)
+                                   : k->isa_id == KILN_ISA_NEON ? ref_dot_f16_neon(n, hxp, hyp) : ref_dot_f16(n, hxp, hyp);
                 bad16 += !same_float(k->f16_dot(n, hxp, hyp), want);
             }
             if (k->isa_id == KILN_ISA_NEON) bad += !same_float(k->f32_dot(n, x, y), ref_dot_neon(n, x, y));
@@ -801,6 +883,13 @@ int main(void) {
         test_type_slots(k);
     }
     CHECK(n_isa >= 1, "at least one isa");
+    /* scripts/test-neon.sh runs this on a CPU with and without fp16
+     * arithmetic and says which to expect */
+    const char * want_f16 = getenv("KILN_EXPECT_F16ARITH");
+    if (want_f16) {
+        const struct kiln_kernels * kn = kiln_kernels_for_isa(KILN_ISA_NEON);
+        CHECK(kn && f16_arith(kn) == (atoi(want_f16) != 0), "the NEON table's F16 kernels %s fp16 arithmetic", atoi(want_f16) ? "use" : "do not use");
+    }
     KILN_VEC_LIST(CHECK_COVERED, _)
 #if defined(__wasm_relaxed_simd__)
     /* the relaxed fp16 accumulator (checked above against scalar fmaf) is

@@ -46,6 +46,13 @@ void f32_gemm_8x16__avx512(int64_t k, const float * a, int64_t lda, const float 
 #ifdef KILN_ARCH_ARM
 KILN_VEC_LIST(KILN_VEC_DECLARE, neon)
 void f32_gemm_4x4__neon(int64_t k, const float * a, int64_t lda, const float * b, int64_t ldb, float * c, int64_t ldc);
+/* fp16 vector arithmetic (vec_fp16arith.c), as llama.cpp's armv8.2_2 build */
+float f16_dot__neon_fp16(int64_t n, const kiln_fp16_t * x, const kiln_fp16_t * y);
+void f16_mad__neon_fp16(int64_t n, kiln_fp16_t * y, const kiln_fp16_t * x, float v);
+void f16_scale__neon_fp16(int64_t n, kiln_fp16_t * y, float v);
+/* the CPU has what ggml's armv8.2_2 variant needs and no SVE (which ggml's
+ * higher variants would use): dotprod and fp16 scalar + vector arithmetic */
+int kiln_cpu_arm_f16_arith(void);
 #endif
 #ifdef KILN_ARCH_WASM_SIMD
 KILN_VEC_LIST(KILN_VEC_DECLARE, wasm_simd128)
