@@ -163,6 +163,12 @@ struct kiln_kernels {
      * (IQ4_NL on AVX2: two accumulators), so results match it in both.
      * NULL: vec_dot. */
     kiln_vec_dot_t    vec_dot_1   [KILN_TYPE_COUNT];
+    /* per weight type not repacked, mul_mat with 2+ src1 rows only: where
+     * llama.cpp's batched path sums in another order than its vec_dot, and
+     * vec_dot is that vec_dot (Q4_0 / Q8_0 on arm64 with dotprod:
+     * llamafile's tinyBLAS_Q0_ARM; mul_mat_id keeps vec_dot, as ggml's
+     * does). NULL: vec_dot. */
+    kiln_vec_dot_t    vec_dot_n   [KILN_TYPE_COUNT];
     /* per weight type not repacked: one row against 4 activation rows
      * (prompt processing decodes each weight block once for the 4); NULL:
      * vec_dot per pair */

@@ -411,8 +411,10 @@ enum kiln_status kiln_cpu_fwd_mul_mat(const struct kiln_compute_params * params,
     const bool lanes8 = f32_rows && ggml_ord == 1;
     const bool dots_ggml = f32_rows && ggml_ord == 2;
     float * scratch = packed ? (float *) ((char *) params->wdata + KILN_PAD(act_work, KILN_MM_ALIGN) + pack_scratch_bytes() * (size_t) params->ith) : NULL;
-    /* a single src1 row may sum in llama.cpp's mat-vec order (kernels.h) */
-    const kiln_vec_dot_t dot = ne11 == 1 && k->vec_dot_1[src0->type] ? k->vec_dot_1[src0->type] : k->vec_dot[src0->type];
+    /* a single src1 row may sum in llama.cpp's mat-vec order, several in
+     * its batched order (kernels.h) */
+    const kiln_vec_dot_t dot = ne11 == 1 && k->vec_dot_1[src0->type] ? k->vec_dot_1[src0->type] :
+                               ne11 > 1 && k->vec_dot_n[src0->type] ? k->vec_dot_n[src0->type] : k->vec_dot[src0->type];
     const kiln_vec_dot_y4_t dot_y4 = gemv ? NULL : k->vec_dot_y4[src0->type];
     const kiln_vec_dot_rows_t dot_rows = gemv || rep || dst->nb[1] % sizeof(float) ? NULL : k->vec_dot_rows[src0->type];
     /* rows below nfull are in groups of rep (4 or 8); blocks start at multiples of 8 */
