@@ -171,6 +171,7 @@ static void build_tables(void) {
     FILL_VEC(k, neon);
     FILL_TYPES(k, neon);
     k->f32_gemm_tile = f32_gemm_4x4__neon; k->gemm_mr = 4; k->gemm_nr = 4;
+    k->f32_dot4 = f32_dot4__neon;
     /* x4 / x8 kernels (arch/arm/repack_neon.c, repack_q4_K_neon.c), the
      * SDOT builds where the plain dotprod kernels run too (q8_0 matches the
      * plain kernel of its build) */

@@ -141,6 +141,12 @@ struct kiln_kernels {
     int tile8_mr, tile8_nr;
     float (*f32_dot8)(int64_t n, const float * x, const float * y);
     float (*f32_dot_ggml)(int64_t n, const float * x, const float * y);
+    /* arm64 (NEON, no tile8): one f32 x f32 product summed as llamafile's
+     * tinyBLAS<4> on NEON (n a multiple of 4): 4 lanes, lane l the products
+     * l mod 4 in k order by fused multiply-adds, then (l0+l1) + (l2+l3).
+     * mul_mat's ggml order takes it where llama.cpp's arm64 build hands the
+     * product to sgemm; elsewhere f32_dot, ggml_vec_dot_f32's order there */
+    float (*f32_dot4)(int64_t n, const float * x, const float * y);
 
     /* per weight type: the dot product against its activation type */
     kiln_vec_dot_t    vec_dot     [KILN_TYPE_COUNT];

@@ -28,6 +28,14 @@ static bool blocksum_contract(enum kiln_type t, enum kiln_isa isa) {
                                    isa == KILN_ISA_NEON);
 }
 
+/* NEON's q8_0 x4 kernels keep Kiln's single-accumulator order, while its
+ * plain q8_0 dot sums as ggml arm64's vec_dot (blocks in pairs,
+ * test_quant_dot): the two agree to rounding, not bit for bit, until the
+ * repacked q8_0 kernels take llama.cpp's repacked order */
+static bool x4_own_order(enum kiln_type t, enum kiln_isa isa) {
+    return t == KILN_TYPE_Q8_0 && isa == KILN_ISA_NEON;
+}
+
 static float h2f(const void * p) {
     kiln_fp16_t h;
     memcpy(&h, p, sizeof h);
@@ -303,6 +311,9 @@ static void test_kernels(void) {
                               k->isa, kiln_type_name(t), (long long) n, r, s4[r], e);
                         CHECK(fabsf(s4[r] - s1) <= 1e-4f * (1.0f + fabsf(s1)), "%s x4 %s vs plain: %g vs %g",
                               k->isa, kiln_type_name(t), s4[r], s1);
+                    } else if (x4_own_order(t, (enum kiln_isa) isa)) {
+                        CHECK(fabsf(s4[r] - s1) <= 1e-5f * (1.0f + fabsf(s1)), "%s x4 %s vs plain: %g vs %g",
+                              k->isa, kiln_type_name(t), s4[r], s1);
                     } else {
                         CHECK(memcmp(&s1, &s4[r], sizeof(float)) == 0, "%s x4 %s n=%lld row %d: %.9g vs plain %.9g",
                               k->isa, kiln_type_name(t), (long long) n, r, s4[r], s1);
@@ -408,7 +419,7 @@ static void test_mul_mat(enum kiln_type t, int64_t K, int64_t N, int64_t M, int6
                 }
                 CHECK(!bad, "blocksum order element by element");
                 free(yq);
-            } else {
+            } else if (!x4_own_order(t, (enum kiln_isa) isa)) {
                 CHECK(memcmp(y->data, yr->data, kiln_nbytes(y)) == 0, "%s %s K=%lld N=%lld M=%lld b=%lld/%lld %d threads: repacked differs",
                       kt->isa, kiln_type_name(t), (long long) K, (long long) N, (long long) M, (long long) ne02, (long long) ne12, nth);
             }
@@ -490,7 +501,7 @@ static void test_special_scales(void) {
             float * yf = malloc(sizeof(float) * (size_t) n);
             for (int isa = 0; isa < KILN_ISA_COUNT; isa++) {
                 const struct kiln_kernels * k = kiln_kernels_for_isa((enum kiln_isa) isa);
-                if (!k || !k->vec_dot_x4[t] || blocksum_contract(t, (enum kiln_isa) isa)) continue;
+                if (!k || !k->vec_dot_x4[t] || blocksum_contract(t, (enum kiln_isa) isa) || x4_own_order(t, (enum kiln_isa) isa)) continue;
                 const enum kiln_type vt = k->vec_dot_type[t];
                 const size_t ys = kiln_row_size(vt, n);
                 char * y = malloc(3 * ys);

@@ -46,6 +46,7 @@ void f32_gemm_8x16__avx512(int64_t k, const float * a, int64_t lda, const float 
 #ifdef KILN_ARCH_ARM
 KILN_VEC_LIST(KILN_VEC_DECLARE, neon)
 void f32_gemm_4x4__neon(int64_t k, const float * a, int64_t lda, const float * b, int64_t ldb, float * c, int64_t ldc);
+float f32_dot4__neon(int64_t n, const float * x, const float * y);
 #endif
 #ifdef KILN_ARCH_WASM_SIMD
 KILN_VEC_LIST(KILN_VEC_DECLARE, wasm_simd128)

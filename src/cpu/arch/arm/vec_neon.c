@@ -68,6 +68,15 @@ float f32_dot__neon(int64_t n, const float * x, const float * y) {
     return s;
 }
 
+/* llamafile's tinyBLAS<4> on NEON, one output: a 4-lane accumulator of
+ * fused multiply-adds over steps of 4 (n a multiple of 4), then the
+ * pairwise lane sum (vaddvq_f32) */
+float f32_dot4__neon(int64_t n, const float * x, const float * y) {
+    float32x4_t acc = vdupq_n_f32(0);
+    for (int64_t i = 0; i + 4 <= n; i += 4) acc = vfmaq_f32(acc, vld1q_f32(x + i), vld1q_f32(y + i));
+    return vaddvq_f32(acc);
+}
+
 static inline float32x4_t load_f16x4(const kiln_fp16_t * p) {
     return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p)));
 }
