@@ -4,6 +4,7 @@
 # node-llama-cpp ships (npm install; offline is fine):
 #   scripts/ggml-op-compare/run.sh [DIR_WITH_libggml-base.so]   GGML_CPU=haswell (default)
 # Prints, per op and shape, how many output values differ from ggml's.
+# arm64 (qemu): run-arm.sh.
 set -e
 root=$(cd "$(dirname "$0")/../.." && pwd)
 dir=${1:-$root/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64}

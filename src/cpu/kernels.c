@@ -176,22 +176,27 @@ static void build_tables(void) {
     FILL_VEC(k, neon);
     FILL_TYPES(k, neon);
     k->f32_gemm_tile = f32_gemm_4x4__neon; k->gemm_mr = 4; k->gemm_nr = 4;
+    k->f32_dot4 = f32_dot4__neon;
     /* x4 / x8 kernels (arch/arm/repack_neon.c, repack_q4_K_neon.c), the
-     * SDOT builds where the plain dotprod kernels run too (q8_0: the plain
-     * kernel's order without dotprod, llama.cpp's repacked one with it) */
+     * SDOT builds where the plain dotprod kernels run too (q8_0: with
+     * dotprod only, in llama.cpp's repacked order) */
 #define NEON_X4(S) do { \
         k->vec_dot_x4[KILN_TYPE_Q4_0] = q4_0x4_q8_0_vec_dot__##S; k->gemm_x4[KILN_TYPE_Q4_0] = q4_0x4_q8_0_gemm__##S; \
-        k->vec_dot_x4[KILN_TYPE_Q8_0] = q8_0x4_q8_0_vec_dot__##S; k->gemm_x4[KILN_TYPE_Q8_0] = q8_0x4_q8_0_gemm__##S; \
         k->vec_dot_x4[KILN_TYPE_IQ4_NL] = iq4_nlx4_q8_0_vec_dot__##S; k->gemm_x4[KILN_TYPE_IQ4_NL] = iq4_nlx4_q8_0_gemm__##S; \
         k->vec_dot_x4[KILN_TYPE_Q4_K] = q4_Kx8_q8_K_vec_dot__##S; k->gemm_x4[KILN_TYPE_Q4_K] = q4_Kx8_q8_K_gemm__##S; \
     } while (0)
     if (kiln_cpu_has_dotprod()) {
         NEON_X4(neon_dotprod);
+        k->vec_dot_x4[KILN_TYPE_Q8_0] = q8_0x4_q8_0_vec_dot__neon_dotprod; k->gemm_x4[KILN_TYPE_Q8_0] = q8_0x4_q8_0_gemm__neon_dotprod;
         k->repack_rows[KILN_TYPE_Q4_0] = k->repack_rows[KILN_TYPE_IQ4_NL] = k->repack_rows[KILN_TYPE_Q8_0] = 4;
     } else {
-        /* llama.cpp repacks nothing here: its plain kernels' orders */
+        /* llama.cpp repacks nothing here: its plain kernels' orders. No
+         * Q8_0 x4 kernel either (its plain order, ggml's two fused
+         * accumulators over block pairs, is not the x4 kernels'); a Q8_0
+         * matrix repacked anyway is unpacked row by row */
         NEON_X4(neon);
         k->repack_rows[KILN_TYPE_Q4_0] = k->repack_rows[KILN_TYPE_IQ4_NL] = k->repack_rows[KILN_TYPE_Q4_K] = 0;
+        k->repack_rows[KILN_TYPE_Q8_0] = 0;
     }
     /* the batched 4-bit ones through SMMLA: the SDOT kernels' bits */
     if (kiln_cpu_has_dotprod() && kiln_cpu_has_i8mm()) {

@@ -141,6 +141,12 @@ struct kiln_kernels {
     int tile8_mr, tile8_nr;
     float (*f32_dot8)(int64_t n, const float * x, const float * y);
     float (*f32_dot_ggml)(int64_t n, const float * x, const float * y);
+    /* arm64 (NEON, no tile8): one f32 x f32 product summed as llamafile's
+     * tinyBLAS<4> on NEON (n a multiple of 4): 4 lanes, lane l the products
+     * l mod 4 in k order by fused multiply-adds, then (l0+l1) + (l2+l3).
+     * mul_mat's ggml order takes it where llama.cpp's arm64 build hands the
+     * product to sgemm; elsewhere f32_dot, ggml_vec_dot_f32's order there */
+    float (*f32_dot4)(int64_t n, const float * x, const float * y);
 
     /* per weight type: the dot product against its activation type */
     kiln_vec_dot_t    vec_dot     [KILN_TYPE_COUNT];
@@ -148,9 +154,11 @@ struct kiln_kernels {
     kiln_from_float_t from_float  [KILN_TYPE_COUNT]; /* f32 row -> type (activations) */
     /* per weight type repacked by kiln_repack_tensor (src/cpu/repack.h): the
      * 4 dots of one interleaved group of rows, s[0..3]: bit-identical to 4
-     * vec_dot calls of the same table, except q4_0 / iq4_nl on scalar and
-     * AVX2, which sum in llama.cpp's repacked order (repack.h). NULL:
-     * mul_mat unpacks rows instead. */
+     * vec_dot calls of the same table, except q4_0 / iq4_nl on scalar,
+     * AVX2 and NEON, which sum in llama.cpp's repacked order (repack.h),
+     * and q8_0 on NEON, whose x4 keeps a single accumulator while its
+     * vec_dot takes ggml arm64's order (equal to rounding). NULL: mul_mat
+     * unpacks rows instead. */
     kiln_vec_dot_t    vec_dot_x4  [KILN_TYPE_COUNT];
     /* the same for a batch of activation rows (prompt processing); NULL:
      * vec_dot_x4 per row */
@@ -163,6 +171,12 @@ struct kiln_kernels {
      * (IQ4_NL on AVX2: two accumulators), so results match it in both.
      * NULL: vec_dot. */
     kiln_vec_dot_t    vec_dot_1   [KILN_TYPE_COUNT];
+    /* per weight type not repacked, mul_mat with 2+ src1 rows only: where
+     * llama.cpp's batched path sums in another order than its vec_dot, and
+     * vec_dot is that vec_dot (Q4_0 / Q8_0 on arm64 with dotprod:
+     * llamafile's tinyBLAS_Q0_ARM; mul_mat_id keeps vec_dot, as ggml's
+     * does). NULL: vec_dot. */
+    kiln_vec_dot_t    vec_dot_n   [KILN_TYPE_COUNT];
     /* per weight type not repacked: one row against 4 activation rows
      * (prompt processing decodes each weight block once for the 4); NULL:
      * vec_dot per pair */
@@ -174,9 +188,8 @@ struct kiln_kernels {
      * multiple of this (0: never): where llama.cpp's CPU build for this
      * ISA repacks the type, so that the x4 kernels' order is its order
      * (x86: Q4_0 / IQ4_NL / Q4_K when ne[1] % 8 == 0; arm64 with dotprod:
-     * Q4_0 / IQ4_NL / Q8_0 when % 4, Q4_K when % 8; arm64 without: none
-     * but Q8_0, whose x4 order there is the plain one). Q8_0 elsewhere: 1
-     * (its x4 kernels keep the plain order). */
+     * Q4_0 / IQ4_NL / Q8_0 when % 4, Q4_K when % 8; arm64 without: none).
+     * Q8_0 on x86 and wasm: 1 (its x4 kernels keep the plain order). */
     uint8_t repack_rows[KILN_TYPE_COUNT];
     /* true: the type's gemm_x4 prepares each weight block once per call
      * for many activation rows (the x86 rows' Q4_K, repack_q4_K_x86.h), so

@@ -90,6 +90,16 @@ static inline float mask_value(const struct kiln_tensor * mask, const char * mro
  * yet divided by S). */
 struct fa_row_state { float M, S; };
 
+/* the running sum S = S * ms + vs of a row: llama.cpp's x86 build rounds
+ * the product, its arm64 build (clang, contracting) fuses it */
+static inline float fa_sum(float S, float ms, float vs) {
+#if defined(__aarch64__)
+    return fmaf(S, ms, vs);
+#else
+    return S * ms + vs;
+#endif
+}
+
 /* one query row with F16 K and V, as ggml's CPU kernel computes it */
 static struct fa_row_state flash_attn_row_f16(const struct kiln_tensor * k, const struct kiln_tensor * v,
                                const struct kiln_tensor * mask, const char * mrow, const float * pq,
@@ -120,7 +130,7 @@ static struct fa_row_state flash_attn_row_f16(const struct kiln_tensor * k, cons
         }
         const kiln_fp16_t * vr = (const kiln_fp16_t *) kiln_row_ptr(v, ic, ik2, ik3);
         kk->f16_mad(DV, acc16, vr, vs);
-        S = S * ms + vs;
+        S = fa_sum(S, ms, vs);
     }
     kk->f16_to_f32(DV, acc16, acc);
     return (struct fa_row_state) { M, S };
@@ -160,9 +170,9 @@ static struct fa_row_state flash_attn_row_f32(const struct kiln_tensor * k, cons
         const char * vp = kiln_row_ptr(v, ic, ik2, ik3);
         const float * vr = (const float *) vp;
         if (!v_f32) { kiln_row_to_f32(v->type, vp, vrow, DV); vr = vrow; }
-        /* fused as llama.cpp's vector mad; S unfused, as there */
+        /* fused as llama.cpp's vector mad */
         for (int64_t d = 0; d < DV; d++) acc[d] = fmaf(vr[d], vs, acc[d]);
-        S = S * ms + vs;
+        S = fa_sum(S, ms, vs);
     }
     return (struct fa_row_state) { M, S };
 }

@@ -277,13 +277,19 @@ static void block_f32(kiln_gemm_tile_t tile, int MR, int NR, float (*edge)(int64
  * packed GEMM's speed on the models measured. With relaxed SIMD's fused
  * multiply-add wasm gets llama.cpp's sums bit for bit; SIMD128 has no FMA
  * and only gets the order; the scalar row has no tile8 kernel and keeps
- * its own. kiln_mul_mat_set_order(FAST) opts a product out (the packed
+ * its own. On arm64 (NEON: f32_dot4, no tile8) llama.cpp's sgemm is
+ * tinyBLAS<4>, taken for 4+ src1 rows and K % 4 == 0. kiln_mul_mat_set_order(FAST) opts a product out (the packed
  * GEMM: generic tensor programs, e.g. the JS API's matmul). 0: not such a
- * product; 1: tinyBLAS's order; 2: ggml_vec_dot_f32's. */
+ * product; 1: tinyBLAS's order; 2: ggml_vec_dot_f32's; 3: tinyBLAS<4>'s. */
 static int ggml_order(const struct kiln_kernels * k, const struct kiln_tensor * dst, const struct kiln_tensor * src0,
                       const struct kiln_tensor * src1) {
-    if (!k->f32_gemm_tile8 || kiln_get_op_params_i32(dst, 1) == KILN_MM_ORDER_FAST || src0->type != KILN_TYPE_F32 ||
+    if ((!k->f32_gemm_tile8 && !k->f32_dot4) || kiln_get_op_params_i32(dst, 1) == KILN_MM_ORDER_FAST || src0->type != KILN_TYPE_F32 ||
         src1->type != KILN_TYPE_F32 || src1->ne[1] < 2) return 0;
+    if (!k->f32_gemm_tile8) {
+        /* arm64: llamafile's tinyBLAS<4> takes 4+ src1 rows (f32_dot4) */
+        const bool sgemm4 = kiln_is_contiguous(src1) && src0->ne[0] % 4 == 0 && src0->ne[1] % 4 == 0 && src1->ne[1] >= 4;
+        return sgemm4 ? 3 : 2;
+    }
     const bool sgemm = kiln_is_contiguous(src1) && src0->ne[0] % 8 == 0 && src0->ne[1] % 4 == 0;
     return sgemm ? 1 : 2;
 }
@@ -409,10 +415,16 @@ enum kiln_status kiln_cpu_fwd_mul_mat(const struct kiln_compute_params * params,
     const bool packed = f32_rows && pack;
     const bool tiles = f32_rows && !packed && k->gemm_mr * k->gemm_nr > 1 && !ggml_ord;
     const bool lanes8 = f32_rows && ggml_ord == 1;
-    const bool dots_ggml = f32_rows && ggml_ord == 2;
+    const bool dots_ggml = f32_rows && ggml_ord >= 2;
+    /* ggml_vec_dot_f32's order (f32_dot_ggml, or f32_dot where the table's
+     * own is it: NEON), or arm64's tinyBLAS<4> */
+    float (*const dot_ggml)(int64_t, const float *, const float *) =
+        ggml_ord == 3 ? k->f32_dot4 : k->f32_dot_ggml ? k->f32_dot_ggml : k->f32_dot;
     float * scratch = packed ? (float *) ((char *) params->wdata + KILN_PAD(act_work, KILN_MM_ALIGN) + pack_scratch_bytes() * (size_t) params->ith) : NULL;
-    /* a single src1 row may sum in llama.cpp's mat-vec order (kernels.h) */
-    const kiln_vec_dot_t dot = ne11 == 1 && k->vec_dot_1[src0->type] ? k->vec_dot_1[src0->type] : k->vec_dot[src0->type];
+    /* a single src1 row may sum in llama.cpp's mat-vec order, several in
+     * its batched order (kernels.h) */
+    const kiln_vec_dot_t dot = ne11 == 1 && k->vec_dot_1[src0->type] ? k->vec_dot_1[src0->type] :
+                               ne11 > 1 && !rep && k->vec_dot_n[src0->type] ? k->vec_dot_n[src0->type] : k->vec_dot[src0->type];
     const kiln_vec_dot_y4_t dot_y4 = gemv ? NULL : k->vec_dot_y4[src0->type];
     const kiln_vec_dot_rows_t dot_rows = gemv || rep || dst->nb[1] % sizeof(float) ? NULL : k->vec_dot_rows[src0->type];
     /* rows below nfull are in groups of rep (4 or 8); blocks start at multiples of 8 */
@@ -443,11 +455,11 @@ enum kiln_status kiln_cpu_fwd_mul_mat(const struct kiln_compute_params * params,
             continue;
         }
         if (dots_ggml) {
-            /* ggml_vec_dot_f32's order, one product at a time */
+            /* ggml's order, one product at a time */
             const int64_t lda = (int64_t)(src0->nb[1] / sizeof(float)), ldb = (int64_t)(act_stride / sizeof(float));
             for (int64_t j = j0; j < j1; j++) {
                 float * drow = (float *) (d + j * dst->nb[1]);
-                for (int64_t i = i0; i < i1; i++) drow[i] = k->f32_dot_ggml(ne00, (const float *) a + i * lda, (const float *) b + j * ldb);
+                for (int64_t i = i0; i < i1; i++) drow[i] = dot_ggml(ne00, (const float *) a + i * lda, (const float *) b + j * ldb);
             }
             continue;
         }

@@ -155,9 +155,10 @@ void q4_0x16_q8_0_gemm__avxvnni(int64_t n, int ncols, float * s, size_t ss, cons
 #if defined(__aarch64__)
 /* arch/arm/repack_neon.c, its dotprod rebuild repack_dotprod.c and the
  * batched SMMLA kernels of repack_i8mm.c */
-KILN_REPACK_KERNELS(neon)
+/* (baseline NEON: no q8_0 x4 kernels; llama.cpp does not repack there) */
+void q4_0x4_q8_0_vec_dot__neon(int64_t n, float * s, const void * x, const void * y);
+void q4_0x4_q8_0_gemm__neon(int64_t n, int ncols, float * s, size_t ss, const void * x, const void * y, size_t ys);
 KILN_REPACK_KERNELS_BLOCKSUM(neon)
-KILN_REPACK_GEMM_KERNELS(neon)
 void iq4_nlx4_q8_0_gemm__neon(int64_t n, int ncols, float * s, size_t ss, const void * x, const void * y, size_t ys);
 KILN_REPACK_KERNELS(neon_dotprod)
 KILN_REPACK_KERNELS_BLOCKSUM(neon_dotprod)

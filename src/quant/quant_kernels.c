@@ -76,8 +76,13 @@ void kiln_quant_register_kernels(struct kiln_kernels * k) {
 #endif
 #if defined(__aarch64__) && !defined(__EMSCRIPTEN__)
         case KILN_ISA_NEON:
-            if (kiln_cpu_has_dotprod()) SET_SIMD(k, neon_dotprod);
-            else SET_SIMD(k, neon);
+            if (kiln_cpu_has_dotprod()) {
+                SET_SIMD(k, neon_dotprod);
+                k->vec_dot_n[KILN_TYPE_Q4_0] = q4_0_q8_0_vec_dot_n__neon_dotprod;
+                k->vec_dot_n[KILN_TYPE_Q8_0] = q8_0_q8_0_vec_dot_n__neon_dotprod;
+            } else {
+                SET_SIMD(k, neon);
+            }
             break;
 #endif
 #if defined(__wasm_simd128__)
@@ -117,6 +122,13 @@ void kiln_quant_register_kernels(struct kiln_kernels * k) {
     /* the same bytes on 8-lane vectors */
     if (k->isa_id == KILN_ISA_AVX2 || k->isa_id == KILN_ISA_AVX512 || k->isa_id == KILN_ISA_AVXVNNI) {
         k->from_float[KILN_TYPE_Q8_0] = kiln_quantize_row_q8_0_act__avx2;
+    }
+#endif
+#if defined(__aarch64__) && !defined(__EMSCRIPTEN__)
+    /* ggml's arm64 build scales by 1 / d (kiln_quantize_row_q8_0_act_arm) */
+    if (k->isa_id == KILN_ISA_NEON) {
+        k->from_float[KILN_TYPE_Q8_0] = kiln_quantize_row_q8_0_act_arm;
+        k->from_float[KILN_TYPE_Q8_1] = kiln_quantize_row_q8_1_act_arm;
     }
 #endif
 }

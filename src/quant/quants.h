@@ -40,6 +40,7 @@ KILN_QDECL_IMAT(iq4_nl) KILN_QDECL_IMAT(iq4_xs)
 /* mul_mat's activation quantizers (ggml x86 rounding; see quants_legacy.c) */
 void kiln_quantize_row_q8_0_act(const float * x, void * y, int64_t k);
 void kiln_quantize_row_q8_1_act(const float * x, void * y, int64_t k);
+/* the same with ggml arm64's scale (1 / (amax / 127)); NEON's from_float */
 void kiln_quantize_row_q8_0_act_arm(const float * x, void * y, int64_t k);
 void kiln_quantize_row_q8_1_act_arm(const float * x, void * y, int64_t k);
 

@@ -155,24 +155,14 @@ void kiln_quantize_row_q8_1_ref(const float * x, void * vy, int64_t k) {
  * other way moves an activation by one step; tests/oracle saw whole greedy
  * continuations diverge from llama.cpp on that alone. Weights keep the
  * reference quantizers (kiln-quantize must write ggml's bytes). llama.cpp's
- * arm64 build (its NEON quantize_row_q8_0/q8_1) scales by 1 / (amax / 127)
- * instead: the _arm versions.
- *
- * The scale's inverse, x86's or arm64's (a rounding apart) */
-static inline float act_inverse(float amax, bool arm) {
-    if (arm) {
-        const float d = amax / 127.0f;
-        return d != 0.0f ? 1.0f / d : 0.0f;
-    }
-    return amax != 0.0f ? 127.0f / amax : 0.0f;
-}
+ * arm64 build scales by 1 / (amax / 127) instead: the _arm versions below. */
 
 /* one block of 32 values: the quants (half to even) and the scale; s: the
  * quants' sum, when not NULL */
-static inline float act_block(const float * xb, int8_t * qs, bool arm, int * s) {
+static inline float act_block(const float * xb, int8_t * qs, int * s) {
     float amax = 0.0f;
     for (int j = 0; j < 32; j++) amax = KQ_MAX(amax, fabsf(xb[j]));
-    const float id = act_inverse(amax, arm);
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
     int sum = 0;
     for (int j = 0; j < 32; ++j) {
         /* |v| <= 127 for finite blocks; an inf or NaN activation (a
@@ -185,26 +175,82 @@ static inline float act_block(const float * xb, int8_t * qs, bool arm, int * s) 
     return amax / 127.0f;
 }
 
-static void q8_0_act(const float * x, void * vy, int64_t k, bool arm) {
+static void q8_0_act(const float * x, void * vy, int64_t k) {
     block_q8_0 * y = (block_q8_0 *) vy;
-    for (int64_t i = 0; i < k / QK8_0; i++) y[i].d = KQ_F2H(act_block(x + i * QK8_0, y[i].qs, arm, NULL));
+    for (int64_t i = 0; i < k / QK8_0; i++) y[i].d = KQ_F2H(act_block(x + i * QK8_0, y[i].qs, NULL));
 }
 
-static void q8_1_act(const float * x, void * vy, int64_t k, bool arm) {
+static void q8_1_act(const float * x, void * vy, int64_t k) {
     block_q8_1 * y = (block_q8_1 *) vy;
     for (int64_t i = 0; i < k / QK8_1; i++) {
         int sum = 0;
-        const float d = act_block(x + i * QK8_1, y[i].qs, arm, &sum);
+        const float d = act_block(x + i * QK8_1, y[i].qs, &sum);
         y[i].d = KQ_F2H(d);
         y[i].s = KQ_F2H(sum * d);
     }
 }
 
-void kiln_quantize_row_q8_0_act(const float * x, void * vy, int64_t k) { q8_0_act(x, vy, k, false); }
-void kiln_quantize_row_q8_1_act(const float * x, void * vy, int64_t k) { q8_1_act(x, vy, k, false); }
-/* llama.cpp's arm64 build (its NEON quantize_row_q8_0/q8_1) */
-void kiln_quantize_row_q8_0_act_arm(const float * x, void * vy, int64_t k) { q8_0_act(x, vy, k, true); }
-void kiln_quantize_row_q8_1_act_arm(const float * x, void * vy, int64_t k) { q8_1_act(x, vy, k, true); }
+void kiln_quantize_row_q8_0_act(const float * x, void * vy, int64_t k) { q8_0_act(x, vy, k); }
+void kiln_quantize_row_q8_1_act(const float * x, void * vy, int64_t k) { q8_1_act(x, vy, k); }
+
+/* The activation quantizers of ggml's arm64 build (quantize_row_q8_0 /
+ * q8_1 on NEON, and its repacked-matmul quantizers): as the x86 ones above
+ * but scaled by id = 1 / (amax / 127), which rounds differently from
+ * 127 / amax for some amax; round half to even (vcvtnq). q8_1's s is
+ * d * f32(sum of the i32 conversions). Scalar code: the same bytes as the
+ * vectors, also where a subnormal amax makes the scaled values huge. */
+
+/* max |x| over a block as NEON's FMAX tree gives it: a NaN anywhere wins
+ * (the block's quants then become 0 and d NaN) */
+static float amax_arm(const float * xb) {
+    float amax = 0.0f;
+    for (int j = 0; j < 32; j++) {
+        const float a = fabsf(xb[j]);
+        if (a != a) return a;
+        amax = KQ_MAX(amax, a);
+    }
+    return amax;
+}
+
+/* vcvtnq_s32_f32: nearest, ties to even; saturating; NaN -> 0 */
+static int32_t cvtn_s32(float v) {
+    if (!(v == v)) return 0;
+    if (v >= 2147483648.0f) return INT32_MAX;
+    if (v <= -2147483648.0f) return INT32_MIN;
+    return (int32_t) rintf(v);
+}
+void kiln_quantize_row_q8_0_act_arm(const float * x, void * vy, int64_t k) {
+    block_q8_0 * y = (block_q8_0 *) vy;
+    const int64_t nb = k / QK8_0;
+    for (int64_t i = 0; i < nb; i++) {
+        const float * xb = x + i * QK8_0;
+        const float amax = amax_arm(xb);
+        const float d = amax / 127.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        y[i].d = KQ_F2H(d);
+        /* the low byte of each i32 (ggml stores them to int8_t) */
+        for (int j = 0; j < QK8_0; ++j) y[i].qs[j] = (int8_t) (uint8_t) (uint32_t) cvtn_s32(xb[j] * id);
+    }
+}
+
+void kiln_quantize_row_q8_1_act_arm(const float * x, void * vy, int64_t k) {
+    block_q8_1 * y = (block_q8_1 *) vy;
+    const int64_t nb = k / QK8_1;
+    for (int64_t i = 0; i < nb; i++) {
+        const float * xb = x + i * QK8_1;
+        const float amax = amax_arm(xb);
+        const float d = amax / 127.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        y[i].d = KQ_F2H(d);
+        uint32_t sum = 0; /* i32 lanes, wrapping */
+        for (int j = 0; j < QK8_1; ++j) {
+            const int32_t v = cvtn_s32(xb[j] * id);
+            y[i].qs[j] = (int8_t) (uint8_t) (uint32_t) v;
+            sum += (uint32_t) v;
+        }
+        y[i].s = KQ_F2H(d * (float) (int32_t) sum);
+    }
+}
 
 void kiln_dequantize_row_q4_0(const void * vx, float * y, int64_t k) {
     const block_q4_0 * x = (const block_q4_0 *) vx;

@@ -513,9 +513,13 @@ static float ref_reduce16(int64_t n, const float * x, const float * y, int64_t *
     return (t[0] + t[1]) + (t[2] + t[3]);
 }
 
+/* the leftovers as llama.cpp's arm64 binary sums `sumf += x[i] * y[i]`:
+ * its compiler vectorizes 8 of them when at least 8 remain (the products
+ * rounded, then added in order), the rest contracted to fmaf */
 static float ref_dot_neon(int64_t n, const float * x, const float * y) {
     int64_t i;
     float s = ref_reduce16(n, x, y, &i);
+    if (n - i >= 8) for (const int64_t e = i + 8; i < e; i++) s += x[i] * y[i];
     for (; i < n; i++) s = fmaf(x[i], y[i], s);
     return s;
 }
@@ -614,6 +618,24 @@ static void test_ggml_orders(const struct kiln_kernels * k) {
             }
             if (k->isa_id == KILN_ISA_NEON) bad += !same_float(k->f32_dot(n, x, y), ref_dot_neon(n, x, y));
         }
+    }
+    if (k->isa_id == KILN_ISA_NEON) {
+        /* the leftovers past the steps of 16 (8 rounded products, then
+         * fused ones): many short rows, where the two orders part */
+        int rows = 0, apart = 0;
+        for (int rep = 0; rep < 256; rep++) {
+            const int64_t n = 8 + rep % 40; /* 8..47: n % 16 from 0 to 15 */
+            fill(xb, n, -1.0f, 1.0f);
+            fill(yb, n, -1.0f, 1.0f);
+            const float want = ref_dot_neon(n, xb, yb);
+            bad += !same_float(k->f32_dot(n, xb, yb), want);
+            float all_fused = 0;
+            for (int64_t i = 0; i < n; i++) all_fused = fmaf(xb[i], yb[i], all_fused);
+            rows++;
+            apart += n % 16 >= 8 && !same_float(all_fused, want);
+        }
+        printf("  NEON f32_dot == ggml arm64's on %d short rows (%d where fusing every leftover would differ)\n", rows, apart);
+        CHECK(apart > 0, "the short rows tell the leftover orders apart");
     }
     CHECK(!bad && !badtol, "%s f32_dot_ggml / f32_dot8 (NEON: f32_dot) equal the references (fused %d): %d differ, %d out of tolerance",
           k->isa, fused, bad, badtol);

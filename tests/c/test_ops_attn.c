@@ -240,7 +240,11 @@ static void f16_bits_case(int64_t DK, int64_t DV, int64_t nb, int64_t nh, int64_
                 vs = expf(s - M);
             }
             kk->f16_mad(DV, acc16, vr, vs);
+#if defined(__aarch64__)
+            S = fmaf(S, ms, vs); /* llama.cpp's arm64 build contracts it */
+#else
             S = S * ms + vs;
+#endif
         }
         const float S_inv = S == 0.0f ? 0.0f : 1.0f / S;
         for (int64_t d = 0; d < DV; d++) {

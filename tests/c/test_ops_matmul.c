@@ -166,6 +166,42 @@ static void test_mul_mat(void) {
     kiln_cpu_force_isa(NULL);
 }
 
+/* llamafile's tinyBLAS<4> on NEON for one output, lane by lane */
+static float ref_tinyblas4(int64_t K, const float * x, const float * y) {
+    float l[4] = { 0, 0, 0, 0 };
+    for (int64_t q = 0; q < K; q++) l[q % 4] = fmaf(x[q], y[q], l[q % 4]);
+    return (l[0] + l[1]) + (l[2] + l[3]);
+}
+
+/* arm64 (f32_dot4): f32 x f32 with 4+ src1 rows and K % 4 == 0 gives
+ * tinyBLAS<4>'s sums bit for bit (llama.cpp's arm64 sgemm); with 3 rows,
+ * or K % 4 != 0, the table's f32_dot (ggml_vec_dot_f32's order there) */
+static void test_mul_mat_dot4(const struct kiln_kernels * k) {
+    static const int64_t shapes[][2] = { { 600, 40 }, { 600, 3 }, { 602, 9 } };
+    for (int si = 0; si < 3; si++) {
+        const int64_t K = shapes[si][0], M = shapes[si][1], N = 12;
+        tu_case = "mul_mat f32 on NEON: llama.cpp arm64's orders";
+        struct kiln_context * ctx = tu_ctx(16 << 20);
+        struct kiln_tensor * a = kiln_new_tensor_2d(ctx, KILN_TYPE_F32, K, N);
+        struct kiln_tensor * b = kiln_new_tensor_2d(ctx, KILN_TYPE_F32, K, M);
+        tu_fill_uniform(a, -1.0f, 1.0f);
+        tu_fill_uniform(b, -1.0f, 1.0f);
+        struct kiln_tensor * g = kiln_mul_mat(ctx, a, b);
+        if (CHECK(tu_compute(ctx, g, 2) == KILN_STATUS_SUCCESS, "%s: computes: %s", k->isa, kiln_last_error())) {
+            const bool sgemm = M >= 4 && K % 4 == 0;
+            int bad = 0;
+            for (int64_t j = 0; j < M; j++) for (int64_t i = 0; i < N; i++) {
+                const float * x = (const float *) a->data + i * K, * y = (const float *) b->data + j * K;
+                const float want = sgemm ? ref_tinyblas4(K, x, y) : k->f32_dot(K, x, y);
+                bad += kiln_get_f32_1d(g, (int) (j * N + i)) != want;
+            }
+            CHECK(!bad, "%s K %lld x %lld rows: %d outputs differ from %s", k->isa, (long long) K, (long long) M, bad,
+                  sgemm ? "tinyBLAS<4>" : "f32_dot");
+        }
+        kiln_free(ctx);
+    }
+}
+
 /* KILN_MM_ORDER_FAST (Kiln's packed GEMM for f32 batches) against the
  * double reference on every table and f32 shape; where the table has
  * llama.cpp's tile order (x86, wasm) the two orders give other bits on a
@@ -178,6 +214,8 @@ static void test_mul_mat_order(void) {
         g_order = KILN_MM_ORDER_FAST;
         for (int si = 0; si < N_MM_SHAPES; si++) test_mul_mat_case(KILN_TYPE_F32, &mm_shapes[si], 0, KILN_TYPE_F32);
         g_order = KILN_MM_ORDER_GGML;
+        if (k->f32_dot4) test_mul_mat_dot4(k);
+        /* (on NEON Kiln's packed GEMM sums this shape in tinyBLAS<4>'s order too) */
         if (!k->f32_gemm_tile8) continue;
         tu_case = "mul_mat order: GGML vs FAST bits";
         struct kiln_context * ctx = tu_ctx(16 << 20);

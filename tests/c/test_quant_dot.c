@@ -561,7 +561,7 @@ static void test_q8_0_act_quantizers(void) {
     uint8_t * want = malloc(kiln_row_size(KILN_TYPE_Q8_0, N)), * got = malloc(kiln_row_size(KILN_TYPE_Q8_0, N) + 2);
     for (int isa = 0; isa < KILN_ISA_COUNT; isa++) {
         const struct kiln_kernels * kk = kiln_kernels_for_isa((enum kiln_isa) isa);
-        if (!kk) continue;
+        if (!kk || isa == KILN_ISA_NEON) continue; /* ggml arm64's bytes: test_neon_act_quantizers */
         tu_case = kk->isa;
         tu_seed(900 + isa);
         for (int round = 0; round < 4; round++) {
@@ -609,6 +609,265 @@ static void test_q8_0_act_quantizers(void) {
            cases, (int) NB, differ);
 }
 
+#if defined(__aarch64__) && !defined(__EMSCRIPTEN__)
+#include <arm_neon.h>
+
+/* ---- llama.cpp's arm64 arithmetic for the 32-element blocks, written as
+ * scalar code from ggml's NEON source (arch/arm/quants.c, llamafile's
+ * tinyBLAS_Q0_ARM), with the contractions its compiler makes (fused
+ * vmlaq_n_f32, `s += a * b`, `a * b + c * d` as fma(a, b, c * d)). ---- */
+
+/* block i's weight quants as signed values, in the order they meet
+ * y.qs[0..31]; its scale d, and for q4_1 / q5_1 the min m */
+static void ggml_arm_decode(enum kiln_type t, const uint8_t * row, int64_t i, int8_t q[32], float * d, float * m) {
+    static const int8_t kv[16] = { -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113 };
+    *m = 0;
+    switch (t) {
+        case KILN_TYPE_Q4_0: { const block_q4_0 * b = (const block_q4_0 *) row + i; *d = kiln_fp16_to_fp32(b->d);
+            for (int j = 0; j < 16; j++) { q[j] = (int8_t) ((b->qs[j] & 15) - 8); q[16 + j] = (int8_t) ((b->qs[j] >> 4) - 8); } break; }
+        case KILN_TYPE_Q4_1: { const block_q4_1 * b = (const block_q4_1 *) row + i; *d = kiln_fp16_to_fp32(b->d); *m = kiln_fp16_to_fp32(b->m);
+            for (int j = 0; j < 16; j++) { q[j] = (int8_t) (b->qs[j] & 15); q[16 + j] = (int8_t) (b->qs[j] >> 4); } break; }
+        case KILN_TYPE_Q5_0: case KILN_TYPE_Q5_1: {
+            const uint8_t * qh, * qs;
+            if (t == KILN_TYPE_Q5_0) { const block_q5_0 * b = (const block_q5_0 *) row + i; *d = kiln_fp16_to_fp32(b->d); qh = b->qh; qs = b->qs; }
+            else { const block_q5_1 * b = (const block_q5_1 *) row + i; *d = kiln_fp16_to_fp32(b->d); *m = kiln_fp16_to_fp32(b->m); qh = b->qh; qs = b->qs; }
+            const uint32_t h = (uint32_t) qh[0] | (uint32_t) qh[1] << 8 | (uint32_t) qh[2] << 16 | (uint32_t) qh[3] << 24;
+            const int off = t == KILN_TYPE_Q5_0 ? 16 : 0;
+            for (int j = 0; j < 16; j++) {
+                q[j] = (int8_t) (((qs[j] & 15) | ((h >> j) & 1) << 4) - off);
+                q[16 + j] = (int8_t) (((qs[j] >> 4) | ((h >> (j + 16)) & 1) << 4) - off);
+            }
+            break; }
+        case KILN_TYPE_Q8_0: { const block_q8_0 * b = (const block_q8_0 *) row + i; *d = kiln_fp16_to_fp32(b->d);
+            memcpy(q, b->qs, 32); break; }
+        default: { const block_iq4_nl * b = (const block_iq4_nl *) row + i; *d = kiln_fp16_to_fp32(b->d);
+            for (int j = 0; j < 16; j++) { q[j] = kv[b->qs[j] & 15]; q[16 + j] = kv[b->qs[j] >> 4]; } break; }
+    }
+}
+
+/* the 4 i32 lanes of ggml_vdotq_s32(ggml_vdotq_s32(0, lo), hi) as floats:
+ * SDOT adds bytes 4k..4k+3 of each 16 into lane k; without dotprod,
+ * vmull_s8 + vpaddlq_s16 add bytes 2k, 2k+1, 8+2k, 9+2k */
+static void ggml_arm_lanes(const int8_t * a, const int8_t * b, int sdot, float lane[4], int * total) {
+    *total = 0;
+    for (int k = 0; k < 4; k++) {
+        int s = 0;
+        for (int h = 0; h < 32; h += 16) {
+            if (sdot) for (int j = 0; j < 4; j++) s += a[h + 4 * k + j] * b[h + 4 * k + j];
+            else for (int j = 0; j < 2; j++) s += a[h + 2 * k + j] * b[h + 2 * k + j] + a[h + 8 + 2 * k + j] * b[h + 8 + 2 * k + j];
+        }
+        lane[k] = (float) s;
+        *total += s;
+    }
+}
+
+/* vaddvq_f32: pairwise */
+static float ggml_arm_hsum(const float v[4]) { return (v[0] + v[1]) + (v[2] + v[3]); }
+
+/* ggml_vec_dot_T_q8_x on NEON (tinyblas = 0), or tinyBLAS_Q0_ARM's sum
+ * for one output (tinyblas = 1: Q4_0 / Q8_0 with dotprod) */
+static float ggml_arm_dot(enum kiln_type t, int64_t nb, const uint8_t * x, const uint8_t * yrow, int sdot, int tinyblas) {
+    const int q81 = t == KILN_TYPE_Q4_1 || t == KILN_TYPE_Q5_1;
+    float acc[2][4] = { { 0 } };
+    float sumf = 0, summs = 0, summs2[2] = { 0, 0 };
+    int64_t i = 0;
+    for (; i < nb && (tinyblas || i + 1 < nb || (i & 1)); i++) {
+        int8_t q[32];
+        float dx, mx, lane[4];
+        int tot;
+        ggml_arm_decode(t, x, i, q, &dx, &mx);
+        const int8_t * yq = q81 ? ((const block_q8_1 *) yrow)[i].qs : ((const block_q8_0 *) yrow)[i].qs;
+        const float dy = kiln_fp16_to_fp32(q81 ? ((const block_q8_1 *) yrow)[i].d : ((const block_q8_0 *) yrow)[i].d);
+        const float sy = q81 ? kiln_fp16_to_fp32(((const block_q8_1 *) yrow)[i].s) : 0;
+        ggml_arm_lanes(q, yq, sdot, lane, &tot);
+        if (t == KILN_TYPE_IQ4_NL && !tinyblas) {
+            /* sumf += dx0 * dy0 * sum0 + dx1 * dy1 * sum1, per pair */
+            int8_t q1[32];
+            float dx1, mx1, lane1[4];
+            int tot1;
+            ggml_arm_decode(t, x, i + 1, q1, &dx1, &mx1);
+            ggml_arm_lanes(q1, ((const block_q8_0 *) yrow)[i + 1].qs, sdot, lane1, &tot1);
+            const float dy1 = kiln_fp16_to_fp32(((const block_q8_0 *) yrow)[i + 1].d);
+            sumf = sumf + fmaf(dx * dy, (float) tot, (dx1 * dy1) * (float) tot1);
+            i++;
+            continue;
+        }
+        const int w = tinyblas ? 0 : (int) (i & 1);
+        for (int k = 0; k < 4; k++) acc[w][k] = fmaf(lane[k], dx * dy, acc[w][k]);
+        if (t == KILN_TYPE_Q4_1 && w == 1) {
+            float mx0, dx0;
+            int8_t q0[32];
+            ggml_arm_decode(t, x, i - 1, q0, &dx0, &mx0);
+            const float sy0 = kiln_fp16_to_fp32(((const block_q8_1 *) yrow)[i - 1].s);
+            summs = summs + fmaf(mx0, sy0, mx * sy);
+        }
+        if (t == KILN_TYPE_Q5_1) summs2[w] = fmaf(mx, sy, summs2[w]);
+    }
+    if (tinyblas) return ggml_arm_hsum(acc[0]);
+    if (t != KILN_TYPE_IQ4_NL) sumf = ggml_arm_hsum(acc[0]) + ggml_arm_hsum(acc[1]);
+    if (t == KILN_TYPE_Q4_1) sumf = sumf + summs;
+    if (t == KILN_TYPE_Q5_1) sumf = (sumf + summs2[0]) + summs2[1];
+    for (; i < nb; i++) {
+        /* the scalar tail: one block left */
+        int8_t q[32];
+        float dx, mx, lane[4];
+        int tot;
+        ggml_arm_decode(t, x, i, q, &dx, &mx);
+        const int8_t * yq = q81 ? ((const block_q8_1 *) yrow)[i].qs : ((const block_q8_0 *) yrow)[i].qs;
+        const float dy = kiln_fp16_to_fp32(q81 ? ((const block_q8_1 *) yrow)[i].d : ((const block_q8_0 *) yrow)[i].d);
+        ggml_arm_lanes(q, yq, sdot, lane, &tot);
+        switch (t) {
+            case KILN_TYPE_Q4_0: sumf = fmaf((float) tot * dx, dy, sumf); break;
+            case KILN_TYPE_Q5_0: sumf = fmaf(dx * dy, (float) tot, sumf); break;
+            case KILN_TYPE_Q8_0: sumf = fmaf((float) tot, dx * dy, sumf); break;
+            case KILN_TYPE_IQ4_NL: sumf = fmaf(dy * dx, (float) tot, sumf); break;
+            default: sumf = sumf + fmaf(dx * dy, (float) tot, mx * kiln_fp16_to_fp32(((const block_q8_1 *) yrow)[i].s)); break;
+        }
+    }
+    return sumf;
+}
+
+/* The NEON 32-element-block dots (plain and dotprod builds, and the NEON
+ * table's vec_dot / vec_dot_n) against ggml_arm_dot, bit for bit, over
+ * even and odd block counts. */
+static void test_neon_ggml_order(void) {
+    const int dp = kiln_cpu_has_dotprod();
+    static const enum kiln_type ts[6] = { KILN_TYPE_Q4_0, KILN_TYPE_Q4_1, KILN_TYPE_Q5_0, KILN_TYPE_Q5_1, KILN_TYPE_Q8_0, KILN_TYPE_IQ4_NL };
+    const kiln_vec_dot_t plain[6] = { q4_0_q8_0_vec_dot__neon, q4_1_q8_1_vec_dot__neon, q5_0_q8_0_vec_dot__neon,
+                                      q5_1_q8_1_vec_dot__neon, q8_0_q8_0_vec_dot__neon, iq4_nl_q8_0_vec_dot__neon };
+    const kiln_vec_dot_t sdot[6] = { q4_0_q8_0_vec_dot__neon_dotprod, q4_1_q8_1_vec_dot__neon_dotprod, q5_0_q8_0_vec_dot__neon_dotprod,
+                                     q5_1_q8_1_vec_dot__neon_dotprod, q8_0_q8_0_vec_dot__neon_dotprod, iq4_nl_q8_0_vec_dot__neon_dotprod };
+    const struct kiln_kernels * kn = kiln_kernels_for_isa(KILN_ISA_NEON);
+    static const int nbs[] = { 1, 2, 3, 6, 7, 16, 33 };
+    int checked = 0, differ_orders = 0;
+    tu_case = "neon dots == ggml arm64";
+    tu_seed(4242);
+    for (int ti = 0; ti < 6; ti++) {
+        const enum kiln_type t = ts[ti];
+        const int q81 = t == KILN_TYPE_Q4_1 || t == KILN_TYPE_Q5_1;
+        for (int li = 0; li < (int) (sizeof nbs / sizeof nbs[0]); li++) {
+            for (int rep = 0; rep < 8; rep++) {
+                const int64_t nb = nbs[li], n = 32 * nb;
+                uint8_t * x = malloc(kiln_row_size(t, n));
+                uint8_t * y = malloc(kiln_row_size(KILN_TYPE_Q8_1, n));
+                float * act = malloc(sizeof(float) * n);
+                make_weights(t, n, x);
+                for (int64_t i = 0; i < n; i++) act[i] = tu_rand_uniform(-1, 1) * (rep & 1 ? 30.f : 1.f);
+                if (q81) kiln_quantize_row_q8_1_act_arm(act, y, n);
+                else kiln_quantize_row_q8_0_act_arm(act, y, n);
+                float got, want;
+                for (int v = 0; v < 2; v++) {
+                    if (v == 1 && !dp) break;
+                    want = ggml_arm_dot(t, nb, x, y, v, 0);
+                    (v ? sdot : plain)[ti](n, &got, x, y);
+                    CHECK(memcmp(&got, &want, 4) == 0, "%s%s %lld blocks: %.9g, ggml arm64 %.9g", kiln_type_name(t),
+                          v ? " dotprod" : "", (long long) nb, got, want);
+                    checked++;
+                }
+                want = ggml_arm_dot(t, nb, x, y, dp, 0);
+                kn->vec_dot[t](n, &got, x, y);
+                CHECK(memcmp(&got, &want, 4) == 0, "NEON table %s %lld blocks: %.9g, ggml arm64 %.9g", kiln_type_name(t), (long long) nb, got, want);
+                /* mul_mat with 2+ src1 rows: tinyBLAS's sum for q4_0 / q8_0 with dotprod */
+                const int tiny = dp && (t == KILN_TYPE_Q4_0 || t == KILN_TYPE_Q8_0);
+                CHECK((kn->vec_dot_n[t] != NULL) == tiny, "NEON table %s: vec_dot_n %s", kiln_type_name(t), tiny ? "missing" : "unexpected");
+                if (tiny && kn->vec_dot_n[t]) {
+                    const float wn = ggml_arm_dot(t, nb, x, y, 1, 1);
+                    kn->vec_dot_n[t](n, &got, x, y);
+                    CHECK(memcmp(&got, &wn, 4) == 0, "NEON vec_dot_n %s %lld blocks: %.9g, tinyBLAS %.9g", kiln_type_name(t), (long long) nb, got, wn);
+                    differ_orders += wn != want;
+                    checked++;
+                }
+                checked++;
+                free(x); free(y); free(act);
+            }
+        }
+    }
+    printf("  NEON 32-block dots == ggml arm64's (dotprod %s): %d sums, %d where tinyBLAS's order differs from vec_dot's\n",
+           dp ? "yes" : "no", checked, differ_orders);
+}
+
+/* ggml's NEON quantize_row_q8_0 / q8_1, in its intrinsics */
+static void ggml_arm_quantize(const float * x, uint8_t * out, int64_t k, int q81) {
+    for (int64_t i = 0; i < k / 32; i++) {
+        float32x4_t srcv[8], asrcv[8], amaxv[8];
+        for (int j = 0; j < 8; j++) srcv[j] = vld1q_f32(x + i * 32 + 4 * j);
+        for (int j = 0; j < 8; j++) asrcv[j] = vabsq_f32(srcv[j]);
+        for (int j = 0; j < 4; j++) amaxv[2 * j] = vmaxq_f32(asrcv[2 * j], asrcv[2 * j + 1]);
+        for (int j = 0; j < 2; j++) amaxv[4 * j] = vmaxq_f32(amaxv[4 * j], amaxv[4 * j + 2]);
+        amaxv[0] = vmaxq_f32(amaxv[0], amaxv[4]);
+        const float amax = vmaxvq_f32(amaxv[0]);
+        const float d = amax / ((1 << 7) - 1);
+        const float id = d ? 1.0f / d : 0.0f;
+        int8_t * qs = q81 ? ((block_q8_1 *) out)[i].qs : ((block_q8_0 *) out)[i].qs;
+        int32x4_t accv = vdupq_n_s32(0);
+        for (int j = 0; j < 8; j++) {
+            const int32x4_t vi = vcvtnq_s32_f32(vmulq_n_f32(srcv[j], id));
+            for (int l = 0; l < 4; l++) qs[4 * j + l] = (int8_t) vgetq_lane_s32(vi, l);
+            accv = vaddq_s32(accv, vi);
+        }
+        __fp16 h = (__fp16) d;
+        if (q81) {
+            memcpy(&((block_q8_1 *) out)[i].d, &h, 2);
+            h = (__fp16) (d * vaddvq_s32(accv));
+            memcpy(&((block_q8_1 *) out)[i].s, &h, 2);
+        } else {
+            memcpy(&((block_q8_0 *) out)[i].d, &h, 2);
+        }
+    }
+}
+
+/* The NEON table's activation quantizers write ggml arm64's bytes: random
+ * blocks, exact ties, zeros, subnormals, huge values, inf and NaN. */
+static void test_neon_act_quantizers(void) {
+    enum { NB = 64, N = NB * 32 };
+    const struct kiln_kernels * kn = kiln_kernels_for_isa(KILN_ISA_NEON);
+    float * x = malloc(sizeof(float) * N);
+    uint8_t * want = malloc(kiln_row_size(KILN_TYPE_Q8_1, N)), * got = malloc(kiln_row_size(KILN_TYPE_Q8_1, N));
+    int cases = 0, vs_x86 = 0;
+    tu_case = "neon activation quantizers";
+    tu_seed(31337);
+    for (int round = 0; round < 8; round++) {
+        for (int b = 0; b < NB; b++) {
+            float * xb = x + 32 * b;
+            const int kind = b % 8;
+            for (int j = 0; j < 32; j++) {
+                float v = tu_rand_uniform(-2, 2);
+                if (kind == 1) v = (float) ((int) tu_rand_uniform(-127, 127)) + 0.5f;
+                if (kind == 2) v = 0.0f;
+                if (kind == 3) v *= 1e-40f;
+                if (kind == 4) v *= 1e30f;
+                xb[j] = v;
+            }
+            if (kind == 1) xb[(round + b) % 32] = (round & 2) ? -127.0f : 127.0f;
+            if (kind == 5) xb[(3 * b + round) % 32] = (round & 2) ? -INFINITY : INFINITY;
+            if (kind == 6) xb[(5 * b + round) % 32] = NAN;
+            if (kind == 7 && round >= 2) xb[31] = NAN;
+            if (kind == 0 && round >= 4) {
+                /* near-ties at an arbitrary scale: (m + 1/2) * amax / 127,
+                 * where 1 / (amax / 127) and 127 / amax round differently */
+                const float amax = tu_rand_uniform(0.5f, 2.0f), d = amax / 127.0f;
+                for (int j = 0; j < 32; j++) xb[j] = ((float) (int) tu_rand_uniform(-126, 126) + 0.5f) * d;
+                xb[b % 32] = amax;
+            }
+        }
+        for (int q81 = 0; q81 < 2; q81++) {
+            const enum kiln_type vt = q81 ? KILN_TYPE_Q8_1 : KILN_TYPE_Q8_0;
+            ggml_arm_quantize(x, want, N, q81);
+            kn->from_float[vt](x, got, N);
+            CHECK(memcmp(want, got, kiln_row_size(vt, N)) == 0, "%s activation bytes differ from ggml arm64's (round %d)", kiln_type_name(vt), round);
+            if (!q81) {
+                kiln_quantize_row_q8_0_act(x, got, N);
+                vs_x86 += memcmp(want, got, kiln_row_size(vt, N)) != 0;
+            }
+            cases++;
+        }
+    }
+    free(x); free(want); free(got);
+    printf("  NEON q8_0 / q8_1 activation quantizers == ggml arm64's: %d rows of %d blocks (%d of 8 q8_0 rows differ from x86's bytes)\n",
+           cases, (int) NB, vs_x86);
+}
+#endif
+
 int main(void) {
 #if defined(__wasm_simd128__)
     test_q8_0_reference_order(kiln_kernels_for_isa(KILN_ISA_WASM_SIMD128), kiln_kernels_for_isa(KILN_ISA_SCALAR));
@@ -625,5 +884,9 @@ int main(void) {
     test_vec_dot_y4();
     test_vec_dot_rows();
     test_q8_0_act_quantizers();
+#if defined(__aarch64__) && !defined(__EMSCRIPTEN__)
+    test_neon_ggml_order();
+    test_neon_act_quantizers();
+#endif
     return tu_finish();
 }

@@ -614,7 +614,7 @@ static void test_repack_wanted(void) {
             struct kiln_tensor * w = kiln_new_tensor_2d(ctx, t, 64, rows[ri]);
             int m = t == KILN_TYPE_Q8_0 ? 1 : 8; /* x86, scalar, wasm */
             if (dp) m = 4;
-            else if (arm && t != KILN_TYPE_Q8_0) m = 0;
+            else if (arm) m = 0;
             const bool want = k->vec_dot_x4[t] && m > 0 && rows[ri] % m == 0;
             if (kiln_repack_wanted(w) != want) {
                 bad++;
@@ -673,7 +673,7 @@ int main(void) {
         const struct kiln_kernels * kn = kiln_kernels_for_isa(KILN_ISA_NEON);
         const int dp = kiln_cpu_has_dotprod(), mm = dp && kiln_cpu_has_i8mm();
         CHECK(kn && kn->vec_dot_x4[KILN_TYPE_Q4_0] == (dp ? q4_0x4_q8_0_vec_dot__neon_dotprod : q4_0x4_q8_0_vec_dot__neon) &&
-              kn->gemm_x4[KILN_TYPE_Q8_0] == (dp ? q8_0x4_q8_0_gemm__neon_dotprod : q8_0x4_q8_0_gemm__neon),
+              kn->gemm_x4[KILN_TYPE_Q8_0] == (dp ? q8_0x4_q8_0_gemm__neon_dotprod : NULL),
               "neon table's x4 kernels follow kiln_cpu_has_dotprod()");
         CHECK(kn && kn->gemm_x4[KILN_TYPE_Q4_0] == (mm ? q4_0x4_q8_0_gemm__neon_i8mm : dp ? q4_0x4_q8_0_gemm__neon_dotprod : q4_0x4_q8_0_gemm__neon) &&
               kn->gemm_x4[KILN_TYPE_IQ4_NL] == (mm ? iq4_nlx4_q8_0_gemm__neon_i8mm : dp ? iq4_nlx4_q8_0_gemm__neon_dotprod : iq4_nlx4_q8_0_gemm__neon),

@@ -59,6 +59,9 @@ void iq4_nl_q8_0_vec_dot_gemv__avxvnni(int64_t n, float * s, const void * vx, co
 #if defined(__aarch64__) && !defined(__EMSCRIPTEN__)
 KILN_QDOT_SIMD_LIST(KILN_QDOT, neon)
 KILN_QDOT_SIMD_LIST(KILN_QDOT, neon_dotprod)
+/* mul_mat's batched order on arm64 with dotprod (llamafile's tinyBLAS_Q0_ARM) */
+void q4_0_q8_0_vec_dot_n__neon_dotprod(int64_t n, float * s, const void * x, const void * y);
+void q8_0_q8_0_vec_dot_n__neon_dotprod(int64_t n, float * s, const void * x, const void * y);
 #endif
 #if defined(__wasm_simd128__)
 KILN_QDOT_SIMD_LIST(KILN_QDOT, wasm_simd128)

@@ -9,6 +9,7 @@
  * the suffix neon_dotprod; the kernel table picks it when the CPU has it.
  */
 #include <arm_neon.h>
+#include <math.h>
 #include <string.h>
 
 /* the hardware fp16 -> fp32 conversion (exact) */
@@ -38,90 +39,55 @@ static inline void bits_32(const uint8_t * p, uint8x16_t * lo, uint8x16_t * hi) 
 
 /* ---- 32-element blocks -------------------------------------------------- */
 
-void q4_0_q8_0_vec_dot__neon(int64_t n, float * s, const void * vx, const void * vy) {
-    const block_q4_0 * x = vx;
-    const block_q8_0 * y = vy;
-    float32x4_t acc = vdupq_n_f32(0);
-    const uint8x16_t m4 = vdupq_n_u8(0x0f);
-    const int8x16_t k8 = vdupq_n_s8(8);
-    for (int64_t i = 0; i < n / QK8_0; ++i) {
-        const uint8x16_t b = vld1q_u8(x[i].qs);
-        const int8x16_t lo = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(b, m4)), k8);
-        const int8x16_t hi = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(b, 4)), k8);
-        int32x4_t p = dot16(vdupq_n_s32(0), lo, vld1q_s8(y[i].qs));
-        p = dot16(p, hi, vld1q_s8(y[i].qs + 16));
-        acc = vmlaq_n_f32(acc, vcvtq_f32_s32(p), KQ_H2F(x[i].d) * KQ_H2F(y[i].d));
-    }
-    *s = vaddvq_f32(acc);
+/* Each kernel computes llama.cpp's arm64 arithmetic (ggml_vec_dot_*_q8_0 /
+ * _q8_1 on NEON, the compiler's contractions included): the i32 lanes of
+ * the block's two 16-byte dots (the same lanes with or without SDOT), then
+ * blocks in pairs: the even block's lanes into one f32x4 accumulator and
+ * the odd block's into another, acc = fma(f32(lanes), dx * dy, acc); the
+ * two reduced across lanes (pairwise) and added. A last unpaired block
+ * (n / 32 odd) is added as a scalar, in the form each type's tail has. */
+
+ALWAYS_INLINE float32x4_t blk_fma(float32x4_t acc, int32x4_t p, float d) {
+    return vfmaq_n_f32(acc, vcvtq_f32_s32(p), d);
 }
 
-void q4_1_q8_1_vec_dot__neon(int64_t n, float * s, const void * vx, const void * vy) {
-    const block_q4_1 * x = vx;
-    const block_q8_1 * y = vy;
-    float32x4_t acc = vdupq_n_f32(0);
-    float summs = 0;
-    const uint8x16_t m4 = vdupq_n_u8(0x0f);
-    for (int64_t i = 0; i < n / QK8_1; ++i) {
-        summs += KQ_H2F(x[i].m) * KQ_H2F(y[i].s);
-        const uint8x16_t b = vld1q_u8(x[i].qs);
-        int32x4_t p = dot16(vdupq_n_s32(0), vreinterpretq_s8_u8(vandq_u8(b, m4)), vld1q_s8(y[i].qs));
-        p = dot16(p, vreinterpretq_s8_u8(vshrq_n_u8(b, 4)), vld1q_s8(y[i].qs + 16));
-        acc = vmlaq_n_f32(acc, vcvtq_f32_s32(p), KQ_H2F(x[i].d) * KQ_H2F(y[i].d));
-    }
-    *s = vaddvq_f32(acc) + summs;
+ALWAYS_INLINE int32x4_t q4_0_lanes(const block_q4_0 * x, const block_q8_0 * y) {
+    const uint8x16_t b = vld1q_u8(x->qs);
+    const int8x16_t lo = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(b, vdupq_n_u8(0x0f))), vdupq_n_s8(8));
+    const int8x16_t hi = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(b, 4)), vdupq_n_s8(8));
+    return dot16(dot16(vdupq_n_s32(0), lo, vld1q_s8(y->qs)), hi, vld1q_s8(y->qs + 16));
 }
 
-void q5_0_q8_0_vec_dot__neon(int64_t n, float * s, const void * vx, const void * vy) {
-    const block_q5_0 * x = vx;
-    const block_q8_0 * y = vy;
-    float32x4_t acc = vdupq_n_f32(0);
-    const uint8x16_t m4 = vdupq_n_u8(0x0f);
-    const uint8x16_t f0 = vdupq_n_u8(0xf0);
-    for (int64_t i = 0; i < n / QK8_0; ++i) {
-        uint8x16_t hlo, hhi;
-        bits_32(x[i].qh, &hlo, &hhi);
-        const uint8x16_t b = vld1q_u8(x[i].qs);
-        /* nibble | 0xf0 where the 5th bit is clear reads as nibble - 16 */
-        const int8x16_t lo = vreinterpretq_s8_u8(vorrq_u8(vandq_u8(b, m4), vbicq_u8(f0, hlo)));
-        const int8x16_t hi = vreinterpretq_s8_u8(vorrq_u8(vshrq_n_u8(b, 4), vbicq_u8(f0, hhi)));
-        int32x4_t p = dot16(vdupq_n_s32(0), lo, vld1q_s8(y[i].qs));
-        p = dot16(p, hi, vld1q_s8(y[i].qs + 16));
-        acc = vmlaq_n_f32(acc, vcvtq_f32_s32(p), KQ_H2F(x[i].d) * KQ_H2F(y[i].d));
-    }
-    *s = vaddvq_f32(acc);
+ALWAYS_INLINE int32x4_t q4_1_lanes(const block_q4_1 * x, const block_q8_1 * y) {
+    const uint8x16_t b = vld1q_u8(x->qs);
+    const int8x16_t lo = vreinterpretq_s8_u8(vandq_u8(b, vdupq_n_u8(0x0f)));
+    const int8x16_t hi = vreinterpretq_s8_u8(vshrq_n_u8(b, 4));
+    return dot16(dot16(vdupq_n_s32(0), lo, vld1q_s8(y->qs)), hi, vld1q_s8(y->qs + 16));
 }
 
-void q5_1_q8_1_vec_dot__neon(int64_t n, float * s, const void * vx, const void * vy) {
-    const block_q5_1 * x = vx;
-    const block_q8_1 * y = vy;
-    float32x4_t acc = vdupq_n_f32(0);
-    float summs = 0;
-    const uint8x16_t m4 = vdupq_n_u8(0x0f);
-    const uint8x16_t k10 = vdupq_n_u8(0x10);
-    for (int64_t i = 0; i < n / QK8_1; ++i) {
-        summs += KQ_H2F(x[i].m) * KQ_H2F(y[i].s);
-        uint8x16_t hlo, hhi;
-        bits_32(x[i].qh, &hlo, &hhi);
-        const uint8x16_t b = vld1q_u8(x[i].qs);
-        const int8x16_t lo = vreinterpretq_s8_u8(vorrq_u8(vandq_u8(b, m4), vandq_u8(hlo, k10)));
-        const int8x16_t hi = vreinterpretq_s8_u8(vorrq_u8(vshrq_n_u8(b, 4), vandq_u8(hhi, k10)));
-        int32x4_t p = dot16(vdupq_n_s32(0), lo, vld1q_s8(y[i].qs));
-        p = dot16(p, hi, vld1q_s8(y[i].qs + 16));
-        acc = vmlaq_n_f32(acc, vcvtq_f32_s32(p), KQ_H2F(x[i].d) * KQ_H2F(y[i].d));
-    }
-    *s = vaddvq_f32(acc) + summs;
+ALWAYS_INLINE int32x4_t q5_0_lanes(const block_q5_0 * x, const block_q8_0 * y) {
+    uint8x16_t hlo, hhi;
+    bits_32(x->qh, &hlo, &hhi);
+    const uint8x16_t b = vld1q_u8(x->qs);
+    const uint8x16_t m4 = vdupq_n_u8(0x0f), f0 = vdupq_n_u8(0xf0);
+    /* nibble | 0xf0 where the 5th bit is clear reads as nibble - 16 */
+    const int8x16_t lo = vreinterpretq_s8_u8(vorrq_u8(vandq_u8(b, m4), vbicq_u8(f0, hlo)));
+    const int8x16_t hi = vreinterpretq_s8_u8(vorrq_u8(vshrq_n_u8(b, 4), vbicq_u8(f0, hhi)));
+    return dot16(dot16(vdupq_n_s32(0), lo, vld1q_s8(y->qs)), hi, vld1q_s8(y->qs + 16));
 }
 
-void q8_0_q8_0_vec_dot__neon(int64_t n, float * s, const void * vx, const void * vy) {
-    const block_q8_0 * x = vx;
-    const block_q8_0 * y = vy;
-    float32x4_t acc = vdupq_n_f32(0);
-    for (int64_t i = 0; i < n / QK8_0; ++i) {
-        int32x4_t p = dot16(vdupq_n_s32(0), vld1q_s8(x[i].qs), vld1q_s8(y[i].qs));
-        p = dot16(p, vld1q_s8(x[i].qs + 16), vld1q_s8(y[i].qs + 16));
-        acc = vmlaq_n_f32(acc, vcvtq_f32_s32(p), KQ_H2F(x[i].d) * KQ_H2F(y[i].d));
-    }
-    *s = vaddvq_f32(acc);
+ALWAYS_INLINE int32x4_t q5_1_lanes(const block_q5_1 * x, const block_q8_1 * y) {
+    uint8x16_t hlo, hhi;
+    bits_32(x->qh, &hlo, &hhi);
+    const uint8x16_t b = vld1q_u8(x->qs);
+    const uint8x16_t m4 = vdupq_n_u8(0x0f), k10 = vdupq_n_u8(0x10);
+    const int8x16_t lo = vreinterpretq_s8_u8(vorrq_u8(vandq_u8(b, m4), vandq_u8(hlo, k10)));
+    const int8x16_t hi = vreinterpretq_s8_u8(vorrq_u8(vshrq_n_u8(b, 4), vandq_u8(hhi, k10)));
+    return dot16(dot16(vdupq_n_s32(0), lo, vld1q_s8(y->qs)), hi, vld1q_s8(y->qs + 16));
+}
+
+ALWAYS_INLINE int32x4_t q8_0_lanes(const block_q8_0 * x, const block_q8_0 * y) {
+    return dot16(dot16(vdupq_n_s32(0), vld1q_s8(x->qs), vld1q_s8(y->qs)), vld1q_s8(x->qs + 16), vld1q_s8(y->qs + 16));
 }
 
 static inline void iq4nl_lookup(const uint8_t * qs, int8x16_t * lo, int8x16_t * hi) {
@@ -131,18 +97,143 @@ static inline void iq4nl_lookup(const uint8_t * qs, int8x16_t * lo, int8x16_t * 
     *hi = vqtbl1q_s8(values, vshrq_n_u8(b, 4));
 }
 
+ALWAYS_INLINE int32x4_t iq4_nl_lanes(const block_iq4_nl * x, const block_q8_0 * y) {
+    int8x16_t lo, hi;
+    iq4nl_lookup(x->qs, &lo, &hi);
+    return dot16(dot16(vdupq_n_s32(0), lo, vld1q_s8(y->qs)), hi, vld1q_s8(y->qs + 16));
+}
+
+#define D2(a, b) (KQ_H2F((a).d) * KQ_H2F((b).d))
+
+void q4_0_q8_0_vec_dot__neon(int64_t n, float * s, const void * vx, const void * vy) {
+    const block_q4_0 * x = vx;
+    const block_q8_0 * y = vy;
+    const int64_t nb = n / QK8_0;
+    float32x4_t a0 = vdupq_n_f32(0), a1 = vdupq_n_f32(0);
+    int64_t i = 0;
+    for (; i + 1 < nb; i += 2) {
+        a0 = blk_fma(a0, q4_0_lanes(x + i, y + i), D2(x[i], y[i]));
+        a1 = blk_fma(a1, q4_0_lanes(x + i + 1, y + i + 1), D2(x[i + 1], y[i + 1]));
+    }
+    float sumf = vaddvq_f32(a0) + vaddvq_f32(a1);
+    for (; i < nb; ++i) {
+        sumf = fmaf((float) vaddvq_s32(q4_0_lanes(x + i, y + i)) * KQ_H2F(x[i].d), KQ_H2F(y[i].d), sumf);
+    }
+    *s = sumf;
+}
+
+void q4_1_q8_1_vec_dot__neon(int64_t n, float * s, const void * vx, const void * vy) {
+    const block_q4_1 * x = vx;
+    const block_q8_1 * y = vy;
+    const int64_t nb = n / QK8_1;
+    float32x4_t a0 = vdupq_n_f32(0), a1 = vdupq_n_f32(0);
+    float summs = 0;
+    int64_t i = 0;
+    for (; i + 1 < nb; i += 2) {
+        summs += fmaf(KQ_H2F(x[i].m), KQ_H2F(y[i].s), KQ_H2F(x[i + 1].m) * KQ_H2F(y[i + 1].s));
+        a0 = blk_fma(a0, q4_1_lanes(x + i, y + i), D2(x[i], y[i]));
+        a1 = blk_fma(a1, q4_1_lanes(x + i + 1, y + i + 1), D2(x[i + 1], y[i + 1]));
+    }
+    float sumf = vaddvq_f32(a0) + vaddvq_f32(a1) + summs;
+    for (; i < nb; ++i) {
+        sumf += fmaf(D2(x[i], y[i]), (float) vaddvq_s32(q4_1_lanes(x + i, y + i)), KQ_H2F(x[i].m) * KQ_H2F(y[i].s));
+    }
+    *s = sumf;
+}
+
+void q5_0_q8_0_vec_dot__neon(int64_t n, float * s, const void * vx, const void * vy) {
+    const block_q5_0 * x = vx;
+    const block_q8_0 * y = vy;
+    const int64_t nb = n / QK8_0;
+    float32x4_t a0 = vdupq_n_f32(0), a1 = vdupq_n_f32(0);
+    int64_t i = 0;
+    for (; i + 1 < nb; i += 2) {
+        a0 = blk_fma(a0, q5_0_lanes(x + i, y + i), D2(x[i], y[i]));
+        a1 = blk_fma(a1, q5_0_lanes(x + i + 1, y + i + 1), D2(x[i + 1], y[i + 1]));
+    }
+    float sumf = vaddvq_f32(a0) + vaddvq_f32(a1);
+    for (; i < nb; ++i) {
+        sumf = fmaf(D2(x[i], y[i]), (float) vaddvq_s32(q5_0_lanes(x + i, y + i)), sumf);
+    }
+    *s = sumf;
+}
+
+void q5_1_q8_1_vec_dot__neon(int64_t n, float * s, const void * vx, const void * vy) {
+    const block_q5_1 * x = vx;
+    const block_q8_1 * y = vy;
+    const int64_t nb = n / QK8_1;
+    float32x4_t a0 = vdupq_n_f32(0), a1 = vdupq_n_f32(0);
+    float summs0 = 0, summs1 = 0;
+    int64_t i = 0;
+    for (; i + 1 < nb; i += 2) {
+        summs0 = fmaf(KQ_H2F(x[i].m), KQ_H2F(y[i].s), summs0);
+        summs1 = fmaf(KQ_H2F(x[i + 1].m), KQ_H2F(y[i + 1].s), summs1);
+        a0 = blk_fma(a0, q5_1_lanes(x + i, y + i), D2(x[i], y[i]));
+        a1 = blk_fma(a1, q5_1_lanes(x + i + 1, y + i + 1), D2(x[i + 1], y[i + 1]));
+    }
+    float sumf = vaddvq_f32(a0) + vaddvq_f32(a1) + summs0 + summs1;
+    for (; i < nb; ++i) {
+        sumf += fmaf(D2(x[i], y[i]), (float) vaddvq_s32(q5_1_lanes(x + i, y + i)), KQ_H2F(x[i].m) * KQ_H2F(y[i].s));
+    }
+    *s = sumf;
+}
+
+void q8_0_q8_0_vec_dot__neon(int64_t n, float * s, const void * vx, const void * vy) {
+    const block_q8_0 * x = vx;
+    const block_q8_0 * y = vy;
+    const int64_t nb = n / QK8_0;
+    float32x4_t a0 = vdupq_n_f32(0), a1 = vdupq_n_f32(0);
+    int64_t i = 0;
+    for (; i + 1 < nb; i += 2) {
+        a0 = blk_fma(a0, q8_0_lanes(x + i, y + i), D2(x[i], y[i]));
+        a1 = blk_fma(a1, q8_0_lanes(x + i + 1, y + i + 1), D2(x[i + 1], y[i + 1]));
+    }
+    float sumf = vaddvq_f32(a0) + vaddvq_f32(a1);
+    for (; i < nb; ++i) {
+        sumf = fmaf((float) vaddvq_s32(q8_0_lanes(x + i, y + i)), D2(x[i], y[i]), sumf);
+    }
+    *s = sumf;
+}
+
+#ifdef KILN_NEON_DOTPROD
+/* mul_mat with 2+ activation rows (kernels.h vec_dot_n): llama.cpp's arm64
+ * build with dotprod hands Q4_0 and Q8_0 to llamafile's tinyBLAS_Q0_ARM,
+ * which sums every block into one accumulator, acc = fma(f32(lanes),
+ * dx * dy, acc), reduced across lanes (pairwise) at the end */
+void q4_0_q8_0_vec_dot_n__neon_dotprod(int64_t n, float * s, const void * vx, const void * vy) {
+    const block_q4_0 * x = vx;
+    const block_q8_0 * y = vy;
+    float32x4_t acc = vdupq_n_f32(0);
+    for (int64_t i = 0; i < n / QK8_0; ++i) acc = blk_fma(acc, q4_0_lanes(x + i, y + i), D2(x[i], y[i]));
+    *s = vaddvq_f32(acc);
+}
+
+void q8_0_q8_0_vec_dot_n__neon_dotprod(int64_t n, float * s, const void * vx, const void * vy) {
+    const block_q8_0 * x = vx;
+    const block_q8_0 * y = vy;
+    float32x4_t acc = vdupq_n_f32(0);
+    for (int64_t i = 0; i < n / QK8_0; ++i) acc = blk_fma(acc, q8_0_lanes(x + i, y + i), D2(x[i], y[i]));
+    *s = vaddvq_f32(acc);
+}
+#endif
+
+/* iq4_nl sums in scalar floats: per pair of blocks
+ * sumf += fma(d0, f32(sum0), d1 * f32(sum1)), then one fma per last block */
 void iq4_nl_q8_0_vec_dot__neon(int64_t n, float * s, const void * vx, const void * vy) {
     const block_iq4_nl * x = vx;
     const block_q8_0 * y = vy;
-    float32x4_t acc = vdupq_n_f32(0);
-    for (int64_t i = 0; i < n / QK4_NL; ++i) {
-        int8x16_t lo, hi;
-        iq4nl_lookup(x[i].qs, &lo, &hi);
-        int32x4_t p = dot16(vdupq_n_s32(0), lo, vld1q_s8(y[i].qs));
-        p = dot16(p, hi, vld1q_s8(y[i].qs + 16));
-        acc = vmlaq_n_f32(acc, vcvtq_f32_s32(p), KQ_H2F(x[i].d) * KQ_H2F(y[i].d));
+    const int64_t nb = n / QK4_NL;
+    float sumf = 0;
+    int64_t i = 0;
+    for (; i + 1 < nb; i += 2) {
+        const float p0 = (float) vaddvq_s32(iq4_nl_lanes(x + i, y + i));
+        const float p1 = (float) vaddvq_s32(iq4_nl_lanes(x + i + 1, y + i + 1));
+        sumf += fmaf(D2(x[i], y[i]), p0, D2(x[i + 1], y[i + 1]) * p1);
     }
-    *s = vaddvq_f32(acc);
+    for (; i < nb; ++i) {
+        sumf = fmaf(KQ_H2F(y[i].d) * KQ_H2F(x[i].d), (float) vaddvq_s32(iq4_nl_lanes(x + i, y + i)), sumf);
+    }
+    *s = sumf;
 }
 
 /* ---- k-quants ----------------------------------------------------------- */

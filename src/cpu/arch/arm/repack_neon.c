@@ -30,11 +30,9 @@
  * (ggml_gemv_q8_0_4x4_q8_0, ..._4x8_ with i8mm) sums as for Q4_0: one fused
  * acc = fma((float) isum, d_y * d_x, acc) per block; its batched kernel
  * (ggml_gemm_q8_0_4x4_q8_0) the same per column. The SDOT build here does
- * that. The baseline build (llama.cpp does not repack there) keeps per row
- * the float operations of q8_0_q8_0_vec_dot__neon exactly: the same 4 i32
- * lane sums, acc += (float) p * (d_x * d_y) unfused (-ffp-contract=off;
- * vmlaq is a multiply then an add) in block order, then vaddvq_f32; so
- * bit-identical to the plain path.
+ * that; the baseline build has no Q8_0 kernels (llama.cpp does not repack
+ * there, and its plain order, two fused accumulators over pairs of blocks,
+ * is quant_dot_neon.c's).
  */
 #include <arm_neon.h>
 #include <string.h>
@@ -175,32 +173,6 @@ ALWAYS_INLINE void q8_0x4_cols(int64_t n, const int N, float * const * s, const 
     }
     for (int c = 0; c < N; c++) vst1q_f32(s[c], acc[c]);
 }
-#else
-/* ---- Q8_0, baseline build: 4 rows, each the plain kernel's operations --- */
-
-ALWAYS_INLINE void q8_0x4_cols(int64_t n, const int N, float * const * s, const block_q8_0x4 * x, const block_q8_0 * const * y) {
-    float32x4_t acc[2][4];
-    for (int c = 0; c < N; c++) {
-        for (int r = 0; r < 4; r++) acc[c][r] = vdupq_n_f32(0);
-    }
-    for (int64_t i = 0; i < n / QK8_0; i++) {
-        int8x16_t w[8];
-        for (int j = 0; j < 8; j++) w[j] = vld1q_s8(x[i].qs + 16 * j);
-        for (int c = 0; c < N; c++) {
-            const int8x16_t ya = vld1q_s8(y[c][i].qs), yh = vld1q_s8(y[c][i].qs + 16);
-            const float32x4_t dd = scales_x4(x[i].d, y[c][i].d);
-#define Q8_ROW(r) do { \
-                const int32x4_t p = dot16(dot16(vdupq_n_s32(0), w[2 * (r)], ya), w[2 * (r) + 1], yh); \
-                acc[c][r] = vmlaq_laneq_f32(acc[c][r], vcvtq_f32_s32(p), dd, r); \
-            } while (0)
-            Q8_ROW(0); Q8_ROW(1); Q8_ROW(2); Q8_ROW(3);
-#undef Q8_ROW
-        }
-    }
-    for (int c = 0; c < N; c++) {
-        for (int r = 0; r < 4; r++) s[c][r] = vaddvq_f32(acc[c][r]);
-    }
-}
 #endif
 
 #ifdef KILN_NEON_I8MM
@@ -279,11 +251,13 @@ void NEON_SFX(iq4_nlx4_q8_0_vec_dot)(int64_t n, float * s, const void * x, const
     nibbles_x4_cols(n, 1, 1, sc, x, yc);
 }
 
+#ifdef KILN_NEON_DOTPROD
 void NEON_SFX(q8_0x4_q8_0_vec_dot)(int64_t n, float * s, const void * x, const void * y) {
     float * sc[1] = { s };
     const block_q8_0 * yc[1] = { y };
     q8_0x4_cols(n, 1, sc, x, yc);
 }
+#endif
 
 /* columns c.. of a batched call: 4 at a time (4-bit codes), then 2, then 1 */
 #define COL_PTRS(K) \
@@ -305,10 +279,12 @@ void NEON_SFX(iq4_nlx4_q8_0_gemm)(int64_t n, int ncols, float * s, size_t ss, co
     nibbles_gemm(n, ncols, s, ss, x, y, ys, 1);
 }
 
+#ifdef KILN_NEON_DOTPROD
 /* q8_0: 2 columns per pass (8 weight registers and 8 accumulators) */
 void NEON_SFX(q8_0x4_q8_0_gemm)(int64_t n, int ncols, float * s, size_t ss, const void * x, const void * y, size_t ys) {
     int c = 0;
     for (; c + 2 <= ncols; c += 2) { COL_PTRS(2) q8_0x4_cols(n, 2, sc, x, yc); }
     if (c < ncols) { COL_PTRS(1) q8_0x4_cols(n, 1, sc, x, yc); }
 }
+#endif
 #endif /* KILN_NEON_I8MM */

@@ -44,8 +44,9 @@ static inline float reduce4(float32x4_t a0, float32x4_t a1, float32x4_t a2, floa
 
 /* llama.cpp's order (ggml_vec_dot_f32 on arm64 NEON): 4 accumulators over
  * steps of 16, reduced, then the last n % 16 products one by one into the
- * float sum (fused here: what a compiler contracting sum += x * y makes of
- * that loop; llama.cpp's models have rows of a multiple of 16) */
+ * float sum as its binary's `sum += x * y` loop does: where 8 or more are
+ * left, 8 products rounded and added in order (that loop vectorized), the
+ * rest fused */
 float f32_dot__neon(int64_t n, const float * x, const float * y) {
     float32x4_t a0 = vdupq_n_f32(0), a1 = vdupq_n_f32(0), a2 = vdupq_n_f32(0), a3 = vdupq_n_f32(0);
     int64_t i = 0;
@@ -56,8 +57,24 @@ float f32_dot__neon(int64_t n, const float * x, const float * y) {
         a3 = vfmaq_f32(a3, vld1q_f32(x + i + 12), vld1q_f32(y + i + 12));
     }
     float s = reduce4(a0, a1, a2, a3);
+    if (n - i >= 8) {
+        const float32x4_t p0 = vmulq_f32(vld1q_f32(x + i), vld1q_f32(y + i));
+        const float32x4_t p1 = vmulq_f32(vld1q_f32(x + i + 4), vld1q_f32(y + i + 4));
+        s += vgetq_lane_f32(p0, 0); s += vgetq_lane_f32(p0, 1); s += vgetq_lane_f32(p0, 2); s += vgetq_lane_f32(p0, 3);
+        s += vgetq_lane_f32(p1, 0); s += vgetq_lane_f32(p1, 1); s += vgetq_lane_f32(p1, 2); s += vgetq_lane_f32(p1, 3);
+        i += 8;
+    }
     for (; i < n; i++) s = fmaf(x[i], y[i], s);
     return s;
+}
+
+/* llamafile's tinyBLAS<4> on NEON, one output: a 4-lane accumulator of
+ * fused multiply-adds over steps of 4 (n a multiple of 4), then the
+ * pairwise lane sum (vaddvq_f32) */
+float f32_dot4__neon(int64_t n, const float * x, const float * y) {
+    float32x4_t acc = vdupq_n_f32(0);
+    for (int64_t i = 0; i + 4 <= n; i += 4) acc = vfmaq_f32(acc, vld1q_f32(x + i), vld1q_f32(y + i));
+    return vaddvq_f32(acc);
 }
 
 static inline float32x4_t load_f16x4(const kiln_fp16_t * p) {
