@@ -155,10 +155,8 @@ struct kiln_kernels {
     /* per weight type repacked by kiln_repack_tensor (src/cpu/repack.h): the
      * 4 dots of one interleaved group of rows, s[0..3]: bit-identical to 4
      * vec_dot calls of the same table, except q4_0 / iq4_nl on scalar,
-     * AVX2 and NEON, which sum in llama.cpp's repacked order (repack.h),
-     * and q8_0 on NEON, whose x4 keeps a single accumulator while its
-     * vec_dot takes ggml arm64's order (equal to rounding). NULL: mul_mat
-     * unpacks rows instead. */
+     * AVX2 and NEON and q8_0 on NEON with dotprod, which sum in llama.cpp's
+     * repacked order (repack.h). NULL: mul_mat unpacks rows instead. */
     kiln_vec_dot_t    vec_dot_x4  [KILN_TYPE_COUNT];
     /* the same for a batch of activation rows (prompt processing); NULL:
      * vec_dot_x4 per row */

@@ -278,7 +278,8 @@ static void block_f32(kiln_gemm_tile_t tile, int MR, int NR, float (*edge)(int64
  * multiply-add wasm gets llama.cpp's sums bit for bit; SIMD128 has no FMA
  * and only gets the order; the scalar row has no tile8 kernel and keeps
  * its own. On arm64 (NEON: f32_dot4, no tile8) llama.cpp's sgemm is
- * tinyBLAS<4>, taken for 4+ src1 rows and K % 4 == 0. kiln_mul_mat_set_order(FAST) opts a product out (the packed
+ * tinyBLAS<4>, taken for 4+ src1 rows and K % 4 == 0.
+ * kiln_mul_mat_set_order(FAST) opts a product out (the packed
  * GEMM: generic tensor programs, e.g. the JS API's matmul). 0: not such a
  * product; 1: tinyBLAS's order; 2: ggml_vec_dot_f32's; 3: tinyBLAS<4>'s. */
 static int ggml_order(const struct kiln_kernels * k, const struct kiln_tensor * dst, const struct kiln_tensor * src0,
