@@ -13,7 +13,10 @@
  * Summation order. Q8_0: the x4 kernels run per row the very float
  * operations, in the same order, as the plain vec_dot of the same ISA, so
  * the result is bit-identical to the non-repacked path (llama.cpp does not
- * repack Q8_0 on x86 either). Q4_0 and IQ4_NL: llama.cpp repacks these on
+ * repack Q8_0 on x86 either); except on arm64 with dotprod, where
+ * llama.cpp repacks Q8_0 (4 rows, ne[1] % 4 == 0) and sums it as below,
+ * and so does Kiln (arch/arm/repack_neon.c; which matrices are repacked
+ * where: kiln_repack_wanted). Q4_0 and IQ4_NL: llama.cpp repacks these on
  * AVX2 (8 rows, when ne[1] % 8 == 0) and its kernels then add, per row and
  * block, the block's whole integer dot with one FMA:
  *     acc = fma((float) isum_b, d_x * d_y, acc)
