@@ -19,6 +19,7 @@
 #include "../core/graph_internal.h"
 
 #include <limits.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 
@@ -191,18 +192,27 @@ static void halt_at(struct kiln_threadpool * tp, int step) {
 
 static bool halted(struct kiln_threadpool * tp, int step) { return atomic_load(&tp->halt_step) <= step; }
 
-static void record_failure(struct kiln_threadpool * tp, enum kiln_status st, const struct kiln_tensor * node, int step) {
+/* The job's first failure (status and message) wins; the walk ends at
+ * barrier step `step`. */
+static void stop_at(struct kiln_threadpool * tp, int step, enum kiln_status st, const char * fmt, ...) {
 #ifndef KILN_NO_THREADS
     pthread_mutex_lock(&tp->mu);
 #endif
     if (tp->status == KILN_STATUS_SUCCESS) {
         tp->status = st;
-        snprintf(tp->error, sizeof(tp->error), "node '%s' (%s): %s", node->name, kiln_op_name(node->op), kiln_last_error());
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(tp->error, sizeof(tp->error), fmt, ap);
+        va_end(ap);
     }
 #ifndef KILN_NO_THREADS
     pthread_mutex_unlock(&tp->mu);
 #endif
     halt_at(tp, step);
+}
+
+static void record_failure(struct kiln_threadpool * tp, enum kiln_status st, const struct kiln_tensor * node, int step) {
+    stop_at(tp, step, st, "node '%s' (%s): %s", node->name, kiln_op_name(node->op), kiln_last_error());
 }
 
 /* Nodes this small run on thread 0 alone (nth = 1, which every kernel
@@ -313,17 +323,7 @@ static void graph_compute_thread(struct kiln_threadpool * tp, int ith) {
             }
         }
         if (ith == 0 && job_should_abort(cplan)) {
-#ifndef KILN_NO_THREADS
-            pthread_mutex_lock(&tp->mu);
-#endif
-            if (tp->status == KILN_STATUS_SUCCESS) {
-                tp->status = KILN_STATUS_ABORTED;
-                snprintf(tp->error, sizeof(tp->error), "compute aborted after node %d of %d", i + 1, g->n_nodes);
-            }
-#ifndef KILN_NO_THREADS
-            pthread_mutex_unlock(&tp->mu);
-#endif
-            halt_at(tp, step);
+            stop_at(tp, step, KILN_STATUS_ABORTED, "compute aborted after node %d of %d", i + 1, g->n_nodes);
         }
         const bool barrier = !multi || !(solo && next_solo) || next >= g->n_nodes;
         if (barrier) {

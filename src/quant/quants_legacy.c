@@ -175,12 +175,12 @@ static inline float act_block(const float * xb, int8_t * qs, int * s) {
     return amax / 127.0f;
 }
 
-static void q8_0_act(const float * x, void * vy, int64_t k) {
+void kiln_quantize_row_q8_0_act(const float * x, void * vy, int64_t k) {
     block_q8_0 * y = (block_q8_0 *) vy;
     for (int64_t i = 0; i < k / QK8_0; i++) y[i].d = KQ_F2H(act_block(x + i * QK8_0, y[i].qs, NULL));
 }
 
-static void q8_1_act(const float * x, void * vy, int64_t k) {
+void kiln_quantize_row_q8_1_act(const float * x, void * vy, int64_t k) {
     block_q8_1 * y = (block_q8_1 *) vy;
     for (int64_t i = 0; i < k / QK8_1; i++) {
         int sum = 0;
@@ -189,9 +189,6 @@ static void q8_1_act(const float * x, void * vy, int64_t k) {
         y[i].s = KQ_F2H(sum * d);
     }
 }
-
-void kiln_quantize_row_q8_0_act(const float * x, void * vy, int64_t k) { q8_0_act(x, vy, k); }
-void kiln_quantize_row_q8_1_act(const float * x, void * vy, int64_t k) { q8_1_act(x, vy, k); }
 
 /* The activation quantizers of ggml's arm64 build (quantize_row_q8_0 /
  * q8_1 on NEON, and its repacked-matmul quantizers): as the x86 ones above
@@ -219,36 +216,34 @@ static int32_t cvtn_s32(float v) {
     if (v <= -2147483648.0f) return INT32_MIN;
     return (int32_t) rintf(v);
 }
+/* one block: the quants (the low byte of each i32, as ggml stores them to
+ * int8_t), the scale returned, the i32 conversions' sum (wrapping) */
+static float act_block_arm(const float * xb, int8_t * qs, int32_t * s) {
+    const float d = amax_arm(xb) / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    uint32_t sum = 0;
+    for (int j = 0; j < 32; ++j) {
+        const int32_t v = cvtn_s32(xb[j] * id);
+        qs[j] = (int8_t) (uint8_t) (uint32_t) v;
+        sum += (uint32_t) v;
+    }
+    *s = (int32_t) sum;
+    return d;
+}
+
 void kiln_quantize_row_q8_0_act_arm(const float * x, void * vy, int64_t k) {
     block_q8_0 * y = (block_q8_0 *) vy;
-    const int64_t nb = k / QK8_0;
-    for (int64_t i = 0; i < nb; i++) {
-        const float * xb = x + i * QK8_0;
-        const float amax = amax_arm(xb);
-        const float d = amax / 127.0f;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        y[i].d = KQ_F2H(d);
-        /* the low byte of each i32 (ggml stores them to int8_t) */
-        for (int j = 0; j < QK8_0; ++j) y[i].qs[j] = (int8_t) (uint8_t) (uint32_t) cvtn_s32(xb[j] * id);
-    }
+    int32_t sum;
+    for (int64_t i = 0; i < k / QK8_0; i++) y[i].d = KQ_F2H(act_block_arm(x + i * QK8_0, y[i].qs, &sum));
 }
 
 void kiln_quantize_row_q8_1_act_arm(const float * x, void * vy, int64_t k) {
     block_q8_1 * y = (block_q8_1 *) vy;
-    const int64_t nb = k / QK8_1;
-    for (int64_t i = 0; i < nb; i++) {
-        const float * xb = x + i * QK8_1;
-        const float amax = amax_arm(xb);
-        const float d = amax / 127.0f;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    for (int64_t i = 0; i < k / QK8_1; i++) {
+        int32_t sum;
+        const float d = act_block_arm(x + i * QK8_1, y[i].qs, &sum);
         y[i].d = KQ_F2H(d);
-        uint32_t sum = 0; /* i32 lanes, wrapping */
-        for (int j = 0; j < QK8_1; ++j) {
-            const int32_t v = cvtn_s32(xb[j] * id);
-            y[i].qs[j] = (int8_t) (uint8_t) (uint32_t) v;
-            sum += (uint32_t) v;
-        }
-        y[i].s = KQ_F2H(d * (float) (int32_t) sum);
+        y[i].s = KQ_F2H(d * (float) sum);
     }
 }
 

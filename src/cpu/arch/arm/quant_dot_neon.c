@@ -105,16 +105,23 @@ ALWAYS_INLINE int32x4_t iq4_nl_lanes(const block_iq4_nl * x, const block_q8_0 * 
 
 #define D2(a, b) (KQ_H2F((a).d) * KQ_H2F((b).d))
 
+/* the pair loop the kernels here start with: blocks 2k into a0, 2k + 1
+ * into a1, after the pair's other statements, if any (x, y, i, nb, a0, a1
+ * in scope; i ends at the unpaired block) */
+#define PAIRED_BLOCKS(LANES, ...) \
+    for (; i + 1 < nb; i += 2) { \
+        __VA_ARGS__; \
+        a0 = blk_fma(a0, LANES(x + i, y + i), D2(x[i], y[i])); \
+        a1 = blk_fma(a1, LANES(x + i + 1, y + i + 1), D2(x[i + 1], y[i + 1])); \
+    }
+
 void q4_0_q8_0_vec_dot__neon(int64_t n, float * s, const void * vx, const void * vy) {
     const block_q4_0 * x = vx;
     const block_q8_0 * y = vy;
     const int64_t nb = n / QK8_0;
     float32x4_t a0 = vdupq_n_f32(0), a1 = vdupq_n_f32(0);
     int64_t i = 0;
-    for (; i + 1 < nb; i += 2) {
-        a0 = blk_fma(a0, q4_0_lanes(x + i, y + i), D2(x[i], y[i]));
-        a1 = blk_fma(a1, q4_0_lanes(x + i + 1, y + i + 1), D2(x[i + 1], y[i + 1]));
-    }
+    PAIRED_BLOCKS(q4_0_lanes, )
     float sumf = vaddvq_f32(a0) + vaddvq_f32(a1);
     for (; i < nb; ++i) {
         sumf = fmaf((float) vaddvq_s32(q4_0_lanes(x + i, y + i)) * KQ_H2F(x[i].d), KQ_H2F(y[i].d), sumf);
@@ -129,11 +136,7 @@ void q4_1_q8_1_vec_dot__neon(int64_t n, float * s, const void * vx, const void *
     float32x4_t a0 = vdupq_n_f32(0), a1 = vdupq_n_f32(0);
     float summs = 0;
     int64_t i = 0;
-    for (; i + 1 < nb; i += 2) {
-        summs += fmaf(KQ_H2F(x[i].m), KQ_H2F(y[i].s), KQ_H2F(x[i + 1].m) * KQ_H2F(y[i + 1].s));
-        a0 = blk_fma(a0, q4_1_lanes(x + i, y + i), D2(x[i], y[i]));
-        a1 = blk_fma(a1, q4_1_lanes(x + i + 1, y + i + 1), D2(x[i + 1], y[i + 1]));
-    }
+    PAIRED_BLOCKS(q4_1_lanes, summs += fmaf(KQ_H2F(x[i].m), KQ_H2F(y[i].s), KQ_H2F(x[i + 1].m) * KQ_H2F(y[i + 1].s)))
     float sumf = vaddvq_f32(a0) + vaddvq_f32(a1) + summs;
     for (; i < nb; ++i) {
         sumf += fmaf(D2(x[i], y[i]), (float) vaddvq_s32(q4_1_lanes(x + i, y + i)), KQ_H2F(x[i].m) * KQ_H2F(y[i].s));
@@ -147,10 +150,7 @@ void q5_0_q8_0_vec_dot__neon(int64_t n, float * s, const void * vx, const void *
     const int64_t nb = n / QK8_0;
     float32x4_t a0 = vdupq_n_f32(0), a1 = vdupq_n_f32(0);
     int64_t i = 0;
-    for (; i + 1 < nb; i += 2) {
-        a0 = blk_fma(a0, q5_0_lanes(x + i, y + i), D2(x[i], y[i]));
-        a1 = blk_fma(a1, q5_0_lanes(x + i + 1, y + i + 1), D2(x[i + 1], y[i + 1]));
-    }
+    PAIRED_BLOCKS(q5_0_lanes, )
     float sumf = vaddvq_f32(a0) + vaddvq_f32(a1);
     for (; i < nb; ++i) {
         sumf = fmaf(D2(x[i], y[i]), (float) vaddvq_s32(q5_0_lanes(x + i, y + i)), sumf);
@@ -165,12 +165,8 @@ void q5_1_q8_1_vec_dot__neon(int64_t n, float * s, const void * vx, const void *
     float32x4_t a0 = vdupq_n_f32(0), a1 = vdupq_n_f32(0);
     float summs0 = 0, summs1 = 0;
     int64_t i = 0;
-    for (; i + 1 < nb; i += 2) {
-        summs0 = fmaf(KQ_H2F(x[i].m), KQ_H2F(y[i].s), summs0);
-        summs1 = fmaf(KQ_H2F(x[i + 1].m), KQ_H2F(y[i + 1].s), summs1);
-        a0 = blk_fma(a0, q5_1_lanes(x + i, y + i), D2(x[i], y[i]));
-        a1 = blk_fma(a1, q5_1_lanes(x + i + 1, y + i + 1), D2(x[i + 1], y[i + 1]));
-    }
+    PAIRED_BLOCKS(q5_1_lanes, summs0 = fmaf(KQ_H2F(x[i].m), KQ_H2F(y[i].s), summs0);
+                              summs1 = fmaf(KQ_H2F(x[i + 1].m), KQ_H2F(y[i + 1].s), summs1))
     float sumf = vaddvq_f32(a0) + vaddvq_f32(a1) + summs0 + summs1;
     for (; i < nb; ++i) {
         sumf += fmaf(D2(x[i], y[i]), (float) vaddvq_s32(q5_1_lanes(x + i, y + i)), KQ_H2F(x[i].m) * KQ_H2F(y[i].s));
@@ -184,10 +180,7 @@ void q8_0_q8_0_vec_dot__neon(int64_t n, float * s, const void * vx, const void *
     const int64_t nb = n / QK8_0;
     float32x4_t a0 = vdupq_n_f32(0), a1 = vdupq_n_f32(0);
     int64_t i = 0;
-    for (; i + 1 < nb; i += 2) {
-        a0 = blk_fma(a0, q8_0_lanes(x + i, y + i), D2(x[i], y[i]));
-        a1 = blk_fma(a1, q8_0_lanes(x + i + 1, y + i + 1), D2(x[i + 1], y[i + 1]));
-    }
+    PAIRED_BLOCKS(q8_0_lanes, )
     float sumf = vaddvq_f32(a0) + vaddvq_f32(a1);
     for (; i < nb; ++i) {
         sumf = fmaf((float) vaddvq_s32(q8_0_lanes(x + i, y + i)), D2(x[i], y[i]), sumf);
