@@ -1,12 +1,12 @@
 #!/bin/sh
 # Builds the C tests for arm64 (NEON kernels) with the aarch64 cross
-# compiler and runs the kernel, matmul, attention, quantized-dot and repack tests under
+# compiler and runs the kernel, matmul, attention, norm, quantized-dot and repack tests under
 # qemu-aarch64-static (test_repack three times: on qemu's max CPU, on
 # neoverse-n1 and on cortex-a53, for the i8mm, dotprod and baseline builds
 # of the NEON x4 kernels; CMakeLists.txt; test_quant_dot on max and on
 # cortex-a53).
 # Needs: apt-get install -y qemu-user-static gcc-aarch64-linux-gnu
-# Usage: scripts/test-neon.sh [ctest -R regex]   (default: kernels|ops_matmul|ops_attn|repack|quant_dot)
+# Usage: scripts/test-neon.sh [ctest -R regex]   (default: kernels|ops_matmul|ops_attn|ops_norm|repack|quant_dot)
 set -eu
 cd "$(dirname "$0")/.."
 for tool in aarch64-linux-gnu-gcc qemu-aarch64-static; do
@@ -17,7 +17,7 @@ cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_TOOLCHAIN_FILE="$PWD/cmake/toolchain-aarch64.cmake" \
   -DKILN_BUILD_TOOLS=OFF >/dev/null
 # build only the test targets that will run (the whole suite is slow under qemu)
-REGEX="${1:-test_kernels|test_ops_matmul|test_ops_attn|test_repack|test_quant_dot}"
+REGEX="${1:-test_kernels|test_ops_matmul|test_ops_attn|test_ops_norm|test_repack|test_quant_dot}"
 TARGETS=$(cd tests/c && ls test_*.c | sed 's/\.c$//' | grep -E "$REGEX" || true)
 [ -n "$TARGETS" ] || { echo "test-neon: no test matches '$REGEX'" >&2; exit 1; }
 for t in $TARGETS; do cmake --build "$BUILD" -j2 --target "$t"; done

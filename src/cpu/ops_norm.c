@@ -5,6 +5,7 @@
  * thread, so results do not depend on the thread count.
  */
 #include "ops_nn_common.h"
+#include "kernels.h"
 
 static enum kiln_status check_f32(const struct kiln_tensor * dst, const struct kiln_tensor * src) {
     if (src->type != KILN_TYPE_F32 || dst->type != KILN_TYPE_F32) {
@@ -14,12 +15,64 @@ static enum kiln_status check_f32(const struct kiln_tensor * dst, const struct k
     return KILN_STATUS_SUCCESS;
 }
 
+/* The centered squares of a norm row, in the order of ggml's norm
+ * (ggml_vec_cvar_f32): y[i] = x[i] - mean, and the squares summed in groups
+ * whose float sum is added in double, the last n % group one by one. The
+ * mean is float(sum in double) / n in float (both builds). A value that
+ * lands on the other side of a Q8_0 or F16 rounding step (the next
+ * mat-mul's input) would otherwise move by a whole step.
+ * llama.cpp's x86 build (AVX2 + FMA; Kiln's x86, scalar and wasm rows):
+ * groups of 8, reduced as ((s0 + s4) + (s2 + s6)) + ((s1 + s5) + (s3 + s7)). */
+static double centered_sq_sum_x86(int64_t n, const float * x, float * y, float mean) {
+    double sum2 = 0.0;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        float s[8];
+        for (int j = 0; j < 8; j++) {
+            const float v = x[i + j] - mean;
+            y[i + j] = v;
+            s[j] = v * v;
+        }
+        const float h0 = s[0] + s[4], h1 = s[1] + s[5], h2 = s[2] + s[6], h3 = s[3] + s[7];
+        sum2 += (double) ((h0 + h2) + (h1 + h3));
+    }
+    for (; i < n; i++) {
+        const float v = x[i] - mean;
+        y[i] = v;
+        sum2 += (double) (v * v);
+    }
+    return sum2;
+}
+
+/* llama.cpp's arm64 build (NEON): groups of 4, reduced pairwise as
+ * vaddvq_f32 does, (s0 + s1) + (s2 + s3) */
+static double centered_sq_sum_arm(int64_t n, const float * x, float * y, float mean) {
+    double sum2 = 0.0;
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        float s[4];
+        for (int j = 0; j < 4; j++) {
+            const float v = x[i + j] - mean;
+            y[i + j] = v;
+            s[j] = v * v;
+        }
+        sum2 += (double) ((s[0] + s[1]) + (s[2] + s[3]));
+    }
+    for (; i < n; i++) {
+        const float v = x[i] - mean;
+        y[i] = v;
+        sum2 += (double) (v * v);
+    }
+    return sum2;
+}
+
 enum kiln_status kiln_cpu_fwd_norm(const struct kiln_compute_params * params, struct kiln_tensor * dst) {
     const struct kiln_tensor * src = dst->src[0];
     enum kiln_status st = check_f32(dst, src);
     if (st != KILN_STATUS_SUCCESS) return st;
     const float eps = kiln_get_op_params_f32(dst, 0);
     const int64_t n = src->ne[0];
+    const bool arm = kiln_kernels()->isa_id == KILN_ISA_NEON;
     int64_t ir0, ir1;
     kiln_split_rows(kiln_nrows(src), params->ith, params->nth, &ir0, &ir1);
     for (int64_t ir = ir0; ir < ir1; ir++) {
@@ -27,33 +80,10 @@ enum kiln_status kiln_cpu_fwd_norm(const struct kiln_compute_params * params, st
         kiln_row_index(src, ir, &i1, &i2, &i3);
         const float * x = (const float *) kiln_row_ptr(src, i1, i2, i3);
         float * y = (float *) kiln_row_ptr(dst, i1, i2, i3);
-        /* in the order of ggml's norm in llama.cpp's x86 build (AVX2 + FMA):
-         * the mean is float(sum in double) / n in float; the squares are
-         * summed 8 at a time, each group reduced in float as
-         * ((s0 + s4) + (s2 + s6)) + ((s1 + s5) + (s3 + s7)) and added in
-         * double, the last n % 8 one by one. A value that then lands on the
-         * other side of a Q8_0 or F16 rounding step (the next mat-mul's
-         * input) would otherwise move by a whole step. */
         double sum = 0.0;
         for (int64_t i = 0; i < n; i++) sum += (double) x[i];
         const float mean = (float) sum / (float) n;
-        double sum2 = 0.0;
-        int64_t i = 0;
-        for (; i + 8 <= n; i += 8) {
-            float s[8];
-            for (int j = 0; j < 8; j++) {
-                const float v = x[i + j] - mean;
-                y[i + j] = v;
-                s[j] = v * v;
-            }
-            const float h0 = s[0] + s[4], h1 = s[1] + s[5], h2 = s[2] + s[6], h3 = s[3] + s[7];
-            sum2 += (double) ((h0 + h2) + (h1 + h3));
-        }
-        for (; i < n; i++) {
-            const float v = x[i] - mean;
-            y[i] = v;
-            sum2 += (double)(v * v);
-        }
+        const double sum2 = arm ? centered_sq_sum_arm(n, x, y, mean) : centered_sq_sum_x86(n, x, y, mean);
         const float variance = (float)(sum2 / n);
         const float scale = 1.0f / sqrtf(variance + eps);
         for (int64_t i = 0; i < n; i++) y[i] *= scale;

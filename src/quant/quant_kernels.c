@@ -124,11 +124,4 @@ void kiln_quant_register_kernels(struct kiln_kernels * k) {
         k->from_float[KILN_TYPE_Q8_0] = kiln_quantize_row_q8_0_act__avx2;
     }
 #endif
-#if defined(__aarch64__) && !defined(__EMSCRIPTEN__)
-    /* ggml's arm64 build scales by 1 / d (kiln_quantize_row_q8_0_act_arm) */
-    if (k->isa_id == KILN_ISA_NEON) {
-        k->from_float[KILN_TYPE_Q8_0] = kiln_quantize_row_q8_0_act_arm;
-        k->from_float[KILN_TYPE_Q8_1] = kiln_quantize_row_q8_1_act_arm;
-    }
-#endif
 }

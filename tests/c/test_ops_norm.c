@@ -155,6 +155,79 @@ static void test_nonfinite(void) {
     kiln_free(ctx);
 }
 
+/* norm's float order, bit for bit, as llama.cpp's CPU builds sum
+ * ggml_vec_cvar_f32 (src/cpu/ops_norm.c): squares of x - mean in groups of
+ * 8 reduced ((s0+s4)+(s2+s6))+((s1+s5)+(s3+s7)) on x86, of 4 reduced
+ * (s0+s1)+(s2+s3) on arm64 (NEON), each group's float added in double, the
+ * tail one by one. `group` 8 or 4. */
+static void ref_norm_order(const float * x, float * y, int64_t n, float eps, int group) {
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; i++) sum += (double) x[i];
+    const float mean = (float) sum / (float) n;
+    double sum2 = 0.0;
+    int64_t i = 0;
+    for (; i + group <= n; i += group) {
+        float q[8];
+        for (int j = 0; j < group; j++) { y[i + j] = x[i + j] - mean; q[j] = y[i + j] * y[i + j]; }
+        float g;
+        if (group == 8) {
+            const float h0 = q[0] + q[4], h1 = q[1] + q[5], h2 = q[2] + q[6], h3 = q[3] + q[7];
+            g = (h0 + h2) + (h1 + h3);
+        } else {
+            g = (q[0] + q[1]) + (q[2] + q[3]);
+        }
+        sum2 += (double) g;
+    }
+    for (; i < n; i++) { y[i] = x[i] - mean; sum2 += (double) (y[i] * y[i]); }
+    const float scale = 1.0f / sqrtf((float) (sum2 / n) + eps);
+    for (int64_t k = 0; k < n; k++) y[k] *= scale;
+}
+
+static void test_norm_order(void) {
+    static const char * isas[] = { "scalar", "avx2", "avx512", "avxvnni", "neon", "wasm_simd128", "wasm_relaxed" };
+    static const int64_t widths[] = { 4, 8, 12, 37, 256, 2051 };
+    const int rows = 64;
+    tu_case = "norm order";
+    int tested = 0, orders_differ = 0;
+    for (size_t w = 0; w < sizeof widths / sizeof widths[0]; w++) {
+        const int64_t n = widths[w];
+        float * x = (float *) malloc(sizeof(float) * (size_t) (n * rows));
+        float * want = (float *) malloc(sizeof(float) * (size_t) (n * rows));
+        float * other = (float *) malloc(sizeof(float) * (size_t) (n * rows));
+        /* a large offset and spread: the squares' sums round differently in
+         * the two orders on most rows */
+        for (int64_t i = 0; i < n * rows; i++) x[i] = 1000.0f + tu_rand_uniform(-350.0f, 350.0f) * (float) (1 + i % 5);
+        for (size_t k = 0; k < sizeof isas / sizeof isas[0]; k++) {
+            kiln_cpu_force_isa(isas[k]);
+            if (strcmp(kiln_cpu_isa(), isas[k]) != 0) continue;
+            const bool arm = strcmp(isas[k], "neon") == 0;
+            struct kiln_context * ctx = tu_ctx(8 << 20);
+            struct kiln_tensor * a = kiln_new_tensor_2d(ctx, KILN_TYPE_F32, n, rows);
+            memcpy(a->data, x, sizeof(float) * (size_t) (n * rows));
+            struct kiln_tensor * y = kiln_norm(ctx, a, 1e-5f);
+            if (CHECK(y && tu_compute(ctx, y, 2) == KILN_STATUS_SUCCESS, "norm order %s n %lld: compute: %s", isas[k], (long long) n, kiln_last_error())) {
+                int bad = 0;
+                for (int r = 0; r < rows; r++) {
+                    ref_norm_order(x + r * n, want + r * n, n, 1e-5f, arm ? 4 : 8);
+                    ref_norm_order(x + r * n, other + r * n, n, 1e-5f, arm ? 8 : 4);
+                    if (memcmp(want + r * n, other + r * n, sizeof(float) * (size_t) n) != 0) orders_differ++;
+                }
+                for (int64_t i = 0; i < n * rows; i++) bad += memcmp(&want[i], &((const float *) y->data)[i], sizeof(float)) != 0;
+                CHECK(bad == 0, "norm order %s n %lld: %d of %lld values differ from the %s order", isas[k], (long long) n, bad,
+                      (long long) (n * rows), arm ? "arm64" : "x86");
+                tested++;
+            }
+            kiln_free(ctx);
+        }
+        kiln_cpu_force_isa(NULL);
+        free(x); free(want); free(other);
+    }
+    CHECK(tested >= 6, "norm order: %d (ISA, width) cases ran", tested);
+    /* the references tell the two orders apart (else the check above
+     * could not fail on a table that takes the wrong one) */
+    CHECK(orders_differ > 0, "norm order: the x86 and arm64 orders differ on %d rows", orders_differ);
+}
+
 static void test_rms_norm_back(void) {
     /* ne0 = 1 is left out: there dx = dy*r*eps/(x^2+eps) cancels to a few float ulps of noise */
     static const int64_t shapes[][4] = { { 2, 1, 1, 1 }, { 7, 3, 1, 1 }, { 64, 5, 3, 2 }, { 129, 2, 1, 1 } };
@@ -248,6 +321,7 @@ int main(void) {
     test_norms();
     test_long_rows();
     test_nonfinite();
+    test_norm_order();
     test_rms_norm_back();
     test_group_norm();
     test_bad_input();
