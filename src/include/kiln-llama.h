@@ -191,10 +191,18 @@ KILN_API char * kiln_json_schema_to_grammar(const char * schema, int32_t len);
 
 /* ----------------------------------------------------------------- model */
 
+/* Prompt tokens per graph by default: llama.cpp's default micro-batch
+ * (n_ubatch). A prompt is split into graphs of this many tokens, and
+ * attention takes another summation order for a graph of fewer than 64
+ * query rows than for a longer one (ggml's tiled path), so the same split
+ * as llama.cpp's is what gives its results on prompts longer than 64
+ * tokens. Each graph's activations take memory in proportion. */
+#define KILN_DEFAULT_N_BATCH 512
+
 struct kiln_model_params {
     int32_t        n_ctx;      /* context length; 0: from the GGUF metadata */
     enum kiln_type kv_type;    /* KILN_TYPE_F16 (default) or KILN_TYPE_F32 */
-    int32_t        n_batch;    /* prompt tokens per graph; 0: 64 */
+    int32_t        n_batch;    /* prompt tokens per graph; 0: KILN_DEFAULT_N_BATCH */
     int32_t        n_threads;  /* 0: KILN_DEFAULT_N_THREADS */
     bool           vocab_only; /* load only the tokenizer */
     bool           no_copy;    /* kiln_model_load_from_buffer: weights stay in the caller's

@@ -19,7 +19,7 @@ struct kiln_model_params kiln_model_params_default(void) {
     struct kiln_model_params p = {
         .n_ctx = 0,
         .kv_type = KILN_TYPE_F16,
-        .n_batch = 64,
+        .n_batch = KILN_DEFAULT_N_BATCH,
         .n_threads = 0,
         .vocab_only = false,
         .no_copy = false,
@@ -297,7 +297,7 @@ static struct kiln_model * load(struct kiln_gguf_context * g, struct kiln_contex
     if (m->tr->ffn == FFN_GELU_GATED || m->tr->ffn == FFN_GELU) decoder_init_gelu_table();
     if (may_repack) repack_weights(m);
     m->n_ctx = params.n_ctx > 0 ? params.n_ctx : m->n_ctx_train;
-    m->n_batch = params.n_batch > 0 ? params.n_batch : 64;
+    m->n_batch = params.n_batch > 0 ? params.n_batch : KILN_DEFAULT_N_BATCH;
     m->n_threads = params.n_threads > 0 ? params.n_threads : KILN_DEFAULT_N_THREADS;
     m->threadpool = params.threadpool;
     arch_pick_rope_factors(m);

@@ -5,7 +5,12 @@
  * cross-checks against llama.cpp at a given generation step
  * (tests/oracle/arch.mjs).
  *
- *   kiln-logits -m FILE --ids 1,2,3 [--isa NAME] [--ctx N] [--batch N] [--threads N]
+ *   kiln-logits -m FILE --ids 1,2,3 [--isa NAME] [--ctx N] [--batch N] [--ubatch N] [--threads N]
+ *
+ * --ubatch N: the model's batch size (kiln_model_params.n_batch; 0: the
+ * library's default), by default the --batch count; a first batch longer
+ * than it is evaluated in pieces of N, as kiln_model_eval splits any
+ * longer call.
  *
  * stdout: one JSON line {"n":N,"logits":[...]} (%.9g, so floats round-trip).
  */
@@ -23,6 +28,7 @@ int main(int argc, char ** argv) {
     mp.n_threads = 1;
     static struct lora_args loras;
     int32_t first = 1; /* ids in the first batch */
+    int32_t ubatch = -1; /* the model's n_batch (-1: first, 0: the default) */
     for (int i = 1; i + 1 < argc; i += 2) {
         const int used = lora_args_parse(&loras, argc, argv, i, "kiln-logits");
         if (used < 0) return 2;
@@ -34,7 +40,8 @@ int main(int argc, char ** argv) {
         else if (!strcmp(argv[i], "--ids")) ids = argv[i + 1];
         else if (!strcmp(argv[i], "--ctx")) mp.n_ctx = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--threads")) mp.n_threads = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--batch")) first = atoi(argv[i + 1]), mp.n_batch = first > 1 ? first : 1;
+        else if (!strcmp(argv[i], "--batch")) first = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--ubatch")) ubatch = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--isa")) {
             kiln_cpu_force_isa(argv[i + 1]);
             if (strcmp(kiln_cpu_isa(), argv[i + 1]) != 0) {
@@ -44,9 +51,11 @@ int main(int argc, char ** argv) {
         } else path = NULL, i = argc;
     }
     if (!path || !ids) {
-        fprintf(stderr, "usage: kiln-logits -m FILE --ids 1,2,3 [--isa NAME] [--ctx N] [--batch N] [--threads N] [--lora F]... [--lora-scaled F S]...\n");
+        fprintf(stderr, "usage: kiln-logits -m FILE --ids 1,2,3 [--isa NAME] [--ctx N] [--batch N] [--ubatch N] [--threads N] [--lora F]... [--lora-scaled F S]...\n");
         return 2;
     }
+    if (ubatch > 0) mp.n_batch = ubatch;
+    else if (ubatch < 0 && first > 1) mp.n_batch = first;
     struct kiln_model * model = kiln_model_load(path, mp);
     if (!model) {
         fprintf(stderr, "kiln-logits: %s\n", kiln_last_error());

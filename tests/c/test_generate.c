@@ -383,12 +383,15 @@ static void prompt_cache_cases(const struct blob * b, const char * what, bool ex
          * batches of 1, measured below) */
         /* ...except from 64 prompt ids on, where the cold batch's attention
          * takes ggml's tiled prompt path (f32 scores and accumulators) and
-         * the warm run's one-id batches the row path (Q and accumulators
-         * in F16), as in llama.cpp: q8_0 measured nmse 4.0e-4 at 74 ids
-         * (the F16 roundings move q8 activation roundings), F32 1.1e-7 */
+         * the warm run's few-id batches the row path (Q and accumulators
+         * in F16), as in llama.cpp: measured at 74 ids (one cold graph of
+         * 74 rows), q8_0 nmse 9.4e-5 (the F16 roundings move q8 activation
+         * roundings), F32 1.1e-6 */
         if (exact && n < 64) CHECK(dmax == 0, "turn %d: first logits equal the cold run's bit for bit (%.3g)", k + 1, dmax);
         else if (exact) CHECK(num / den < 2e-3, "turn %d: first logits agree with the cold run as attention's two paths do (nmse %.3g)", k + 1, num / den);
-        else CHECK(num / den < 1e-6, "turn %d: first logits agree with the cold run as batchings do (nmse %.3g)", k + 1, num / den);
+        else if (n < 64) CHECK(num / den < 1e-6, "turn %d: first logits agree with the cold run as batchings do (nmse %.3g)", k + 1, num / den);
+        else CHECK(num / den < 2e-5, "turn %d: first logits agree with the cold run as batchings and attention's two paths do (nmse %.3g)",
+                   k + 1, num / den);
         CHECK(sw.prompt_tokens == n && sc.cached_tokens == 0, "prompt_tokens is the prompt's length; a cold run caches nothing");
         if (k == 0) CHECK(sw.cached_tokens == 0, "turn 1: nothing cached");
         else CHECK(sw.cached_tokens == prev_end - 1, "turn %d: cached %d = previous prompt + reply - 1 (%d; the last sampled id was never evaluated)",
