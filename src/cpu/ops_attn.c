@@ -270,10 +270,11 @@ static void flash_attn_tiled(const struct kiln_tensor * q, const struct kiln_ten
                 for (int t = 0; t < nt; t++) {
                     const char * mrow = kiln_row_ptr(mask, iq1 + t, iq2 % mask->ne[2], iq3 % mask->ne[3]);
                     float * m = mk + t * KV_TILE;
-                    for (int j = 0; j < nkv; j++) {
-                        m[j] = mask_value(mask, mrow, ic + j, slope);
-                        any |= m[j] != -INFINITY;
-                    }
+                    /* mask_value's slope * value, a row at a time */
+                    if (mask->type == KILN_TYPE_F16) kk->f16_to_f32(nkv, (const kiln_fp16_t *) mrow + ic, m);
+                    else memcpy(m, (const float *) mrow + ic, sizeof(float) * (size_t) nkv);
+                    kk->f32_scale(nkv, slope, m, m);
+                    for (int j = 0; j < nkv; j++) any |= m[j] != -INFINITY;
                     for (int j = nkv; j < KV_TILE; j++) m[j] = -INFINITY;
                 }
                 if (!any) continue; /* masked out for every row of the tile */
