@@ -163,20 +163,26 @@ static enum kiln_status copy_convert(const struct kiln_compute_params * params, 
     if (r0 >= r1) return KILN_STATUS_SUCCESS;
     float buf[KILN_CHUNK];
     struct walker w;
-    if (!same_shape && !dq) walker_init(&w, dst, r0 * ne00);
     const size_t dsz = kiln_type_size(td);
     const int64_t dblk = kiln_blck_size(td);
+    /* a contiguous dst of another shape takes source row r at flat element
+     * r * ne00 (a KV cache row written from [DK, heads, tokens]): written
+     * as a row, not element by element */
+    const bool flat = !same_shape && !dq && kiln_is_contiguous(dst);
+    const bool direct = same_shape || flat;
+    const size_t dstep = same_shape ? dst->nb[0] : dsz;
+    if (!direct && !dq) walker_init(&w, dst, r0 * ne00);
     for (int64_t r = r0; r < r1; r++) {
         int64_t i1, i2, i3;
         kiln_row_index(src, r, &i1, &i2, &i3);
         const char * s = kiln_row_ptr(src, i1, i2, i3);
-        char * d = same_shape ? kiln_row_ptr(dst, i1, i2, i3) : NULL;
+        char * d = same_shape ? kiln_row_ptr(dst, i1, i2, i3) : flat ? (char *) dst->data + (size_t) (r * ne00) * dsz : NULL;
         if (!via_f32) {
             for (int64_t i0 = 0; i0 < ne00; i0++) {
                 const double v = kiln_elem_get_f64(ts, s + i0 * src->nb[0]);
-                char * p = same_shape ? d + i0 * dst->nb[0] : walker_ptr(&w);
+                char * p = direct ? d + i0 * dstep : walker_ptr(&w);
                 kiln_elem_set_f64(td, p, v);
-                if (!same_shape) walker_next(&w);
+                if (!direct) walker_next(&w);
             }
             continue;
         }
@@ -191,8 +197,8 @@ static enum kiln_status copy_convert(const struct kiln_compute_params * params, 
                 /* dst is contiguous: flat element index r*ne00 + c */
                 const int64_t k = r * ne00 + c;
                 kiln_row_from_f32(td, buf, (char *) dst->data + (k / dblk) * dsz, n);
-            } else if (same_shape) {
-                kiln_store_f32(td, d + c * dst->nb[0], dst->nb[0], n, buf);
+            } else if (direct) {
+                kiln_store_f32(td, d + c * dstep, dstep, n, buf);
             } else {
                 for (int64_t j = 0; j < n; j++) {
                     kiln_st_f32(td, walker_ptr(&w), buf[j]);

@@ -287,6 +287,11 @@ static void test_copy(void) {
     run_copy(C_CPY, KILN_TYPE_F32, KILN_TYPE_F16, S, EC_PERM, R2, EC_TRANS);
     run_copy(C_CPY, KILN_TYPE_I32, KILN_TYPE_F32, S, EC_TRANS, R3, EC_PADDED);
     run_copy(C_CPY, KILN_TYPE_BF16, KILN_TYPE_BF16, S, EC_TRANS, R2, EC_PERM);
+    /* into a contiguous destination of another shape, converting (as a KV
+     * cache row is written): each source row lands at its flat offset */
+    run_copy(C_CPY, KILN_TYPE_F32, KILN_TYPE_F16, S, EC_PERM, R2, EC_CONT);
+    run_copy(C_CPY, KILN_TYPE_F16, KILN_TYPE_F32, S, EC_PADDED, R3, EC_CONT);
+    run_copy(C_CPY, KILN_TYPE_I32, KILN_TYPE_F32, S, EC_TRANS, R1, EC_CONT);
     /* long row */
     static const int64_t L[4] = { 65537, 2, 1, 1 };
     run_copy(C_CPY, KILN_TYPE_F32, KILN_TYPE_F16, L, EC_CONT, L, EC_CONT);
