@@ -157,6 +157,7 @@ static void build_tables(void) {
         k->gemm_x4[KILN_TYPE_Q4_K] = q4_Kx8_q8_K_gemm__avx512;
         k->gemm_x16[KILN_TYPE_Q4_K] = q4_Kx16_q8_K_gemm__avx512;
         k->f32_gemm_packed = f32_gemm_8x16__avx512; k->pack_mr = 8;
+        k->f32_gemm_fma = f32_gemm_fma__avx512;
         g_available[KILN_ISA_AVX512] = true;
     }
     /* AVX2's table with AVX-VNNI kernels, bit-identical to AVX2's: for CPUs

@@ -848,7 +848,8 @@ static void test_gemm_pack(const struct kiln_kernels * k) {
 
 /* f32_gemm_fma: bit-identical to f32_axpy rows of the same table (its
  * contract: one FMA chain per value in k order), and near the product in
- * double; the AVX-512 and AVX-VNNI rows inherit AVX2's */
+ * double (the AVX-512 row has its own 512-bit blocks; AVX-VNNI inherits
+ * AVX2's) */
 static void test_gemm_fma(const struct kiln_kernels * k) {
     if (!k->f32_gemm_fma) {
         printf("  f32_gemm_fma: none on %s (flash attention uses f32_axpy)\n", k->isa);

@@ -38,6 +38,7 @@ void f32_gemm_6x16__avx2(int64_t k, const float * a, int64_t lda, const float * 
 void f32_gemm_3x4__avx2(int64_t k, const float * a, int64_t lda, const float * b, int64_t ldb, float * c, int64_t ldc);
 float f32_dot8__avx2(int64_t n, const float * x, const float * y);
 void f32_gemm_fma__avx2(int m, int k, int n, float * C, const float * A, const float * B);
+void f32_gemm_fma__avx512(int m, int k, int n, float * C, const float * A, const float * B);
 void f16_mad__avx2(int64_t n, kiln_fp16_t * y, const kiln_fp16_t * x, float v);
 void f16_scale__avx2(int64_t n, kiln_fp16_t * y, float v);
 /* the avx512 row's packed microkernel, bit-identical to f32_gemm_6x16__avx2 per output */

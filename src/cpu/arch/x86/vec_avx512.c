@@ -24,3 +24,50 @@ void f32_gemm_8x16__avx512(int64_t k, const float * a, int64_t lda, const float 
         _mm512_storeu_ps(cj, accumulate ? _mm512_add_ps(_mm512_loadu_ps(cj), acc[j]) : acc[j]);
     }
 }
+
+/* C[m x n] += A[m x k] B[k x n], n % 8 == 0 (kernels.h f32_gemm_fma): as
+ * f32_gemm_fma__avx2 on 512-bit registers, blocks of 4 rows x 64 columns,
+ * then 4 x 16, then single rows; a last 8 columns on 256 bits. Each C value
+ * is still one fmadd chain in k order from its value in C, so the bits are
+ * AVX2's. */
+#define GEMM_BLOCK512(R, V)                                                           \
+    do {                                                                              \
+        __m512 acc[R][V];                                                             \
+        for (int r = 0; r < R; r++)                                                   \
+            for (int c = 0; c < V; c++) acc[r][c] = _mm512_loadu_ps(C + (i + r) * n + j + 16 * c); \
+        for (int q = 0; q < k; q++) {                                                 \
+            __m512 b[V];                                                              \
+            for (int c = 0; c < V; c++) b[c] = _mm512_loadu_ps(B + q * n + j + 16 * c); \
+            for (int r = 0; r < R; r++) {                                             \
+                const __m512 a = _mm512_set1_ps(A[(i + r) * k + q]);                  \
+                for (int c = 0; c < V; c++) acc[r][c] = _mm512_fmadd_ps(a, b[c], acc[r][c]); \
+            }                                                                         \
+        }                                                                             \
+        for (int r = 0; r < R; r++)                                                   \
+            for (int c = 0; c < V; c++) _mm512_storeu_ps(C + (i + r) * n + j + 16 * c, acc[r][c]); \
+    } while (0)
+
+static void gemm_fma_tail8(int i, int r_end, int j, int k, int n, float * C, const float * A, const float * B) {
+    for (; i < r_end; i++) {
+        __m256 acc = _mm256_loadu_ps(C + i * n + j);
+        for (int q = 0; q < k; q++) acc = _mm256_fmadd_ps(_mm256_set1_ps(A[i * k + q]), _mm256_loadu_ps(B + q * n + j), acc);
+        _mm256_storeu_ps(C + i * n + j, acc);
+    }
+}
+
+void f32_gemm_fma__avx512(int m, int k, int n, float * C, const float * A, const float * B) {
+    int i = 0;
+    for (; i + 4 <= m; i += 4) {
+        int j = 0;
+        for (; j + 64 <= n; j += 64) GEMM_BLOCK512(4, 4);
+        for (; j + 16 <= n; j += 16) GEMM_BLOCK512(4, 1);
+        if (j < n) gemm_fma_tail8(i, i + 4, j, k, n, C, A, B);
+    }
+    for (; i < m; i++) {
+        int j = 0;
+        for (; j + 64 <= n; j += 64) GEMM_BLOCK512(1, 4);
+        for (; j + 16 <= n; j += 16) GEMM_BLOCK512(1, 1);
+        if (j < n) gemm_fma_tail8(i, i + 1, j, k, n, C, A, B);
+    }
+}
+#undef GEMM_BLOCK512
