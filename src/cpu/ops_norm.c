@@ -21,42 +21,23 @@ static enum kiln_status check_f32(const struct kiln_tensor * dst, const struct k
  * mean is float(sum in double) / n in float (both builds). A value that
  * lands on the other side of a Q8_0 or F16 rounding step (the next
  * mat-mul's input) would otherwise move by a whole step.
- * llama.cpp's x86 build (AVX2 + FMA; Kiln's x86, scalar and wasm rows):
- * groups of 8, reduced as ((s0 + s4) + (s2 + s6)) + ((s1 + s5) + (s3 + s7)). */
-static double centered_sq_sum_x86(int64_t n, const float * x, float * y, float mean) {
+ *   llama.cpp's x86 build (AVX2 + FMA; Kiln's x86, scalar and wasm rows):
+ *     groups of 8, reduced ((s0 + s4) + (s2 + s6)) + ((s1 + s5) + (s3 + s7));
+ *   its arm64 build (NEON): groups of 4, reduced pairwise as vaddvq_f32
+ *     does, (s0 + s1) + (s2 + s3). */
+static double centered_sq_sum(int64_t n, const float * x, float * y, float mean, bool arm) {
+    const int g = arm ? 4 : 8;
     double sum2 = 0.0;
     int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
+    for (; i + g <= n; i += g) {
         float s[8];
-        for (int j = 0; j < 8; j++) {
+        for (int j = 0; j < g; j++) {
             const float v = x[i + j] - mean;
             y[i + j] = v;
             s[j] = v * v;
         }
-        const float h0 = s[0] + s[4], h1 = s[1] + s[5], h2 = s[2] + s[6], h3 = s[3] + s[7];
-        sum2 += (double) ((h0 + h2) + (h1 + h3));
-    }
-    for (; i < n; i++) {
-        const float v = x[i] - mean;
-        y[i] = v;
-        sum2 += (double) (v * v);
-    }
-    return sum2;
-}
-
-/* llama.cpp's arm64 build (NEON): groups of 4, reduced pairwise as
- * vaddvq_f32 does, (s0 + s1) + (s2 + s3) */
-static double centered_sq_sum_arm(int64_t n, const float * x, float * y, float mean) {
-    double sum2 = 0.0;
-    int64_t i = 0;
-    for (; i + 4 <= n; i += 4) {
-        float s[4];
-        for (int j = 0; j < 4; j++) {
-            const float v = x[i + j] - mean;
-            y[i + j] = v;
-            s[j] = v * v;
-        }
-        sum2 += (double) ((s[0] + s[1]) + (s[2] + s[3]));
+        sum2 += (double) (arm ? (s[0] + s[1]) + (s[2] + s[3])
+                              : ((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7])));
     }
     for (; i < n; i++) {
         const float v = x[i] - mean;
@@ -83,7 +64,7 @@ enum kiln_status kiln_cpu_fwd_norm(const struct kiln_compute_params * params, st
         double sum = 0.0;
         for (int64_t i = 0; i < n; i++) sum += (double) x[i];
         const float mean = (float) sum / (float) n;
-        const double sum2 = arm ? centered_sq_sum_arm(n, x, y, mean) : centered_sq_sum_x86(n, x, y, mean);
+        const double sum2 = centered_sq_sum(n, x, y, mean, arm);
         const float variance = (float)(sum2 / n);
         const float scale = 1.0f / sqrtf(variance + eps);
         for (int64_t i = 0; i < n; i++) y[i] *= scale;
