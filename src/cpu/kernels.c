@@ -235,6 +235,7 @@ static void build_tables(void) {
     k->f32_gemm_packed = f32_gemm_2x16__wasm_simd128; k->pack_mr = 2; k->pack_nr = 16; k->f32_gemm_pack = f32_gemm_pack16__wasm_simd128;
     k->f32_gemm_tile8 = f32_gemm8_2x2__wasm_simd128; k->tile8_mr = 2; k->tile8_nr = 2;
     k->f32_dot8 = f32_dot8__wasm_simd128; k->f32_dot_ggml = f32_dot_ggml__wasm_simd128;
+    k->f32_gemm_fma = f32_gemm_fma__wasm_simd128; /* multiply then add, as its f32_axpy */
     table_finish(k);
     g_available[KILN_ISA_WASM_SIMD128] = true;
 #endif

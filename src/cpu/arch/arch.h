@@ -59,6 +59,7 @@ float f32_dot4__neon(int64_t n, const float * x, const float * y);
 #ifdef KILN_ARCH_WASM_SIMD
 KILN_VEC_LIST(KILN_VEC_DECLARE, wasm_simd128)
 void f32_gemm_2x16__wasm_simd128(int64_t k, const float * a, int64_t lda, const float * bp, float * c, int64_t ldc, int accumulate);
+void f32_gemm_fma__wasm_simd128(int m, int k, int n, float * C, const float * A, const float * B);
 void f32_gemm_pack16__wasm_simd128(int64_t k, const float * a, int64_t lda, int nr, float * bp);
 void f32_gemm_3x3__wasm_simd128(int64_t k, const float * a, int64_t lda, const float * b, int64_t ldb, float * c, int64_t ldc);
 void f16_mad__wasm_simd128(int64_t n, kiln_fp16_t * y, const kiln_fp16_t * x, float v);

@@ -148,6 +148,49 @@ void f32_axpy__wasm_simd128(int64_t n, float a, const float * x, float * y) {
     for (; i < n; i++) y[i] += a * x[i];
 }
 
+/* C[m x n] += A[m x k] B[k x n] (kernels.h f32_gemm_fma): each step a
+ * multiply then an add, as f32_axpy__wasm_simd128's, so every C value is the
+ * chain c = a * b + c in k order, bit-identical to f32_axpy rows; blocks of
+ * R rows x V vectors of 4 columns keep their sums in registers across k
+ * (4 x 2: eight accumulators, which V8 keeps in registers), then columns
+ * 4 at a time, then one by one. */
+#define GEMM_MADD_BLOCK(R, V)                                                                     \
+    do {                                                                                          \
+        v128_t acc[R][V];                                                                         \
+        for (int r = 0; r < R; r++)                                                               \
+            for (int c = 0; c < V; c++) acc[r][c] = wasm_v128_load(C + (i + r) * n + j + 4 * c);  \
+        for (int q = 0; q < k; q++) {                                                             \
+            v128_t b[V];                                                                          \
+            for (int c = 0; c < V; c++) b[c] = wasm_v128_load(B + q * n + j + 4 * c);             \
+            for (int r = 0; r < R; r++) {                                                         \
+                const v128_t a = wasm_f32x4_splat(A[(i + r) * k + q]);                            \
+                for (int c = 0; c < V; c++) acc[r][c] = MADD(a, b[c], acc[r][c]);                 \
+            }                                                                                     \
+        }                                                                                         \
+        for (int r = 0; r < R; r++)                                                               \
+            for (int c = 0; c < V; c++) wasm_v128_store(C + (i + r) * n + j + 4 * c, acc[r][c]);  \
+    } while (0)
+
+void f32_gemm_fma__wasm_simd128(int m, int k, int n, float * C, const float * A, const float * B) {
+    int i = 0;
+    for (; i + 4 <= m; i += 4) {
+        int j = 0;
+        for (; j + 8 <= n; j += 8) GEMM_MADD_BLOCK(4, 2);
+        for (; j + 4 <= n; j += 4) GEMM_MADD_BLOCK(4, 1);
+        for (; j < n; j++)
+            for (int r = 0; r < 4; r++)
+                for (int q = 0; q < k; q++) C[(i + r) * n + j] += A[(i + r) * k + q] * B[q * n + j];
+    }
+    for (; i < m; i++) {
+        int j = 0;
+        for (; j + 8 <= n; j += 8) GEMM_MADD_BLOCK(1, 2);
+        for (; j + 4 <= n; j += 4) GEMM_MADD_BLOCK(1, 1);
+        for (; j < n; j++)
+            for (int q = 0; q < k; q++) C[i * n + j] += A[i * k + q] * B[q * n + j];
+    }
+}
+#undef GEMM_MADD_BLOCK
+
 void f32_scale__wasm_simd128(int64_t n, float a, const float * x, float * y) {
     const v128_t va = wasm_f32x4_splat(a);
     int64_t i = 0;
