@@ -178,6 +178,7 @@ static void build_tables(void) {
     FILL_TYPES(k, neon);
     k->f32_gemm_tile = f32_gemm_4x4__neon; k->gemm_mr = 4; k->gemm_nr = 4;
     k->f32_dot4 = f32_dot4__neon;
+    k->f32_gemm_fma = f32_gemm_fma__neon; /* fused, as its f32_axpy */
     /* x4 / x8 kernels (arch/arm/repack_neon.c, repack_q4_K_neon.c), the
      * SDOT builds where the plain dotprod kernels run too (q8_0: with
      * dotprod only, in llama.cpp's repacked order) */

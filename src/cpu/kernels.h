@@ -133,10 +133,10 @@ struct kiln_kernels {
      * then keeps its own orders. */
     /* C[m x n] += A[m x k] B[k x n] (row-major, n a multiple of 8), every
      * C value one chain of multiply-adds in k order from its value in C,
-     * fused where the table's f32_axpy fuses (x86; wasm multiplies then
-     * adds): bit-identical to f32_axpy(n, A[i][q], B row q, C row i) for q
-     * in order (ggml's simd_gemm, flash attention's tiled path). NULL:
-     * those f32_axpy calls. */
+     * fused where the table's f32_axpy fuses (x86, arm64; wasm multiplies
+     * then adds): bit-identical to f32_axpy(n, A[i][q], B row q, C row i)
+     * for q in order (ggml's simd_gemm, flash attention's tiled path).
+     * NULL: those f32_axpy calls. */
     void (*f32_gemm_fma)(int m, int k, int n, float * C, const float * A, const float * B);
     kiln_gemm_tile_t f32_gemm_tile8;
     int tile8_mr, tile8_nr;

@@ -55,6 +55,7 @@ void f16_scale__neon_fp16(int64_t n, kiln_fp16_t * y, float v);
  * higher variants would use): dotprod and fp16 scalar + vector arithmetic */
 int kiln_cpu_arm_f16_arith(void);
 float f32_dot4__neon(int64_t n, const float * x, const float * y);
+void f32_gemm_fma__neon(int m, int k, int n, float * C, const float * A, const float * B);
 #endif
 #ifdef KILN_ARCH_WASM_SIMD
 KILN_VEC_LIST(KILN_VEC_DECLARE, wasm_simd128)

@@ -138,6 +138,49 @@ void f32_axpy__neon(int64_t n, float a, const float * x, float * y) {
     for (; i < n; i++) y[i] = fmaf(a, x[i], y[i]);
 }
 
+/* C[m x n] += A[m x k] B[k x n] (kernels.h f32_gemm_fma): each C value the
+ * chain c = fma(a, b, c) in k order, as f32_axpy__neon's, so the bits are
+ * f32_axpy rows'; blocks of 4 rows x 16 columns keep their sums in
+ * registers across k, then 4 columns at a time, then one by one. */
+#define GEMM_FMA_BLOCK(R, V)                                                                  \
+    do {                                                                                      \
+        float32x4_t acc[R][V];                                                                \
+        for (int r = 0; r < R; r++)                                                           \
+            for (int c = 0; c < V; c++) acc[r][c] = vld1q_f32(C + (i + r) * n + j + 4 * c);  \
+        for (int q = 0; q < k; q++) {                                                         \
+            float32x4_t b[V];                                                                 \
+            for (int c = 0; c < V; c++) b[c] = vld1q_f32(B + q * n + j + 4 * c);             \
+            for (int r = 0; r < R; r++) {                                                     \
+                const float32x4_t a = vdupq_n_f32(A[(i + r) * k + q]);                        \
+                for (int c = 0; c < V; c++) acc[r][c] = vfmaq_f32(acc[r][c], a, b[c]);       \
+            }                                                                                 \
+        }                                                                                     \
+        for (int r = 0; r < R; r++)                                                           \
+            for (int c = 0; c < V; c++) vst1q_f32(C + (i + r) * n + j + 4 * c, acc[r][c]);   \
+    } while (0)
+
+static void gemm_fma_cols(int i, int r_end, int j, int k, int n, float * C, const float * A, const float * B) {
+    for (; i < r_end; i++)
+        for (int q = 0; q < k; q++) C[i * n + j] = fmaf(A[i * k + q], B[q * n + j], C[i * n + j]);
+}
+
+void f32_gemm_fma__neon(int m, int k, int n, float * C, const float * A, const float * B) {
+    int i = 0;
+    for (; i + 4 <= m; i += 4) {
+        int j = 0;
+        for (; j + 16 <= n; j += 16) GEMM_FMA_BLOCK(4, 4);
+        for (; j + 4 <= n; j += 4) GEMM_FMA_BLOCK(4, 1);
+        for (; j < n; j++) gemm_fma_cols(i, i + 4, j, k, n, C, A, B);
+    }
+    for (; i < m; i++) {
+        int j = 0;
+        for (; j + 16 <= n; j += 16) GEMM_FMA_BLOCK(1, 4);
+        for (; j + 4 <= n; j += 4) GEMM_FMA_BLOCK(1, 1);
+        for (; j < n; j++) gemm_fma_cols(i, i + 1, j, k, n, C, A, B);
+    }
+}
+#undef GEMM_FMA_BLOCK
+
 void f32_scale__neon(int64_t n, float a, const float * x, float * y) {
     int64_t i = 0;
     for (; i + 4 <= n; i += 4) vst1q_f32(y + i, vmulq_n_f32(vld1q_f32(x + i), a));
