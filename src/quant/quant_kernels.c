@@ -118,6 +118,12 @@ void kiln_quant_register_kernels(struct kiln_kernels * k) {
         k->from_float[KILN_TYPE_Q8_0] = kiln_quantize_row_q8_0_act_arm;
         k->from_float[KILN_TYPE_Q8_1] = kiln_quantize_row_q8_1_act_arm;
     }
+#if defined(__wasm_simd128__)
+    /* the same bytes on SIMD128 vectors */
+    if (k->isa_id == KILN_ISA_WASM_SIMD128 || k->isa_id == KILN_ISA_WASM_RELAXED) {
+        k->from_float[KILN_TYPE_Q8_0] = kiln_quantize_row_q8_0_act__wasm_simd128;
+    }
+#endif
 #if defined(__x86_64__) && !defined(__EMSCRIPTEN__)
     /* the same bytes on 8-lane vectors */
     if (k->isa_id == KILN_ISA_AVX2 || k->isa_id == KILN_ISA_AVX512 || k->isa_id == KILN_ISA_AVXVNNI) {

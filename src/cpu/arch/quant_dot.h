@@ -65,6 +65,8 @@ void q8_0_q8_0_vec_dot_n__neon_dotprod(int64_t n, float * s, const void * x, con
 #endif
 #if defined(__wasm_simd128__)
 KILN_QDOT_SIMD_LIST(KILN_QDOT, wasm_simd128)
+/* kiln_quantize_row_q8_0_act's bytes on SIMD128 vectors */
+void kiln_quantize_row_q8_0_act__wasm_simd128(const float * x, void * y, int64_t k);
 #endif
 #if defined(__wasm_simd128__) && defined(__wasm_relaxed_simd__)
 /* relaxed SIMD replaces these two; the other types keep SIMD128's */

@@ -16,6 +16,7 @@
 #include "../quant_dot.h"
 #include "blocks.h"
 #include "quants_impl.h"
+#include "quants.h"
 #include "simd128_common.h"
 
 static inline v128_t dot16(v128_t acc, v128_t a, v128_t b) {
@@ -320,4 +321,44 @@ void iq4_xs_q8_K_vec_dot__wasm_simd128(int64_t n, float * s, const void * vx, co
         sumf += KQ_H2F(x[i].d) * y[i].d * isum;
     }
     *s = sumf;
+}
+
+/* kiln_quantize_row_q8_0_act (llama.cpp's x86 rounding: id = 127 / amax,
+ * round half to even) on SIMD128 vectors, the same bytes: the largest
+ * magnitude is the same whatever the order of the max steps, the products
+ * and roundings are per value, and a product over 128 in magnitude (an inf
+ * activation) becomes 0 as there. A block with a NaN goes through the
+ * reference, whose max depends on where the NaN sits. */
+void kiln_quantize_row_q8_0_act__wasm_simd128(const float * x, void * vy, int64_t k) {
+    block_q8_0 * y = (block_q8_0 *) vy;
+    const v128_t lim = wasm_f32x4_splat(128.0f);
+    for (int64_t i = 0; i < k / QK8_0; i++) {
+        const float * xb = x + i * QK8_0;
+        v128_t v[8], nan = wasm_i32x4_splat(0);
+        for (int p = 0; p < 8; p++) {
+            v[p] = wasm_v128_load(xb + 4 * p);
+            nan = wasm_v128_or(nan, wasm_f32x4_ne(v[p], v[p]));
+        }
+        if (wasm_v128_any_true(nan)) {
+            kiln_quantize_row_q8_0_act(xb, &y[i], QK8_0);
+            continue;
+        }
+        v128_t m = wasm_f32x4_abs(v[0]);
+        for (int p = 1; p < 8; p++) m = wasm_f32x4_max(m, wasm_f32x4_abs(v[p]));
+        const float amax = KQ_MAX(KQ_MAX(wasm_f32x4_extract_lane(m, 0), wasm_f32x4_extract_lane(m, 1)),
+                                  KQ_MAX(wasm_f32x4_extract_lane(m, 2), wasm_f32x4_extract_lane(m, 3)));
+        const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+        y[i].d = KQ_F2H(amax / 127.0f);
+        const v128_t mul = wasm_f32x4_splat(id);
+        v128_t q[8];
+        for (int p = 0; p < 8; p++) {
+            const v128_t s = wasm_f32x4_mul(v[p], mul);
+            const v128_t ok = wasm_f32x4_le(wasm_f32x4_abs(s), lim);
+            q[p] = wasm_v128_and(wasm_i32x4_trunc_sat_f32x4(wasm_f32x4_nearest(s)), ok);
+        }
+        for (int p = 0; p < 8; p += 4) {
+            const v128_t lo = wasm_i16x8_narrow_i32x4(q[p], q[p + 1]), hi = wasm_i16x8_narrow_i32x4(q[p + 2], q[p + 3]);
+            wasm_v128_store(y[i].qs + 4 * p, wasm_i8x16_narrow_i16x8(lo, hi));
+        }
+    }
 }
