@@ -5,7 +5,7 @@
 # kernel runs at two sizes; the difference is one block (32 values; a
 # 256-value super-block for Q4_K). Prints one JSON line per kernel and
 # column count: insns per block for the whole call, and per weight row and
-# activation row (plain kernels: 1 row; x4: 4 rows; Q4_K x8: 8 rows).
+# activation row (plain kernels: 1 row; x4: 4 rows; K-quant x8: 8 rows).
 # Needs: gcc-aarch64-linux-gnu, qemu-user-static; uses build-aarch64/ (made
 # by scripts/test-neon.sh, or here).
 set -euo pipefail
@@ -51,6 +51,12 @@ for S in neon neon_dotprod; do
   one "q4_Kx8_q8_K_vec_dot__$S" 8 1 256 512
   one "q4_Kx8_q8_K_gemm__$S" 8 1 256 512
   one "q4_Kx8_q8_K_gemm__$S" 8 2 256 512
+done
+# Q5_K / Q6_K: plain (their NEON dotprod dots) and x8 (llama.cpp arm64's orders; dotprod only)
+for t in q5_K q6_K; do
+  one "${t}_q8_K_vec_dot__neon_dotprod" 1 1 256 512
+  one "${t}x8_q8_K_vec_dot__neon_dotprod" 8 1 256 512
+  one "${t}x8_q8_K_gemm__neon_dotprod" 8 2 256 512
 done
 for t in q4_0x4_q8_0 iq4_nlx4_q8_0; do
   one "${t}_gemm__neon_i8mm" 4 2 64 96
