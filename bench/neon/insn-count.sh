@@ -5,7 +5,7 @@
 # kernel runs at two sizes; the difference is one block (32 values; a
 # 256-value super-block for Q4_K). Prints one JSON line per kernel and
 # column count: insns per block for the whole call, and per weight row and
-# activation row (plain kernels: 1 row; x4: 4 rows; Q4_K x8: 8 rows).
+# activation row (plain kernels: 1 row; x4: 4 rows; K-quant x8: 8 rows).
 # Needs: gcc-aarch64-linux-gnu, qemu-user-static; uses build-aarch64/ (made
 # by scripts/test-neon.sh, or here).
 set -euo pipefail
@@ -43,6 +43,8 @@ one() { # kernel rows ncols small big
 for S in neon neon_dotprod; do
   for t in q4_0_q8_0 q8_0_q8_0 iq4_nl_q8_0; do one "${t}_vec_dot__$S" 1 1 64 96; done
   for t in q4_0x4_q8_0 q8_0x4_q8_0 iq4_nlx4_q8_0; do
+    # q8_0 x4: dotprod only (the baseline NEON table has none)
+    [ "$t" = q8_0x4_q8_0 ] && [ "$S" = neon ] && continue
     one "${t}_vec_dot__$S" 4 1 64 96
     one "${t}_gemm__$S" 4 2 64 96
     one "${t}_gemm__$S" 4 4 64 96
@@ -51,6 +53,12 @@ for S in neon neon_dotprod; do
   one "q4_Kx8_q8_K_vec_dot__$S" 8 1 256 512
   one "q4_Kx8_q8_K_gemm__$S" 8 1 256 512
   one "q4_Kx8_q8_K_gemm__$S" 8 2 256 512
+done
+# Q5_K / Q6_K: plain (their NEON dotprod dots) and x8 (llama.cpp arm64's orders; dotprod only)
+for t in q5_K q6_K; do
+  one "${t}_q8_K_vec_dot__neon_dotprod" 1 1 256 512
+  one "${t}x8_q8_K_vec_dot__neon_dotprod" 8 1 256 512
+  one "${t}x8_q8_K_gemm__neon_dotprod" 8 2 256 512
 done
 for t in q4_0x4_q8_0 iq4_nlx4_q8_0; do
   one "${t}_gemm__neon_i8mm" 4 2 64 96

@@ -16,13 +16,14 @@ typedef void (*gemm_fn)(int64_t, int, float *, size_t, const void *, const void 
 #define DOTS(X) \
     X(q4_0_q8_0_vec_dot__neon) X(q4_0_q8_0_vec_dot__neon_dotprod) X(q8_0_q8_0_vec_dot__neon) X(q8_0_q8_0_vec_dot__neon_dotprod) \
     X(iq4_nl_q8_0_vec_dot__neon) X(iq4_nl_q8_0_vec_dot__neon_dotprod) X(q4_K_q8_K_vec_dot__neon) X(q4_K_q8_K_vec_dot__neon_dotprod) \
-    X(q4_0x4_q8_0_vec_dot__neon) X(q4_0x4_q8_0_vec_dot__neon_dotprod) X(q8_0x4_q8_0_vec_dot__neon) X(q8_0x4_q8_0_vec_dot__neon_dotprod) \
-    X(iq4_nlx4_q8_0_vec_dot__neon) X(iq4_nlx4_q8_0_vec_dot__neon_dotprod) X(q4_Kx8_q8_K_vec_dot__neon) X(q4_Kx8_q8_K_vec_dot__neon_dotprod)
+    X(q4_0x4_q8_0_vec_dot__neon) X(q4_0x4_q8_0_vec_dot__neon_dotprod) X(q8_0x4_q8_0_vec_dot__neon_dotprod) \
+    X(iq4_nlx4_q8_0_vec_dot__neon) X(iq4_nlx4_q8_0_vec_dot__neon_dotprod) X(q4_Kx8_q8_K_vec_dot__neon) X(q4_Kx8_q8_K_vec_dot__neon_dotprod) \
+    X(q5_K_q8_K_vec_dot__neon_dotprod) X(q6_K_q8_K_vec_dot__neon_dotprod) X(q5_Kx8_q8_K_vec_dot__neon_dotprod) X(q6_Kx8_q8_K_vec_dot__neon_dotprod)
 #define GEMMS(X) \
     X(q4_0x4_q8_0_gemm__neon) X(q4_0x4_q8_0_gemm__neon_dotprod) X(q4_0x4_q8_0_gemm__neon_i8mm) \
-    X(q8_0x4_q8_0_gemm__neon) X(q8_0x4_q8_0_gemm__neon_dotprod) \
+    X(q8_0x4_q8_0_gemm__neon_dotprod) \
     X(iq4_nlx4_q8_0_gemm__neon) X(iq4_nlx4_q8_0_gemm__neon_dotprod) X(iq4_nlx4_q8_0_gemm__neon_i8mm) \
-    X(q4_Kx8_q8_K_gemm__neon) X(q4_Kx8_q8_K_gemm__neon_dotprod)
+    X(q4_Kx8_q8_K_gemm__neon) X(q4_Kx8_q8_K_gemm__neon_dotprod) X(q5_Kx8_q8_K_gemm__neon_dotprod) X(q6_Kx8_q8_K_gemm__neon_dotprod)
 
 #define DECL_DOT(f) void f(int64_t, float *, const void *, const void *);
 #define DECL_GEMM(f) void f(int64_t, int, float *, size_t, const void *, const void *, size_t);

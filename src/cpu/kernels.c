@@ -80,6 +80,7 @@ static void table_base(struct kiln_kernels * k, enum kiln_isa isa) {
     k->f16_scale = f16_scale__scalar;
     k->repack_rows[KILN_TYPE_Q4_0] = k->repack_rows[KILN_TYPE_IQ4_NL] = k->repack_rows[KILN_TYPE_Q4_K] = 8;
     k->repack_rows[KILN_TYPE_Q8_0] = 1;
+    k->q8_K_x4_rule = true;
 }
 
 static void table_finish(struct kiln_kernels * k) {
@@ -179,9 +180,11 @@ static void build_tables(void) {
     k->f32_gemm_tile = f32_gemm_4x4__neon; k->gemm_mr = 4; k->gemm_nr = 4;
     k->f32_dot4 = f32_dot4__neon;
     k->f32_gemm_fma = f32_gemm_fma__neon; /* fused, as its f32_axpy */
+    k->q8_K_x4_rule = false;
     /* x4 / x8 kernels (arch/arm/repack_neon.c, repack_q4_K_neon.c), the
-     * SDOT builds where the plain dotprod kernels run too (q8_0: with
-     * dotprod only, in llama.cpp's repacked order) */
+     * SDOT builds where the plain dotprod kernels run too (q8_0, q5_K,
+     * q6_K: with dotprod only, in llama.cpp's repacked orders; q4_K's SDOT
+     * build sums in llama.cpp's arm64 order, its baseline one in AVX2's) */
 #define NEON_X4(S) do { \
         k->vec_dot_x4[KILN_TYPE_Q4_0] = q4_0x4_q8_0_vec_dot__##S; k->gemm_x4[KILN_TYPE_Q4_0] = q4_0x4_q8_0_gemm__##S; \
         k->vec_dot_x4[KILN_TYPE_IQ4_NL] = iq4_nlx4_q8_0_vec_dot__##S; k->gemm_x4[KILN_TYPE_IQ4_NL] = iq4_nlx4_q8_0_gemm__##S; \
@@ -191,6 +194,11 @@ static void build_tables(void) {
         NEON_X4(neon_dotprod);
         k->vec_dot_x4[KILN_TYPE_Q8_0] = q8_0x4_q8_0_vec_dot__neon_dotprod; k->gemm_x4[KILN_TYPE_Q8_0] = q8_0x4_q8_0_gemm__neon_dotprod;
         k->repack_rows[KILN_TYPE_Q4_0] = k->repack_rows[KILN_TYPE_IQ4_NL] = k->repack_rows[KILN_TYPE_Q8_0] = 4;
+        /* the K-quants x8 in llama.cpp's arm64 8x4 orders (Q4_K's through
+         * NEON_X4; repack_q5_K_dotprod.c, repack_q6_K_dotprod.c) */
+        k->vec_dot_x4[KILN_TYPE_Q5_K] = q5_Kx8_q8_K_vec_dot__neon_dotprod; k->gemm_x4[KILN_TYPE_Q5_K] = q5_Kx8_q8_K_gemm__neon_dotprod;
+        k->vec_dot_x4[KILN_TYPE_Q6_K] = q6_Kx8_q8_K_vec_dot__neon_dotprod; k->gemm_x4[KILN_TYPE_Q6_K] = q6_Kx8_q8_K_gemm__neon_dotprod;
+        k->repack_rows[KILN_TYPE_Q5_K] = k->repack_rows[KILN_TYPE_Q6_K] = 8;
     } else {
         /* llama.cpp repacks nothing here: its plain kernels' orders. No
          * Q8_0 x4 kernel either (its plain order, ggml's two fused

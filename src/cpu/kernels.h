@@ -154,10 +154,12 @@ struct kiln_kernels {
     enum kiln_type    vec_dot_type[KILN_TYPE_COUNT];
     kiln_from_float_t from_float  [KILN_TYPE_COUNT]; /* f32 row -> type (activations) */
     /* per weight type repacked by kiln_repack_tensor (src/cpu/repack.h): the
-     * 4 dots of one interleaved group of rows, s[0..3]: bit-identical to 4
-     * vec_dot calls of the same table, except q4_0 / iq4_nl on scalar,
-     * AVX2 and NEON and q8_0 on NEON with dotprod, which sum in llama.cpp's
-     * repacked order (repack.h). NULL: mul_mat unpacks rows instead. */
+     * 4 dots of one interleaved group of rows, s[0..3] (the K-quants: 8
+     * rows, s[0..7]): bit-identical to 4 vec_dot calls of the same table,
+     * except q4_0 / iq4_nl on scalar, AVX2 and NEON, q8_0 on NEON with
+     * dotprod and the K-quants everywhere, which sum in llama.cpp's
+     * repacked orders (repack.h; NEON with dotprod: its arm64 8x4 orders
+     * for q4_K, q5_K and q6_K). NULL: mul_mat unpacks rows instead. */
     kiln_vec_dot_t    vec_dot_x4  [KILN_TYPE_COUNT];
     /* the same for a batch of activation rows (prompt processing); NULL:
      * vec_dot_x4 per row */
@@ -187,9 +189,17 @@ struct kiln_kernels {
      * multiple of this (0: never): where llama.cpp's CPU build for this
      * ISA repacks the type, so that the x4 kernels' order is its order
      * (x86: Q4_0 / IQ4_NL / Q4_K when ne[1] % 8 == 0; arm64 with dotprod:
-     * Q4_0 / IQ4_NL / Q8_0 when % 4, Q4_K when % 8; arm64 without: none).
-     * Q8_0 on x86 and wasm: 1 (its x4 kernels keep the plain order). */
+     * Q4_0 / IQ4_NL / Q8_0 when % 4, Q4_K / Q5_K / Q6_K when % 8; arm64
+     * without: none). Q8_0 on x86 and wasm: 1 (its x4 kernels keep the
+     * plain order). */
     uint8_t repack_rows[KILN_TYPE_COUNT];
+    /* true: in a mul_mat with repacked Q4_K, the src1 rows of full groups
+     * of 4 (those its batched kernel takes) quantize to q8_K with
+     * kiln_quantize_row_q8_K_x4, the sign rule of llama.cpp's x86 4-row
+     * quantizer; false (NEON: ggml's arm64 build runs the generic 4-row
+     * quantizer, the plain one's bytes, for Q4_K, Q5_K and Q6_K alike):
+     * from_float like the others */
+    bool q8_K_x4_rule;
     /* true: the type's gemm_x4 prepares each weight block once per call
      * for many activation rows (the x86 rows' Q4_K, repack_q4_K_x86.h), so
      * mul_mat gives it as many src1 rows per chunk as a 16-row kernel */

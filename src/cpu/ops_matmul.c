@@ -37,7 +37,7 @@ bool kiln_mm_act_plan(const struct kiln_kernels * k, const char * op, const stru
         return false;
     }
     p->convert = true;
-    p->x4_rule = t0 == KILN_TYPE_Q4_K && kiln_repacked_rows(src0) > 0;
+    p->x4_rule = k->q8_K_x4_rule && t0 == KILN_TYPE_Q4_K && kiln_repacked_rows(src0) > 0;
     p->stage = !(src1->type == KILN_TYPE_F32 && src1->nb[0] == sizeof(float));
     p->row_size = kiln_row_size(p->vdt, src1->ne[0]);
     p->act_bytes = KILN_PAD(p->row_size * (size_t) p->nrows, KILN_MM_ALIGN);
@@ -300,16 +300,18 @@ static int ggml_order(const struct kiln_kernels * k, const struct kiln_tensor * 
  * one, else per row through the group kernel, else through unpacked rows —
  * with the groups' 2^shift scale factor taken off (exact); then the tail
  * rows past the last group, plain. Every element gets the same kernel
- * arithmetic whichever way its group went, except Q4_K, whose batched
- * order differs from its mat-vec one (llama.cpp's): there the src1 rows
- * below jg (those in full groups of 4) go batched, the others mat-vec. */
+ * arithmetic whichever way its group went, except the K-quants, whose
+ * batched order (and activation quantizer, on x86) may differ from the
+ * mat-vec one (llama.cpp's: Q4_K on x86, Q6_K on arm64): there, as in
+ * ggml's repacked forward_mul_mat, the src1 rows below jg (those in full
+ * groups of 4) go batched, the others mat-vec. */
 static void block_repacked(const struct kiln_kernels * k, const struct kiln_tensor * src0, kiln_vec_dot_t dot, int rep,
                            int64_t nfull, const char * a, int64_t i0, int64_t i1, const char * b, size_t bs,
                            int64_t j0, int64_t j1, int64_t jg, char * d, size_t ds, char * unpacked, const char * aux, size_t auxs) {
     const int64_t ne00 = src0->ne[0];
     const size_t as = src0->nb[1], ldd = ds / sizeof(float);
     const kiln_vec_dot_t dot4 = k->vec_dot_x4[src0->type];
-    const bool k4 = src0->type == KILN_TYPE_Q4_K;
+    const bool k4 = src0->type == KILN_TYPE_Q4_K || src0->type == KILN_TYPE_Q5_K || src0->type == KILN_TYPE_Q6_K;
     const int64_t jb = k4 ? KILN_MIN(j1, KILN_MAX(j0, jg)) : j1; /* batched: j0..jb */
     const kiln_gemm_x4_t gemm4 = dot4 && (k4 || jb - j0 > 1) && jb > j0 && ds % sizeof(float) == 0 ? k->gemm_x4[src0->type] : NULL;
     const int shift = kiln_repack_scale_shift(src0);
@@ -370,7 +372,7 @@ enum kiln_status kiln_cpu_fwd_mul_mat(const struct kiln_compute_params * params,
     const bool pack = wants_packing(k, src0, src1) && k->f32_gemm_packed != NULL && !ggml_ord;
     const int rep = kiln_repacked_rows(src0);
     if (rep && src0->type != KILN_TYPE_Q4_0 && src0->type != KILN_TYPE_Q8_0 && src0->type != KILN_TYPE_IQ4_NL &&
-        src0->type != KILN_TYPE_Q4_K) {
+        src0->type != KILN_TYPE_Q4_K && src0->type != KILN_TYPE_Q5_K && src0->type != KILN_TYPE_Q6_K) {
         kiln_set_error("mul_mat: repacked tensor '%s' of unexpected type %s", src0->name, kiln_type_name(src0->type));
         return KILN_STATUS_FAILED;
     }

@@ -20,7 +20,7 @@ struct kiln_mm_act {
     size_t  act_bytes;   /* converted rows, padded */
     size_t  stage_bytes; /* one thread's f32 row, padded */
     bool    x4_rule;     /* rows in full groups of 4 quantize with kiln_quantize_row_q8_K_x4
-                            (repacked Q4_K, repack.h) */
+                            (a repacked K-quant where the table's q8_K_x4_rule says so, repack.h) */
     size_t  aux_off;     /* > 0: each converted q8_0 row's aux blocks (kiln_q8_0_aux, or aux8; repack.h)
                             at wdata + aux_off + r * aux_row (kiln_mm_act_want_aux) */
     size_t  aux_row;

@@ -1,7 +1,7 @@
 /*
  * repack.c — kiln_repack_tensor(): Q4_0 / Q8_0 / IQ4_NL weights to the x4
- * layout and Q4_K weights to the x8 layout of src/cpu/repack.h, in place,
- * marked by tensor->extra.
+ * layout and Q4_K / Q5_K / Q6_K weights to the x8 layouts of
+ * src/cpu/repack.h, in place, marked by tensor->extra.
  */
 #include "repack.h"
 #include "../core/internal.h"
@@ -38,13 +38,16 @@ static void prefault_writable(void * p, size_t n) {
 /* The marker: extra points at one of these, so no allocation to free; one
  * per type and scale shift (see choose_shift). */
 struct kiln_repack_tag { enum kiln_type type; int rows; int shift; };
-#define TAG_TYPES 4
-#define TAG(t, s) { t, (t) == KILN_TYPE_Q4_K ? KILN_REPACK_ROWS_Q4_K : KILN_REPACK_ROWS, s }
+#define TAG_TYPES 6
+#define TAG(t, s) { t, is_x8(t) ? KILN_REPACK_ROWS_Q4_K : KILN_REPACK_ROWS, s }
 #define TAGS(t) { TAG(t, 0), TAG(t, 1), TAG(t, 2), TAG(t, 3), TAG(t, 4), TAG(t, 5), TAG(t, 6), TAG(t, 7), \
                   TAG(t, 8), TAG(t, 9), TAG(t, 10) }
-/* (Q4_K uses shift 0 only: its kernels convert fp16 scales in hardware) */
+/* the K-quants: 8 rows per group (x8), shift 0 only (their kernels
+ * convert fp16 scales in hardware) */
+#define is_x8(t) ((t) == KILN_TYPE_Q4_K || (t) == KILN_TYPE_Q5_K || (t) == KILN_TYPE_Q6_K)
 static const struct kiln_repack_tag tags[TAG_TYPES][KILN_REPACK_MAX_SHIFT + 1] = {
     TAGS(KILN_TYPE_Q4_0), TAGS(KILN_TYPE_Q8_0), TAGS(KILN_TYPE_IQ4_NL), TAGS(KILN_TYPE_Q4_K),
+    TAGS(KILN_TYPE_Q5_K), TAGS(KILN_TYPE_Q6_K),
 };
 #undef TAGS
 #undef TAG
@@ -55,6 +58,8 @@ static int type_index(enum kiln_type type) {
         case KILN_TYPE_Q8_0:   return 1;
         case KILN_TYPE_IQ4_NL: return 2;
         case KILN_TYPE_Q4_K:   return 3;
+        case KILN_TYPE_Q5_K:   return 4;
+        case KILN_TYPE_Q6_K:   return 5;
         default:               return -1;
     }
 }
@@ -161,32 +166,58 @@ static int choose_shift(enum kiln_type type, const char * data, size_t row_size,
     return KILN_MAX(0, KILN_MIN(need, room));
 }
 
+/* the 12-byte plain scales / mins of 8 rows (one super-block each) -> the
+ * x8 layout's 8 groups of 12 bytes (repack.h), shared by Q4_K and Q5_K */
+static void pack_scales_x8(const uint8_t * const q[8], uint8_t out[96]) {
+    uint8_t sc[8][8], mn[8][8]; /* [sub-block][row] */
+    for (int r = 0; r < 8; r++) {
+        for (int j = 0; j < 4; j++) {
+            sc[j][r] = q[r][j] & 63;
+            mn[j][r] = q[r][j + 4] & 63;
+            sc[j + 4][r] = (uint8_t) ((q[r][j + 8] & 15) | ((q[r][j] >> 6) << 4));
+            mn[j + 4][r] = (uint8_t) ((q[r][j + 8] >> 4) | ((q[r][j + 4] >> 6) << 4));
+        }
+    }
+    for (int s = 0; s < 8; s++) {
+        uint8_t * g = out + 12 * s;
+        for (int j = 0; j < 4; j++) {
+            g[j] = (uint8_t) ((sc[s][j] & 63) | ((sc[s][j + 4] >> 4) << 6));
+            g[4 + j] = (uint8_t) ((mn[s][j] & 63) | ((mn[s][j + 4] >> 4) << 6));
+            g[8 + j] = (uint8_t) ((sc[s][j + 4] & 15) | ((mn[s][j + 4] & 15) << 4));
+        }
+    }
+}
+
+/* row r's plain 12 bytes back from the x8 groups */
+static void unpack_scales_x8(const uint8_t in[96], int r, uint8_t out[12]) {
+    uint8_t sc[8], mn[8];
+    for (int s = 0; s < 8; s++) {
+        const uint8_t * g = in + 12 * s;
+        const int j = r % 4;
+        sc[s] = r < 4 ? g[j] & 63 : (uint8_t) ((g[8 + j] & 15) | ((g[j] >> 6) << 4));
+        mn[s] = r < 4 ? g[4 + j] & 63 : (uint8_t) ((g[8 + j] >> 4) | ((g[4 + j] >> 6) << 4));
+    }
+    /* the plain 12-byte packing (quants_impl.h kq_get_scale_min_k4) */
+    for (int j = 0; j < 4; j++) {
+        out[j] = (uint8_t) (sc[j] | ((sc[j + 4] >> 4) << 6));
+        out[j + 4] = (uint8_t) (mn[j] | ((mn[j + 4] >> 4) << 6));
+        out[j + 8] = (uint8_t) ((sc[j + 4] & 15) | ((mn[j + 4] & 15) << 4));
+    }
+}
+
 /* 8 plain Q4_K rows -> x8 super-blocks (repack.h) */
 static void pack_group_q4_K(const char * rows, size_t row_size, int64_t nb, block_q4_Kx8 * out) {
     for (int64_t b = 0; b < nb; b++) {
         block_q4_Kx8 * o = &out[b];
-        uint8_t sc[8][8], mn[8][8]; /* [sub-block][row] */
+        const uint8_t * q[8];
         for (int r = 0; r < 8; r++) {
             const block_q4_K * in = (const block_q4_K *) (rows + (size_t) r * row_size) + b;
             o->d[r] = in->d;
             o->dmin[r] = in->dmin;
             for (int k = 0; k < 16; k++) memcpy(o->qs + (8 * k + r) * 8, in->qs + 8 * k, 8);
-            const uint8_t * q = in->scales;
-            for (int j = 0; j < 4; j++) {
-                sc[j][r] = q[j] & 63;
-                mn[j][r] = q[j + 4] & 63;
-                sc[j + 4][r] = (uint8_t) ((q[j + 8] & 15) | ((q[j] >> 6) << 4));
-                mn[j + 4][r] = (uint8_t) ((q[j + 8] >> 4) | ((q[j + 4] >> 6) << 4));
-            }
+            q[r] = in->scales;
         }
-        for (int s = 0; s < 8; s++) {
-            uint8_t * g = o->scales + 12 * s;
-            for (int j = 0; j < 4; j++) {
-                g[j] = (uint8_t) ((sc[s][j] & 63) | ((sc[s][j + 4] >> 4) << 6));
-                g[4 + j] = (uint8_t) ((mn[s][j] & 63) | ((mn[s][j + 4] >> 4) << 6));
-                g[8 + j] = (uint8_t) ((sc[s][j + 4] & 15) | ((mn[s][j + 4] & 15) << 4));
-            }
-        }
+        pack_scales_x8(q, o->scales);
     }
 }
 
@@ -196,25 +227,81 @@ static void unpack_row_q4_K(const block_q4_Kx8 * x, int r, int64_t nb, block_q4_
         o->d = x[b].d[r];
         o->dmin = x[b].dmin[r];
         for (int k = 0; k < 16; k++) memcpy(o->qs + 8 * k, x[b].qs + (8 * k + r) * 8, 8);
-        uint8_t sc[8], mn[8];
-        for (int s = 0; s < 8; s++) {
-            const uint8_t * g = x[b].scales + 12 * s;
-            const int j = r % 4;
-            sc[s] = r < 4 ? g[j] & 63 : (uint8_t) ((g[8 + j] & 15) | ((g[j] >> 6) << 4));
-            mn[s] = r < 4 ? g[4 + j] & 63 : (uint8_t) ((g[8 + j] >> 4) | ((g[4 + j] >> 6) << 4));
+        unpack_scales_x8(x[b].scales, r, o->scales);
+    }
+}
+
+/* 8 plain Q5_K rows -> x8 super-blocks: 4-byte pieces of qs and qh (repack.h) */
+static void pack_group_q5_K(const char * rows, size_t row_size, int64_t nb, block_q5_Kx8 * out) {
+    for (int64_t b = 0; b < nb; b++) {
+        block_q5_Kx8 * o = &out[b];
+        const uint8_t * q[8];
+        for (int r = 0; r < 8; r++) {
+            const block_q5_K * in = (const block_q5_K *) (rows + (size_t) r * row_size) + b;
+            o->d[r] = in->d;
+            o->dmin[r] = in->dmin;
+            for (int k = 0; k < 32; k++) memcpy(o->qs + (8 * k + r) * 4, in->qs + 4 * k, 4);
+            for (int k = 0; k < 8; k++) memcpy(o->qh + (8 * k + r) * 4, in->qh + 4 * k, 4);
+            q[r] = in->scales;
         }
-        /* the plain 12-byte packing (quants_impl.h kq_get_scale_min_k4) */
-        for (int j = 0; j < 4; j++) {
-            o->scales[j] = (uint8_t) (sc[j] | ((sc[j + 4] >> 4) << 6));
-            o->scales[j + 4] = (uint8_t) (mn[j] | ((mn[j + 4] >> 4) << 6));
-            o->scales[j + 8] = (uint8_t) ((sc[j + 4] & 15) | ((mn[j + 4] & 15) << 4));
+        pack_scales_x8(q, o->scales);
+    }
+}
+
+static void unpack_row_q5_K(const block_q5_Kx8 * x, int r, int64_t nb, block_q5_K * out) {
+    for (int64_t b = 0; b < nb; b++) {
+        block_q5_K * o = &out[b];
+        o->d = x[b].d[r];
+        o->dmin = x[b].dmin[r];
+        for (int k = 0; k < 32; k++) memcpy(o->qs + 4 * k, x[b].qs + (8 * k + r) * 4, 4);
+        for (int k = 0; k < 8; k++) memcpy(o->qh + 4 * k, x[b].qh + (8 * k + r) * 4, 4);
+        unpack_scales_x8(x[b].scales, r, o->scales);
+    }
+}
+
+/* 8 plain Q6_K rows -> x8 super-blocks: 4-byte pieces of ql and qh, the
+ * 16 scales row after row per sub-block (repack.h) */
+static void pack_group_q6_K(const char * rows, size_t row_size, int64_t nb, block_q6_Kx8 * out) {
+    for (int64_t b = 0; b < nb; b++) {
+        block_q6_Kx8 * o = &out[b];
+        for (int r = 0; r < 8; r++) {
+            const block_q6_K * in = (const block_q6_K *) (rows + (size_t) r * row_size) + b;
+            o->d[r] = in->d;
+            for (int j = 0; j < 16; j++) o->scales[8 * j + r] = in->scales[j];
+            for (int k = 0; k < 32; k++) memcpy(o->ql + (8 * k + r) * 4, in->ql + 4 * k, 4);
+            for (int k = 0; k < 16; k++) memcpy(o->qh + (8 * k + r) * 4, in->qh + 4 * k, 4);
         }
     }
+}
+
+static void unpack_row_q6_K(const block_q6_Kx8 * x, int r, int64_t nb, block_q6_K * out) {
+    for (int64_t b = 0; b < nb; b++) {
+        block_q6_K * o = &out[b];
+        o->d = x[b].d[r];
+        for (int j = 0; j < 16; j++) o->scales[j] = x[b].scales[8 * j + r];
+        for (int k = 0; k < 32; k++) memcpy(o->ql + 4 * k, x[b].ql + (8 * k + r) * 4, 4);
+        for (int k = 0; k < 16; k++) memcpy(o->qh + 4 * k, x[b].qh + (8 * k + r) * 4, 4);
+    }
+}
+
+/* 8 plain rows of a K-quant -> its x8 super-blocks */
+static void pack_group_x8(enum kiln_type type, const char * rows, size_t row_size, int64_t nb, void * out) {
+    if (type == KILN_TYPE_Q4_K) pack_group_q4_K(rows, row_size, nb, out);
+    else if (type == KILN_TYPE_Q5_K) pack_group_q5_K(rows, row_size, nb, out);
+    else pack_group_q6_K(rows, row_size, nb, out);
 }
 
 void kiln_repack_unpack_row(enum kiln_type type, int shift, const void * group, int r, int64_t n, void * out) {
     if (type == KILN_TYPE_Q4_K) {
         unpack_row_q4_K(group, r, n / QK_K, out);
+        return;
+    }
+    if (type == KILN_TYPE_Q5_K) {
+        unpack_row_q5_K(group, r, n / QK_K, out);
+        return;
+    }
+    if (type == KILN_TYPE_Q6_K) {
+        unpack_row_q6_K(group, r, n / QK_K, out);
         return;
     }
     size_t qb;
@@ -237,7 +324,7 @@ bool kiln_repack_tensor(struct kiln_tensor * t) {
     }
     const int ti = type_index(t->type);
     if (ti < 0) {
-        kiln_set_error("repack: %s weights have no interleaved layout (q4_0, q8_0, iq4_nl and q4_K do)", kiln_type_name(t->type));
+        kiln_set_error("repack: %s weights have no interleaved layout (q4_0, q8_0, iq4_nl, q4_K, q5_K and q6_K do)", kiln_type_name(t->type));
         return false;
     }
     if (kiln_repacked_rows(t)) return true;
@@ -251,8 +338,8 @@ bool kiln_repack_tensor(struct kiln_tensor * t) {
     }
     const int64_t ne00 = t->ne[0], ne01 = t->ne[1];
     const int64_t nmat = t->ne[2] * t->ne[3];
-    const bool k4 = t->type == KILN_TYPE_Q4_K;
-    const int rows = k4 ? KILN_REPACK_ROWS_Q4_K : KILN_REPACK_ROWS;
+    const bool x8 = is_x8(t->type);
+    const int rows = x8 ? KILN_REPACK_ROWS_Q4_K : KILN_REPACK_ROWS;
     const int64_t ngroups = ne01 / rows;
     if (ngroups == 0) {
         kiln_set_error("repack: tensor '%s' has %lld rows, fewer than a group of %d", t->name, (long long) ne01, rows);
@@ -260,7 +347,7 @@ bool kiln_repack_tensor(struct kiln_tensor * t) {
     }
     const size_t row_size = t->nb[1];
     prefault_writable(t->data, kiln_nbytes(t));
-    const int shift = k4 ? 0 : choose_shift(t->type, (const char *) t->data, row_size, ngroups * 4, nmat, t->nb[2], ne00 / 32);
+    const int shift = x8 ? 0 : choose_shift(t->type, (const char *) t->data, row_size, ngroups * 4, nmat, t->nb[2], ne00 / 32);
     char * tmp = malloc((size_t) rows * row_size);
     if (!tmp) {
         kiln_set_error("repack: out of memory");
@@ -270,8 +357,8 @@ bool kiln_repack_tensor(struct kiln_tensor * t) {
         char * mat = (char *) t->data + (size_t) m * t->nb[2];
         for (int64_t g = 0; g < ngroups; g++) {
             char * grp = mat + (size_t) g * rows * row_size;
-            if (k4) {
-                pack_group_q4_K(grp, row_size, ne00 / QK_K, (block_q4_Kx8 *) tmp);
+            if (x8) {
+                pack_group_x8(t->type, grp, row_size, ne00 / QK_K, tmp);
             } else {
                 pack_group(t->type, shift, grp, row_size, ne00 / 32, tmp);
             }

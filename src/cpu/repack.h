@@ -1,5 +1,6 @@
 /*
- * repack.h — interleaved ("x4") layouts of Q4_0 / Q8_0 weights for mat-vec.
+ * repack.h — interleaved ("x4") layouts of Q4_0 / Q8_0 / IQ4_NL weights,
+ * and "x8" ones of the K-quants (Q4_K, Q5_K, Q6_K; below), for mat-vec.
  *
  * kiln_repack_tensor() rewrites a weight matrix in place: every group of 4
  * consecutive rows becomes one run of x4 blocks, x4 block b holding block b
@@ -66,7 +67,7 @@ typedef struct { int32_t m128[8]; float d; } kiln_q8_0_aux8;
 void kiln_q8_0_aux8_row(const void * y, int64_t n, kiln_q8_0_aux8 * a);
 
 /*
- * Q4_K, 8 rows per group ("x8"): byte for byte ggml's block_q4_Kx8 (its
+ * Q4_K, 8 rows per group ("x8", also Q5_K and Q6_K below): byte for byte ggml's block_q4_Kx8 (its
  * CPU "repack" buffer, 8x8 interleave), one per 256-value super-block:
  *   d[8], dmin[8]  the 8 rows' fp16 super-block scales, row order;
  *   scales[96]     8 groups of 12 bytes, group s (sub-block s, 0..7) holding
@@ -81,7 +82,8 @@ void kiln_q8_0_aux8_row(const void * y, int64_t n, kiln_q8_0_aux8 * a);
  * 8 x 144 bytes, exactly the 8 plain rows', so it is done in place.
  *
  * Summation order: llama.cpp's AVX2 build repacks Q4_K this way when
- * ne[1] % 8 == 0 and sums two ways, and Kiln follows both (repack_q4_K_*.c):
+ * ne[1] % 8 == 0 and sums two ways, and Kiln's scalar, x86, wasm and
+ * baseline NEON kernels follow both (repack_q4_K_*.c):
  *  - mat-vec (a src1 row outside a full group of 4: every row when ne11 < 4,
  *    the last ne11 % 4 rows otherwise): per super-block, the integer sums
  *    I = sum_s sc_s * dot_s and M = sum_s m_s * bsum_s over its 8 sub-blocks,
@@ -90,10 +92,48 @@ void kiln_q8_0_aux8_row(const void * y, int64_t n, kiln_q8_0_aux8 * a);
  *  - batched (the src1 rows of each full group of 4): the same with one
  *    fma per pair of sub-blocks (4 per super-block) instead of one.
  * And the activation rows of a full group of 4 are quantized to q8_K with
- * the sign rule of llama.cpp's 4-row quantizer (repack_q8_K_quantize_x4).
+ * the sign rule of llama.cpp's x86 4-row quantizer (kiln_quantize_row_q8_K_x4;
+ * kernels.h q8_K_x4_rule).
+ * llama.cpp's arm64 build with dotprod (no i8mm) repacks Q4_K too, into its
+ * 8x4 interleave, and sums one way for both (ggml_gemv / ggml_gemm_q4_K_8x4_q8_K),
+ * which Kiln's NEON dotprod kernels follow (repack_q4_K_neon.c built with
+ * SDOT): per super-block and pair p of sub-blocks, acc = fma((float)
+ * (sc_2p * dot_2p + sc_2p+1 * dot_2p+1), d * d_y, acc), then after the 4
+ * pairs acc = fma(-(float) M, dmin * d_y, acc); result acc. Its 4-row
+ * quantizer there is the generic one, the plain quantizer's bytes.
+ * (i8mm CPUs run its 8x8 kernels, another order: not matched.)
  */
 #define KILN_REPACK_ROWS_Q4_K 8
 typedef struct { kiln_fp16_t d[8]; kiln_fp16_t dmin[8]; uint8_t scales[96]; uint8_t qs[1024]; } block_q4_Kx8;
+
+/*
+ * Q5_K and Q6_K, 8 rows per group (x8): byte for byte ggml's block_q5_Kx8 /
+ * block_q6_Kx8 with its arm64 4-byte interleave (8x4), one per 256-value
+ * super-block, 8 x 176 / 8 x 210 bytes, exactly the 8 plain rows':
+ *   Q5_K: d[8], dmin[8]  the rows' fp16 super-block scales;
+ *         scales[96]     as Q4_K's x8 above (group s: sub-block s of the 8 rows);
+ *         qh[256]        4-byte pieces: piece k (plain qh bytes 4k..4k+3) of
+ *                        row r at (8 k + r) * 4;
+ *         qs[1024]       the same for the plain qs (pieces 0..31).
+ *         Plain: value 64 p + i (i < 32) = qs[32 p + i] & 15 | bit 2p of qh[i] << 4,
+ *         value 64 p + 32 + i = qs[32 p + i] >> 4 | bit 2p+1 of qh[i] << 4.
+ *   Q6_K: d[8]           fp16 super-block scales;
+ *         scales[128]    the i8 scale j (values 16 j..16 j+15) of row r at 8 j + r;
+ *         ql[1024]       4-byte pieces of the plain ql, piece k of row r at (8 k + r) * 4;
+ *         qh[512]        the same for the plain qh (pieces 0..15).
+ * Only llama.cpp's arm64 build with dotprod repacks them (ne[1] % 8 == 0),
+ * and only Kiln's NEON dotprod table has kernels for them
+ * (arch/arm/repack_q5_K_dotprod.c, repack_q6_K_dotprod.c); any other table
+ * unpacks rows. Their orders, llama.cpp's ggml_gemv / ggml_gemm_q{5,6}_K_8x4_q8_K:
+ *  - Q5_K: Q4_K's arm64 order above (both forms);
+ *  - Q6_K: per super-block the exact integer I = sum_j sc_j * dot_j
+ *    (values q - 32), then mat-vec: acc = acc + (float) I * (d * d_y)
+ *    (multiply and add rounded apart); batched: acc = fma((float) I,
+ *    d * d_y, acc). So the mat-vec / batched split (the src1 rows of full
+ *    groups of 4 batched, ops_matmul.c) decides Q6_K's bits.
+ */
+typedef struct { kiln_fp16_t d[8]; kiln_fp16_t dmin[8]; uint8_t scales[96]; uint8_t qh[256]; uint8_t qs[1024]; } block_q5_Kx8;
+typedef struct { kiln_fp16_t d[8]; int8_t scales[128]; uint8_t ql[1024]; uint8_t qh[512]; } block_q6_Kx8;
 
 /* s[r] = dot(row r of the x4 group x, y) for r < 4, n values (multiple of 32) */
 typedef void (*kiln_vec_dot_x4_t)(int64_t n, float * s, const void * x, const void * y);
@@ -169,9 +209,16 @@ KILN_REPACK_GEMM_KERNELS(neon_dotprod)
 void iq4_nlx4_q8_0_gemm__neon_dotprod(int64_t n, int ncols, float * s, size_t ss, const void * x, const void * y, size_t ys);
 void q4_0x4_q8_0_gemm__neon_i8mm(int64_t n, int ncols, float * s, size_t ss, const void * x, const void * y, size_t ys);
 void iq4_nlx4_q8_0_gemm__neon_i8mm(int64_t n, int ncols, float * s, size_t ss, const void * x, const void * y, size_t ys);
-/* arch/arm/repack_q4_K_neon.c and its dotprod rebuild */
+/* arch/arm/repack_q4_K_neon.c (AVX2's orders) and its dotprod rebuild
+ * (llama.cpp arm64's order) */
 KILN_REPACK_Q4_K_KERNELS(neon)
 KILN_REPACK_Q4_K_KERNELS(neon_dotprod)
+/* arch/arm/repack_q5_K_dotprod.c, repack_q6_K_dotprod.c: Q5_K / Q6_K x8
+ * (q8_K activations), llama.cpp arm64's orders; s[0..7] as Q4_K's */
+void q5_Kx8_q8_K_vec_dot__neon_dotprod(int64_t n, float * s, const void * x, const void * y);
+void q5_Kx8_q8_K_gemm__neon_dotprod(int64_t n, int ncols, float * s, size_t ss, const void * x, const void * y, size_t ys);
+void q6_Kx8_q8_K_vec_dot__neon_dotprod(int64_t n, float * s, const void * x, const void * y);
+void q6_Kx8_q8_K_gemm__neon_dotprod(int64_t n, int ncols, float * s, size_t ss, const void * x, const void * y, size_t ys);
 #endif
 #if defined(__wasm_simd128__)
 KILN_REPACK_KERNELS(wasm_simd128)

@@ -6,7 +6,11 @@
  *  - mat-vec order: acc = fmaf((float) sum over the super-block, d * d_y, acc)
  *  - batched order: the same per pair of sub-blocks,
  * result acc - accm (llama.cpp's AVX2 repacked kernels; tests/oracle/
- * ggml_repack_check.c checks that against llama.cpp's binary itself).
+ * ggml_repack_check.c checks that against llama.cpp's binary itself);
+ *  - arm64 order (the NEON dotprod table, llama.cpp's arm64 8x4 kernels,
+ *    both forms): per pair of sub-blocks acc = fmaf((float) pair's isum,
+ *    d * d_y, acc), after the super-block acc = fmaf(-(float) msum,
+ *    dmin * d_y, acc), result acc; every activation row quantized plainly.
  * Every ISA row with x8 kernels, bit for bit: the kernels at 1..9 and 40
  * super-blocks with misaligned pointers and 1..9 activation rows; mul_mat
  * on repacked weights with 1..13 activation rows (rows of full groups of
@@ -33,8 +37,11 @@ static void scale_min(const uint8_t * q, int j, int * sc, int * m) {
     }
 }
 
-/* one plain Q4_K row against one q8_K row, in either order */
-static float ref_row(int64_t n, const block_q4_K * x, const block_q8_K * y, int pairs) {
+enum { ORD_MATVEC, ORD_PAIRS, ORD_ARM };
+
+/* one plain Q4_K row against one q8_K row, in one of the orders */
+static float ref_row(int64_t n, const block_q4_K * x, const block_q8_K * y, int order) {
+    const int pairs = order != ORD_MATVEC;
     float acc = 0, accm = 0;
     for (int64_t b = 0; b < n / QK_K; b++) {
         const float dd = h2f(x[b].d) * y[b].d, dm = h2f(x[b].dmin) * y[b].d;
@@ -52,10 +59,14 @@ static float ref_row(int64_t n, const block_q4_K * x, const block_q8_K * y, int 
             msum += m * bsum;
             if (pairs && s % 2) {
                 acc = fmaf((float) isum, dd, acc);
-                accm = fmaf((float) msum, dm, accm);
-                isum = msum = 0;
+                isum = 0;
+                if (order == ORD_PAIRS) {
+                    accm = fmaf((float) msum, dm, accm);
+                    msum = 0;
+                }
             }
         }
+        if (order == ORD_ARM) acc = fmaf(-(float) msum, dm, acc);
         if (!pairs) {
             acc = fmaf((float) isum, dd, acc);
             accm = fmaf((float) msum, dm, accm);
@@ -83,6 +94,15 @@ static int n_checked;
 static kiln_fp16_t g_special;
 static int g_special_min;
 static bool same(float a, float b) { return memcmp(&a, &b, sizeof a) == 0 || (g_special && isnan(a) && isnan(b)); }
+
+/* a table's order for the mat-vec (batched = 0) or batched form: arm64's
+ * in the NEON dotprod kernels, AVX2's two elsewhere */
+static int table_order(const struct kiln_kernels * k, int batched) {
+#if defined(__aarch64__)
+    if (k->vec_dot_x4[KILN_TYPE_Q4_K] == q4_Kx8_q8_K_vec_dot__neon_dotprod) return ORD_ARM;
+#endif
+    return batched ? ORD_PAIRS : ORD_MATVEC;
+}
 
 /* the two kernels of one table against the contract */
 static void test_kernels(const struct kiln_kernels * k, int nb) {
@@ -115,7 +135,7 @@ static void test_kernels(const struct kiln_kernels * k, int nb) {
         float s[8];
         k->vec_dot_x4[KILN_TYPE_Q4_K](n, s, xp, yp + c * ys);
         for (int r = 0; r < 8; r++) {
-            const float e = ref_row(n, plain + (size_t) r * nb, (const block_q8_K *) (yp + c * ys), 0);
+            const float e = ref_row(n, plain + (size_t) r * nb, (const block_q8_K *) (yp + c * ys), table_order(k, 0));
             if (!same(e, s[r])) {
                 CHECK(0, "%s q4_K x8 mat-vec nb=%d col %d row %d: %.9g vs %.9g", k->isa, nb, c, r, s[r], e);
                 bad = 1;
@@ -125,7 +145,7 @@ static void test_kernels(const struct kiln_kernels * k, int nb) {
     /* the batched order's reference per activation and weight row, once */
     float eb[X8_NC][8];
     for (int c = 0; c < X8_NC; c++) {
-        for (int r = 0; r < 8; r++) eb[c][r] = ref_row(n, plain + (size_t) r * nb, (const block_q8_K *) (yp + c * ys), 1);
+        for (int r = 0; r < 8; r++) eb[c][r] = ref_row(n, plain + (size_t) r * nb, (const block_q8_K *) (yp + c * ys), table_order(k, 1));
     }
     for (int ncols = 1; ncols <= X8_NC && !bad; ncols++) {
         float s[X8_NC * 11];
@@ -199,7 +219,7 @@ static void test_gemm_x16(const struct kiln_kernels * k, int nb) {
                     if (got != -1234.5f) { CHECK(0, "%s gemm_x16 wrote outside (col %d row %d)", k->isa, c, r); bad = 1; }
                     continue;
                 }
-                const float e = ref_row(n, plain + (size_t) r * nb, (const block_q8_K *) (yp + c * ys), 1);
+                const float e = ref_row(n, plain + (size_t) r * nb, (const block_q8_K *) (yp + c * ys), ORD_PAIRS);
                 if (memcmp(&e, &got, sizeof e)) {
                     CHECK(0, "%s q4_K gemm_x16 nb=%d ncols %d col %d row %d: %.9g vs %.9g", k->isa, nb, ncols, c, r, got, e);
                     bad = 1;
@@ -241,12 +261,12 @@ static void test_mul_mat(int64_t K, int64_t N, int64_t M, int64_t ne02, int64_t 
                 for (int64_t j = 0; j < M && !bad; j++) {
                     const float * xr = (const float *) ((const char *) x->data + b * x->nb[2] + j * x->nb[1]);
                     const bool grouped = M > 3 && j < M - M % 4;
-                    if (grouped) kiln_quantize_row_q8_K_x4(xr, yq, K);
+                    if (grouped && kt->q8_K_x4_rule) kiln_quantize_row_q8_K_x4(xr, yq, K);
                     else kt->from_float[KILN_TYPE_Q8_K](xr, yq, K);
                     for (int64_t i = 0; i < N; i++) {
                         const block_q4_K * row = (const block_q4_K *) ((const char *) w->data + wb * w->nb[2] + i * w->nb[1]);
                         float e;
-                        if (i < N - N % 8) e = ref_row(K, row, yq, grouped);
+                        if (i < N - N % 8) e = ref_row(K, row, yq, table_order(kt, grouped));
                         else kt->vec_dot[KILN_TYPE_Q4_K](K, &e, row, yq); /* tail rows stay plain */
                         const float got = ((const float *) yr->data)[(b * M + j) * N + i];
                         if (memcmp(&e, &got, sizeof e)) {
@@ -317,7 +337,7 @@ static void test_mul_mat_id(int64_t K, int64_t N, int64_t n_exp, int64_t n_used,
                     kt->from_float[KILN_TYPE_Q8_K]((const float *) ((const char *) x->data + (s % ne11) * x->nb[1] + t * x->nb[2]), yq, K);
                     for (int64_t i = 0; i < N; i++) {
                         const block_q4_K * row = (const block_q4_K *) ((const char *) w->data + e * w->nb[2] + i * w->nb[1]);
-                        const float want = ref_row(K, row, yq, 0);
+                        const float want = ref_row(K, row, yq, table_order(kt, 0));
                         const float got = *(const float *) ((const char *) y->data + i * y->nb[0] + s * y->nb[1] + t * y->nb[2]);
                         if (memcmp(&want, &got, sizeof want)) {
                             CHECK(0, "%s mul_mat_id K=%lld N=%lld %d threads: [%lld,%lld,%lld] %.9g vs %.9g", kt->isa, (long long) K,
@@ -412,6 +432,7 @@ int main(void) {
         CHECK(kn.vec_dot_x4[KILN_TYPE_Q4_K] == (dp ? q4_Kx8_q8_K_vec_dot__neon_dotprod : q4_Kx8_q8_K_vec_dot__neon) &&
               kn.gemm_x4[KILN_TYPE_Q4_K] == (dp ? q4_Kx8_q8_K_gemm__neon_dotprod : q4_Kx8_q8_K_gemm__neon),
               "neon table's q4_K x8 kernels follow kiln_cpu_has_dotprod()");
+        CHECK(!kn.q8_K_x4_rule, "neon table: plain q8_K quantizer for every row (ggml arm64's generic 4-row one)");
         if (dp) {
             kn.isa = "neon (baseline)";
             kn.vec_dot_x4[KILN_TYPE_Q4_K] = q4_Kx8_q8_K_vec_dot__neon;
@@ -419,7 +440,7 @@ int main(void) {
             for (int nb = 1; nb <= 9; nb++) test_kernels(&kn, nb);
             test_kernels(&kn, 40);
         }
-        printf("neon q4_K x8 kernels checked: %s\n", dp ? "dotprod (the table's) and baseline" : "baseline (no dotprod here)");
+        printf("neon q4_K x8 kernels checked: %s\n", dp ? "dotprod (the table's, arm64 order) and baseline (AVX2 orders)" : "baseline (no dotprod here)");
     }
 #endif
     printf("q4_K x8 kernels checked: %d cases\n", n_checked);

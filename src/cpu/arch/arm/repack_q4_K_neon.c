@@ -1,17 +1,25 @@
 /*
- * repack_q4_K_neon.c — arm64 NEON Q4_K x8 kernels (the layout and the two
- * summation orders in src/cpu/repack.h), bit-identical to the scalar
- * reference (repack_q4_K_scalar.c): per row and sub-block s the exact
- * integer dot, I = sum_s sc_s * dot_s and M = sum_s m_s * bsum_s, then
- * acc = fma((float) I, d * d_y, acc), accm = fma((float) M, dmin * d_y,
- * accm) once per super-block (mat-vec) or once per pair of sub-blocks
- * (batched), result acc - accm. That is llama.cpp's AVX2 order, which
- * Kiln keeps on every ISA; llama.cpp's own ARM build sums differently (its
- * q4_K_8x4 layout, one accumulator per row with an fma per pair of
- * sub-blocks in both forms, the mins taken off once per super-block).
+ * repack_q4_K_neon.c — arm64 NEON Q4_K x8 kernels (the layout and the
+ * summation orders in src/cpu/repack.h), built twice:
  *
- * Baseline ARMv8-A here; repack_q4_K_dotprod.c builds this file again with
- * KILN_NEON_DOTPROD (SDOT) under the suffix neon_dotprod.
+ *  - baseline ARMv8-A (suffix neon): llama.cpp's AVX2 orders, bit-identical
+ *    to the scalar reference (repack_q4_K_scalar.c): per row and sub-block
+ *    s the exact integer dot, I = sum_s sc_s * dot_s and M = sum_s m_s *
+ *    bsum_s, then acc = fma((float) I, d * d_y, acc), accm = fma((float) M,
+ *    dmin * d_y, accm) once per super-block (mat-vec) or once per pair of
+ *    sub-blocks (batched), result acc - accm. llama.cpp repacks nothing
+ *    without dotprod, so these run only on a tensor repacked under another
+ *    table.
+ *  - repack_q4_K_dotprod.c includes this file with KILN_NEON_DOTPROD (SDOT,
+ *    suffix neon_dotprod): llama.cpp's arm64 order, that of its
+ *    ggml_gemv_q4_K_8x4_q8_K and ggml_gemm_q4_K_8x4_q8_K (the same for
+ *    mat-vec and batches): one accumulator per row, per pair of sub-blocks
+ *    acc = fma((float) (sc_2p * dot_2p + sc_2p+1 * dot_2p+1), d * d_y, acc),
+ *    and after the super-block's 4 pairs acc = acc - (float) M * (dmin *
+ *    d_y) fused (its vmlsq_f32, an FMLS in its clang build); result acc.
+ *
+ * The integer sums are exact, so the layout (Kiln's 8x8 one, not ggml's
+ * 8x4) does not change a bit.
  */
 #include <arm_neon.h>
 #include <string.h>
@@ -52,6 +60,10 @@ ALWAYS_INLINE int32x4_t dot_rows2(int32x4_t acc, int8x16_t w, int8x16_t y) {
 #endif
 }
 
+/* the three summation orders: llama.cpp's AVX2 mat-vec and batched ones,
+ * its arm64 one */
+enum { X8_MATVEC, X8_PAIRS, X8_ARM };
+
 /* per column: the running integer sums and float accumulators, rows 0..3
  * in [0], 4..7 in [1] */
 struct x8_col { int32x4_t isum[2], msum[2]; float32x4_t acc[2], accm[2]; };
@@ -67,12 +79,33 @@ ALWAYS_INLINE void x8_fma(struct x8_col * st, const block_q4_Kx8 * xb, const blo
     }
 }
 
+/* the arm64 order's step after each pair of sub-blocks: the pair's
+ * integer sum into acc (msum runs on over the super-block) */
+ALWAYS_INLINE void x8_fma_pair(struct x8_col * st, const block_q4_Kx8 * xb, const block_q8_K * yb) {
+    const float32x4_t fy = vdupq_n_f32(yb->d);
+    for (int h = 0; h < 2; h++) {
+        const float32x4_t dd = vmulq_f32(vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(xb->d + 4 * h))), fy);
+        st->acc[h] = vfmaq_f32(st->acc[h], vcvtq_f32_s32(st->isum[h]), dd);
+        st->isum[h] = vdupq_n_s32(0);
+    }
+}
+
+/* the arm64 order's mins term at the end of a super-block: acc -= M * dm, fused */
+ALWAYS_INLINE void x8_fms_mins(struct x8_col * st, const block_q4_Kx8 * xb, const block_q8_K * yb) {
+    const float32x4_t fy = vdupq_n_f32(yb->d);
+    for (int h = 0; h < 2; h++) {
+        const float32x4_t dm = vmulq_f32(vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(xb->dmin + 4 * h))), fy);
+        st->acc[h] = vfmsq_f32(st->acc[h], vcvtq_f32_s32(st->msum[h]), dm);
+        st->msum[h] = vdupq_n_s32(0);
+    }
+}
+
 /* sub-block sb (values 32 sb.. of the 8 rows: pieces 4p..4p+3 of pair
  * p = sb / 2, low nibbles for even sb, high for odd) against N activation
  * rows: its weights loaded and unpacked once for all N; its integer sums
- * into st, and the float step after each odd sub-block where pairs (the
- * batched order) */
-ALWAYS_INLINE void x8_sub(const block_q4_Kx8 * xb, int64_t b, const int sb, const int hi, const int N, const int pairs,
+ * into st, and the float step after each odd sub-block where the order has
+ * one there (X8_PAIRS, X8_ARM) */
+ALWAYS_INLINE void x8_sub(const block_q4_Kx8 * xb, int64_t b, const int sb, const int hi, const int N, const int order,
                           struct x8_col * st, const block_q8_K * const * y) {
     const uint8x16_t m4 = vdupq_n_u8(0x0f);
     const int p = sb / 2;
@@ -102,13 +135,13 @@ ALWAYS_INLINE void x8_sub(const block_q4_Kx8 * xb, int64_t b, const int sb, cons
         st[c].isum[1] = vmlaq_s32(st[c].isum[1], sc[1], vpaddq_s32(a[c][2], a[c][3]));
         st[c].msum[0] = vmlal_n_s16(st[c].msum[0], vget_low_s16(mn), bs);
         st[c].msum[1] = vmlal_n_s16(st[c].msum[1], vget_high_s16(mn), bs);
-        if (pairs && hi) x8_fma(&st[c], xb, &y[c][b]);
+        if (order == X8_PAIRS && hi) x8_fma(&st[c], xb, &y[c][b]);
+        if (order == X8_ARM && hi) x8_fma_pair(&st[c], xb, &y[c][b]);
     }
 }
 
-/* one x8 group against N activation rows (N = 1, 2); pairs: the batched
- * order, else the mat-vec one */
-ALWAYS_INLINE void q4_Kx8_cols(int64_t n, const int N, const int pairs, float * const * s, const block_q4_Kx8 * x,
+/* one x8 group against N activation rows (N = 1, 2) in one of the orders */
+ALWAYS_INLINE void q4_Kx8_cols(int64_t n, const int N, const int order, float * const * s, const block_q4_Kx8 * x,
                                const block_q8_K * const * y) {
     struct x8_col st[2];
     for (int c = 0; c < N; c++) {
@@ -121,17 +154,18 @@ ALWAYS_INLINE void q4_Kx8_cols(int64_t n, const int N, const int pairs, float * 
         if (N == 1) {
             /* the two sub-blocks of a pair with their nibble half fixed */
             for (int p = 0; p < 4; p++) {
-                x8_sub(&x[b], b, 2 * p, 0, N, pairs, st, y);
-                x8_sub(&x[b], b, 2 * p + 1, 1, N, pairs, st, y);
+                x8_sub(&x[b], b, 2 * p, 0, N, order, st, y);
+                x8_sub(&x[b], b, 2 * p + 1, 1, N, order, st, y);
             }
         } else {
             /* one sub-block per iteration: fewer registers live (the form
              * above spills with 2 columns: +5 % instructions with SDOT,
              * +40 % without, counted under qemu) */
-            for (int sb = 0; sb < 8; sb++) x8_sub(&x[b], b, sb, sb % 2, N, pairs, st, y);
+            for (int sb = 0; sb < 8; sb++) x8_sub(&x[b], b, sb, sb % 2, N, order, st, y);
         }
-        if (!pairs) {
-            for (int c = 0; c < N; c++) x8_fma(&st[c], &x[b], &y[c][b]);
+        for (int c = 0; c < N; c++) {
+            if (order == X8_MATVEC) x8_fma(&st[c], &x[b], &y[c][b]);
+            if (order == X8_ARM) x8_fms_mins(&st[c], &x[b], &y[c][b]);
         }
     }
     for (int c = 0; c < N; c++) {
@@ -140,10 +174,19 @@ ALWAYS_INLINE void q4_Kx8_cols(int64_t n, const int N, const int pairs, float * 
     }
 }
 
+/* the orders of this build: arm64's for both forms with SDOT, else AVX2's two */
+#ifdef KILN_NEON_DOTPROD
+#define ORDER_1 X8_ARM
+#define ORDER_N X8_ARM
+#else
+#define ORDER_1 X8_MATVEC
+#define ORDER_N X8_PAIRS
+#endif
+
 void NEON_SFX(q4_Kx8_q8_K_vec_dot)(int64_t n, float * s, const void * x, const void * y) {
     float * sc[1] = { s };
     const block_q8_K * yc[1] = { y };
-    q4_Kx8_cols(n, 1, 0, sc, x, yc);
+    q4_Kx8_cols(n, 1, ORDER_1, sc, x, yc);
 }
 
 /* 2 columns per pass, then an odd last one (the batched order throughout) */
@@ -153,11 +196,11 @@ void NEON_SFX(q4_Kx8_q8_K_gemm)(int64_t n, int ncols, float * s, size_t ss, cons
         float * sc[2] = { s + (size_t) c * ss, s + (size_t) (c + 1) * ss };
         const block_q8_K * yc[2] = { (const block_q8_K *) ((const char *) y + (size_t) c * ys),
                                      (const block_q8_K *) ((const char *) y + (size_t) (c + 1) * ys) };
-        q4_Kx8_cols(n, 2, 1, sc, x, yc);
+        q4_Kx8_cols(n, 2, ORDER_N, sc, x, yc);
     }
     if (c < ncols) {
         float * sc[1] = { s + (size_t) c * ss };
         const block_q8_K * yc[1] = { (const block_q8_K *) ((const char *) y + (size_t) c * ys) };
-        q4_Kx8_cols(n, 1, 1, sc, x, yc);
+        q4_Kx8_cols(n, 1, ORDER_N, sc, x, yc);
     }
 }
