@@ -370,7 +370,7 @@ enum kiln_status kiln_cpu_fwd_mul_mat(const struct kiln_compute_params * params,
     const bool pack = wants_packing(k, src0, src1) && k->f32_gemm_packed != NULL && !ggml_ord;
     const int rep = kiln_repacked_rows(src0);
     if (rep && src0->type != KILN_TYPE_Q4_0 && src0->type != KILN_TYPE_Q8_0 && src0->type != KILN_TYPE_IQ4_NL &&
-        src0->type != KILN_TYPE_Q4_K) {
+        src0->type != KILN_TYPE_Q4_K && src0->type != KILN_TYPE_Q6_K) {
         kiln_set_error("mul_mat: repacked tensor '%s' of unexpected type %s", src0->name, kiln_type_name(src0->type));
         return KILN_STATUS_FAILED;
     }

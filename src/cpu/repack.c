@@ -1,7 +1,7 @@
 /*
- * repack.c — kiln_repack_tensor(): Q4_0 / Q8_0 / IQ4_NL weights to the x4
- * layout and Q4_K weights to the x8 layout of src/cpu/repack.h, in place,
- * marked by tensor->extra.
+ * repack.c — kiln_repack_tensor(): Q4_0 / Q8_0 / IQ4_NL / Q6_K weights to
+ * the x4 layouts and Q4_K weights to the x8 layout of src/cpu/repack.h, in
+ * place, marked by tensor->extra.
  */
 #include "repack.h"
 #include "../core/internal.h"
@@ -38,13 +38,14 @@ static void prefault_writable(void * p, size_t n) {
 /* The marker: extra points at one of these, so no allocation to free; one
  * per type and scale shift (see choose_shift). */
 struct kiln_repack_tag { enum kiln_type type; int rows; int shift; };
-#define TAG_TYPES 4
+#define TAG_TYPES 5
 #define TAG(t, s) { t, (t) == KILN_TYPE_Q4_K ? KILN_REPACK_ROWS_Q4_K : KILN_REPACK_ROWS, s }
 #define TAGS(t) { TAG(t, 0), TAG(t, 1), TAG(t, 2), TAG(t, 3), TAG(t, 4), TAG(t, 5), TAG(t, 6), TAG(t, 7), \
                   TAG(t, 8), TAG(t, 9), TAG(t, 10) }
-/* (Q4_K uses shift 0 only: its kernels convert fp16 scales in hardware) */
+/* (Q4_K and Q6_K use shift 0 only: their kernels convert every fp16 scale
+ * exactly, subnormals included) */
 static const struct kiln_repack_tag tags[TAG_TYPES][KILN_REPACK_MAX_SHIFT + 1] = {
-    TAGS(KILN_TYPE_Q4_0), TAGS(KILN_TYPE_Q8_0), TAGS(KILN_TYPE_IQ4_NL), TAGS(KILN_TYPE_Q4_K),
+    TAGS(KILN_TYPE_Q4_0), TAGS(KILN_TYPE_Q8_0), TAGS(KILN_TYPE_IQ4_NL), TAGS(KILN_TYPE_Q4_K), TAGS(KILN_TYPE_Q6_K),
 };
 #undef TAGS
 #undef TAG
@@ -55,6 +56,7 @@ static int type_index(enum kiln_type type) {
         case KILN_TYPE_Q8_0:   return 1;
         case KILN_TYPE_IQ4_NL: return 2;
         case KILN_TYPE_Q4_K:   return 3;
+        case KILN_TYPE_Q6_K:   return 4;
         default:               return -1;
     }
 }
@@ -212,9 +214,78 @@ static void unpack_row_q4_K(const block_q4_Kx8 * x, int r, int64_t nb, block_q4_
     }
 }
 
+/* value v (0..255) of a plain Q6_K super-block set to the 6-bit quant q */
+static void q6_K_set(block_q6_K * x, int v, int q) {
+    const int h = v / 128, g = (v % 128) / 32, i = v % 32;
+    uint8_t * l = &x->ql[64 * h + 32 * (g & 1) + i], * hb = &x->qh[32 * h + i];
+    *l = (uint8_t) (g < 2 ? (*l & 0xf0) | (q & 15) : (*l & 0x0f) | ((q & 15) << 4));
+    *hb = (uint8_t) ((*hb & ~(3 << (2 * g))) | (((q >> 4) & 3) << (2 * g)));
+}
+
+/* a plain Q6_K super-block's 256 6-bit quants (0..63), value order */
+static void q6_K_quants(const block_q6_K * x, uint8_t v[256]) {
+    for (int h = 0; h < 2; h++) {
+        const uint8_t * ql = x->ql + 64 * h, * qh = x->qh + 32 * h;
+        uint8_t * o = v + 128 * h;
+        for (int i = 0; i < 32; i++) {
+            o[i] = (uint8_t) ((ql[i] & 15) | (qh[i] & 3) << 4);
+            o[i + 32] = (uint8_t) ((ql[i + 32] & 15) | ((qh[i] >> 2) & 3) << 4);
+            o[i + 64] = (uint8_t) ((ql[i] >> 4) | ((qh[i] >> 4) & 3) << 4);
+            o[i + 96] = (uint8_t) ((ql[i + 32] >> 4) | (qh[i] >> 6) << 4);
+        }
+    }
+}
+
+/* 4 plain Q6_K rows -> x4 super-blocks (repack.h), 4 bytes at a time (a
+ * model's Q6_K weights are repacked at every load) */
+static void pack_group_q6_K(const char * rows, size_t row_size, int64_t nb, block_q6_Kx4 * out) {
+    uint8_t v[4][256];
+    for (int64_t b = 0; b < nb; b++) {
+        block_q6_Kx4 * o = &out[b];
+        for (int r = 0; r < 4; r++) {
+            const block_q6_K * in = (const block_q6_K *) (rows + (size_t) r * row_size) + b;
+            o->d[r] = in->d;
+            for (int c = 0; c < 16; c++) o->scales[8 * (c / 2) + 2 * r + c % 2] = in->scales[c];
+            q6_K_quants(in, v[r]);
+        }
+        for (int c = 0; c < 16; c++) {
+            for (int r = 0; r < 4; r++) {
+                uint32_t q[4];
+                memcpy(q, &v[r][16 * c], 16);
+                /* the fourth 4 values' bits 4-5, 2-3, 0-1 into the top of each byte of the others */
+                for (int t = 0; t < 3; t++) {
+                    const uint32_t w = q[t] | (((q[3] >> (4 - 2 * t)) & 0x03030303u) << 6);
+                    memcpy(o->qs + 48 * c + 16 * t + 4 * r, &w, 4);
+                }
+            }
+        }
+    }
+}
+
+static void unpack_row_q6_K(const block_q6_Kx4 * x, int r, int64_t nb, block_q6_K * out) {
+    for (int64_t b = 0; b < nb; b++) {
+        block_q6_K * o = &out[b];
+        memset(o->ql, 0, sizeof o->ql);
+        memset(o->qh, 0, sizeof o->qh);
+        o->d = x[b].d[r];
+        for (int c = 0; c < 16; c++) {
+            o->scales[c] = x[b].scales[8 * (c / 2) + 2 * r + c % 2];
+            const uint8_t * v = x[b].qs + 48 * c + 4 * r;
+            for (int i = 0; i < 4; i++) {
+                for (int t = 0; t < 3; t++) q6_K_set(o, 16 * c + 4 * t + i, v[16 * t + i] & 63);
+                q6_K_set(o, 16 * c + 12 + i, (v[i] >> 6) << 4 | (v[16 + i] >> 6) << 2 | v[32 + i] >> 6);
+            }
+        }
+    }
+}
+
 void kiln_repack_unpack_row(enum kiln_type type, int shift, const void * group, int r, int64_t n, void * out) {
     if (type == KILN_TYPE_Q4_K) {
         unpack_row_q4_K(group, r, n / QK_K, out);
+        return;
+    }
+    if (type == KILN_TYPE_Q6_K) {
+        unpack_row_q6_K(group, r, n / QK_K, out);
         return;
     }
     size_t qb;
@@ -237,7 +308,7 @@ bool kiln_repack_tensor(struct kiln_tensor * t) {
     }
     const int ti = type_index(t->type);
     if (ti < 0) {
-        kiln_set_error("repack: %s weights have no interleaved layout (q4_0, q8_0, iq4_nl and q4_K do)", kiln_type_name(t->type));
+        kiln_set_error("repack: %s weights have no interleaved layout (q4_0, q8_0, iq4_nl, q4_K and q6_K do)", kiln_type_name(t->type));
         return false;
     }
     if (kiln_repacked_rows(t)) return true;
@@ -251,7 +322,7 @@ bool kiln_repack_tensor(struct kiln_tensor * t) {
     }
     const int64_t ne00 = t->ne[0], ne01 = t->ne[1];
     const int64_t nmat = t->ne[2] * t->ne[3];
-    const bool k4 = t->type == KILN_TYPE_Q4_K;
+    const bool k4 = t->type == KILN_TYPE_Q4_K, k6 = t->type == KILN_TYPE_Q6_K;
     const int rows = k4 ? KILN_REPACK_ROWS_Q4_K : KILN_REPACK_ROWS;
     const int64_t ngroups = ne01 / rows;
     if (ngroups == 0) {
@@ -260,7 +331,7 @@ bool kiln_repack_tensor(struct kiln_tensor * t) {
     }
     const size_t row_size = t->nb[1];
     prefault_writable(t->data, kiln_nbytes(t));
-    const int shift = k4 ? 0 : choose_shift(t->type, (const char *) t->data, row_size, ngroups * 4, nmat, t->nb[2], ne00 / 32);
+    const int shift = k4 || k6 ? 0 : choose_shift(t->type, (const char *) t->data, row_size, ngroups * 4, nmat, t->nb[2], ne00 / 32);
     char * tmp = malloc((size_t) rows * row_size);
     if (!tmp) {
         kiln_set_error("repack: out of memory");
@@ -272,6 +343,8 @@ bool kiln_repack_tensor(struct kiln_tensor * t) {
             char * grp = mat + (size_t) g * rows * row_size;
             if (k4) {
                 pack_group_q4_K(grp, row_size, ne00 / QK_K, (block_q4_Kx8 *) tmp);
+            } else if (k6) {
+                pack_group_q6_K(grp, row_size, ne00 / QK_K, (block_q6_Kx4 *) tmp);
             } else {
                 pack_group(t->type, shift, grp, row_size, ne00 / 32, tmp);
             }
