@@ -46,8 +46,10 @@ RX_INLINE v128_t fma4(v128_t a, v128_t b, v128_t c, bool fused) {
 }
 
 /* the scales and mins of sub-block s of the 8 rows (repack.h's 12 bytes at
- * g) as u8 lanes 0..7 of *sc and *mn (16-bit shifts: the masks keep each
- * byte's own bits) */
+ * g) as u8 lanes 0..7 of *sc and *mn, lanes 8..15 unused (16-bit shifts:
+ * the masks keep each byte's own bits). The shuffles are 32-bit ones V8
+ * makes one instruction each (pshufd, punpckldq); a byte shuffle that
+ * matches no such pattern costs a pshufb and the rebuild of its mask */
 RX_INLINE void x8_scales(const uint8_t * g, const struct kiln_simd128_k * k, v128_t * sc, v128_t * mn) {
     const v128_t v = wasm_v128_load64_zero(g);
     const v128_t w = wasm_v128_load32_zero(g + 8);
@@ -55,11 +57,11 @@ RX_INLINE void x8_scales(const uint8_t * g, const struct kiln_simd128_k * k, v12
     const v128_t lo = wasm_v128_and(v, k->m63);
     /* lanes 0..7: g[8 + j] & 15 (j < 4), g[8 + j - 4] >> 4 (j >= 4), then
      * the top 2 bits of g[j] above them: sc[4..7], mn[4..7] */
-    const v128_t t = wasm_i8x16_shuffle(w, w, 0, 1, 2, 3, 0, 1, 2, 3, 0, 0, 0, 0, 0, 0, 0, 0);
+    const v128_t t = wasm_i32x4_shuffle(w, w, 0, 0, 0, 0);
     const v128_t nib = wasm_v128_bitselect(wasm_v128_and(t, k->m4), wasm_v128_and(wasm_u16x8_shr(t, 4), k->m4), k->sel);
     const v128_t hi = wasm_v128_or(nib, wasm_v128_and(wasm_u16x8_shr(v, 2), k->m30));
-    *sc = wasm_i8x16_shuffle(lo, hi, 0, 1, 2, 3, 16, 17, 18, 19, 0, 0, 0, 0, 0, 0, 0, 0);
-    *mn = wasm_i8x16_shuffle(lo, hi, 4, 5, 6, 7, 20, 21, 22, 23, 0, 0, 0, 0, 0, 0, 0, 0);
+    *sc = wasm_i32x4_shuffle(lo, hi, 0, 4, 1, 5);
+    *mn = wasm_i32x4_shuffle(*sc, *sc, 2, 3, 2, 3);
 }
 
 /* The u8 scales of rows 2q and 2q + 1 (lanes 2q, 2q + 1 of sc) as i16
@@ -91,11 +93,10 @@ static inline v128_t rows4(v128_t a, v128_t b) {
 /* M for the 8 rows of sub-blocks s, s + 1: mn_s[r] * bs_s + mn_{s+1}[r] * bs_{s+1},
  * rows 0..3 in *m0, 4..7 in *m1 (bs: the sub-blocks' 32-value sums, i16 lanes s, s + 1) */
 RX_INLINE void mins2(v128_t mna, v128_t mnb, v128_t bs2, v128_t * m0, v128_t * m1) {
-    /* i16 lanes mn_s[r], mn_{s+1}[r] per row */
-    const v128_t z = wasm_i8x16_splat(0);
+    /* i16 lanes mn_s[r], mn_{s+1}[r] per row (an interleave, then zero-extends) */
     const v128_t ab = wasm_i8x16_shuffle(mna, mnb, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
-    const v128_t lo = wasm_i8x16_shuffle(ab, z, 0, 16, 1, 16, 2, 16, 3, 16, 4, 16, 5, 16, 6, 16, 7, 16);
-    const v128_t hi = wasm_i8x16_shuffle(ab, z, 8, 16, 9, 16, 10, 16, 11, 16, 12, 16, 13, 16, 14, 16, 15, 16);
+    const v128_t lo = wasm_u16x8_extend_low_u8x16(ab);
+    const v128_t hi = wasm_u16x8_extend_high_u8x16(ab);
     *m0 = wasm_i32x4_add(*m0, wasm_i32x4_dot_i16x8(lo, bs2));
     *m1 = wasm_i32x4_add(*m1, wasm_i32x4_dot_i16x8(hi, bs2));
 }
