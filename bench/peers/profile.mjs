@@ -7,6 +7,8 @@
 //
 //   node bench/peers/profile.mjs MODEL.gguf [--build st|mt] [--threads N] [--gen N (16)] [--prompt TEXT]
 //        [--long N (a story of ~N tokens as the prompt, run.mjs's)] [--simd relaxed|simd128 (default: simd128)]
+//        [--callers NAME] [--under NAME (count only samples inside NAME: --under kw_llm_step, generation alone;
+//        the split lines then cover those samples only)]
 //
 // --simd relaxed profiles the relaxed-SIMD build that Chromium runs (kiln-st-relaxed / kiln-mt-relaxed;
 // this script passes Node 20 the flag), whose symbol map is wasm/dist/<build>-relaxed/kiln-<build>-relaxed.js.symbols.
@@ -66,6 +68,7 @@ const fname = (cf) => { const m = /^wasm-function\[(\d+)\]$/.exec(cf.functionNam
 
 const self = new Map(); const incl = new Map(); const callers = new Map(); let busy = 0; let threadsSeen = 0;
 const callersOf = opt('callers', null); // --callers NAME: who calls NAME (self time by call chain)
+const under = opt('under', null); // --under NAME: only samples inside NAME (e.g. kw_llm_step: generation alone)
 for (const f of readdirSync(dir).filter((f) => f.endsWith('.cpuprofile'))) {
   const p = JSON.parse(readFileSync(path.join(dir, f), 'utf8'));
   const nodes = new Map(p.nodes.map((n) => [n.id, n]));
@@ -75,6 +78,11 @@ for (const f of readdirSync(dir).filter((f) => f.endsWith('.cpuprofile'))) {
   p.samples.forEach((s, i) => {
     const d = p.timeDeltas[i] / 1e3; const n = nodes.get(s); const name = fname(n.callFrame);
     if (name === '(idle)' || name === '(program)') return;
+    if (under) {
+      let inside = false;
+      for (let id = s; id != null && !inside; id = parent.get(id)) inside = fname(nodes.get(id).callFrame) === under;
+      if (!inside) return;
+    }
     any = true; busy += d;
     self.set(name, (self.get(name) ?? 0) + d);
     if (callersOf && name === callersOf) {

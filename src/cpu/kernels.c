@@ -293,6 +293,14 @@ static void build_tables(void) {
         k->vec_dot_x4[KILN_TYPE_Q4_K] = q4_Kx8_q8_K_vec_dot__wasm_relaxed_fma;
         k->gemm_x4[KILN_TYPE_Q4_K] = q4_Kx8_q8_K_gemm__wasm_relaxed_fma;
     }
+    /* Q6_K repacked to x4 (repack.h; here only: llama.cpp repacks no Q6_K
+     * on x86): the plain relaxed kernel's bits; the batched kernel decodes
+     * each super-block once per 64 activation rows (gemm_wide), as the
+     * plain path's vec_dot_rows does */
+    k->vec_dot_x4[KILN_TYPE_Q6_K] = q6_Kx4_q8_K_vec_dot__wasm_relaxed;
+    k->gemm_x4[KILN_TYPE_Q6_K] = q6_Kx4_q8_K_gemm__wasm_relaxed;
+    k->gemm_wide[KILN_TYPE_Q6_K] = true;
+    k->repack_rows[KILN_TYPE_Q6_K] = 4;
     table_finish(k);
     g_available[KILN_ISA_WASM_RELAXED] = true;
 #endif

@@ -190,8 +190,8 @@ struct kiln_kernels {
      * ISA repacks the type, so that the x4 kernels' order is its order
      * (x86: Q4_0 / IQ4_NL / Q4_K when ne[1] % 8 == 0; arm64 with dotprod:
      * Q4_0 / IQ4_NL / Q8_0 when % 4, Q4_K / Q5_K / Q6_K when % 8; arm64
-     * without: none). Q8_0 on x86 and wasm: 1 (its x4 kernels keep the
-     * plain order). */
+     * without: none). Q8_0 on x86 and wasm: 1, Q6_K on wasm relaxed: 4
+     * (their x4 kernels keep the plain order). */
     uint8_t repack_rows[KILN_TYPE_COUNT];
     /* true: in a mul_mat with repacked Q4_K, the src1 rows of full groups
      * of 4 (those its batched kernel takes) quantize to q8_K with
@@ -201,7 +201,8 @@ struct kiln_kernels {
      * from_float like the others */
     bool q8_K_x4_rule;
     /* true: the type's gemm_x4 prepares each weight block once per call
-     * for many activation rows (the x86 rows' Q4_K, repack_q4_K_x86.h), so
+     * for many activation rows (the x86 rows' Q4_K, repack_q4_K_x86.h;
+     * wasm relaxed's Q6_K, repack_q6_K_wasm_relaxed.c), so
      * mul_mat gives it as many src1 rows per chunk as a 16-row kernel */
     bool gemm_wide[KILN_TYPE_COUNT];
 };

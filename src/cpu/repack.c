@@ -1,7 +1,8 @@
 /*
  * repack.c — kiln_repack_tensor(): Q4_0 / Q8_0 / IQ4_NL weights to the x4
  * layout and Q4_K / Q5_K / Q6_K weights to the x8 layouts of
- * src/cpu/repack.h, in place, marked by tensor->extra.
+ * src/cpu/repack.h (Q6_K in wasm builds: its x4 layout), in place, marked
+ * by tensor->extra.
  */
 #include "repack.h"
 #include "../core/internal.h"
@@ -42,9 +43,9 @@ struct kiln_repack_tag { enum kiln_type type; int rows; int shift; };
 #define TAG(t, s) { t, is_x8(t) ? KILN_REPACK_ROWS_Q4_K : KILN_REPACK_ROWS, s }
 #define TAGS(t) { TAG(t, 0), TAG(t, 1), TAG(t, 2), TAG(t, 3), TAG(t, 4), TAG(t, 5), TAG(t, 6), TAG(t, 7), \
                   TAG(t, 8), TAG(t, 9), TAG(t, 10) }
-/* the K-quants: 8 rows per group (x8), shift 0 only (their kernels
- * convert fp16 scales in hardware) */
-#define is_x8(t) ((t) == KILN_TYPE_Q4_K || (t) == KILN_TYPE_Q5_K || (t) == KILN_TYPE_Q6_K)
+/* the K-quants: 8 rows per group (x8; Q6_K in wasm builds: 4, x4), shift 0
+ * only (their kernels convert every fp16 scale exactly) */
+#define is_x8(t) ((t) == KILN_TYPE_Q4_K || (t) == KILN_TYPE_Q5_K || ((t) == KILN_TYPE_Q6_K && KILN_REPACK_ROWS_Q6_K == 8))
 static const struct kiln_repack_tag tags[TAG_TYPES][KILN_REPACK_MAX_SHIFT + 1] = {
     TAGS(KILN_TYPE_Q4_0), TAGS(KILN_TYPE_Q8_0), TAGS(KILN_TYPE_IQ4_NL), TAGS(KILN_TYPE_Q4_K),
     TAGS(KILN_TYPE_Q5_K), TAGS(KILN_TYPE_Q6_K),
@@ -274,6 +275,7 @@ static void pack_group_q6_K(const char * rows, size_t row_size, int64_t nb, bloc
     }
 }
 
+#if KILN_REPACK_ROWS_Q6_K == 8
 static void unpack_row_q6_K(const block_q6_Kx8 * x, int r, int64_t nb, block_q6_K * out) {
     for (int64_t b = 0; b < nb; b++) {
         block_q6_K * o = &out[b];
@@ -283,6 +285,7 @@ static void unpack_row_q6_K(const block_q6_Kx8 * x, int r, int64_t nb, block_q6_
         for (int k = 0; k < 16; k++) memcpy(o->qh + 4 * k, x[b].qh + (8 * k + r) * 4, 4);
     }
 }
+#endif
 
 /* 8 plain rows of a K-quant -> its x8 super-blocks */
 static void pack_group_x8(enum kiln_type type, const char * rows, size_t row_size, int64_t nb, void * out) {
@@ -290,6 +293,73 @@ static void pack_group_x8(enum kiln_type type, const char * rows, size_t row_siz
     else if (type == KILN_TYPE_Q5_K) pack_group_q5_K(rows, row_size, nb, out);
     else pack_group_q6_K(rows, row_size, nb, out);
 }
+
+#if KILN_REPACK_ROWS_Q6_K == 4
+/* value v (0..255) of a plain Q6_K super-block set to the 6-bit quant q */
+static void q6_K_set(block_q6_K * x, int v, int q) {
+    const int h = v / 128, g = (v % 128) / 32, i = v % 32;
+    uint8_t * l = &x->ql[64 * h + 32 * (g & 1) + i], * hb = &x->qh[32 * h + i];
+    *l = (uint8_t) (g < 2 ? (*l & 0xf0) | (q & 15) : (*l & 0x0f) | ((q & 15) << 4));
+    *hb = (uint8_t) ((*hb & ~(3 << (2 * g))) | (((q >> 4) & 3) << (2 * g)));
+}
+
+/* a plain Q6_K super-block's 256 6-bit quants (0..63), value order */
+static void q6_K_quants(const block_q6_K * x, uint8_t v[256]) {
+    for (int h = 0; h < 2; h++) {
+        const uint8_t * ql = x->ql + 64 * h, * qh = x->qh + 32 * h;
+        uint8_t * o = v + 128 * h;
+        for (int i = 0; i < 32; i++) {
+            o[i] = (uint8_t) ((ql[i] & 15) | (qh[i] & 3) << 4);
+            o[i + 32] = (uint8_t) ((ql[i + 32] & 15) | ((qh[i] >> 2) & 3) << 4);
+            o[i + 64] = (uint8_t) ((ql[i] >> 4) | ((qh[i] >> 4) & 3) << 4);
+            o[i + 96] = (uint8_t) ((ql[i + 32] >> 4) | (qh[i] >> 6) << 4);
+        }
+    }
+}
+
+/* 4 plain Q6_K rows -> x4 super-blocks (repack.h), 4 bytes at a time (a
+ * model's Q6_K weights are repacked at every load) */
+static void pack_group_q6_Kx4(const char * rows, size_t row_size, int64_t nb, block_q6_Kx4 * out) {
+    uint8_t v[4][256];
+    for (int64_t b = 0; b < nb; b++) {
+        block_q6_Kx4 * o = &out[b];
+        for (int r = 0; r < 4; r++) {
+            const block_q6_K * in = (const block_q6_K *) (rows + (size_t) r * row_size) + b;
+            o->d[r] = in->d;
+            for (int c = 0; c < 16; c++) o->scales[8 * (c / 2) + 2 * r + c % 2] = in->scales[c];
+            q6_K_quants(in, v[r]);
+        }
+        for (int c = 0; c < 16; c++) {
+            for (int r = 0; r < 4; r++) {
+                uint32_t q[4];
+                memcpy(q, &v[r][16 * c], 16);
+                /* the fourth 4 values' bits 4-5, 2-3, 0-1 into the top of each byte of the others */
+                for (int t = 0; t < 3; t++) {
+                    const uint32_t w = q[t] | (((q[3] >> (4 - 2 * t)) & 0x03030303u) << 6);
+                    memcpy(o->qs + 48 * c + 16 * t + 4 * r, &w, 4);
+                }
+            }
+        }
+    }
+}
+
+static void unpack_row_q6_Kx4(const block_q6_Kx4 * x, int r, int64_t nb, block_q6_K * out) {
+    for (int64_t b = 0; b < nb; b++) {
+        block_q6_K * o = &out[b];
+        memset(o->ql, 0, sizeof o->ql);
+        memset(o->qh, 0, sizeof o->qh);
+        o->d = x[b].d[r];
+        for (int c = 0; c < 16; c++) {
+            o->scales[c] = x[b].scales[8 * (c / 2) + 2 * r + c % 2];
+            const uint8_t * v = x[b].qs + 48 * c + 4 * r;
+            for (int i = 0; i < 4; i++) {
+                for (int t = 0; t < 3; t++) q6_K_set(o, 16 * c + 4 * t + i, v[16 * t + i] & 63);
+                q6_K_set(o, 16 * c + 12 + i, (v[i] >> 6) << 4 | (v[16 + i] >> 6) << 2 | v[32 + i] >> 6);
+            }
+        }
+    }
+}
+#endif
 
 void kiln_repack_unpack_row(enum kiln_type type, int shift, const void * group, int r, int64_t n, void * out) {
     if (type == KILN_TYPE_Q4_K) {
@@ -301,7 +371,11 @@ void kiln_repack_unpack_row(enum kiln_type type, int shift, const void * group, 
         return;
     }
     if (type == KILN_TYPE_Q6_K) {
+#if KILN_REPACK_ROWS_Q6_K == 4
+        unpack_row_q6_Kx4(group, r, n / QK_K, out);
+#else
         unpack_row_q6_K(group, r, n / QK_K, out);
+#endif
         return;
     }
     size_t qb;
@@ -347,7 +421,8 @@ bool kiln_repack_tensor(struct kiln_tensor * t) {
     }
     const size_t row_size = t->nb[1];
     prefault_writable(t->data, kiln_nbytes(t));
-    const int shift = x8 ? 0 : choose_shift(t->type, (const char *) t->data, row_size, ngroups * 4, nmat, t->nb[2], ne00 / 32);
+    const bool q6x4 = t->type == KILN_TYPE_Q6_K && !x8;
+    const int shift = x8 || q6x4 ? 0 : choose_shift(t->type, (const char *) t->data, row_size, ngroups * 4, nmat, t->nb[2], ne00 / 32);
     char * tmp = malloc((size_t) rows * row_size);
     if (!tmp) {
         kiln_set_error("repack: out of memory");
@@ -359,6 +434,10 @@ bool kiln_repack_tensor(struct kiln_tensor * t) {
             char * grp = mat + (size_t) g * rows * row_size;
             if (x8) {
                 pack_group_x8(t->type, grp, row_size, ne00 / QK_K, tmp);
+#if KILN_REPACK_ROWS_Q6_K == 4
+            } else if (q6x4) {
+                pack_group_q6_Kx4(grp, row_size, ne00 / QK_K, (block_q6_Kx4 *) tmp);
+#endif
             } else {
                 pack_group(t->type, shift, grp, row_size, ne00 / 32, tmp);
             }

@@ -1,6 +1,7 @@
 /*
  * repack.h — interleaved ("x4") layouts of Q4_0 / Q8_0 / IQ4_NL weights,
- * and "x8" ones of the K-quants (Q4_K, Q5_K, Q6_K; below), for mat-vec.
+ * "x8" ones of the K-quants (Q4_K, Q5_K, Q6_K; below) and, in wasm builds,
+ * an x4 one of Q6_K, for mat-vec.
  *
  * kiln_repack_tensor() rewrites a weight matrix in place: every group of 4
  * consecutive rows becomes one run of x4 blocks, x4 block b holding block b
@@ -135,6 +136,47 @@ typedef struct { kiln_fp16_t d[8]; kiln_fp16_t dmin[8]; uint8_t scales[96]; uint
 typedef struct { kiln_fp16_t d[8]; kiln_fp16_t dmin[8]; uint8_t scales[96]; uint8_t qh[256]; uint8_t qs[1024]; } block_q5_Kx8;
 typedef struct { kiln_fp16_t d[8]; int8_t scales[128]; uint8_t ql[1024]; uint8_t qh[512]; } block_q6_Kx8;
 
+/* The rows of a repacked Q6_K group: its x4 layout in wasm builds (below),
+ * the x8 one (above) in native builds, so each build has the layout its
+ * kernels read (arm64 with dotprod: x8; x86: none, kiln_repack_tensor only
+ * when asked; wasm relaxed: x4) and a repacked tensor one meaning. */
+#ifdef __EMSCRIPTEN__
+#define KILN_REPACK_ROWS_Q6_K 4
+#else
+#define KILN_REPACK_ROWS_Q6_K 8
+#endif
+
+/*
+ * Q6_K in wasm builds, 4 rows per group (x4), for the wasm relaxed-SIMD
+ * kernels (the tables' repack_rows: 4 there, 0 on wasm SIMD128; llama.cpp's
+ * wasm build repacks nothing). One per 256-value super-block, 4 x 210 bytes:
+ *   d[4]          the 4 rows' fp16 scales, row order;
+ *   scales[64]    the rows' 16 int8 scales (scale c: values 16c..16c+15),
+ *                 chunk pairs side by side: scales[8 p + 2 r + h] is row r's
+ *                 scale 2p + h (8 bytes per pair p: s_0(2p) s_0(2p+1)
+ *                 s_1(2p) s_1(2p+1) ... s_3(2p+1));
+ *   qs[768]       per chunk c (16 values) 48 bytes at qs + 48 c, three
+ *                 16-byte vectors V_t (t < 3), byte 4 r + i of V_t holding in
+ *                 its low 6 bits row r's 6-bit quant (0..63, the value + 32)
+ *                 of value 16 c + 4 t + i (i < 4), and in its top 2 bits
+ *                 bits 4-5 (V_0), 2-3 (V_1), 0-1 (V_2) of row r's quant of
+ *                 value 16 c + 12 + i.
+ * Why: one 16-byte vector holds 4 values of each of the 4 rows, so one
+ * 4-byte activation piece (a splat) serves all 4 rows, the i16 pair sums of
+ * relaxed_dot land in lanes (2r, 2r + 1) of row r, and one
+ * i32x4.dot_i16x8_s with the chunk's scales of the 4 rows (a swizzle of the
+ * pair's 8 bytes) gives each row's scale * dot in its own i32 lane; the
+ * 6-bit values come out with an AND per vector and 8 operations for the
+ * fourth (the plain layout: 17 per 4 vectors).
+ * Summation order: per row the plain wasm kernel's (ggml's wasm q6_K):
+ * the super-block's exact integer sum, then sumf += d * d_y * isum in
+ * super-block order, so the x4 and batched kernels
+ * (repack_q6_K_wasm_relaxed.c) are bit-identical to
+ * q6_K_q8_K_vec_dot__wasm_relaxed / __wasm_simd128 (wllama's results).
+ */
+typedef struct { kiln_fp16_t d[4]; int8_t scales[64]; uint8_t qs[768]; } block_q6_Kx4;
+KILN_STATIC_ASSERT(sizeof(block_q6_Kx4) == 4 * sizeof(block_q6_K), "block_q6_Kx4: the bytes of its 4 rows");
+
 /* s[r] = dot(row r of the x4 group x, y) for r < 4, n values (multiple of 32) */
 typedef void (*kiln_vec_dot_x4_t)(int64_t n, float * s, const void * x, const void * y);
 
@@ -237,6 +279,9 @@ void q8_0x4_q8_0_gemm__wasm_relaxed_dotadd(int64_t n, int ncols, float * s, size
  * where the engine fuses it (_fma); the same bits either way */
 KILN_REPACK_Q4_K_KERNELS(wasm_relaxed)
 KILN_REPACK_Q4_K_KERNELS(wasm_relaxed_fma)
+/* Q6_K x4 (repack_q6_K_wasm_relaxed.c): the plain relaxed kernel's bits */
+void q6_Kx4_q8_K_vec_dot__wasm_relaxed(int64_t n, float * s, const void * x, const void * y);
+void q6_Kx4_q8_K_gemm__wasm_relaxed(int64_t n, int ncols, float * s, size_t ss, const void * x, const void * y, size_t ys);
 /* IQ4_NL x4 (repack_iq4_nl_wasm_relaxed.c): the plain wasm kernel's order,
  * in an i16 and a dot-add version like q4_0's */
 void iq4_nlx4_q8_0_vec_dot__wasm_relaxed(int64_t n, float * s, const void * x, const void * y);

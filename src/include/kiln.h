@@ -312,11 +312,12 @@ KILN_API bool    kiln_is_matrix(const struct kiln_tensor * tensor);
 KILN_API bool    kiln_is_3d    (const struct kiln_tensor * tensor);
 KILN_API bool    kiln_is_transposed(const struct kiln_tensor * tensor);
 KILN_API bool    kiln_is_permuted  (const struct kiln_tensor * tensor);
-/* Rewrite q4_0 / q8_0 / iq4_nl weights in place into an interleaved layout
- * (4 rows' blocks side by side) that makes mul_mat mat-vec faster. q8_0
- * gives the exact same results; q4_0 and iq4_nl then sum in the order of
- * llama.cpp's repacked x86 kernels (one FMA per block) on the scalar and
- * AVX2 kernels, so they match llama.cpp bit for bit where it repacks
+/* Rewrite q4_0 / q8_0 / iq4_nl / q6_K (4 rows) or q4_K (8 rows) weights in
+ * place into an interleaved layout (the rows' blocks side by side) that
+ * makes mul_mat mat-vec faster. q8_0 and q6_K give the exact same results;
+ * q4_0, iq4_nl and q4_K then sum in the order of llama.cpp's repacked x86
+ * kernels on the scalar and x86 kernels, so they match llama.cpp bit for
+ * bit where it repacks
  * (src/cpu/repack.h). Afterwards the tensor is valid ONLY as src0 of mul_mat
  * (not for get_rows, copies, views, saving). false + kiln_last_error() when
  * the tensor cannot be repacked (other types, views, fewer than 4 rows);
@@ -330,9 +331,9 @@ KILN_API bool    kiln_repack_has_kernel(enum kiln_type type);
 /* true when the kernels in use would repack this weight matrix where
  * llama.cpp's CPU build on this CPU repacks it (its type and row count:
  * x86 Q4_0 / IQ4_NL / Q4_K with ne[1] % 8 == 0; arm64 with dotprod Q4_0 /
- * IQ4_NL / Q8_0 with ne[1] % 4 == 0 and Q4_K with % 8; Q8_0 on the rest,
- * where its interleaved kernels keep the plain order), so that the
- * results stay llama.cpp's */
+ * IQ4_NL / Q8_0 with ne[1] % 4 == 0 and Q4_K with % 8; Q8_0 on the rest
+ * and Q6_K (% 4) in wasm with relaxed SIMD, where their interleaved
+ * kernels keep the plain order), so that the results stay llama.cpp's */
 KILN_API bool    kiln_repack_wanted(const struct kiln_tensor * tensor);
 KILN_API bool    kiln_is_contiguous(const struct kiln_tensor * tensor);
 KILN_API bool    kiln_is_contiguous_0(const struct kiln_tensor * tensor);

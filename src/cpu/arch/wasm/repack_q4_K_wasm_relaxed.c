@@ -46,8 +46,10 @@ RX_INLINE v128_t fma4(v128_t a, v128_t b, v128_t c, bool fused) {
 }
 
 /* the scales and mins of sub-block s of the 8 rows (repack.h's 12 bytes at
- * g) as u8 lanes 0..7 of *sc and *mn (16-bit shifts: the masks keep each
- * byte's own bits) */
+ * g) as u8 lanes 0..7 of *sc and *mn, lanes 8..15 unused (16-bit shifts:
+ * the masks keep each byte's own bits). The shuffles are 32-bit ones V8
+ * makes one instruction each (pshufd, punpckldq); a byte shuffle that
+ * matches no such pattern costs a pshufb and the rebuild of its mask */
 RX_INLINE void x8_scales(const uint8_t * g, const struct kiln_simd128_k * k, v128_t * sc, v128_t * mn) {
     const v128_t v = wasm_v128_load64_zero(g);
     const v128_t w = wasm_v128_load32_zero(g + 8);
@@ -55,22 +57,32 @@ RX_INLINE void x8_scales(const uint8_t * g, const struct kiln_simd128_k * k, v12
     const v128_t lo = wasm_v128_and(v, k->m63);
     /* lanes 0..7: g[8 + j] & 15 (j < 4), g[8 + j - 4] >> 4 (j >= 4), then
      * the top 2 bits of g[j] above them: sc[4..7], mn[4..7] */
-    const v128_t t = wasm_i8x16_shuffle(w, w, 0, 1, 2, 3, 0, 1, 2, 3, 0, 0, 0, 0, 0, 0, 0, 0);
+    const v128_t t = wasm_i32x4_shuffle(w, w, 0, 0, 0, 0);
     const v128_t nib = wasm_v128_bitselect(wasm_v128_and(t, k->m4), wasm_v128_and(wasm_u16x8_shr(t, 4), k->m4), k->sel);
     const v128_t hi = wasm_v128_or(nib, wasm_v128_and(wasm_u16x8_shr(v, 2), k->m30));
-    *sc = wasm_i8x16_shuffle(lo, hi, 0, 1, 2, 3, 16, 17, 18, 19, 0, 0, 0, 0, 0, 0, 0, 0);
-    *mn = wasm_i8x16_shuffle(lo, hi, 4, 5, 6, 7, 20, 21, 22, 23, 0, 0, 0, 0, 0, 0, 0, 0);
+    *sc = wasm_i32x4_shuffle(lo, hi, 0, 4, 1, 5);
+    *mn = wasm_i32x4_shuffle(*sc, *sc, 2, 3, 2, 3);
 }
 
-/* the u8 scales of rows 2q and 2q + 1 (lanes 2q, 2q + 1 of sc) as i16
- * lanes: 4 of row 2q, then 4 of row 2q + 1 (swizzle: 0 for index 0x80) */
-#define Z 0x80
-static const uint8_t pair_idx[4][16] = {
-    { 0, Z, 0, Z, 0, Z, 0, Z, 1, Z, 1, Z, 1, Z, 1, Z }, { 2, Z, 2, Z, 2, Z, 2, Z, 3, Z, 3, Z, 3, Z, 3, Z },
-    { 4, Z, 4, Z, 4, Z, 4, Z, 5, Z, 5, Z, 5, Z, 5, Z }, { 6, Z, 6, Z, 6, Z, 6, Z, 7, Z, 7, Z, 7, Z, 7, Z },
-};
-#undef Z
-#define PAIR_SCALES(sc, q) wasm_i8x16_swizzle(sc, ld(pair_idx[q]))
+/* The u8 scales of rows 2q and 2q + 1 (lanes 2q, 2q + 1 of sc) as i16
+ * lanes, 4 of row 2q then 4 of row 2q + 1: a relaxed swizzle spreads rows
+ * 0..3 (t0) or 4..7 (t1) to 4 bytes each, and a zero-extend of its low or
+ * high half gives row pair q. Its indices are 0..7, where relaxed_swizzle
+ * is the plain one in every engine (V8: one pshufb, without the plain
+ * swizzle's out-of-range fix-up), and they come through volatile once per
+ * call (V8 rebuilds a v128.const at each use inside a loop). */
+#define RSWZ(t, i) __builtin_wasm_relaxed_swizzle_i8x16(t, i)
+struct x8_idx { v128_t r0123, r4567; };
+
+static inline struct x8_idx x8_idx_load(void) {
+    static volatile const uint32_t w[8] = { 0, 0x01010101u, 0x02020202u, 0x03030303u, 0x04040404u, 0x05050505u, 0x06060606u, 0x07070707u };
+    const struct x8_idx r = { wasm_u32x4_make(w[0], w[1], w[2], w[3]), wasm_u32x4_make(w[4], w[5], w[6], w[7]) };
+    return r;
+}
+
+/* row pair q's scales from t0 = rows 0..3 spread, t1 = rows 4..7 spread */
+#define PAIR_SCALES(t0, t1, q) ((q) == 0 ? wasm_u16x8_extend_low_u8x16(t0) : (q) == 1 ? wasm_u16x8_extend_high_u8x16(t0) : \
+                                (q) == 2 ? wasm_u16x8_extend_low_u8x16(t1) : wasm_u16x8_extend_high_u8x16(t1))
 
 /* rows' (4 lanes) i32 sums of lanes (0,1) and (2,3) of a and b: rows of the
  * pairs a = (r, r + 1), b = (r + 2, r + 3) */
@@ -81,11 +93,10 @@ static inline v128_t rows4(v128_t a, v128_t b) {
 /* M for the 8 rows of sub-blocks s, s + 1: mn_s[r] * bs_s + mn_{s+1}[r] * bs_{s+1},
  * rows 0..3 in *m0, 4..7 in *m1 (bs: the sub-blocks' 32-value sums, i16 lanes s, s + 1) */
 RX_INLINE void mins2(v128_t mna, v128_t mnb, v128_t bs2, v128_t * m0, v128_t * m1) {
-    /* i16 lanes mn_s[r], mn_{s+1}[r] per row */
-    const v128_t z = wasm_i8x16_splat(0);
+    /* i16 lanes mn_s[r], mn_{s+1}[r] per row (an interleave, then zero-extends) */
     const v128_t ab = wasm_i8x16_shuffle(mna, mnb, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
-    const v128_t lo = wasm_i8x16_shuffle(ab, z, 0, 16, 1, 16, 2, 16, 3, 16, 4, 16, 5, 16, 6, 16, 7, 16);
-    const v128_t hi = wasm_i8x16_shuffle(ab, z, 8, 16, 9, 16, 10, 16, 11, 16, 12, 16, 13, 16, 14, 16, 15, 16);
+    const v128_t lo = wasm_u16x8_extend_low_u8x16(ab);
+    const v128_t hi = wasm_u16x8_extend_high_u8x16(ab);
     *m0 = wasm_i32x4_add(*m0, wasm_i32x4_dot_i16x8(lo, bs2));
     *m1 = wasm_i32x4_add(*m1, wasm_i32x4_dot_i16x8(hi, bs2));
 }
@@ -93,8 +104,10 @@ RX_INLINE void mins2(v128_t mna, v128_t mnb, v128_t bs2, v128_t * m0, v128_t * m
 /* one super-block's sub-block pair p of the 8 rows against the activations
  * q8 (the super-block's 256): sc * dot into the row-pair accumulators a[4]
  * (lanes 0, 1: row 2q; 2, 3: row 2q + 1) */
-RX_INLINE void x8_pair(const uint8_t * qs, const int8_t * q8, int p, v128_t sclo, v128_t schi, v128_t a[4], v128_t m4) {
+RX_INLINE void x8_pair(const uint8_t * qs, const int8_t * q8, int p, v128_t sclo, v128_t schi, v128_t a[4], v128_t m4,
+                       const struct x8_idx * ix) {
     const int8_t * ylo = q8 + 64 * p, * yhi = q8 + 64 * p + 32;
+    const v128_t lo0 = RSWZ(sclo, ix->r0123), lo1 = RSWZ(sclo, ix->r4567), hi0 = RSWZ(schi, ix->r0123), hi1 = RSWZ(schi, ix->r4567);
     /* the activation pieces are reloaded per row pair (L1 hits): kept in
      * registers for all 4 they would push the accumulators out of them */
     for (int q = 0; q < 4; q++) {
@@ -105,8 +118,8 @@ RX_INLINE void x8_pair(const uint8_t * qs, const int8_t * q8, int p, v128_t sclo
             slo = wasm_i16x8_add(slo, RDOT16(wasm_v128_load64_splat(ylo + 8 * j), wasm_v128_and(b, m4)));
             shi = wasm_i16x8_add(shi, RDOT16(wasm_v128_load64_splat(yhi + 8 * j), wasm_v128_and(wasm_u16x8_shr(b, 4), m4)));
         }
-        a[q] = wasm_i32x4_add(a[q], wasm_i32x4_add(wasm_i32x4_dot_i16x8(slo, PAIR_SCALES(sclo, q)),
-                                                   wasm_i32x4_dot_i16x8(shi, PAIR_SCALES(schi, q))));
+        a[q] = wasm_i32x4_add(a[q], wasm_i32x4_add(wasm_i32x4_dot_i16x8(slo, PAIR_SCALES(lo0, lo1, q)),
+                                                   wasm_i32x4_dot_i16x8(shi, PAIR_SCALES(hi0, hi1, q))));
     }
 }
 
@@ -127,6 +140,7 @@ RX_INLINE void x8_h2f(const kiln_fp16_t * p, const struct kiln_simd128_k * k, v1
  * where the short scale conversion met an inf/nan (x8_h2f) */
 RX_INLINE bool x8_rows(int64_t n, float * s, const block_q4_Kx8 * x, const block_q8_K * y, bool pairs, bool fused, bool exact) {
     const struct kiln_simd128_k k = kiln_simd128_k_load();
+    const struct x8_idx ix = x8_idx_load();
     const v128_t m4 = k.m4;
     v128_t acc0 = wasm_f32x4_splat(0), acc1 = acc0, accm0 = acc0, accm1 = acc0, mx = wasm_i32x4_splat(0);
     for (int64_t b = 0; b < n / QK_K; b++) {
@@ -148,7 +162,7 @@ RX_INLINE bool x8_rows(int64_t n, float * s, const block_q4_Kx8 * x, const block
             v128_t sclo, mnlo, schi, mnhi;
             x8_scales(x[b].scales + 24 * p, &k, &sclo, &mnlo);
             x8_scales(x[b].scales + 24 * p + 12, &k, &schi, &mnhi);
-            x8_pair(x[b].qs, y[b].qs, p, sclo, schi, a, m4);
+            x8_pair(x[b].qs, y[b].qs, p, sclo, schi, a, m4, &ix);
             const v128_t bs2 = wasm_v128_load32_splat(&bsw[p]); /* i16 lanes bs_2p, bs_2p+1 */
             mins2(mnlo, mnhi, bs2, &mm0, &mm1);
             if (pairs) {
