@@ -3,6 +3,7 @@
  * present, so no runtime check beyond the architecture).
  */
 #include "../arch.h"
+#include "../gemm_fma_block.h"
 
 #include <arm_neon.h>
 #include <math.h>
@@ -142,22 +143,8 @@ void f32_axpy__neon(int64_t n, float a, const float * x, float * y) {
  * chain c = fma(a, b, c) in k order, as f32_axpy__neon's, so the bits are
  * f32_axpy rows'; blocks of 4 rows x 16 columns keep their sums in
  * registers across k, then 4 columns at a time, then one by one. */
-#define GEMM_FMA_BLOCK(R, V)                                                                  \
-    do {                                                                                      \
-        float32x4_t acc[R][V];                                                                \
-        for (int r = 0; r < R; r++)                                                           \
-            for (int c = 0; c < V; c++) acc[r][c] = vld1q_f32(C + (i + r) * n + j + 4 * c);  \
-        for (int q = 0; q < k; q++) {                                                         \
-            float32x4_t b[V];                                                                 \
-            for (int c = 0; c < V; c++) b[c] = vld1q_f32(B + q * n + j + 4 * c);             \
-            for (int r = 0; r < R; r++) {                                                     \
-                const float32x4_t a = vdupq_n_f32(A[(i + r) * k + q]);                        \
-                for (int c = 0; c < V; c++) acc[r][c] = vfmaq_f32(acc[r][c], a, b[c]);       \
-            }                                                                                 \
-        }                                                                                     \
-        for (int r = 0; r < R; r++)                                                           \
-            for (int c = 0; c < V; c++) vst1q_f32(C + (i + r) * n + j + 4 * c, acc[r][c]);   \
-    } while (0)
+#define FMA_NEON(a, b, c) vfmaq_f32(c, a, b)
+#define GEMM_FMA_BLOCK(R, V) KILN_GEMM_FMA_BLOCK(float32x4_t, 4, vld1q_f32, vst1q_f32, vdupq_n_f32, FMA_NEON, R, V)
 
 static void gemm_fma_cols(int i, int r_end, int j, int k, int n, float * C, const float * A, const float * B) {
     for (; i < r_end; i++)
@@ -180,6 +167,7 @@ void f32_gemm_fma__neon(int m, int k, int n, float * C, const float * A, const f
     }
 }
 #undef GEMM_FMA_BLOCK
+#undef FMA_NEON
 
 void f32_scale__neon(int64_t n, float a, const float * x, float * y) {
     int64_t i = 0;

@@ -5,6 +5,7 @@
  * f32x4.relaxed_madd for the f32 GEMM: kernels_wasm_relaxed.c).
  */
 #include "../arch.h"
+#include "../gemm_fma_block.h"
 #include "simd128_common.h"
 
 #include <wasm_simd128.h>
@@ -154,22 +155,7 @@ void f32_axpy__wasm_simd128(int64_t n, float a, const float * x, float * y) {
  * R rows x V vectors of 4 columns keep their sums in registers across k
  * (4 x 2: eight accumulators, which V8 keeps in registers), then columns
  * 4 at a time, then one by one. */
-#define GEMM_MADD_BLOCK(R, V)                                                                     \
-    do {                                                                                          \
-        v128_t acc[R][V];                                                                         \
-        for (int r = 0; r < R; r++)                                                               \
-            for (int c = 0; c < V; c++) acc[r][c] = wasm_v128_load(C + (i + r) * n + j + 4 * c);  \
-        for (int q = 0; q < k; q++) {                                                             \
-            v128_t b[V];                                                                          \
-            for (int c = 0; c < V; c++) b[c] = wasm_v128_load(B + q * n + j + 4 * c);             \
-            for (int r = 0; r < R; r++) {                                                         \
-                const v128_t a = wasm_f32x4_splat(A[(i + r) * k + q]);                            \
-                for (int c = 0; c < V; c++) acc[r][c] = MADD(a, b[c], acc[r][c]);                 \
-            }                                                                                     \
-        }                                                                                         \
-        for (int r = 0; r < R; r++)                                                               \
-            for (int c = 0; c < V; c++) wasm_v128_store(C + (i + r) * n + j + 4 * c, acc[r][c]);  \
-    } while (0)
+#define GEMM_MADD_BLOCK(R, V) KILN_GEMM_FMA_BLOCK(v128_t, 4, wasm_v128_load, wasm_v128_store, wasm_f32x4_splat, MADD, R, V)
 
 void f32_gemm_fma__wasm_simd128(int m, int k, int n, float * C, const float * A, const float * B) {
     int i = 0;

@@ -4,6 +4,7 @@
  * calls it only after cpuid says the CPU has all three.
  */
 #include "../arch.h"
+#include "../gemm_fma_block.h"
 
 #include <immintrin.h>
 #include <math.h>
@@ -327,22 +328,7 @@ void f16_scale__avx2(int64_t n, kiln_fp16_t * y, float v) {
 /* C[m x n] += A[m x k] B[k x n], n % 8 == 0: register blocks of 4 rows x 16
  * columns (then 4 x 8, then single rows), each C value one fmadd chain in k
  * order, so the blocking does not change a bit (kernels.h) */
-#define GEMM_BLOCK(R, V)                                                              \
-    do {                                                                              \
-        __m256 acc[R][V];                                                             \
-        for (int r = 0; r < R; r++)                                                   \
-            for (int c = 0; c < V; c++) acc[r][c] = _mm256_loadu_ps(C + (i + r) * n + j + 8 * c); \
-        for (int q = 0; q < k; q++) {                                                 \
-            __m256 b[V];                                                              \
-            for (int c = 0; c < V; c++) b[c] = _mm256_loadu_ps(B + q * n + j + 8 * c); \
-            for (int r = 0; r < R; r++) {                                             \
-                const __m256 a = _mm256_broadcast_ss(A + (i + r) * k + q);            \
-                for (int c = 0; c < V; c++) acc[r][c] = _mm256_fmadd_ps(a, b[c], acc[r][c]); \
-            }                                                                         \
-        }                                                                             \
-        for (int r = 0; r < R; r++)                                                   \
-            for (int c = 0; c < V; c++) _mm256_storeu_ps(C + (i + r) * n + j + 8 * c, acc[r][c]); \
-    } while (0)
+#define GEMM_BLOCK(R, V) KILN_GEMM_FMA_BLOCK(__m256, 8, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_set1_ps, _mm256_fmadd_ps, R, V)
 
 void f32_gemm_fma__avx2(int m, int k, int n, float * C, const float * A, const float * B) {
     int i = 0;

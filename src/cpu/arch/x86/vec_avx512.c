@@ -11,6 +11,7 @@
 #include <immintrin.h>
 
 #include "../arch.h"
+#include "../gemm_fma_block.h"
 
 void f32_gemm_8x16__avx512(int64_t k, const float * a, int64_t lda, const float * bp, float * c, int64_t ldc, int accumulate) {
     __m512 acc[8];
@@ -30,22 +31,7 @@ void f32_gemm_8x16__avx512(int64_t k, const float * a, int64_t lda, const float 
  * then 4 x 16, then single rows; a last 8 columns on 256 bits. Each C value
  * is still one fmadd chain in k order from its value in C, so the bits are
  * AVX2's. */
-#define GEMM_BLOCK512(R, V)                                                           \
-    do {                                                                              \
-        __m512 acc[R][V];                                                             \
-        for (int r = 0; r < R; r++)                                                   \
-            for (int c = 0; c < V; c++) acc[r][c] = _mm512_loadu_ps(C + (i + r) * n + j + 16 * c); \
-        for (int q = 0; q < k; q++) {                                                 \
-            __m512 b[V];                                                              \
-            for (int c = 0; c < V; c++) b[c] = _mm512_loadu_ps(B + q * n + j + 16 * c); \
-            for (int r = 0; r < R; r++) {                                             \
-                const __m512 a = _mm512_set1_ps(A[(i + r) * k + q]);                  \
-                for (int c = 0; c < V; c++) acc[r][c] = _mm512_fmadd_ps(a, b[c], acc[r][c]); \
-            }                                                                         \
-        }                                                                             \
-        for (int r = 0; r < R; r++)                                                   \
-            for (int c = 0; c < V; c++) _mm512_storeu_ps(C + (i + r) * n + j + 16 * c, acc[r][c]); \
-    } while (0)
+#define GEMM_BLOCK512(R, V) KILN_GEMM_FMA_BLOCK(__m512, 16, _mm512_loadu_ps, _mm512_storeu_ps, _mm512_set1_ps, _mm512_fmadd_ps, R, V)
 
 static void gemm_fma_tail8(int i, int r_end, int j, int k, int n, float * C, const float * A, const float * B) {
     for (; i < r_end; i++) {
