@@ -312,15 +312,17 @@ KILN_API bool    kiln_is_matrix(const struct kiln_tensor * tensor);
 KILN_API bool    kiln_is_3d    (const struct kiln_tensor * tensor);
 KILN_API bool    kiln_is_transposed(const struct kiln_tensor * tensor);
 KILN_API bool    kiln_is_permuted  (const struct kiln_tensor * tensor);
-/* Rewrite q4_0 / q8_0 / iq4_nl / q6_K (4 rows) or q4_K (8 rows) weights in
- * place into an interleaved layout (the rows' blocks side by side) that
- * makes mul_mat mat-vec faster. q8_0 and q6_K give the exact same results;
- * q4_0, iq4_nl and q4_K then sum in the order of llama.cpp's repacked x86
- * kernels on the scalar and x86 kernels, so they match llama.cpp bit for
- * bit where it repacks
- * (src/cpu/repack.h). Afterwards the tensor is valid ONLY as src0 of mul_mat
- * (not for get_rows, copies, views, saving). false + kiln_last_error() when
- * the tensor cannot be repacked (other types, views, fewer than 4 rows);
+/* Rewrite q4_0 / q8_0 / iq4_nl (4 rows), q4_K / q5_K (8 rows) or q6_K (8
+ * rows natively, 4 in wasm builds) weights in place into an interleaved
+ * layout (the rows' blocks side by side) that makes mul_mat mat-vec
+ * faster. Where llama.cpp repacks a type (x86: q4_0, iq4_nl, q4_K; arm64
+ * with dotprod: those, q8_0, q5_K and q6_K) the kernels sum in its
+ * repacked kernels' order, so results match llama.cpp bit for bit there;
+ * elsewhere (q8_0 on x86 and wasm, q6_K in wasm) they give the
+ * unrepacked results exactly (src/cpu/repack.h). Afterwards the tensor is
+ * valid ONLY as src0 of mul_mat (not for get_rows, copies, views, saving).
+ * false + kiln_last_error() when the tensor cannot be repacked (other
+ * types, views, fewer rows than one group);
  * true when repacked (or already). */
 KILN_API bool    kiln_repack_tensor(struct kiln_tensor * tensor);
 KILN_API bool    kiln_tensor_is_repacked(const struct kiln_tensor * tensor);
@@ -331,9 +333,10 @@ KILN_API bool    kiln_repack_has_kernel(enum kiln_type type);
 /* true when the kernels in use would repack this weight matrix where
  * llama.cpp's CPU build on this CPU repacks it (its type and row count:
  * x86 Q4_0 / IQ4_NL / Q4_K with ne[1] % 8 == 0; arm64 with dotprod Q4_0 /
- * IQ4_NL / Q8_0 with ne[1] % 4 == 0 and Q4_K with % 8; Q8_0 on the rest
- * and Q6_K (% 4) in wasm with relaxed SIMD, where their interleaved
- * kernels keep the plain order), so that the results stay llama.cpp's */
+ * IQ4_NL / Q8_0 with ne[1] % 4 == 0 and Q4_K / Q5_K / Q6_K with % 8; Q8_0
+ * on the rest and Q6_K (% 4) in wasm with relaxed SIMD, where their
+ * interleaved kernels keep the plain order), so that the results stay
+ * llama.cpp's */
 KILN_API bool    kiln_repack_wanted(const struct kiln_tensor * tensor);
 KILN_API bool    kiln_is_contiguous(const struct kiln_tensor * tensor);
 KILN_API bool    kiln_is_contiguous_0(const struct kiln_tensor * tensor);
