@@ -311,9 +311,9 @@ static void block_repacked(const struct kiln_kernels * k, const struct kiln_tens
     const int64_t ne00 = src0->ne[0];
     const size_t as = src0->nb[1], ldd = ds / sizeof(float);
     const kiln_vec_dot_t dot4 = k->vec_dot_x4[src0->type];
-    const bool k4 = src0->type == KILN_TYPE_Q4_K || src0->type == KILN_TYPE_Q5_K || src0->type == KILN_TYPE_Q6_K;
-    const int64_t jb = k4 ? KILN_MIN(j1, KILN_MAX(j0, jg)) : j1; /* batched: j0..jb */
-    const kiln_gemm_x4_t gemm4 = dot4 && (k4 || jb - j0 > 1) && jb > j0 && ds % sizeof(float) == 0 ? k->gemm_x4[src0->type] : NULL;
+    const bool kq = kiln_repack_is_kquant(src0->type);
+    const int64_t jb = kq ? KILN_MIN(j1, KILN_MAX(j0, jg)) : j1; /* batched: j0..jb */
+    const kiln_gemm_x4_t gemm4 = dot4 && (kq || jb - j0 > 1) && jb > j0 && ds % sizeof(float) == 0 ? k->gemm_x4[src0->type] : NULL;
     const int shift = kiln_repack_scale_shift(src0);
     const float unshift = ldexpf(1.0f, -shift);
     /* 16 rows (16 / rep groups) per call where the table has it: the
@@ -372,7 +372,7 @@ enum kiln_status kiln_cpu_fwd_mul_mat(const struct kiln_compute_params * params,
     const bool pack = wants_packing(k, src0, src1) && k->f32_gemm_packed != NULL && !ggml_ord;
     const int rep = kiln_repacked_rows(src0);
     if (rep && src0->type != KILN_TYPE_Q4_0 && src0->type != KILN_TYPE_Q8_0 && src0->type != KILN_TYPE_IQ4_NL &&
-        src0->type != KILN_TYPE_Q4_K && src0->type != KILN_TYPE_Q5_K && src0->type != KILN_TYPE_Q6_K) {
+        !kiln_repack_is_kquant(src0->type)) {
         kiln_set_error("mul_mat: repacked tensor '%s' of unexpected type %s", src0->name, kiln_type_name(src0->type));
         return KILN_STATUS_FAILED;
     }

@@ -421,8 +421,7 @@ bool kiln_repack_tensor(struct kiln_tensor * t) {
     }
     const size_t row_size = t->nb[1];
     prefault_writable(t->data, kiln_nbytes(t));
-    const bool q6x4 = t->type == KILN_TYPE_Q6_K && !x8;
-    const int shift = x8 || q6x4 ? 0 : choose_shift(t->type, (const char *) t->data, row_size, ngroups * 4, nmat, t->nb[2], ne00 / 32);
+    const int shift = kiln_repack_is_kquant(t->type) ? 0 : choose_shift(t->type, (const char *) t->data, row_size, ngroups * 4, nmat, t->nb[2], ne00 / 32);
     char * tmp = malloc((size_t) rows * row_size);
     if (!tmp) {
         kiln_set_error("repack: out of memory");
@@ -435,7 +434,7 @@ bool kiln_repack_tensor(struct kiln_tensor * t) {
             if (x8) {
                 pack_group_x8(t->type, grp, row_size, ne00 / QK_K, tmp);
 #if KILN_REPACK_ROWS_Q6_K == 4
-            } else if (q6x4) {
+            } else if (t->type == KILN_TYPE_Q6_K) { /* x4 */
                 pack_group_q6_Kx4(grp, row_size, ne00 / QK_K, (block_q6_Kx4 *) tmp);
 #endif
             } else {

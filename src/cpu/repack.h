@@ -146,6 +146,13 @@ typedef struct { kiln_fp16_t d[8]; int8_t scales[128]; uint8_t ql[1024]; uint8_t
 #define KILN_REPACK_ROWS_Q6_K 8
 #endif
 
+/* the K-quants repack knows (their kernels convert every fp16 scale
+ * exactly: scale shift 0; their batched order may differ from the
+ * mat-vec one, ops_matmul.c's block_repacked) */
+static inline bool kiln_repack_is_kquant(enum kiln_type t) {
+    return t == KILN_TYPE_Q4_K || t == KILN_TYPE_Q5_K || t == KILN_TYPE_Q6_K;
+}
+
 /*
  * Q6_K in wasm builds, 4 rows per group (x4), for the wasm relaxed-SIMD
  * kernels (the tables' repack_rows: 4 there, 0 on wasm SIMD128; llama.cpp's
