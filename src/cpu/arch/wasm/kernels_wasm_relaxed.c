@@ -51,15 +51,12 @@
 #include "quants_impl.h"
 #include "simd128_common.h"
 
-static inline v128_t ld(const void * p) { return wasm_v128_load(p); }
 
 #define hsum_f32 kiln_simd128_hsum_f32
 
 #define RMADD(a, b, c) __builtin_wasm_relaxed_madd_f32x4(a, b, c)
 #define LANE KILN_SIMD128_LANE
-#define RDOT16(a, b) __builtin_wasm_relaxed_dot_i8x16_i7x16_s_i16x8(a, b)
 #define RDOTADD(a, b, c) __builtin_wasm_relaxed_dot_i8x16_i7x16_add_s_i32x4(a, b, c)
-#define RX_INLINE static inline __attribute__((always_inline))
 
 /* ---- q4_0 -------------------------------------------------------------- */
 

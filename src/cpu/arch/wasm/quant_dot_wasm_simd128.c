@@ -33,7 +33,6 @@ static inline int hsum_i32(v128_t v) {
 
 static inline int dot16_sum(v128_t a, v128_t b) { return hsum_i32(dot16(wasm_i32x4_splat(0), a, b)); }
 
-static inline v128_t ld(const void * p) { return wasm_v128_load(p); }
 
 static inline v128_t fma4(v128_t acc, v128_t isum, float d) {
     return wasm_f32x4_add(acc, wasm_f32x4_mul(wasm_f32x4_convert_i32x4(isum), wasm_f32x4_splat(d)));

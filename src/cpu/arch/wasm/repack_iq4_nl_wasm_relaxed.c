@@ -39,16 +39,12 @@
 #include "quants_impl.h"
 #include "simd128_common.h"
 
-static inline v128_t ld(const void * p) { return wasm_v128_load(p); }
 
 #define hsum_f32 kiln_simd128_hsum_f32
 #define LANE KILN_SIMD128_LANE
-#define RDOT16(a, b) __builtin_wasm_relaxed_dot_i8x16_i7x16_s_i16x8(a, b)
 #define RDOTADD(a, b, c) __builtin_wasm_relaxed_dot_i8x16_i7x16_add_s_i32x4(a, b, c)
 /* every index below is 0..15: relaxed_swizzle's result does not depend on
  * the engine then, and V8 on x64 emits a lone pshufb for it */
-#define RSWZ(t, i) __builtin_wasm_relaxed_swizzle_i8x16(t, i)
-#define RX_INLINE static inline __attribute__((always_inline))
 
 /* The loops' constants besides kiln_simd128_k's: the 16 levels
  * (kiln_kvalues_iq4nl) and PERM, byte 4k + t <- byte 2k + (t & 1) + 8 (t >> 1).

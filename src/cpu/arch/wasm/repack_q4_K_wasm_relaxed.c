@@ -35,11 +35,8 @@
 #include "quants_impl.h"
 #include "simd128_common.h"
 
-#define RDOT16(a, b) __builtin_wasm_relaxed_dot_i8x16_i7x16_s_i16x8(a, b)
 #define RMADD(a, b, c) __builtin_wasm_relaxed_madd_f32x4(a, b, c)
-#define RX_INLINE static inline __attribute__((always_inline))
 
-static inline v128_t ld(const void * p) { return wasm_v128_load(p); }
 
 RX_INLINE v128_t fma4(v128_t a, v128_t b, v128_t c, bool fused) {
     return fused ? RMADD(a, b, c) : kiln_simd128_fma_f32x4(a, b, c);
@@ -71,7 +68,6 @@ RX_INLINE void x8_scales(const uint8_t * g, const struct kiln_simd128_k * k, v12
  * is the plain one in every engine (V8: one pshufb, without the plain
  * swizzle's out-of-range fix-up), and they come through volatile once per
  * call (V8 rebuilds a v128.const at each use inside a loop). */
-#define RSWZ(t, i) __builtin_wasm_relaxed_swizzle_i8x16(t, i)
 struct x8_idx { v128_t r0123, r4567; };
 
 static inline struct x8_idx x8_idx_load(void) {

@@ -26,14 +26,11 @@
 #include "blocks.h"
 #include "simd128_common.h"
 
-#define RDOT16(a, b) __builtin_wasm_relaxed_dot_i8x16_i7x16_s_i16x8(a, b)
-#define RX_INLINE static inline __attribute__((always_inline))
-/* every index below is 0..7: relaxed_swizzle's result does not depend on
- * the engine, and V8 makes it one pshufb (the plain swizzle adds a
- * saturating add and its constant for the out-of-range rule) */
-#define RSWZ(t, i) __builtin_wasm_relaxed_swizzle_i8x16(t, i)
+/* RSWZ (simd128_common.h): every index below is 0..7, so relaxed_swizzle's
+ * result does not depend on the engine, and V8 makes it one pshufb (the
+ * plain swizzle adds a saturating add and its constant for the
+ * out-of-range rule) */
 
-static inline v128_t ld(const void * p) { return wasm_v128_load(p); }
 
 /* the pair's 8 scale bytes (s_0c s_0c' s_1c ...) -> each chunk's 4 rows,
  * 2 bytes each: s_0c s_0c s_1c s_1c ... s_3c, then the same for c'. Read

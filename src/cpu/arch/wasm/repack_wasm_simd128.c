@@ -16,7 +16,6 @@
 #include "quants_impl.h"
 #include "simd128_common.h"
 
-static inline v128_t ld(const void * p) { return wasm_v128_load(p); }
 
 #define hsum_f32 kiln_simd128_hsum_f32
 

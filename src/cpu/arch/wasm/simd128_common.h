@@ -12,6 +12,15 @@
 
 #include "kiln.h"
 
+/* the wasm kernel files' shorthands */
+static inline v128_t ld(const void * p) { return wasm_v128_load(p); }
+#define RX_INLINE static inline __attribute__((always_inline))
+#if defined(__wasm_relaxed_simd__)
+#define RDOT16(a, b) __builtin_wasm_relaxed_dot_i8x16_i7x16_s_i16x8(a, b)
+/* relaxed_swizzle: engine-independent for indices 0..15 */
+#define RSWZ(t, i) __builtin_wasm_relaxed_swizzle_i8x16(t, i)
+#endif
+
 /* the 4 float lanes summed left to right (the order every kernel's results
  * depend on) */
 static inline float kiln_simd128_hsum_f32(v128_t v) {
