@@ -103,7 +103,15 @@ void kiln_mm_act_convert(const struct kiln_compute_params * params, const struct
 /* block sizes of the dot-tile path: multiples of every tile's MR / NR (1, 3, 4) */
 #define MM_BLOCK0      48   /* src0 rows per chunk, batched */
 #define MM_BLOCK1      24   /* src1 rows per chunk, batched */
-#define MM_BLOCK0_GEMV 32   /* src0 rows per chunk when src1 has one row */
+/* src0 rows per chunk when src1 has one row (a generated token's mat-vec
+ * products): the rows split into MM_GEMV_CHUNKS_PER_THREAD chunks per
+ * thread, of at least MM_BLOCK0_GEMV rows. Each thread then streams long
+ * contiguous runs of weights; 32-row chunks taken in turn by 2 threads
+ * made 2-thread generation 25-40 % slower, natively and in wasm (the
+ * weights come from DRAM; one thread alone was not affected). A few chunks
+ * per thread still let a thread that runs ahead take another's share. */
+#define MM_BLOCK0_GEMV 32
+#define MM_GEMV_CHUNKS_PER_THREAD 4
 #define MM_X16_BLOCK1  64   /* src1 rows per chunk, repacked Q4_0 / Q8_0 (with their aux) / Q4_K 16-row kernels, vec_dot_rows */
 /* the F16 widening path (wants_f16_widen): each chunk widens its src1 rows
  * and then each of its src0 rows once, so a row's conversion (no hardware
@@ -114,6 +122,11 @@ void kiln_mm_act_convert(const struct kiln_compute_params * params, const struct
  * 128 rows, stays in L2: 0.8 MB at 1536 wide) */
 #define MM_WIDEN_BLOCK0 128
 #define MM_WIDEN_BLOCK1 128
+
+static int64_t gemv_block0(int64_t ne01, int nth) {
+    const int64_t n = (int64_t) nth * MM_GEMV_CHUNKS_PER_THREAD;
+    return KILN_MAX(MM_BLOCK0_GEMV, KILN_PAD((ne01 + n - 1) / n, 8));
+}
 
 static bool check_common(const struct kiln_tensor * dst, const struct kiln_tensor * src0, const char * op) {
     if (dst->type != KILN_TYPE_F32 || dst->nb[0] != sizeof(float)) {
@@ -399,7 +412,7 @@ enum kiln_status kiln_cpu_fwd_mul_mat(const struct kiln_compute_params * params,
     }
 
     const bool gemv = ne11 == 1;
-    int64_t bs0 = gemv ? MM_BLOCK0_GEMV : (pack ? MM_PACK_BLOCK0 : widen ? MM_WIDEN_BLOCK0 : MM_BLOCK0);
+    int64_t bs0 = gemv ? gemv_block0(ne01, params->nth) : (pack ? MM_PACK_BLOCK0 : widen ? MM_WIDEN_BLOCK0 : MM_BLOCK0);
     /* the 16-row kernels of repacked Q4_0 / Q8_0 / Q4_K, a gemm_wide
      * gemm_x4 and vec_dot_rows prepare each weight block once per call:
      * more src1 rows per chunk */
