@@ -19,6 +19,7 @@
 #include "../core/graph_internal.h"
 
 #include <limits.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -34,6 +35,7 @@
 
 #define KILN_DEFAULT_POLL 20000 /* spin iterations before yielding */
 #define KILN_YIELDS 64          /* sched_yield()s before sleeping */
+#define KILN_FA_MASKS 4         /* distinct flash attention masks a job's estimates keep (full and sliding window) */
 
 struct kiln_threadpool {
     /* each hot atomic on its own cache line: workers hammer them */
@@ -52,6 +54,10 @@ struct kiln_threadpool {
 
     /* current job */
     struct kiln_cgraph * graph;
+    /* flash attention masks of the current job and the positions their last
+     * query row reads (fa_masks_scan), read by node_solo */
+    struct fa_mask_positions { const void * data; int64_t row, positions; } fa_masks[KILN_FA_MASKS];
+    int n_fa_masks;
     struct kiln_cplan *  cplan;
     enum kiln_status     status;
     char                 error[512];
@@ -255,7 +261,46 @@ static bool node_skipped(const struct kiln_tensor * node) {
     return kiln_op_tasks(node->op) == KILN_TASKS_NONE || kiln_is_empty(node);
 }
 
-static bool node_solo(const struct kiln_tensor * node) {
+/* The positions a flash attention query row reads: those its mask does not
+ * set to -inf. A decode step's K/V view is padded (to 256 cells, as
+ * llama.cpp pads it) and the masked cells cost a comparison each, so
+ * counting them all as work made every decode step of a small model
+ * (stories260K: 8 heads of 8) wake the workers for its attention.
+ * Masks are read once per job, before the workers start, so every thread
+ * takes the same solo decisions even if a node of the graph were to write
+ * a mask (its values would then only make the estimate stale). */
+static void fa_masks_scan(struct kiln_threadpool * tp, const struct kiln_cgraph * g) {
+    tp->n_fa_masks = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const struct kiln_tensor * node = g->nodes[i];
+        if (node->op != KILN_OP_FLASH_ATTN_EXT) continue;
+        const struct kiln_tensor * q = node->src[0], * k = node->src[1], * mask = node->src[3];
+        if (!q || !k || !mask || !mask->data || mask->ne[2] != 1 || mask->ne[3] != 1 || mask->ne[1] < q->ne[1] ||
+            (mask->type != KILN_TYPE_F16 && mask->type != KILN_TYPE_F32)) continue;
+        const int64_t row = q->ne[1] - 1;
+        bool seen = false;
+        for (int j = 0; j < tp->n_fa_masks; j++) seen |= tp->fa_masks[j].data == mask->data && tp->fa_masks[j].row == row;
+        if (seen || tp->n_fa_masks == KILN_FA_MASKS) continue;
+        const char * r = (const char *) mask->data + row * mask->nb[1];
+        const int64_t n = KILN_MIN(k->ne[1], mask->ne[0]);
+        int64_t used = 0;
+        for (int64_t c = 0; c < n; c++) {
+            if (mask->type == KILN_TYPE_F16) used += ((const uint16_t *) r)[c] != 0xfc00; /* fp16 -inf */
+            else used += ((const float *) r)[c] != -INFINITY;
+        }
+        tp->fa_masks[tp->n_fa_masks++] = (struct fa_mask_positions) { mask->data, row, used };
+    }
+}
+
+static int64_t fa_positions(const struct kiln_threadpool * tp, const struct kiln_tensor * node) {
+    const struct kiln_tensor * q = node->src[0], * k = node->src[1], * mask = node->src[3];
+    for (int j = 0; tp && mask && j < tp->n_fa_masks; j++) {
+        if (tp->fa_masks[j].data == mask->data && tp->fa_masks[j].row == q->ne[1] - 1) return tp->fa_masks[j].positions;
+    }
+    return k->ne[1];
+}
+
+static bool node_solo(const struct kiln_threadpool * tp, const struct kiln_tensor * node) {
     if (kiln_op_tasks(node->op) == KILN_TASKS_ONE) return true;
     const int64_t limit = solo_max_work();
     if (limit == 0) return false;
@@ -265,10 +310,12 @@ static bool node_solo(const struct kiln_tensor * node) {
     } else if (node->op == KILN_OP_FLASH_ATTN_EXT && node->src[0] && node->src[1] && node->src[2]) {
         /* its result depends on nth, which must be llama.cpp's thread count */
         if (kiln_flash_attn_split_kv(node)) return false;
-        /* q rows x cached positions x (K and V widths); x8 for the fp16
-         * conversions and the online softmax around each multiply-add */
+        /* q rows x positions read x (K and V widths); x8 for the fp16
+         * conversions and the online softmax around each multiply-add; one
+         * per masked position */
         const struct kiln_tensor * q = node->src[0], * k = node->src[1], * v = node->src[2];
-        work = 8 * q->ne[1] * q->ne[2] * q->ne[3] * k->ne[1] * (k->ne[0] + v->ne[0]);
+        const int64_t rows = q->ne[1] * q->ne[2] * q->ne[3];
+        work = 8 * rows * fa_positions(tp, node) * (k->ne[0] + v->ne[0]) + rows * k->ne[1];
     } else if (node->op == KILN_OP_MUL_MAT_ID || node->op == KILN_OP_OUT_PROD || node->op == KILN_OP_MUL_MAT_ID_BACK ||
                node->op == KILN_OP_OUT_PROD_ID ||
                /* user callbacks are promised their n_tasks */
@@ -278,9 +325,9 @@ static bool node_solo(const struct kiln_tensor * node) {
     return work <= limit;
 }
 
-static bool graph_all_solo(const struct kiln_cgraph * g) {
+static bool graph_all_solo(const struct kiln_threadpool * tp, const struct kiln_cgraph * g) {
     for (int i = 0; i < g->n_nodes; i++) {
-        if (!node_skipped(g->nodes[i]) && !node_solo(g->nodes[i])) return false;
+        if (!node_skipped(g->nodes[i]) && !node_solo(tp, g->nodes[i])) return false;
     }
     return true;
 }
@@ -300,12 +347,12 @@ static void graph_compute_thread(struct kiln_threadpool * tp, int ith) {
     int step = 0; /* barrier-separated steps walked: picks chunk_slot */
     int i = 0;
     while (i < g->n_nodes && node_skipped(g->nodes[i])) i++;
-    if (i < g->n_nodes) solo = node_solo(g->nodes[i]);
+    if (i < g->n_nodes) solo = node_solo(tp, g->nodes[i]);
     for (; i < g->n_nodes;) {
         struct kiln_tensor * node = g->nodes[i];
         int next = i + 1;
         while (next < g->n_nodes && node_skipped(g->nodes[next])) next++;
-        const bool next_solo = next < g->n_nodes && node_solo(g->nodes[next]);
+        const bool next_solo = next < g->n_nodes && node_solo(tp, g->nodes[next]);
         /* after a failure inside a barrier-free run, thread 0 only walks on
          * to the run's closing barrier, where every thread stops */
         if ((!solo || ith == 0) && !(solo && halted(tp, step))) {
@@ -450,7 +497,8 @@ enum kiln_status kiln_threadpool_run(struct kiln_threadpool * tp, struct kiln_cg
     tp->n_active = KILN_MAX(1, KILN_MIN(n_active, tp->n_threads));
     /* a graph of solo nodes only (a small model's token) runs on the
      * caller: waking the workers would cost more than the whole job */
-    if (tp->n_active > 1 && graph_all_solo(g)) tp->n_active = 1;
+    fa_masks_scan(tp, g);
+    if (tp->n_active > 1 && graph_all_solo(tp, g)) tp->n_active = 1;
     atomic_store(&tp->halt_step, INT_MAX);
     atomic_store(&tp->n_barrier, 0);
     atomic_store(&tp->current_chunk[0], 0);
