@@ -110,9 +110,15 @@ static void wait_change(struct kiln_threadpool * tp, atomic_int * v, int old) {
  * BARRIER_SPIN_MAX_US), one that runs out halves it (to
  * BARRIER_SPIN_MIN_US). On an idle machine the threads stop sleeping
  * between nodes; on a loaded one (the other thread preempted, so waits
- * run long) the budget falls and the waiter sleeps and frees its core. */
+ * run long) the budget falls and the waiter sleeps and frees its core.
+ * The ceiling covers the tail of a mat-vec split into a few long chunks
+ * per thread (ops_matmul.c): a chunk of a 32000-row output matrix takes
+ * ~0.5 ms in wasm. Chromium A/B, 2 threads: 400 -> 2000 us gave Q4_K_M
+ * 42.6 -> 61.4 and 58.0 -> 67.5 tok/s, Q8_0 50.7 -> 53.8, Q4_0 equal;
+ * with a busy process on the other core, equal (Q4_0 36.3 / 34.5,
+ * Q4_K_M 31.9 / 33.2), where a 100 us floor fell from 34.9 to 24.3. */
 #define BARRIER_SPIN_MIN_US 8.0
-#define BARRIER_SPIN_MAX_US 400.0
+#define BARRIER_SPIN_MAX_US 2000.0
 static _Thread_local double tl_spin_us = 50.0;
 
 static void wait_change_barrier(struct kiln_threadpool * tp, atomic_int * v, int old) {
