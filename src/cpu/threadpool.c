@@ -276,7 +276,6 @@ static bool node_skipped(const struct kiln_tensor * node) {
  * takes the same solo decisions even if a node of the graph were to write
  * a mask (its values would then only make the estimate stale). */
 static void fa_masks_scan(struct kiln_threadpool * tp, const struct kiln_cgraph * g) {
-    tp->n_fa_masks = 0;
     for (int i = 0; i < g->n_nodes; i++) {
         const struct kiln_tensor * node = g->nodes[i];
         if (node->op != KILN_OP_FLASH_ATTN_EXT) continue;
@@ -503,7 +502,9 @@ enum kiln_status kiln_threadpool_run(struct kiln_threadpool * tp, struct kiln_cg
     tp->n_active = KILN_MAX(1, KILN_MIN(n_active, tp->n_threads));
     /* a graph of solo nodes only (a small model's token) runs on the
      * caller: waking the workers would cost more than the whole job */
-    fa_masks_scan(tp, g);
+    /* solo decisions matter only with more than one thread */
+    tp->n_fa_masks = 0;
+    if (tp->n_active > 1) fa_masks_scan(tp, g);
     if (tp->n_active > 1 && graph_all_solo(tp, g)) tp->n_active = 1;
     atomic_store(&tp->halt_step, INT_MAX);
     atomic_store(&tp->n_barrier, 0);
