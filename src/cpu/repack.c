@@ -206,6 +206,17 @@ static void unpack_scales_x8(const uint8_t in[96], int r, uint8_t out[12]) {
     }
 }
 
+/* The x8 layouts interleave the rows' bytes in pieces: piece k of row r of
+ * an 8-row group sits at (8 k + r) * size. x8_put stores n pieces of one
+ * plain row there, x8_get reads them back. */
+static void x8_put(uint8_t * dst, int r, const uint8_t * src, int n, size_t size) {
+    for (int k = 0; k < n; k++) memcpy(dst + (size_t) (8 * k + r) * size, src + size * (size_t) k, size);
+}
+
+static void x8_get(uint8_t * dst, const uint8_t * src, int r, int n, size_t size) {
+    for (int k = 0; k < n; k++) memcpy(dst + size * (size_t) k, src + (size_t) (8 * k + r) * size, size);
+}
+
 /* 8 plain Q4_K rows -> x8 super-blocks (repack.h) */
 static void pack_group_q4_K(const char * rows, size_t row_size, int64_t nb, block_q4_Kx8 * out) {
     for (int64_t b = 0; b < nb; b++) {
@@ -215,7 +226,7 @@ static void pack_group_q4_K(const char * rows, size_t row_size, int64_t nb, bloc
             const block_q4_K * in = (const block_q4_K *) (rows + (size_t) r * row_size) + b;
             o->d[r] = in->d;
             o->dmin[r] = in->dmin;
-            for (int k = 0; k < 16; k++) memcpy(o->qs + (8 * k + r) * 8, in->qs + 8 * k, 8);
+            x8_put(o->qs, r, in->qs, 16, 8);
             q[r] = in->scales;
         }
         pack_scales_x8(q, o->scales);
@@ -227,7 +238,7 @@ static void unpack_row_q4_K(const block_q4_Kx8 * x, int r, int64_t nb, block_q4_
         block_q4_K * o = &out[b];
         o->d = x[b].d[r];
         o->dmin = x[b].dmin[r];
-        for (int k = 0; k < 16; k++) memcpy(o->qs + 8 * k, x[b].qs + (8 * k + r) * 8, 8);
+        x8_get(o->qs, x[b].qs, r, 16, 8);
         unpack_scales_x8(x[b].scales, r, o->scales);
     }
 }
@@ -241,8 +252,8 @@ static void pack_group_q5_K(const char * rows, size_t row_size, int64_t nb, bloc
             const block_q5_K * in = (const block_q5_K *) (rows + (size_t) r * row_size) + b;
             o->d[r] = in->d;
             o->dmin[r] = in->dmin;
-            for (int k = 0; k < 32; k++) memcpy(o->qs + (8 * k + r) * 4, in->qs + 4 * k, 4);
-            for (int k = 0; k < 8; k++) memcpy(o->qh + (8 * k + r) * 4, in->qh + 4 * k, 4);
+            x8_put(o->qs, r, in->qs, 32, 4);
+            x8_put(o->qh, r, in->qh, 8, 4);
             q[r] = in->scales;
         }
         pack_scales_x8(q, o->scales);
@@ -254,8 +265,8 @@ static void unpack_row_q5_K(const block_q5_Kx8 * x, int r, int64_t nb, block_q5_
         block_q5_K * o = &out[b];
         o->d = x[b].d[r];
         o->dmin = x[b].dmin[r];
-        for (int k = 0; k < 32; k++) memcpy(o->qs + 4 * k, x[b].qs + (8 * k + r) * 4, 4);
-        for (int k = 0; k < 8; k++) memcpy(o->qh + 4 * k, x[b].qh + (8 * k + r) * 4, 4);
+        x8_get(o->qs, x[b].qs, r, 32, 4);
+        x8_get(o->qh, x[b].qh, r, 8, 4);
         unpack_scales_x8(x[b].scales, r, o->scales);
     }
 }
@@ -269,8 +280,8 @@ static void pack_group_q6_K(const char * rows, size_t row_size, int64_t nb, bloc
             const block_q6_K * in = (const block_q6_K *) (rows + (size_t) r * row_size) + b;
             o->d[r] = in->d;
             for (int j = 0; j < 16; j++) o->scales[8 * j + r] = in->scales[j];
-            for (int k = 0; k < 32; k++) memcpy(o->ql + (8 * k + r) * 4, in->ql + 4 * k, 4);
-            for (int k = 0; k < 16; k++) memcpy(o->qh + (8 * k + r) * 4, in->qh + 4 * k, 4);
+            x8_put(o->ql, r, in->ql, 32, 4);
+            x8_put(o->qh, r, in->qh, 16, 4);
         }
     }
 }
@@ -281,8 +292,8 @@ static void unpack_row_q6_K(const block_q6_Kx8 * x, int r, int64_t nb, block_q6_
         block_q6_K * o = &out[b];
         o->d = x[b].d[r];
         for (int j = 0; j < 16; j++) o->scales[j] = x[b].scales[8 * j + r];
-        for (int k = 0; k < 32; k++) memcpy(o->ql + 4 * k, x[b].ql + (8 * k + r) * 4, 4);
-        for (int k = 0; k < 16; k++) memcpy(o->qh + 4 * k, x[b].qh + (8 * k + r) * 4, 4);
+        x8_get(o->ql, x[b].ql, r, 32, 4);
+        x8_get(o->qh, x[b].qh, r, 16, 4);
     }
 }
 #endif
