@@ -71,8 +71,8 @@ struct x8_col { int32x4_t isum[2], msum[2]; float32x4_t acc[2], accm[2]; };
 ALWAYS_INLINE void x8_fma(struct x8_col * st, const block_q4_Kx8 * xb, const block_q8_K * yb) {
     const float32x4_t fy = vdupq_n_f32(yb->d);
     for (int h = 0; h < 2; h++) {
-        const float32x4_t dd = vmulq_f32(vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(xb->d + 4 * h))), fy);
-        const float32x4_t dm = vmulq_f32(vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(xb->dmin + 4 * h))), fy);
+        const float32x4_t dd = f16x4_mul(xb->d + 4 * h, fy);
+        const float32x4_t dm = f16x4_mul(xb->dmin + 4 * h, fy);
         st->acc[h] = vfmaq_f32(st->acc[h], vcvtq_f32_s32(st->isum[h]), dd);
         st->accm[h] = vfmaq_f32(st->accm[h], vcvtq_f32_s32(st->msum[h]), dm);
         st->isum[h] = st->msum[h] = vdupq_n_s32(0);
@@ -84,7 +84,7 @@ ALWAYS_INLINE void x8_fma(struct x8_col * st, const block_q4_Kx8 * xb, const blo
 ALWAYS_INLINE void x8_fma_pair(struct x8_col * st, const block_q4_Kx8 * xb, const block_q8_K * yb) {
     const float32x4_t fy = vdupq_n_f32(yb->d);
     for (int h = 0; h < 2; h++) {
-        const float32x4_t dd = vmulq_f32(vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(xb->d + 4 * h))), fy);
+        const float32x4_t dd = f16x4_mul(xb->d + 4 * h, fy);
         st->acc[h] = vfmaq_f32(st->acc[h], vcvtq_f32_s32(st->isum[h]), dd);
         st->isum[h] = vdupq_n_s32(0);
     }
@@ -94,7 +94,7 @@ ALWAYS_INLINE void x8_fma_pair(struct x8_col * st, const block_q4_Kx8 * xb, cons
 ALWAYS_INLINE void x8_fms_mins(struct x8_col * st, const block_q4_Kx8 * xb, const block_q8_K * yb) {
     const float32x4_t fy = vdupq_n_f32(yb->d);
     for (int h = 0; h < 2; h++) {
-        const float32x4_t dm = vmulq_f32(vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(xb->dmin + 4 * h))), fy);
+        const float32x4_t dm = f16x4_mul(xb->dmin + 4 * h, fy);
         st->acc[h] = vfmsq_f32(st->acc[h], vcvtq_f32_s32(st->msum[h]), dm);
         st->msum[h] = vdupq_n_s32(0);
     }

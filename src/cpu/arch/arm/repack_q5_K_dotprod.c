@@ -55,8 +55,8 @@ ALWAYS_INLINE void q5_Kx8_cols(int64_t n, const int N, float * const * s, const 
         for (int c = 0; c < N; c++) {
             const float32x4_t fy = vdupq_n_f32(y[c][b].d);
             for (int g = 0; g < 2; g++) {
-                dd[c][g] = vmulq_f32(vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(xb->d + 4 * g))), fy);
-                dm[c][g] = vmulq_f32(vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(xb->dmin + 4 * g))), fy);
+                dd[c][g] = f16x4_mul(xb->d + 4 * g, fy);
+                dm[c][g] = f16x4_mul(xb->dmin + 4 * g, fy);
             }
         }
         int32x4_t msum[2][2];

@@ -88,7 +88,7 @@ ALWAYS_INLINE void q6_Kx8_cols(int64_t n, const int N, const int fused, float * 
         for (int c = 0; c < N; c++) {
             const float32x4_t fy = vdupq_n_f32(yb[c]->d);
             for (int g = 0; g < 2; g++) {
-                const float32x4_t dd = vmulq_f32(vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(x[b].d + 4 * g))), fy);
+                const float32x4_t dd = f16x4_mul(x[b].d + 4 * g, fy);
                 const float32x4_t fi = vcvtq_f32_s32(I[c][g]);
                 acc[c][g] = fused ? vfmaq_f32(acc[c][g], fi, dd) : vaddq_f32(acc[c][g], vmulq_f32(fi, dd));
             }
