@@ -3,7 +3,12 @@
 // token count, interleaved (Kiln run, llama.cpp run, ...). Rates follow
 // kiln-generate's definitions on both sides: prompt tokens / prompt eval time;
 // generation = decode evals / their time (the first sampled token comes from
-// the prompt's logits, so N tokens cost N-1 evals).
+// the prompt's logits, so N tokens cost N-1 evals). Both sides time a prompt
+// on weights already read once: llama.cpp's context lives across the runs
+// (after a warmup run), and each kiln-generate process starts with
+// --warmup (BOS and EOS evaluated, then the cache emptied). Without it the
+// first pass over freshly repacked weights, ~0.1 s on some VMs, falls into
+// Kiln's prompt time alone.
 import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -13,7 +18,7 @@ const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..')
 
 function kilnRun(bin, model, prompt, n, threads, ctx, timeoutMs, isa) {
   const r = spawnSync(bin, ['-m', model, '-p', prompt, '-n', String(n), '-t', String(threads), '--ctx', String(ctx),
-    '--temp', '0', '--repeat-penalty', '1', '--print-ids', ...(isa ? ['--isa', isa] : [])], { encoding: 'utf8', maxBuffer: 1 << 24, timeout: timeoutMs });
+    '--temp', '0', '--repeat-penalty', '1', '--print-ids', '--warmup', ...(isa ? ['--isa', isa] : [])], { encoding: 'utf8', maxBuffer: 1 << 24, timeout: timeoutMs });
   if (r.error || r.signal) return { pp: null, tg: null, prompt_tokens: null, ids: [], error: r.error ? String(r.error.message) : `killed (${r.signal}) after ${timeoutMs} ms` };
   const m = /prompt (\d+) tokens, ([\d.]+) tokens\/s; generated (\d+) tokens, ([\d.]+) tokens\/s/.exec(r.stderr || '');
   if (r.status !== 0 || !m) throw new Error(`kiln-generate failed: ${r.stderr}`);

@@ -222,6 +222,14 @@ for (const m of models) for (const cfg of CONFIGS) {
             knowns++;
             console.log(`${d < 0 ? "KNOWN-NOW-PASSES" : "known"} greedy ${N_GEN} tokens ${tag}  ${detail}  [${known}]`);
         } else check(d < 0, `greedy ${N_GEN} tokens ${tag}`, detail);
+        // --warmup (an evaluation of BOS, EOS, then an empty cache) changes
+        // no logit and no token: the first prompt, first config of each model
+        if (prompt === PROMPTS[0] && cfg === CONFIGS[0]) {
+            const w = kilnGenerate(m, prompt, [...cfg.kiln, "--warmup"]);
+            const same = firstDiff(w.ids, k.ids) < 0 && JSON.stringify(w.logits) === JSON.stringify(k.logits);
+            check(same, `kiln-generate --warmup: same logits and ${k.ids.length} tokens ${tag}`,
+                same ? "" : `ids ${w.ids.slice(0, 8)} vs ${k.ids.slice(0, 8)}`);
+        }
     }
     summary.push(row);
     await ctx.dispose();
