@@ -104,8 +104,9 @@ void kiln_mm_act_convert(const struct kiln_compute_params * params, const struct
 #define MM_BLOCK0      48   /* src0 rows per chunk, batched */
 #define MM_BLOCK1      24   /* src1 rows per chunk, batched */
 /* src0 rows per chunk when src1 has one row (a generated token's mat-vec
- * products): the rows split into MM_GEMV_CHUNKS_PER_THREAD chunks per
- * thread, of at least MM_BLOCK0_GEMV rows. Each thread then streams long
+ * products) on one thread, or in several batches: the rows split into
+ * MM_GEMV_CHUNKS_PER_THREAD chunks per thread, of at least MM_BLOCK0_GEMV
+ * rows (several threads on one batch: gemv_guided_bounds). Each thread then streams long
  * contiguous runs of weights; 32-row chunks taken in turn by 2 threads
  * made 2-thread generation 25-40 % slower, natively and in wasm (the
  * weights come from DRAM; one thread alone was not affected). A few chunks
@@ -126,6 +127,33 @@ void kiln_mm_act_convert(const struct kiln_compute_params * params, const struct
 static int64_t gemv_block0(int64_t ne01, int nth) {
     const int64_t n = (int64_t) nth * MM_GEMV_CHUNKS_PER_THREAD;
     return KILN_MAX(MM_BLOCK0_GEMV, KILN_PAD((ne01 + n - 1) / n, 8));
+}
+
+/* The mat-vec split when several threads share one (a generated token's
+ * products, one batch): chunk k takes 1/(2 nth) of the rows chunk k - 1
+ * left, in multiples of 8 rows and at least MM_BLOCK0_GEMV, the last one
+ * the rest ("guided" scheduling). The first chunks are long contiguous runs
+ * of weights, as with the fixed split; the short ones at the end leave a
+ * thread that finishes first little to wait for. With 4 equal chunks per
+ * thread, a Q4_K_M token at 2 threads in wasm spent ~10 % of each thread's
+ * time in the barriers after its mat-vecs. Chromium, kiln-mt at 2 threads,
+ * 10 alternating rounds (bench/peers/RESULTS-2026-12-03-s18.txt): synth-
+ * q4_K_M 74.4 -> 82.0 tok/s, q8_0 63.4 -> 69.1 (10 of 10 rounds higher
+ * each), q4_0 71.1 -> 73.8 (7 of 10). Which thread computes a row does not
+ * change its result. Writes the chunk starts and ne01 to b; returns the
+ * count (<= MM_GEMV_GUIDED_MAX). */
+#define MM_GEMV_GUIDED_MAX 128
+static int64_t gemv_guided_bounds(int64_t ne01, int nth, int64_t * b) {
+    int64_t start = 0, k = 0;
+    while (start < ne01) {
+        const int64_t left = ne01 - start;
+        int64_t sz = KILN_MAX(MM_BLOCK0_GEMV, KILN_PAD((left + 2 * nth - 1) / (2 * nth), 8));
+        if (sz > left || k == MM_GEMV_GUIDED_MAX - 1) sz = left;
+        b[k++] = start;
+        start += sz;
+    }
+    b[k] = ne01;
+    return k;
 }
 
 static bool check_common(const struct kiln_tensor * dst, const struct kiln_tensor * src0, const char * op) {
@@ -423,7 +451,11 @@ enum kiln_status kiln_cpu_fwd_mul_mat(const struct kiln_compute_params * params,
     int64_t nbl1 = (ne11 + bs1 - 1) / bs1;
     int64_t nbl0 = (ne01 + bs0 - 1) / bs0;
     while (nbl0 * nbl1 * nbat > INT_MAX / 2) { bs0 *= 2; nbl0 = (ne01 + bs0 - 1) / bs0; }
-    const int64_t nchunks = nbl0 * nbl1 * nbat;
+    int64_t nchunks = nbl0 * nbl1 * nbat;
+    /* a token's mat-vec on several threads: chunks of decreasing size */
+    int64_t gb[MM_GEMV_GUIDED_MAX + 1];
+    const bool guided = gemv && nbat == 1 && params->nth > 1;
+    if (guided) nchunks = gemv_guided_bounds(ne01, params->nth, gb);
 
     const size_t act_stride = act.convert ? act.row_size : src1->nb[1];
     const bool f32_rows = src0->type == KILN_TYPE_F32 && act.vdt == KILN_TYPE_F32 && !gemv &&
@@ -449,10 +481,10 @@ enum kiln_status kiln_cpu_fwd_mul_mat(const struct kiln_compute_params * params,
 
     int64_t c;
     while ((c = kiln_chunk_next(params)) < nchunks) {
-        const int64_t ib0 = c % nbl0, rest = c / nbl0;
+        const int64_t ib0 = c % nbl0, rest = guided ? 0 : c / nbl0;
         const int64_t ib1 = rest % nbl1, bat = rest / nbl1;
         const int64_t i12 = bat % ne12, i13 = bat / ne12;
-        const int64_t i0 = ib0 * bs0, i1 = KILN_MIN(ne01, i0 + bs0);
+        const int64_t i0 = guided ? gb[c] : ib0 * bs0, i1 = guided ? gb[c + 1] : KILN_MIN(ne01, i0 + bs0);
         const int64_t j0 = ib1 * bs1, j1 = KILN_MIN(ne11, j0 + bs1);
         const char * a = (const char *) src0->data + (i12 / r2) * src0->nb[2] + (i13 / r3) * src0->nb[3];
         const char * b = kiln_mm_act_row(params, src1, &act, 0, i12, i13);

@@ -91,6 +91,9 @@ static struct kiln_tensor * make_src1(struct kiln_context * ctx, enum kiln_type 
 /* the order test_mul_mat_case asks of its mul_mat (kiln_mul_mat_set_order) */
 static enum kiln_mm_order g_order = KILN_MM_ORDER_GGML;
 
+/* test_mul_mat_case repacks the weights where kiln_repack_wanted() */
+static bool g_repack;
+
 static void test_mul_mat_case(enum kiln_type t0, const struct mm_shape * s, int layout, enum kiln_type t1) {
     char what[200];
     snprintf(what, sizeof what, "mul_mat %s x %s K=%lld N=%lld M=%lld a=[%lld,%lld] b=[%lld,%lld] layout=%d isa=%s",
@@ -123,6 +126,8 @@ static void test_mul_mat_case(enum kiln_type t0, const struct mm_shape * s, int 
     }
     double thr = nmse_threshold(t0);
     if (t1 != KILN_TYPE_F32 && thr < nmse_threshold(t1)) thr = nmse_threshold(t1);
+    /* the reference above read the plain layout */
+    if (g_repack && kiln_repack_wanted(a)) CHECK(kiln_repack_tensor(a), "%s: repack: %s", what, kiln_last_error());
     run_and_compare(ctx, out, ref, thr, what);
     free(A); free(B); free(ref);
     kiln_free(ctx);
@@ -641,6 +646,25 @@ static void test_mul_mat_kquant_exact(void) {
     }
 }
 
+/* a mat-vec on several threads splits its rows into chunks of decreasing
+ * size (ops_matmul.c, gemv_guided_bounds): row counts around the 32-row
+ * floor and the multiples of 8, and long ones whose split runs to many
+ * chunks, in f32, q4_0, and q4_0 and q4_K repacked where this build
+ * repacks them (groups of 4 / 8 rows), with 2 and 4 threads equal 1 thread
+ * bit for bit, every row written */
+static void test_mul_mat_gemv_split(void) {
+    static const int64_t rows[] = { 1, 8, 31, 32, 33, 39, 40, 100, 257, 1000, 4099 };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        const struct mm_shape s = { 64, rows[i], 1, 1, 1, 1, 1 };
+        test_mul_mat_case(KILN_TYPE_F32, &s, 0, KILN_TYPE_F32);
+        test_mul_mat_case(KILN_TYPE_Q4_0, &s, 0, KILN_TYPE_F32);
+        g_repack = true;
+        test_mul_mat_case(KILN_TYPE_Q4_0, &s, 0, KILN_TYPE_F32);
+        test_mul_mat_case(KILN_TYPE_Q4_K, &(struct mm_shape) { 256, rows[i], 1, 1, 1, 1, 1 }, 0, KILN_TYPE_F32);
+        g_repack = false;
+    }
+}
+
 int main(void) {
     tu_seed(7);
     test_mul_mat_f16_exact();
@@ -651,6 +675,7 @@ int main(void) {
     test_mul_mat_order();
     test_mul_mat_src0_view();
     test_mul_mat_quant();
+    test_mul_mat_gemv_split();
     test_mul_mat_id();
     test_mul_mat_id_back();
     test_out_prod();
