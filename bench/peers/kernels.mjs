@@ -9,6 +9,11 @@
 // (upload is done once; each rep computes and reads the result back).
 // Each side gets its fast weight layout: Kiln W as ggml [k, n] (rows of k),
 // tfjs x . W with W as [k, n] (no transpose).
+// gemm_f32_sum: the same GEMM with its product summed to one number inside
+// each engine (Kiln: matmul().sum(); tfjs: tf.sum(matMul)), so no 4 MB
+// result is copied out: the new buffer that copy fills costs page faults,
+// ~11 ms per 4 MB on one VM (both sides, whenever the allocator hands out
+// fresh pages: bench/peers/RESULTS-2026-12-03-s18.txt), of a ~45-60 ms rep.
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { stats, interleaveN, emit } from './common.mjs';
@@ -45,6 +50,7 @@ export async function runKernels({ reps = 5, warmup = 1, log = console.error } =
   const out = [];
   const cases = [
     { what: 'gemm_f32', shape: '1024x1024x1024', flop: 2 * 1024 ** 3, k: 1024, n: 1024, m: 1024 },
+    { what: 'gemm_f32_sum', shape: '1024x1024x1024, summed', flop: 2 * 1024 ** 3, k: 1024, n: 1024, m: 1024, sum: true },
     { what: 'matvec_f32', shape: '4096x4096 . 4096', flop: 2 * 4096 * 4096, k: 4096, n: 4096, m: 1 },
   ];
   for (const c of cases) {
@@ -63,12 +69,13 @@ export async function runKernels({ reps = 5, warmup = 1, log = console.error } =
     const tw = tf.tensor2d(Wt, [c.k, c.n]), tx = tf.tensor2d(X, [c.m, c.k]);
     const kilnRun = (i) => async () => {
       const [kw, kx] = kt[i];
-      const t0 = performance.now(); const y = kw.matmul(kx); const d = await y.data(); const dt = performance.now() - t0;
-      y.free?.(); return { ms: dt, gflops: c.flop / dt / 1e6, y0: d[0] };
+      const t0 = performance.now(); const p = kw.matmul(kx); const y = c.sum ? p.sum() : p; const d = await y.data(); const dt = performance.now() - t0;
+      y.free?.(); p.free?.(); return { ms: dt, gflops: c.flop / dt / 1e6, y0: d[0] };
     };
     const tfRun = async () => {
-      const t0 = performance.now(); const y = tf.matMul(tx, tw, false, false); const d = y.dataSync(); const dt = performance.now() - t0;
-      y.dispose(); return { ms: dt, gflops: c.flop / dt / 1e6, y0: d[0] };
+      const t0 = performance.now(); const p = tf.matMul(tx, tw, false, false); const y = c.sum ? tf.sum(p) : p; const d = y.dataSync(); const dt = performance.now() - t0;
+      if (y !== p) y.dispose();
+      p.dispose(); return { ms: dt, gflops: c.flop / dt / 1e6, y0: d[0] };
     };
     const rs = await interleaveN(reps, warmup, [...kilns.map((_, i) => kilnRun(i)), tfRun]);
     const b = rs[rs.length - 1], gb = b.map((r) => r.gflops);

@@ -90,7 +90,7 @@ const summary = {
   gen_vs_wllama_q4_0: null, gen_vs_wllama_q8_0: null, gen_vs_wllama_q4_k_m: null,
   pp512_vs_wllama_q4_0: null, ttft_chat512_s_kiln_mt_q4_0: null, ttft_chat512_vs_wllama_q4_0: null,
   bw_browser_q4_0: null, bw_browser_q8_0: null,
-  gen_native_vs_llamacpp_q4_0: null, gemm_vs_tfjs: null,
+  gen_native_vs_llamacpp_q4_0: null, gemm_vs_tfjs: null, gemm_sum_vs_tfjs: null,
   pp_native_vs_llamacpp_q4_0: null, pp_native_vs_llamacpp_q4_k_m: null, gen_native_vs_llamacpp_q4_k_m: null,
   pp_native_vs_llamacpp_q5_k_m: null,
 };
@@ -126,6 +126,7 @@ if (only.includes('kernels')) {
       table(ks.map((k) => [k.case, k.shape, range(k.kiln), ...(two ? [range(k.kiln_simd128)] : []), range(k.tfjs), range(k.ratio), ...(two ? [range(k.ratio_simd128)] : []), k.agree ? 'yes' : 'NO']),
         ['case', 'shape', `${ks[0]?.kiln_build ?? 'kiln'} GFLOPS`, ...(two ? ['kiln-st GFLOPS'] : []), 'tfjs GFLOPS', 'kiln/tfjs', ...(two ? ['kiln-st/tfjs'] : []), 'same result']));
     summary.gemm_vs_tfjs = ks.find((k) => k.case === 'gemm_f32')?.ratio.median ?? null;
+    summary.gemm_sum_vs_tfjs = ks.find((k) => k.case === 'gemm_f32_sum')?.ratio.median ?? null;
   } catch (e) { notes.push(`kernels failed: ${e.message}`); log(e); }
 }
 
