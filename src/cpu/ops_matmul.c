@@ -104,13 +104,13 @@ void kiln_mm_act_convert(const struct kiln_compute_params * params, const struct
 #define MM_BLOCK0      48   /* src0 rows per chunk, batched */
 #define MM_BLOCK1      24   /* src1 rows per chunk, batched */
 /* src0 rows per chunk when src1 has one row (a generated token's mat-vec
- * products) on one thread, or in several batches: the rows split into
+ * products) outside gemv_guided_bounds' case: the rows split into
  * MM_GEMV_CHUNKS_PER_THREAD chunks per thread, of at least MM_BLOCK0_GEMV
- * rows (several threads on one batch: gemv_guided_bounds). Each thread then streams long
- * contiguous runs of weights; 32-row chunks taken in turn by 2 threads
- * made 2-thread generation 25-40 % slower, natively and in wasm (the
- * weights come from DRAM; one thread alone was not affected). A few chunks
- * per thread still let a thread that runs ahead take another's share. */
+ * rows. Each thread then streams long contiguous runs of weights; 32-row
+ * chunks taken in turn by 2 threads made 2-thread generation 25-40 %
+ * slower, natively and in wasm (the weights come from DRAM; one thread
+ * alone was not affected). A few chunks per thread still let a thread that
+ * runs ahead take another's share. */
 #define MM_BLOCK0_GEMV 32
 #define MM_GEMV_CHUNKS_PER_THREAD 4
 #define MM_X16_BLOCK1  64   /* src1 rows per chunk, repacked Q4_0 / Q8_0 (with their aux) / Q4_K 16-row kernels, vec_dot_rows */
@@ -129,20 +129,25 @@ static int64_t gemv_block0(int64_t ne01, int nth) {
     return KILN_MAX(MM_BLOCK0_GEMV, KILN_PAD((ne01 + n - 1) / n, 8));
 }
 
-/* The mat-vec split when several threads share one (a generated token's
- * products, one batch): chunk k takes 1/(2 nth) of the rows chunk k - 1
- * left, in multiples of 8 rows and at least MM_BLOCK0_GEMV, the last one
- * the rest ("guided" scheduling). The first chunks are long contiguous runs
- * of weights, as with the fixed split; the short ones at the end leave a
- * thread that finishes first little to wait for. With 4 equal chunks per
- * thread, a Q4_K_M token at 2 threads in wasm spent ~10 % of each thread's
- * time in the barriers after its mat-vecs. Chromium, kiln-mt at 2 threads,
+/* The mat-vec split when 2 to MM_GEMV_GUIDED_THREADS threads share one (a
+ * generated token's products, one batch): chunk k takes 1/(2 nth) of the
+ * rows chunk k - 1 left, in multiples of 8 rows and at least
+ * MM_BLOCK0_GEMV, the last one the rest ("guided" scheduling). The first
+ * chunks are long contiguous runs of weights, as with the fixed split; the
+ * short ones at the end leave a thread that finishes first little to wait
+ * for. With 4 equal chunks per thread, a Q4_K_M token at 2 threads in wasm
+ * (Node) spent ~10 % of thread 0's time in the barriers after its
+ * mat-vecs, ~2.5 % with this split. Chromium, kiln-mt at 2 threads,
  * 10 alternating rounds (bench/peers/RESULTS-2026-12-03-s18.txt): synth-
  * q4_K_M 74.4 -> 82.0 tok/s, q8_0 63.4 -> 69.1 (10 of 10 rounds higher
  * each), q4_0 71.1 -> 73.8 (7 of 10). Which thread computes a row does not
  * change its result. Writes the chunk starts and ne01 to b; returns the
- * count (<= MM_GEMV_GUIDED_MAX). */
+ * count (<= MM_GEMV_GUIDED_MAX). Up to 8 threads the sizes fall to the
+ * floor within the bound even for a 262,144-row output matrix (111
+ * chunks); with more threads each step shrinks less, the bound would leave
+ * a long last chunk, and the fixed split stays. */
 #define MM_GEMV_GUIDED_MAX 128
+#define MM_GEMV_GUIDED_THREADS 8
 static int64_t gemv_guided_bounds(int64_t ne01, int nth, int64_t * b) {
     int64_t start = 0, k = 0;
     while (start < ne01) {
@@ -454,7 +459,7 @@ enum kiln_status kiln_cpu_fwd_mul_mat(const struct kiln_compute_params * params,
     int64_t nchunks = nbl0 * nbl1 * nbat;
     /* a token's mat-vec on several threads: chunks of decreasing size */
     int64_t gb[MM_GEMV_GUIDED_MAX + 1];
-    const bool guided = gemv && nbat == 1 && params->nth > 1;
+    const bool guided = gemv && nbat == 1 && params->nth > 1 && params->nth <= MM_GEMV_GUIDED_THREADS;
     if (guided) nchunks = gemv_guided_bounds(ne01, params->nth, gb);
 
     const size_t act_stride = act.convert ? act.row_size : src1->nb[1];
