@@ -70,7 +70,8 @@ export async function runKernels({ reps = 5, warmup = 1, log = console.error } =
     const kilnRun = (i) => async () => {
       const [kw, kx] = kt[i];
       const t0 = performance.now(); const p = kw.matmul(kx); const y = c.sum ? p.sum() : p; const d = await y.data(); const dt = performance.now() - t0;
-      y.free?.(); p.free?.(); return { ms: dt, gflops: c.flop / dt / 1e6, y0: d[0] };
+      if (y !== p) y.free?.();
+      p.free?.(); return { ms: dt, gflops: c.flop / dt / 1e6, y0: d[0] };
     };
     const tfRun = async () => {
       const t0 = performance.now(); const p = tf.matMul(tx, tw, false, false); const y = c.sum ? tf.sum(p) : p; const d = y.dataSync(); const dt = performance.now() - t0;

@@ -456,11 +456,12 @@ enum kiln_status kiln_cpu_fwd_mul_mat(const struct kiln_compute_params * params,
     int64_t nbl1 = (ne11 + bs1 - 1) / bs1;
     int64_t nbl0 = (ne01 + bs0 - 1) / bs0;
     while (nbl0 * nbl1 * nbat > INT_MAX / 2) { bs0 *= 2; nbl0 = (ne01 + bs0 - 1) / bs0; }
-    int64_t nchunks = nbl0 * nbl1 * nbat;
-    /* a token's mat-vec on several threads: chunks of decreasing size */
+    /* a token's mat-vec on several threads: chunks of decreasing size,
+     * chunk ib0 from gb[ib0] to gb[ib0 + 1] (nbl1 and nbat are 1 there) */
     int64_t gb[MM_GEMV_GUIDED_MAX + 1];
     const bool guided = gemv && nbat == 1 && params->nth > 1 && params->nth <= MM_GEMV_GUIDED_THREADS;
-    if (guided) nchunks = gemv_guided_bounds(ne01, params->nth, gb);
+    if (guided) nbl0 = gemv_guided_bounds(ne01, params->nth, gb);
+    const int64_t nchunks = nbl0 * nbl1 * nbat;
 
     const size_t act_stride = act.convert ? act.row_size : src1->nb[1];
     const bool f32_rows = src0->type == KILN_TYPE_F32 && act.vdt == KILN_TYPE_F32 && !gemv &&
@@ -486,10 +487,10 @@ enum kiln_status kiln_cpu_fwd_mul_mat(const struct kiln_compute_params * params,
 
     int64_t c;
     while ((c = kiln_chunk_next(params)) < nchunks) {
-        const int64_t ib0 = c % nbl0, rest = guided ? 0 : c / nbl0;
+        const int64_t ib0 = c % nbl0, rest = c / nbl0;
         const int64_t ib1 = rest % nbl1, bat = rest / nbl1;
         const int64_t i12 = bat % ne12, i13 = bat / ne12;
-        const int64_t i0 = guided ? gb[c] : ib0 * bs0, i1 = guided ? gb[c + 1] : KILN_MIN(ne01, i0 + bs0);
+        const int64_t i0 = guided ? gb[ib0] : ib0 * bs0, i1 = guided ? gb[ib0 + 1] : KILN_MIN(ne01, i0 + bs0);
         const int64_t j0 = ib1 * bs1, j1 = KILN_MIN(ne11, j0 + bs1);
         const char * a = (const char *) src0->data + (i12 / r2) * src0->nb[2] + (i13 / r3) * src0->nb[3];
         const char * b = kiln_mm_act_row(params, src1, &act, 0, i12, i13);

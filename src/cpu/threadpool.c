@@ -500,11 +500,11 @@ enum kiln_status kiln_threadpool_run(struct kiln_threadpool * tp, struct kiln_cg
     tp->status = KILN_STATUS_SUCCESS;
     tp->error[0] = 0;
     tp->n_active = KILN_MAX(1, KILN_MIN(n_active, tp->n_threads));
-    /* a graph of solo nodes only (a small model's token) runs on the
-     * caller: waking the workers would cost more than the whole job */
     /* solo decisions matter only with more than one thread */
     tp->n_fa_masks = 0;
     if (tp->n_active > 1) fa_masks_scan(tp, g);
+    /* a graph of solo nodes only (a small model's token) runs on the
+     * caller: waking the workers would cost more than the whole job */
     if (tp->n_active > 1 && graph_all_solo(tp, g)) tp->n_active = 1;
     atomic_store(&tp->halt_step, INT_MAX);
     atomic_store(&tp->n_barrier, 0);

@@ -122,12 +122,12 @@ static int dump_prompt_logits(struct kiln_model * model, const char * prompt, in
  * cache: every weight read once before the timed prompt */
 static int run_warmup(struct kiln_model * model) {
     const struct kiln_vocab * vocab = kiln_model_vocab(model);
+    const kiln_token bos = kiln_vocab_bos(vocab), eos = kiln_vocab_eos(vocab);
     kiln_token toks[2];
     int32_t n = 0;
-    if (kiln_vocab_bos(vocab) >= 0) toks[n++] = kiln_vocab_bos(vocab);
-    if (kiln_vocab_eos(vocab) >= 0) toks[n++] = kiln_vocab_eos(vocab);
+    if (bos >= 0) toks[n++] = bos;
+    if (eos >= 0) toks[n++] = eos;
     if (n == 0) toks[n++] = 0;
-    kiln_model_reset(model);
     if (kiln_model_eval(model, toks, n) != KILN_STATUS_SUCCESS) {
         fprintf(stderr, "kiln-generate: warmup: %s\n", kiln_last_error());
         return 1;
